@@ -1,0 +1,312 @@
+/* edgerun.h - the public C API of libedgerun.
+ *
+ * edgerun loads ONNX models, validates them, and runs them on the CPU or on an
+ * accelerator backend. This header is the whole public surface of the library.
+ *
+ * Conventions (read these once, they hold for every function below):
+ *  - Every fallible call returns er_status and writes its result through an
+ *    `*_out` parameter, which is left untouched on failure.
+ *  - On failure the calling thread's last-error text (er_last_error()) names
+ *    the offending value and the rule it broke, e.g.
+ *    "Conv 'conv_3': kernel_shape [3,3] does not match weight dims [5,5]".
+ *  - Ownership is stated on every pointer parameter: "borrowed" means the
+ *    library reads it only during the call; "must outlive X" means the library
+ *    keeps the pointer; "owned by the caller" means the caller frees it with
+ *    the matching _free function.
+ *  - Every _free(NULL) is a no-op.
+ */
+#ifndef EDGERUN_H
+#define EDGERUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define ER_API __declspec(dllexport)
+#else
+#define ER_API __attribute__((visibility("default")))
+#endif
+
+#define ER_VERSION_MAJOR 0
+#define ER_VERSION_MINOR 1
+#define ER_VERSION_PATCH 0
+
+/* Returns the library version as "MAJOR.MINOR.PATCH". Static string. */
+ER_API const char *er_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* One list generates the enum, er_status_name() and er_status_str(). */
+#define ER_STATUS_LIST(X)                                                      \
+  X(OK, "success")                                                             \
+  X(INVALID_ARGUMENT, "invalid argument to an API call")                       \
+  X(IO, "file could not be opened, read or written")                          \
+  X(OUT_OF_MEMORY, "out of memory")                                            \
+  X(TRUNCATED, "data ends before a field it declares")                        \
+  X(MALFORMED, "malformed protobuf encoding")                                 \
+  X(LIMIT, "a size or count exceeds a configured limit")                      \
+  X(INVALID_MODEL, "model structure is invalid")                              \
+  X(INVALID_GRAPH, "graph is invalid (names, cycles, arity)")                 \
+  X(INVALID_ATTRIBUTE, "node attribute is missing or out of range")           \
+  X(INVALID_SHAPE, "tensor shape is invalid or does not match")               \
+  X(INVALID_TENSOR, "tensor data is inconsistent with its type or shape")    \
+  X(TYPE_MISMATCH, "tensor element type does not match")                      \
+  X(UNSAFE_PATH, "external data path leaves the model folder")                \
+  X(EXTERNAL_DATA, "external data reference is invalid")                     \
+  X(UNSUPPORTED, "unsupported version, operator, domain or type")             \
+  X(OUT_OF_RANGE, "index or value out of range at run time")                  \
+  X(NOT_FOUND, "named input, output or item not found")                       \
+  X(NO_FALLBACK, "node needs the CPU but fallback is disabled")                \
+  X(BACKEND, "backend or device failure")                                     \
+  X(INTERNAL, "internal error (a bug in edgerun)")
+
+typedef enum er_status {
+#define ER__STATUS_ENUM(name, text) ER_STATUS_##name,
+  ER_STATUS_LIST(ER__STATUS_ENUM)
+#undef ER__STATUS_ENUM
+  ER_STATUS_COUNT_
+} er_status;
+
+/* "OK", "TRUNCATED", ... Static string; "UNKNOWN" for values out of range. */
+ER_API const char *er_status_name(er_status status);
+/* A one-line description of the status code. Static string. */
+ER_API const char *er_status_str(er_status status);
+/* The detailed message of the last failure on the calling thread. The text is
+ * owned by the library and valid until the next edgerun call on this thread. */
+ER_API const char *er_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Element types (values equal ONNX TensorProto.DataType)                    */
+/* ------------------------------------------------------------------------ */
+
+typedef enum er_dtype {
+  ER_DTYPE_UNDEFINED = 0,
+  ER_DTYPE_FLOAT = 1,
+  ER_DTYPE_UINT8 = 2,
+  ER_DTYPE_INT8 = 3,
+  ER_DTYPE_UINT16 = 4,
+  ER_DTYPE_INT16 = 5,
+  ER_DTYPE_INT32 = 6,
+  ER_DTYPE_INT64 = 7,
+  ER_DTYPE_STRING = 8,
+  ER_DTYPE_BOOL = 9,
+  ER_DTYPE_FLOAT16 = 10,
+  ER_DTYPE_DOUBLE = 11,
+  ER_DTYPE_UINT32 = 12,
+  ER_DTYPE_UINT64 = 13,
+  ER_DTYPE_COMPLEX64 = 14,
+  ER_DTYPE_COMPLEX128 = 15,
+  ER_DTYPE_BFLOAT16 = 16,
+  ER_DTYPE_FLOAT8E4M3FN = 17,
+  ER_DTYPE_FLOAT8E4M3FNUZ = 18,
+  ER_DTYPE_FLOAT8E5M2 = 19,
+  ER_DTYPE_FLOAT8E5M2FNUZ = 20,
+  ER_DTYPE_UINT4 = 21,
+  ER_DTYPE_INT4 = 22,
+  ER_DTYPE_FLOAT4E2M1 = 23
+} er_dtype;
+
+/* "float32", "int8", ... Static string; "undefined" when unknown. */
+ER_API const char *er_dtype_name(er_dtype dtype);
+/* Bytes per element; 0 for types edgerun cannot hold in a tensor. Sub-byte
+ * types (int4, uint4) report 1: edgerun stores them one element per byte. */
+ER_API size_t er_dtype_size(er_dtype dtype);
+
+/* ------------------------------------------------------------------------ */
+/* Limits                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* The largest rank of any tensor edgerun holds. */
+#define ER_MAX_RANK 8
+
+/* Caps on what a model may declare. Every cap is checked before the memory it
+ * guards is allocated, and the error message names the cap. Zero in any field
+ * of a caller's er_load_options means "use the default". */
+typedef struct er_load_options {
+  uint64_t max_file_bytes;     /* model file size; default 4 GiB */
+  uint64_t max_tensor_bytes;   /* one tensor's data; default 2 GiB */
+  uint64_t max_total_bytes;    /* all initializers together; default 8 GiB */
+  uint32_t max_nodes;          /* nodes in one graph; default 1,000,000 */
+  uint32_t max_nesting;        /* subgraph and message nesting; default 32 */
+  int optimize;                /* 1 = constant folding etc. at load (default);
+                                  -1 = load the graph exactly as written */
+} er_load_options;
+
+/* Fills *opts with the defaults. */
+ER_API void er_load_options_init(er_load_options *opts);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct er_tensor er_tensor;
+
+/* Creates a tensor of the given type and shape with zeroed data owned by the
+ * tensor. `dims` is borrowed; `rank` 0 means a scalar (one element). The new
+ * tensor is owned by the caller (er_tensor_free). */
+ER_API er_status er_tensor_create(er_dtype dtype, int rank, const int64_t *dims,
+                                  er_tensor **tensor_out);
+
+/* Creates a tensor that refers to caller memory without copying. `data` must
+ * hold nbytes = product(dims) * er_dtype_size(dtype) bytes and must outlive the
+ * tensor; it is read (input) or written (output) only during calls that take
+ * the tensor. `dims` is borrowed. The tensor is owned by the caller. */
+ER_API er_status er_tensor_wrap(er_dtype dtype, int rank, const int64_t *dims,
+                                void *data, size_t nbytes,
+                                er_tensor **tensor_out);
+
+/* Frees the tensor and, unless it wraps caller memory, its data. */
+ER_API void er_tensor_free(er_tensor *tensor);
+
+ER_API er_dtype er_tensor_dtype(const er_tensor *tensor);
+ER_API int er_tensor_rank(const er_tensor *tensor);
+/* The dims array (rank entries), owned by the tensor. */
+ER_API const int64_t *er_tensor_dims(const er_tensor *tensor);
+ER_API int64_t er_tensor_count(const er_tensor *tensor);  /* elements */
+ER_API size_t er_tensor_nbytes(const er_tensor *tensor);  /* bytes */
+/* The element data, owned by the tensor (or by the caller for wrapped data). */
+ER_API void *er_tensor_data(er_tensor *tensor);
+ER_API const void *er_tensor_cdata(const er_tensor *tensor);
+
+/* ------------------------------------------------------------------------ */
+/* Models                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct er_model er_model;
+
+/* Loads an ONNX model from a file, memory-mapped. External data is resolved
+ * relative to the file's folder and may never leave it. `path` and `opts`
+ * (NULL = defaults) are borrowed. The model is owned by the caller. */
+ER_API er_status er_model_load_file(const char *path,
+                                    const er_load_options *opts,
+                                    er_model **model_out);
+
+/* Loads an ONNX model from memory. `data` is copied. `base_dir` (may be NULL,
+ * then external data is refused) is the folder external data is resolved in.
+ * All pointers are borrowed. The model is owned by the caller. */
+ER_API er_status er_model_load_buffer(const void *data, size_t size,
+                                      const char *base_dir,
+                                      const er_load_options *opts,
+                                      er_model **model_out);
+
+/* Frees the model. Every session created from it MUST be freed first. */
+ER_API void er_model_free(er_model *model);
+
+/* Description of one graph input or output. All pointers are owned by the
+ * model and valid until er_model_free. A dim of -1 is unknown; where the model
+ * names it, dim_params[i] holds the symbolic name (else NULL). rank is -1 when
+ * the model does not declare a shape at all. */
+typedef struct er_value_info {
+  const char *name;
+  er_dtype dtype;
+  int rank;
+  const int64_t *dims;            /* [rank] */
+  const char *const *dim_params;  /* [rank], entries may be NULL */
+} er_value_info;
+
+ER_API size_t er_model_input_count(const er_model *model);
+ER_API size_t er_model_output_count(const er_model *model);
+ER_API er_status er_model_input_info(const er_model *model, size_t index,
+                                     er_value_info *info_out);
+ER_API er_status er_model_output_info(const er_model *model, size_t index,
+                                      er_value_info *info_out);
+
+/* Model-level facts for inspection. Strings are owned by the model. */
+typedef struct er_model_summary {
+  int64_t ir_version;
+  int64_t opset;               /* default-domain opset */
+  const char *producer_name;
+  const char *producer_version;
+  const char *graph_name;
+  size_t node_count;           /* top-level graph, after load-time folding */
+  size_t initializer_count;
+  uint64_t parameter_count;    /* elements in all initializers */
+  uint64_t weight_bytes;       /* bytes in all initializers */
+  size_t metadata_count;       /* entries in metadata_props */
+} er_model_summary;
+
+ER_API void er_model_summary_get(const er_model *model,
+                                 er_model_summary *summary_out);
+/* The index-th metadata_props entry. Strings owned by the model. */
+ER_API er_status er_model_metadata(const er_model *model, size_t index,
+                                   const char **key_out,
+                                   const char **value_out);
+/* Node `index` of the top-level graph: op type and name (owned by the
+ * model; the name may be ""). */
+ER_API er_status er_model_node(const er_model *model, size_t index,
+                               const char **op_type_out,
+                               const char **name_out);
+
+/* ------------------------------------------------------------------------ */
+/* Sessions                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct er_session er_session;
+
+typedef struct er_session_options {
+  int threads;                 /* worker threads per run; 0 = 1 */
+  const char *const *backends; /* preferred backends in order, e.g. {"cpu"};
+                                  NULL = CPU only. Borrowed for the create. */
+  size_t backend_count;
+  bool allow_fallback;         /* true (default): nodes an accelerator cannot
+                                  run go to the CPU; false: that is an error */
+  bool force_reference;        /* true: use the reference kernels only */
+} er_session_options;
+
+ER_API void er_session_options_init(er_session_options *opts);
+
+/* Compiles the model for execution: picks backends, checks every node, plans.
+ * `model` MUST outlive the session. `opts` (NULL = defaults) is borrowed.
+ * The session is owned by the caller (er_session_free). */
+ER_API er_status er_session_create(const er_model *model,
+                                   const er_session_options *opts,
+                                   er_session **session_out);
+ER_API void er_session_free(er_session *session);
+
+/* A named tensor for er_session_run. Both pointers are borrowed. */
+typedef struct er_named_tensor {
+  const char *name;
+  const er_tensor *tensor;
+} er_named_tensor;
+
+/* Runs the model once. `inputs` names every graph input that has no
+ * initializer (inputs with initializers may be overridden by name).
+ * `output_names` (n_outputs entries; NULL = all graph outputs in order, then
+ * n_outputs must equal er_model_output_count) selects outputs. On success
+ * outputs_out[i] receives a new tensor owned by the caller.
+ *
+ * Safe to call from several threads at once on the same session; each call
+ * uses its own working memory. Deterministic for a given backend and thread
+ * count. */
+ER_API er_status er_session_run(er_session *session,
+                                const er_named_tensor *inputs, size_t n_inputs,
+                                const char *const *output_names,
+                                size_t n_outputs, er_tensor **outputs_out);
+
+/* ------------------------------------------------------------------------ */
+/* Tensor files (.npy and ONNX TensorProto .pb)                              */
+/* ------------------------------------------------------------------------ */
+
+/* Reads a tensor from a .npy file or a serialized ONNX TensorProto (.pb);
+ * the format is chosen by content. `path` is borrowed. If name_out is not
+ * NULL it receives the TensorProto's name (or NULL), owned by the caller
+ * (free()). The tensor is owned by the caller. */
+ER_API er_status er_tensor_read_file(const char *path, er_tensor **tensor_out,
+                                     char **name_out);
+/* Writes a tensor as .npy (when path ends in ".npy") or as a TensorProto
+ * (otherwise) with the given name (may be NULL). Written to a temporary file
+ * and renamed, so a failure never leaves a partial file. */
+ER_API er_status er_tensor_write_file(const char *path, const er_tensor *tensor,
+                                      const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EDGERUN_H */

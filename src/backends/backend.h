@@ -1,0 +1,97 @@
+/* backend.h - the backend interface every compute backend implements.
+ *
+ * A backend is a table of function pointers (ggml-style). The CPU backend
+ * implements it and is always registered last, so nodes nobody else claims
+ * land there. Accelerator backends (OpenCL, CUDA) and out-of-tree NPU
+ * plugins implement the same table; the session asks each preferred backend
+ * `supports_op` per node (with a reason when it says no), groups claimed
+ * nodes into subgraphs, and has the backend compile and compute them.
+ *
+ * The table is versioned: a plugin built against ER_BACKEND_ABI_VERSION N is
+ * accepted by a core of the same major version; members marked (optional)
+ * may be NULL. */
+#ifndef ER_BACKEND_H
+#define ER_BACKEND_H
+
+#include "graph/ir.h"
+
+#define ER_BACKEND_ABI_VERSION 1
+
+typedef struct er_backend er_backend;
+
+typedef enum er_device_kind {
+  ER_DEVICE_CPU = 0,
+  ER_DEVICE_GPU = 1,
+  ER_DEVICE_NPU = 2,
+  ER_DEVICE_OTHER = 3,
+} er_device_kind;
+
+typedef struct er_device_desc {
+  char name[128];            /* "Intel(R) Xeon(R) ...", "pthread-cpu" */
+  char vendor[64];
+  char driver[64];           /* driver or runtime version text */
+  er_device_kind kind;
+  uint64_t memory_bytes;     /* 0 when unknown */
+  int compute_units;         /* cores / SMs / CUs; 0 when unknown */
+} er_device_desc;
+
+/* A subgraph handed to a backend: node indices of one graph, in
+ * topological order, with the values that cross its boundary. */
+typedef struct er_subgraph {
+  const er_graph *graph;
+  const int32_t *nodes;      /* [n_nodes] indices into graph->nodes */
+  int32_t n_nodes;
+  const int32_t *inputs;     /* [n_inputs] value ids read from outside */
+  int32_t n_inputs;
+  const int32_t *outputs;    /* [n_outputs] value ids read outside or
+                                graph outputs */
+  int32_t n_outputs;
+} er_subgraph;
+
+typedef struct er_backend_iface {
+  uint32_t abi_version;      /* ER_BACKEND_ABI_VERSION */
+  const char *name;          /* "cpu", "opencl", "cuda", plugin name */
+
+  /* Devices this backend can drive (0 when none are present). */
+  int (*device_count)(er_backend *be);
+  er_status (*device_desc)(er_backend *be, int index, er_device_desc *desc_out);
+
+  /* Whether the backend can run `node` (of `graph`, with the value infos
+   * known at load). On false it writes a one-line reason ("dtype float64 is
+   * not supported", "Resize mode cubic not implemented") into reason[size]. */
+  bool (*supports_op)(er_backend *be, const er_graph *graph, const er_node *node,
+                      char *reason, size_t reason_size);
+
+  /* Device memory. (optional for backends that compute on host memory.) */
+  er_status (*buffer_alloc)(er_backend *be, size_t bytes, void **buffer_out);
+  void (*buffer_free)(er_backend *be, void *buffer);
+  er_status (*buffer_write)(er_backend *be, void *buffer, size_t offset, const void *src,
+                            size_t bytes);
+  er_status (*buffer_read)(er_backend *be, const void *buffer, size_t offset, void *dst,
+                           size_t bytes);
+
+  /* Prepares a subgraph once at session creation (kernels, weights on the
+   * device); *compiled_out is released with release(). */
+  er_status (*compile)(er_backend *be, const er_subgraph *sg, void **compiled_out);
+  /* Computes a compiled subgraph. `values` is the frame of the graph's
+   * values (host tensors): inputs of the subgraph are read from it and its
+   * outputs are written to it. Safe to call from several threads at once. */
+  er_status (*compute)(er_backend *be, void *compiled, er_tensor *values);
+  void (*release)(er_backend *be, void *compiled);
+
+  /* Frees the backend. (optional) */
+  void (*destroy)(er_backend *be);
+} er_backend_iface;
+
+struct er_backend {
+  const er_backend_iface *iface;
+  void *impl;                /* backend-private state */
+};
+
+/* Built-in backends. */
+er_backend *er__backend_cpu(void);
+
+/* Finds a registered backend by name; NULL when it is not available. */
+er_backend *er__backend_find(const char *name);
+
+#endif /* ER_BACKEND_H */

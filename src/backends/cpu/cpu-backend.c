@@ -1,0 +1,105 @@
+/* cpu-backend.c - the CPU backend: always present, registered last, runs
+ * every op that has a reference kernel on host memory. Its compute path is
+ * the core interpreter (runtime/exec.c), so compile/compute are left NULL:
+ * the session runs CPU-placed nodes itself. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "backends/backend.h"
+#include "ops/op.h"
+
+static int cpu_device_count(er_backend *be) {
+  ER_UNUSED(be);
+  return 1;
+}
+
+static er_status cpu_device_desc(er_backend *be, int index, er_device_desc *d) {
+  ER_UNUSED(be);
+  if (index != 0) return er__error(ER_STATUS_NOT_FOUND, "cpu backend has one device, not %d", index);
+  memset(d, 0, sizeof *d);
+  snprintf(d->name, sizeof d->name, "cpu");
+  d->kind = ER_DEVICE_CPU;
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  d->compute_units = n > 0 ? (int)n : 1;
+  long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && psize > 0) d->memory_bytes = (uint64_t)pages * (uint64_t)psize;
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f) {
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+      if (strncmp(line, "model name", 10) == 0 || strncmp(line, "vendor_id", 9) == 0) {
+        char *colon = strchr(line, ':');
+        if (!colon) continue;
+        char *v = colon + 1;
+        while (*v == ' ' || *v == '\t') v++;
+        v[strcspn(v, "\n")] = '\0';
+        if (line[0] == 'm') snprintf(d->name, sizeof d->name, "%s", v);
+        else snprintf(d->vendor, sizeof d->vendor, "%s", v);
+      }
+    }
+    fclose(f);
+  }
+  return ER_STATUS_OK;
+}
+
+static bool cpu_supports_op(er_backend *be, const er_graph *g, const er_node *node, char *reason,
+                            size_t size) {
+  ER_UNUSED(be);
+  ER_UNUSED(g);
+  if (node->op && node->op->run) return true;
+  snprintf(reason, size, "no CPU kernel for %s version %d", node->op_type, node->version);
+  return false;
+}
+
+static er_status cpu_buffer_alloc(er_backend *be, size_t bytes, void **out) {
+  ER_UNUSED(be);
+  void *p = er__aligned_alloc(bytes);
+  if (!p) return ER_STATUS_OUT_OF_MEMORY;
+  *out = p;
+  return ER_STATUS_OK;
+}
+
+static void cpu_buffer_free(er_backend *be, void *buffer) {
+  ER_UNUSED(be);
+  er__aligned_free(buffer);
+}
+
+static er_status cpu_buffer_write(er_backend *be, void *buffer, size_t offset, const void *src,
+                                  size_t bytes) {
+  ER_UNUSED(be);
+  memcpy((char *)buffer + offset, src, bytes);
+  return ER_STATUS_OK;
+}
+
+static er_status cpu_buffer_read(er_backend *be, const void *buffer, size_t offset, void *dst,
+                                 size_t bytes) {
+  ER_UNUSED(be);
+  memcpy(dst, (const char *)buffer + offset, bytes);
+  return ER_STATUS_OK;
+}
+
+static const er_backend_iface cpu_iface = {
+    .abi_version = ER_BACKEND_ABI_VERSION,
+    .name = "cpu",
+    .device_count = cpu_device_count,
+    .device_desc = cpu_device_desc,
+    .supports_op = cpu_supports_op,
+    .buffer_alloc = cpu_buffer_alloc,
+    .buffer_free = cpu_buffer_free,
+    .buffer_write = cpu_buffer_write,
+    .buffer_read = cpu_buffer_read,
+    .compile = NULL,
+    .compute = NULL,
+    .release = NULL,
+    .destroy = NULL,
+};
+
+static er_backend cpu_backend = {&cpu_iface, NULL};
+
+er_backend *er__backend_cpu(void) { return &cpu_backend; }
+
+er_backend *er__backend_find(const char *name) {
+  if (strcmp(name, "cpu") == 0) return &cpu_backend;
+  return NULL;
+}

@@ -1,0 +1,258 @@
+/* ir.c - building the IR: values, name lookup, outer-scope capture, and
+ * structural validation with a topological sort. */
+#include "graph/ir.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+er_graph *er__graph_new(struct er_model *model, er_graph *parent, const char *name) {
+  er_graph *g = er__arena_alloc(&model->arena, sizeof *g);
+  if (!g) return NULL;
+  g->model = model;
+  g->parent = parent;
+  g->name = name ? name : "";
+  return g;
+}
+
+static uint32_t hash_name(const char *s) {
+  uint32_t h = 2166136261u; /* FNV-1a */
+  while (*s) {
+    h ^= (uint8_t)*s++;
+    h *= 16777619u;
+  }
+  return h;
+}
+
+int32_t er__graph_find(const er_graph *g, const char *name) {
+  if (!g->index_cap) return -1;
+  uint32_t mask = g->index_cap - 1;
+  for (uint32_t i = hash_name(name) & mask;; i = (i + 1) & mask) {
+    int32_t id = g->index[i];
+    if (id < 0) return -1;
+    if (strcmp(g->values[id].name, name) == 0) return id;
+  }
+}
+
+static er_status grow_index(er_graph *g) {
+  /* The index is rebuilt at twice the size when it is half full; the old
+   * arrays stay in the arena (freed with the model). */
+  uint32_t cap = g->index_cap ? g->index_cap * 2 : 64;
+  int32_t *index = er__arena_array(&g->model->arena, cap, sizeof(int32_t));
+  if (!index) return ER_STATUS_OUT_OF_MEMORY;
+  for (uint32_t i = 0; i < cap; i++) index[i] = -1;
+  for (int32_t id = 0; id < g->n_values; id++) {
+    uint32_t j = hash_name(g->values[id].name) & (cap - 1);
+    while (index[j] >= 0) j = (j + 1) & (cap - 1);
+    index[j] = id;
+  }
+  g->index = index;
+  g->index_cap = cap;
+  return ER_STATUS_OK;
+}
+
+er_status er__graph_add_value(er_graph *g, const char *name, int32_t *id_out) {
+  if (er__graph_find(g, name) >= 0)
+    return er__error(ER_STATUS_INVALID_GRAPH, "value '%s' is defined twice in graph '%s'", name,
+                     g->name);
+  if (g->n_values >= ER_MAX_VALUES)
+    return er__error(ER_STATUS_LIMIT, "graph '%s' has more than %d values (ER_MAX_VALUES)",
+                     g->name, ER_MAX_VALUES);
+  if (g->n_values == g->cap_values) {
+    int32_t cap = g->cap_values ? g->cap_values * 2 : 32;
+    er_value *nv = er__arena_array(&g->model->arena, (size_t)cap, sizeof *nv);
+    if (!nv) return ER_STATUS_OUT_OF_MEMORY;
+    if (g->n_values) memcpy(nv, g->values, (size_t)g->n_values * sizeof *nv);
+    g->values = nv;
+    g->cap_values = cap;
+  }
+  if ((uint32_t)(g->n_values + 1) * 2 > g->index_cap) ER_CHECK(grow_index(g));
+  int32_t id = g->n_values++;
+  er_value *v = &g->values[id];
+  memset(v, 0, sizeof *v);
+  v->name = name;
+  v->producer = -1;
+  v->outer = -1;
+  er__tensor_set(&v->info, ER_DTYPE_UNDEFINED, -1, NULL);
+  uint32_t mask = g->index_cap - 1;
+  uint32_t j = hash_name(name) & mask;
+  while (g->index[j] >= 0) j = (j + 1) & mask;
+  g->index[j] = id;
+  *id_out = id;
+  return ER_STATUS_OK;
+}
+
+er_status er__graph_resolve(er_graph *g, const char *name, int32_t *id_out) {
+  int32_t id = er__graph_find(g, name);
+  if (id >= 0) {
+    *id_out = id;
+    return ER_STATUS_OK;
+  }
+  if (!g->parent) return ER_STATUS_NOT_FOUND;
+  int32_t pid;
+  er_status st = er__graph_resolve(g->parent, name, &pid);
+  if (st != ER_STATUS_OK) return st;
+  ER_CHECK(er__graph_add_value(g, g->parent->values[pid].name, &id));
+  er_value *v = &g->values[id];
+  v->kind = ER_VALUE_OUTER;
+  v->outer = pid;
+  v->info = g->parent->values[pid].info;
+  v->info.data = NULL;
+  v->info.flags = 0;
+  *id_out = id;
+  return ER_STATUS_OK;
+}
+
+er_status er__model_own(struct er_model *model, er_tensor *t) {
+  if (model->n_owned == model->cap_owned) {
+    size_t cap = model->cap_owned ? model->cap_owned * 2 : 64;
+    er_tensor **n = realloc(model->owned, cap * sizeof *n);
+    if (!n) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory tracking model tensors");
+    model->owned = n;
+    model->cap_owned = cap;
+  }
+  model->owned[model->n_owned++] = t;
+  return ER_STATUS_OK;
+}
+
+const er_attr *er__node_attr(const er_node *node, const char *name) {
+  for (int i = 0; i < node->n_attrs; i++)
+    if (strcmp(node->attrs[i].name, name) == 0) return &node->attrs[i];
+  return NULL;
+}
+
+/* ======================================================================== */
+/* Validation and topological order                                          */
+/* ======================================================================== */
+
+er_status er__graph_validate(er_graph *g) {
+  int32_t n = g->n_nodes;
+  er_status st = ER_STATUS_OK;
+  int32_t *pending = calloc((size_t)n + 1, sizeof *pending);   /* unmet inputs */
+  int32_t *order = calloc((size_t)n + 1, sizeof *order);
+  int32_t *users_start = calloc((size_t)g->n_values + 1, sizeof *users_start);
+  int32_t *users = NULL;
+  er_node *sorted = NULL;
+  if (!pending || !order || !users_start) {
+    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory validating graph '%s'", g->name);
+    goto done;
+  }
+  /* A graph output or node input that is an intermediate nobody produces. */
+  for (int32_t i = 0; i < g->n_outputs; i++) {
+    er_value *v = &g->values[g->outputs[i]];
+    if (v->kind == ER_VALUE_INTERMEDIATE && v->producer < 0) {
+      st = er__error(ER_STATUS_INVALID_GRAPH, "graph output '%s' is not produced by any node",
+                     v->name);
+      goto done;
+    }
+  }
+  /* Count, per value, the nodes consuming it (an edge per distinct use). */
+  int64_t edges = 0;
+  for (int32_t i = 0; i < n; i++) {
+    er_node *node = &g->nodes[i];
+    for (int k = 0; k < node->n_inputs; k++) {
+      int32_t id = node->inputs[k];
+      if (id < 0) continue;
+      er_value *v = &g->values[id];
+      if (v->kind == ER_VALUE_INTERMEDIATE) {
+        if (v->producer < 0) {
+          st = er__error(ER_STATUS_INVALID_GRAPH,
+                         "%s node '%s': input '%s' is not produced by any node", node->op_type,
+                         node->name, v->name);
+          goto done;
+        }
+        if (v->producer == i) {
+          st = er__error(ER_STATUS_INVALID_GRAPH, "%s node '%s' consumes its own output '%s' (a cycle)",
+                         node->op_type, node->name, v->name);
+          goto done;
+        }
+        users_start[id]++;
+        pending[i]++;
+        edges++;
+      }
+    }
+  }
+  users = calloc((size_t)edges + 1, sizeof *users);
+  if (!users) {
+    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory validating graph '%s'", g->name);
+    goto done;
+  }
+  /* Prefix sums turn counts into start offsets. */
+  int32_t run = 0;
+  for (int32_t v = 0; v < g->n_values; v++) {
+    int32_t c = users_start[v];
+    users_start[v] = run;
+    run += c;
+  }
+  {
+    int32_t *fill = calloc((size_t)g->n_values + 1, sizeof *fill);
+    if (!fill) {
+      st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory validating graph '%s'", g->name);
+      goto done;
+    }
+    for (int32_t i = 0; i < n; i++) {
+      er_node *node = &g->nodes[i];
+      for (int k = 0; k < node->n_inputs; k++) {
+        int32_t id = node->inputs[k];
+        if (id < 0 || g->values[id].kind != ER_VALUE_INTERMEDIATE) continue;
+        users[users_start[id] + fill[id]++] = i;
+      }
+    }
+    free(fill);
+  }
+  /* Kahn's algorithm; ties keep the model's order (stable), which keeps runs
+   * reproducible and error messages predictable. */
+  int32_t head = 0, tail = 0;
+  for (int32_t i = 0; i < n; i++)
+    if (pending[i] == 0) order[tail++] = i;
+  while (head < tail) {
+    int32_t i = order[head++];
+    er_node *node = &g->nodes[i];
+    for (int k = 0; k < node->n_outputs; k++) {
+      int32_t id = node->outputs[k];
+      if (id < 0) continue;
+      int32_t end = id + 1 < g->n_values ? users_start[id + 1] : (int32_t)edges;
+      for (int32_t u = users_start[id]; u < end; u++)
+        if (--pending[users[u]] == 0) order[tail++] = users[u];
+    }
+  }
+  if (tail != n) {
+    for (int32_t i = 0; i < n; i++)
+      if (pending[i] > 0) {
+        st = er__error(ER_STATUS_INVALID_GRAPH,
+                       "graph '%s' has a cycle through %s node '%s' (%d of %d nodes cannot be "
+                       "ordered)",
+                       g->name, g->nodes[i].op_type, g->nodes[i].name, (int)(n - tail), (int)n);
+        goto done;
+      }
+  }
+  /* Reorder the nodes and renumber producers. */
+  sorted = malloc(((size_t)n + 1) * sizeof *sorted);
+  if (!sorted) {
+    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory validating graph '%s'", g->name);
+    goto done;
+  }
+  for (int32_t i = 0; i < n; i++) sorted[i] = g->nodes[order[i]];
+  for (int32_t i = 0; i < n; i++) g->nodes[i] = sorted[i];
+  for (int32_t i = 0; i < n; i++)
+    for (int k = 0; k < g->nodes[i].n_outputs; k++)
+      if (g->nodes[i].outputs[k] >= 0) g->values[g->nodes[i].outputs[k]].producer = i;
+
+  /* Subgraphs are validated as graphs of their own. */
+  for (int32_t i = 0; i < n && st == ER_STATUS_OK; i++) {
+    er_node *node = &g->nodes[i];
+    for (int a = 0; a < node->n_attrs && st == ER_STATUS_OK; a++) {
+      er_attr *at = &node->attrs[a];
+      if (at->type == ER_ATTR_GRAPH) st = er__graph_validate(at->g);
+      if (at->type == ER_ATTR_GRAPHS)
+        for (int64_t j = 0; j < at->n && st == ER_STATUS_OK; j++) st = er__graph_validate(at->graphs[j]);
+      if (st != ER_STATUS_OK) er__error_prefix("%s node '%s' attribute '%s'", node->op_type, node->name, at->name);
+    }
+  }
+done:
+  free(pending);
+  free(order);
+  free(users_start);
+  free(users);
+  free(sorted);
+  return st;
+}

@@ -1,0 +1,177 @@
+/* ir.h - the in-memory graph: the blueprint every later stage reads.
+ *
+ * A model owns one arena; every name, node, attribute and value of every
+ * graph (subgraphs included) lives in it and dies with the model. Values are
+ * referred to by index ("value id") within their graph. A subgraph refers to a
+ * value of an enclosing graph through a value of kind ER_VALUE_OUTER whose
+ * `outer` field is the id in the parent graph. */
+#ifndef ER_IR_H
+#define ER_IR_H
+
+#include "core/core.h"
+#include "core/tensor.h"
+
+struct er_op_def;
+struct er_graph;
+
+typedef enum er_attr_type {
+  ER_ATTR_UNDEFINED = 0,
+  ER_ATTR_FLOAT = 1,
+  ER_ATTR_INT = 2,
+  ER_ATTR_STRING = 3,
+  ER_ATTR_TENSOR = 4,
+  ER_ATTR_GRAPH = 5,
+  ER_ATTR_FLOATS = 6,
+  ER_ATTR_INTS = 7,
+  ER_ATTR_STRINGS = 8,
+  ER_ATTR_TENSORS = 9,
+  ER_ATTR_GRAPHS = 10,
+  ER_ATTR_SPARSE_TENSOR = 11,
+  ER_ATTR_SPARSE_TENSORS = 12,
+  ER_ATTR_TYPE_PROTO = 13,
+  ER_ATTR_TYPE_PROTOS = 14,
+} er_attr_type;
+
+typedef struct er_attr {
+  const char *name;
+  er_attr_type type;
+  float f;                    /* FLOAT */
+  int64_t i;                  /* INT */
+  const char *s;              /* STRING: NUL-terminated copy */
+  size_t s_len;               /* STRING: bytes (may contain NULs) */
+  er_tensor *t;               /* TENSOR / SPARSE_TENSOR (densified) */
+  struct er_graph *g;         /* GRAPH */
+  int64_t n;                  /* element count of the list forms */
+  float *floats;              /* FLOATS [n] */
+  int64_t *ints;              /* INTS [n] */
+  const char **strings;       /* STRINGS [n] */
+  er_tensor **tensors;        /* TENSORS [n] */
+  struct er_graph **graphs;   /* GRAPHS [n] */
+} er_attr;
+
+typedef struct er_node {
+  const char *name;           /* "" when the model gives none */
+  const char *op_type;
+  const char *domain;         /* "" for the default ONNX domain */
+  int n_inputs, n_outputs;
+  int32_t *inputs;            /* [n_inputs] value ids; -1 = omitted optional */
+  int32_t *outputs;           /* [n_outputs] value ids; -1 = omitted optional */
+  int n_attrs;
+  er_attr *attrs;             /* [n_attrs] */
+  const struct er_op_def *op; /* resolved at load */
+  int version;                /* schema since-version in force for this node */
+} er_node;
+
+typedef enum er_value_kind {
+  ER_VALUE_INTERMEDIATE = 0,  /* produced by a node */
+  ER_VALUE_INPUT,             /* graph input without initializer */
+  ER_VALUE_CONSTANT,          /* initializer (maybe overridable) or folded */
+  ER_VALUE_OUTER,             /* captured from an enclosing graph */
+} er_value_kind;
+
+typedef struct er_value {
+  const char *name;
+  er_tensor info;             /* dtype / rank / dims known so far; data NULL */
+  const char **dim_params;    /* [info.rank] symbolic names (entries may be
+                                 NULL); NULL when none are declared */
+  er_tensor *constant;        /* CONSTANT: the data; NULL otherwise */
+  int32_t producer;           /* node index; -1 when not node-produced */
+  int32_t outer;              /* OUTER: value id in the parent graph */
+  er_value_kind kind;
+  bool is_graph_input;        /* listed in graph.input (may have a constant) */
+  bool is_graph_output;
+  bool has_declared_type;     /* info came from input/output/value_info */
+} er_value;
+
+typedef struct er_graph {
+  const char *name;
+  struct er_graph *parent;    /* enclosing graph; NULL for the main graph */
+  struct er_model *model;     /* owner */
+  int depth;                  /* 0 for the main graph */
+
+  er_value *values;           /* [n_values] */
+  int32_t n_values, cap_values;
+  er_node *nodes;             /* [n_nodes], topologically ordered once valid */
+  int32_t n_nodes;
+  int32_t *inputs;            /* [n_inputs] value ids, as graph.input lists */
+  int32_t n_inputs;
+  int32_t *outputs;           /* [n_outputs] value ids */
+  int32_t n_outputs;
+
+  /* Name -> value id, open addressing; built while loading. */
+  int32_t *index;             /* [index_cap], -1 = empty */
+  uint32_t index_cap;
+} er_graph;
+
+typedef struct er_opset {
+  const char *domain;         /* "" for the default domain */
+  int64_t version;
+} er_opset;
+
+typedef struct er_meta {
+  const char *key, *value;
+} er_meta;
+
+/* The loaded model: the main graph plus everything it references. */
+struct er_model {
+  er_arena arena;
+  er_load_options limits;
+  er_graph *graph;
+  int64_t ir_version;
+  er_opset *opsets;
+  int n_opsets;
+  int64_t default_opset;
+  const char *producer_name, *producer_version, *domain, *doc;
+  int64_t model_version;
+  er_meta *meta;
+  int n_meta;
+
+  /* Where the bytes came from: a mapping of the file, or an owned copy. */
+  void *map;
+  size_t map_size;
+  bool map_is_mmap;
+  char *base_dir;             /* folder for external data; NULL = none */
+  int base_dirfd;             /* open folder for openat(); -1 = none */
+
+  /* Tensors that own data (external data, converted or folded tensors);
+   * freed with the model. */
+  er_tensor **owned;
+  size_t n_owned, cap_owned;
+  uint64_t total_bytes;       /* initializer bytes, checked against limits */
+
+  /* Public info arrays built once at load. */
+  er_value_info *input_info, *output_info;
+  size_t n_input_info, n_output_info;
+};
+
+/* ---- construction helpers (ir.c) --------------------------------------- */
+
+er_graph *er__graph_new(struct er_model *model, er_graph *parent, const char *name);
+/* Value id for `name` in `g` (not searching parents), or -1. */
+int32_t er__graph_find(const er_graph *g, const char *name);
+/* Adds a new value called `name`; INVALID_GRAPH if it already exists. */
+er_status er__graph_add_value(er_graph *g, const char *name, int32_t *id_out);
+/* Resolves a name used by a node of `g`: a local value, else a value of an
+ * enclosing graph captured as an OUTER value (created on first use, through
+ * every graph in between). NOT_FOUND when no graph defines it. */
+er_status er__graph_resolve(er_graph *g, const char *name, int32_t *id_out);
+/* Registers a tensor whose data the model must free. */
+er_status er__model_own(struct er_model *model, er_tensor *t);
+
+/* Attribute lookup; NULL when absent. */
+const er_attr *er__node_attr(const er_node *node, const char *name);
+
+/* Checks graph structure (every input defined, no cycles, each value
+ * produced once, outputs defined) and sorts nodes topologically. */
+er_status er__graph_validate(er_graph *g);
+
+/* Resolves each node to an op implementation and version (ops layer);
+ * UNSUPPORTED naming the op, domain and version when there is none. */
+er_status er__graph_bind_ops(er_graph *g);
+
+/* Shape/type inference and constant folding over `g` and its subgraphs:
+ * runs each op's check with what is known; folds nodes whose inputs are
+ * all constants when `fold` is set. */
+er_status er__graph_infer(er_graph *g, bool fold);
+
+#endif /* ER_IR_H */

@@ -1,0 +1,7 @@
+/* conv.c - operators of the "conv" group. */
+#include "ops/op.h"
+#include "ops/op-groups.h"
+
+const er_op_def *const er__ops_conv[] = {
+    NULL,
+};

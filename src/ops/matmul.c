@@ -1,0 +1,7 @@
+/* matmul.c - operators of the "matmul" group. */
+#include "ops/op.h"
+#include "ops/op-groups.h"
+
+const er_op_def *const er__ops_matmul[] = {
+    NULL,
+};

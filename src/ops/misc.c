@@ -1,0 +1,7 @@
+/* misc.c - operators of the "misc" group. */
+#include "ops/op.h"
+#include "ops/op-groups.h"
+
+const er_op_def *const er__ops_misc[] = {
+    NULL,
+};

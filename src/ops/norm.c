@@ -1,0 +1,7 @@
+/* norm.c - operators of the "norm" group. */
+#include "ops/op.h"
+#include "ops/op-groups.h"
+
+const er_op_def *const er__ops_norm[] = {
+    NULL,
+};

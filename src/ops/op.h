@@ -1,0 +1,175 @@
+/* op.h - how an operator is defined: one op, one place.
+ *
+ * Each ONNX operator has one er_op_def holding its arity, the schema
+ * versions it implements, a `check` function (attribute validation plus the
+ * type and shape rule) and a `run` function (the reference kernel: plain C,
+ * the numerical truth). Op files live in src/ops/ and export their defs
+ * through a NULL-terminated array that op-table.c lists.
+ *
+ * check() is called twice in a model's life:
+ *  - at load time, with what is known (ctx->checking == true): an input's
+ *    rank may be -1 (unknown), a dim may be -1 (unknown), and its data is
+ *    non-NULL only for constants. check() must validate attributes, reject
+ *    anything that is wrong with what *is* known (with a message naming the
+ *    node, the value and the rule), and set every output's dtype. It sets
+ *    output shapes as far as they are known (rank -1 or dims -1 otherwise).
+ *    It must never fail merely because something is unknown.
+ *  - at run time (ctx->checking == false) with every input fully known, just
+ *    before run(); then it must set every output's full shape, unless the op
+ *    has ER_OP_DYNAMIC_OUTPUT (its run() then allocates the outputs with
+ *    er__op_output()).
+ * After check at run time, the executor allocates each output with known
+ * shape (zeroed, 64-byte aligned) and calls run(), which fills them. */
+#ifndef ER_OP_H
+#define ER_OP_H
+
+#include <math.h>
+
+#include "core/core.h"
+#include "core/tensor.h"
+#include "graph/ir.h"
+
+struct er_exec;
+
+typedef struct er_kctx {
+  const er_node *node;
+  int n_in;
+  er_tensor *const *in;    /* [n_in]; NULL entries for omitted inputs */
+  int n_out;
+  er_tensor *const *out;   /* [n_out]; NULL entries for omitted outputs */
+  bool checking;           /* load-time check with partial knowledge */
+  struct er_exec *exec;    /* run-time services (subgraphs); NULL when checking */
+  const struct er_graph *graph;  /* graph holding the node */
+} er_kctx;
+
+enum {
+  /* run() allocates outputs itself (NonZero, Loop, ...). */
+  ER_OP_DYNAMIC_OUTPUT = 1u << 0,
+  /* The op is not a pure function of its inputs (random ops): never fold. */
+  ER_OP_NO_FOLD = 1u << 1,
+};
+
+typedef struct er_op_def {
+  const char *name;        /* ONNX op_type */
+  const char *domain;      /* "" = default ONNX domain */
+  int min_version;         /* oldest schema since-version implemented */
+  int max_version;         /* newest schema since-version implemented */
+  int min_inputs, max_inputs;    /* arity, counting omitted optionals */
+  int min_outputs, max_outputs;
+  uint32_t value_inputs;   /* bit i: the shape rule reads input i's values */
+  uint32_t flags;
+  er_status (*check)(er_kctx *ctx);
+  er_status (*run)(er_kctx *ctx);
+} er_op_def;
+
+/* Number of inputs accepted by variadic ops. */
+#define ER_VARIADIC ER_MAX_NODE_IO
+
+/* Looks up the implementation for (domain, op_type) at schema version
+ * `version`; NULL when there is none. */
+const er_op_def *er__op_find(const char *domain, const char *op_type, int version);
+/* Resolves the schema version a default-domain op has under `opset`
+ * (the newest since-version <= opset); 0 when the op is unknown or did not
+ * exist yet. */
+int er__onnx_op_version(const char *op_type, int64_t opset);
+/* The newest default-domain opset whose schemas edgerun knows. */
+int er__onnx_max_opset(void);
+/* Fills `buf` with "versions 7 to 13" style text of what edgerun implements
+ * for op_type, for error messages. */
+void er__op_versions_str(const char *domain, const char *op_type, char *buf, size_t size);
+
+/* ======================================================================== */
+/* Helpers for op implementations (op-util.c)                                */
+/* ======================================================================== */
+
+/* Records an error prefixed with "OpType 'node name': " and returns status. */
+er_status er__op_error(const er_kctx *ctx, er_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Attribute getters. Absent attributes yield the default; an attribute of
+ * the wrong type is an INVALID_ATTRIBUTE error naming it. */
+er_status er__attr_int(const er_kctx *ctx, const char *name, int64_t def, int64_t *out);
+er_status er__attr_float(const er_kctx *ctx, const char *name, float def, float *out);
+/* *out = NULL (and *len = 0) when absent and def is NULL. */
+er_status er__attr_string(const er_kctx *ctx, const char *name, const char *def,
+                          const char **out);
+/* *n = -1 and *out = NULL when absent. */
+er_status er__attr_ints(const er_kctx *ctx, const char *name, const int64_t **out, int64_t *n);
+er_status er__attr_floats(const er_kctx *ctx, const char *name, const float **out, int64_t *n);
+/* Tensor attribute (e.g. Constant's value, ConstantOfShape's value); NULL when absent. */
+er_status er__attr_tensor(const er_kctx *ctx, const char *name, const er_tensor **out);
+/* Graph attribute (If/Loop/Scan bodies); INVALID_ATTRIBUTE when absent. */
+er_status er__attr_graph(const er_kctx *ctx, const char *name, const er_graph **out);
+
+/* Normalizes a possibly negative axis into [0, rank); INVALID_ATTRIBUTE with
+ * the attribute name and range otherwise. `what` names it ("axis"). */
+er_status er__norm_axis(const er_kctx *ctx, const char *what, int64_t axis, int rank,
+                        int *out);
+
+/* Input i, or NULL when omitted or absent. */
+static inline er_tensor *er__in(const er_kctx *ctx, int i) {
+  return i < ctx->n_in ? ctx->in[i] : NULL;
+}
+static inline er_tensor *er__out(const er_kctx *ctx, int i) {
+  return i < ctx->n_out ? ctx->out[i] : NULL;
+}
+
+/* Requires input i to be present with one of the listed dtypes (list ends
+ * with ER_DTYPE_UNDEFINED); TYPE_MISMATCH / INVALID_GRAPH otherwise. A type
+ * not yet known (UNDEFINED at load) passes. */
+er_status er__require_type(const er_kctx *ctx, int i, const er_dtype *allowed);
+/* Requires inputs i and j to have the same dtype (when both are known). */
+er_status er__require_same_type(const er_kctx *ctx, int i, int j);
+/* Requires a known rank to equal `rank` (or lie in [lo, hi]). */
+er_status er__require_rank(const er_kctx *ctx, int i, int lo, int hi);
+
+/* Type lists for er__require_type. */
+extern const er_dtype er__types_float[];    /* f16, bf16, f32, f64 */
+extern const er_dtype er__types_numeric[];  /* floats and all integers */
+extern const er_dtype er__types_signed[];   /* floats and signed integers */
+extern const er_dtype er__types_int[];      /* all integers */
+extern const er_dtype er__types_all[];      /* numeric and bool */
+extern const er_dtype er__types_index[];    /* int32, int64 */
+
+/* Sets output i's type and shape (dims may be NULL for rank <= 0). */
+void er__set_output(const er_kctx *ctx, int i, er_dtype dtype, int rank, const int64_t *dims);
+/* Output i gets input j's type and shape. */
+void er__same_as_input(const er_kctx *ctx, int i, int j);
+
+/* Multidirectional (numpy) broadcasting of the given shapes into *out
+ * (dtype untouched). Unknown ranks make the result rank unknown; unknown
+ * dims propagate as -1. INVALID_SHAPE names both shapes when they clash. */
+er_status er__broadcast_shapes(const er_kctx *ctx, int n, const er_tensor *const *shapes,
+                               er_tensor *out);
+
+/* Reads element `i` of an integer tensor (int32 or int64; others via cast)
+ * as int64. */
+int64_t er__get_i64(const er_tensor *t, int64_t i);
+
+/* Allocates output i at run time with the given type and shape (for
+ * ER_OP_DYNAMIC_OUTPUT ops). Checks the size against the run-time cap. */
+er_status er__op_output(const er_kctx *ctx, int i, er_dtype dtype, int rank,
+                        const int64_t *dims);
+
+/* Strides of a contiguous row-major shape: strides[i] = prod(dims[i+1..]). */
+void er__strides(int rank, const int64_t *dims, int64_t *strides);
+
+/* Broadcast iteration: for an output of shape out_dims, computes for each
+ * input its element strides aligned to the output (0 on broadcast axes).
+ * Walk with er__bcast_next. */
+typedef struct er_bcast {
+  int rank;
+  int n;                              /* inputs */
+  int64_t dims[ER_MAX_RANK];
+  int64_t strides[4][ER_MAX_RANK];    /* per input, aligned to output */
+  int64_t idx[ER_MAX_RANK];
+  int64_t off[4];                     /* current element offset per input */
+} er_bcast;
+void er__bcast_init(er_bcast *b, int n, const er_tensor *const *inputs, const er_tensor *out);
+/* Advances to the next output element (row-major); offsets updated. */
+void er__bcast_next(er_bcast *b);
+
+/* The output shape in dims of a tensor known to be fully shaped; asserts. */
+int64_t er__count(const er_tensor *t);
+
+#endif /* ER_OP_H */

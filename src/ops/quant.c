@@ -1,0 +1,7 @@
+/* quant.c - operators of the "quant" group. */
+#include "ops/op.h"
+#include "ops/op-groups.h"
+
+const er_op_def *const er__ops_quant[] = {
+    NULL,
+};

@@ -1,0 +1,7 @@
+/* reduce.c - operators of the "reduce" group. */
+#include "ops/op.h"
+#include "ops/op-groups.h"
+
+const er_op_def *const er__ops_reduce[] = {
+    NULL,
+};

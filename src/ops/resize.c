@@ -1,0 +1,7 @@
+/* resize.c - operators of the "resize" group. */
+#include "ops/op.h"
+#include "ops/op-groups.h"
+
+const er_op_def *const er__ops_resize[] = {
+    NULL,
+};

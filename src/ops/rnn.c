@@ -1,0 +1,7 @@
+/* rnn.c - operators of the "rnn" group. */
+#include "ops/op.h"
+#include "ops/op-groups.h"
+
+const er_op_def *const er__ops_rnn[] = {
+    NULL,
+};
