@@ -289,9 +289,9 @@ er_status er__onnx_tensor_from_proto(parse_ctx *pc, const uint8_t *p, size_t len
   const char *tname = tf.name ? tf.name : "";
   if (name_out) *name_out = tf.name;
   if (!tf.has_data_type || !dtype_known(tf.data_type))
-    return er__error(tf.has_data_type ? ER_STATUS_UNSUPPORTED : ER_STATUS_INVALID_TENSOR,
-                     "tensor '%s': data type %lld is %s", tname, (long long)tf.data_type,
-                     tf.has_data_type ? "unknown" : "missing");
+    return er__error(ER_STATUS_INVALID_TENSOR,
+                     "tensor '%s': data type %lld is %s (ONNX defines types 1 to 23)", tname,
+                     (long long)tf.data_type, tf.has_data_type ? "unknown" : "missing");
   er_dtype dt = (er_dtype)tf.data_type;
   if (!er__dtype_is_numeric(dt))
     return er__error(ER_STATUS_UNSUPPORTED, "tensor '%s': data type %s is not supported", tname,

@@ -1,0 +1,389 @@
+/* test-core.c - unit tests of the foundation: status codes, conversions,
+ * the protobuf reader, tensors and tensor files, the public model and
+ * session API, and concurrent runs. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "core/tensor.h"
+#include "harness.h"
+#include "onnx-builder.h"
+
+/* ---- status codes ------------------------------------------------------ */
+
+static void test_status_names(void) {
+  CHECK(strcmp(er_status_name(ER_STATUS_OK), "OK") == 0);
+  CHECK(strcmp(er_status_name(ER_STATUS_UNSAFE_PATH), "UNSAFE_PATH") == 0);
+  CHECK(strcmp(er_status_name((er_status)9999), "UNKNOWN") == 0);
+  CHECK(strcmp(er_status_name((er_status)-1), "UNKNOWN") == 0);
+  /* Every code has a distinct name and a non-empty description. */
+  for (int i = 0; i < ER_STATUS_COUNT_; i++) {
+    CHECK(er_status_str((er_status)i)[0] != '\0');
+    for (int j = 0; j < i; j++) CHECK(strcmp(er_status_name((er_status)i), er_status_name((er_status)j)) != 0);
+  }
+}
+
+static void *error_thread(void *arg) {
+  (void)arg;
+  er__error(ER_STATUS_LIMIT, "thread message");
+  return NULL;
+}
+
+static void test_error_is_per_thread(void) {
+  er__error(ER_STATUS_IO, "main message %d", 42);
+  pthread_t t;
+  pthread_create(&t, NULL, error_thread, NULL);
+  pthread_join(t, NULL);
+  CHECK(strcmp(er_last_error(), "main message 42") == 0);
+  er__error_prefix("ctx %s", "a");
+  CHECK(strcmp(er_last_error(), "ctx a: main message 42") == 0);
+}
+
+/* ---- conversions ------------------------------------------------------- */
+
+static void test_half(void) {
+  /* Every half value converts to float and back unchanged (NaNs stay NaN). */
+  int bad = 0;
+  for (uint32_t h = 0; h < 65536; h++) {
+    float f = er__f16_to_f32((uint16_t)h);
+    uint16_t back = er__f32_to_f16(f);
+    if (isnan(f) ? !((back & 0x7c00) == 0x7c00 && (back & 0x3ff)) : back != h) bad++;
+  }
+  CHECK(bad == 0);
+  CHECK(er__f32_to_f16(1.0f) == 0x3c00);
+  CHECK(er__f32_to_f16(65504.0f) == 0x7bff);
+  CHECK(er__f32_to_f16(65520.0f) == 0x7c00);  /* rounds to infinity */
+  CHECK(er__f32_to_f16(1.0f + 0x1p-11f) == 0x3c00); /* tie to even */
+  CHECK(er__f32_to_f16(5.96046448e-08f) == 0x0001);  /* smallest subnormal */
+  CHECK(er__bf16_to_f32(er__f32_to_bf16(3.140625f)) == 3.140625f);
+  CHECK(er__f32_to_bf16(1.0f + 0x1p-8f) == 0x3f80);  /* tie to even */
+}
+
+static void test_float8(void) {
+  /* Decoding then encoding every float8 code gives it back (NaN codes map
+   * to the canonical NaN). */
+  static const er_dtype types[] = {ER_DTYPE_FLOAT8E4M3FN, ER_DTYPE_FLOAT8E4M3FNUZ, ER_DTYPE_FLOAT8E5M2,
+                                   ER_DTYPE_FLOAT8E5M2FNUZ};
+  for (size_t k = 0; k < ER_ARRAY_LEN(types); k++) {
+    int bad = 0;
+    for (int v = 0; v < 256; v++) {
+      float f = er__f8_to_f32((uint8_t)v, types[k]);
+      if (isnan(f) || isinf(f)) continue; /* saturating encode maps inf to max */
+      if (er__f32_to_f8(f, types[k], true) != v && !(f == 0 && (v == 0x80 || v == 0))) bad++;
+    }
+    CHECK(bad == 0);
+  }
+  CHECK(er__f8_to_f32(0x7e, ER_DTYPE_FLOAT8E4M3FN) == 448.0f);
+  CHECK(er__f32_to_f8(1000.0f, ER_DTYPE_FLOAT8E4M3FN, true) == 0x7e);
+  CHECK(er__f32_to_f8(1000.0f, ER_DTYPE_FLOAT8E4M3FN, false) == 0x7f);
+  CHECK(er__f32_to_f8(INFINITY, ER_DTYPE_FLOAT8E5M2, false) == 0x7c);
+  CHECK(er__f8_to_f32(0x7f, ER_DTYPE_FLOAT8E4M3FNUZ) == 240.0f);
+}
+
+static void test_load_store(void) {
+  int64_t big = (INT64_C(1) << 60) + 1;
+  int64_t buf[1];
+  er__store_i64(buf, ER_DTYPE_INT64, 0, big);
+  CHECK(er__load_i64(buf, ER_DTYPE_INT64, 0) == big);
+  int8_t i8[1];
+  er__store_i64(i8, ER_DTYPE_INT8, 0, 200);  /* wraps */
+  CHECK(i8[0] == -56);
+  int32_t i32[1];
+  er__store_f64(i32, ER_DTYPE_INT32, 0, -2.7);  /* truncates toward zero */
+  CHECK(i32[0] == -2);
+  er__store_f64(i32, ER_DTYPE_INT32, 0, NAN);  /* defined, not UB */
+  CHECK(i32[0] == 0);
+  int8_t i4[1];
+  er__store_i64(i4, ER_DTYPE_INT4, 0, 9);
+  CHECK(i4[0] == -7);
+}
+
+/* ---- protobuf reader ------------------------------------------------------ */
+
+static void test_varint(void) {
+  uint8_t enc[10];
+  er_pbw w = {0};
+  const uint64_t vals[] = {0, 1, 127, 128, 300, UINT32_MAX, UINT64_MAX, UINT64_C(1) << 63};
+  for (size_t i = 0; i < ER_ARRAY_LEN(vals); i++) {
+    w.len = 0;
+    er__pbw_varint(&w, vals[i]);
+    const uint8_t *p = w.buf;
+    uint64_t v;
+    CHECK_STATUS(er__pb_varint(&p, w.buf + w.len, &v), ER_STATUS_OK);
+    CHECK(v == vals[i]);
+    CHECK(p == w.buf + w.len);
+    /* Every shorter prefix is truncated. */
+    for (size_t cut = 0; cut < w.len; cut++) {
+      p = w.buf;
+      CHECK_STATUS(er__pb_varint(&p, w.buf + cut, &v), ER_STATUS_TRUNCATED);
+    }
+  }
+  er__pbw_free(&w);
+  memset(enc, 0x80, sizeof enc);
+  const uint8_t *p = enc;
+  uint64_t v;
+  CHECK_STATUS(er__pb_varint(&p, enc + 10, &v), ER_STATUS_MALFORMED);
+}
+
+static void test_pb_fields(void) {
+  er_pbw w = {0};
+  er__pbw_varint_field(&w, 1, 5);
+  er__pbw_bytes_field(&w, 2, "hey", 3);
+  float f = 1.5f;
+  er__pbw_tag(&w, 3, ER_PB_FIXED32);
+  er__pbw_raw(&w, &f, 4);
+  er_pb pb = er__pb_init(w.buf, w.len);
+  er_pb_field fld;
+  bool done;
+  CHECK_STATUS(er__pb_next(&pb, &fld, &done), ER_STATUS_OK);
+  CHECK(!done && fld.number == 1 && fld.value == 5);
+  CHECK_STATUS(er__pb_next(&pb, &fld, &done), ER_STATUS_OK);
+  CHECK(fld.number == 2 && fld.len == 3 && memcmp(fld.data, "hey", 3) == 0);
+  CHECK_STATUS(er__pb_next(&pb, &fld, &done), ER_STATUS_OK);
+  CHECK(fld.number == 3 && fld.wire == ER_PB_FIXED32);
+  CHECK_STATUS(er__pb_next(&pb, &fld, &done), ER_STATUS_OK);
+  CHECK(done);
+  er__pbw_free(&w);
+  /* Groups (wire types 3/4) and field number 0 are malformed. */
+  const uint8_t group[] = {0x0b, 0x0c};
+  pb = er__pb_init(group, sizeof group);
+  CHECK_STATUS(er__pb_next(&pb, &fld, &done), ER_STATUS_MALFORMED);
+  const uint8_t zero[] = {0x00, 0x01};
+  pb = er__pb_init(zero, sizeof zero);
+  CHECK_STATUS(er__pb_next(&pb, &fld, &done), ER_STATUS_MALFORMED);
+  /* A packed varint block that ends mid-varint. */
+  const uint8_t packed[] = {0x80};
+  er_pb_field pf = {.number = 8, .wire = ER_PB_LEN, .data = packed, .len = 1};
+  uint64_t count;
+  CHECK_STATUS(er__pb_scalar_count(&pf, ER_PB_S_VARINT, &count), ER_STATUS_TRUNCATED);
+}
+
+/* ---- shapes and tensors -------------------------------------------------- */
+
+static void test_shape_count(void) {
+  int64_t n;
+  const int64_t ok[3] = {2, 3, 4};
+  CHECK(er__shape_count(3, ok, &n) && n == 24);
+  const int64_t over[2] = {INT64_C(1) << 32, INT64_C(1) << 32};
+  CHECK(!er__shape_count(2, over, &n));
+  const int64_t neg[2] = {2, -1};
+  CHECK(!er__shape_count(2, neg, &n));
+  CHECK(er__shape_count(0, NULL, &n) && n == 1);
+  const int64_t empty[2] = {0, INT64_MAX};
+  CHECK(er__shape_count(2, empty, &n) && n == 0);
+}
+
+static void test_tensor_api(void) {
+  er_tensor *t = NULL;
+  const int64_t dims[2] = {2, 3};
+  CHECK_STATUS(er_tensor_create(ER_DTYPE_FLOAT, 2, dims, &t), ER_STATUS_OK);
+  CHECK(er_tensor_count(t) == 6 && er_tensor_nbytes(t) == 24);
+  CHECK(((uintptr_t)er_tensor_data(t) & 63) == 0);
+  er_tensor_free(t);
+  er_tensor_free(NULL);
+  CHECK_STATUS(er_tensor_create(ER_DTYPE_STRING, 2, dims, &t), ER_STATUS_UNSUPPORTED);
+  CHECK_STATUS(er_tensor_create(ER_DTYPE_FLOAT, 9, dims, &t), ER_STATUS_INVALID_SHAPE);
+  float buf[6];
+  CHECK_STATUS(er_tensor_wrap(ER_DTYPE_FLOAT, 2, dims, buf, 20, &t), ER_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(er_tensor_wrap(ER_DTYPE_FLOAT, 2, dims, buf, sizeof buf, &t), ER_STATUS_OK);
+  CHECK(er_tensor_data(t) == buf);
+  er_tensor_free(t); /* must not free buf */
+}
+
+static void test_tensor_files(void) {
+  char dir[] = "/tmp/er-io-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  const int64_t dims[3] = {2, 1, 3};
+  er_tensor *t;
+  CHECK_STATUS(er_tensor_create(ER_DTYPE_INT64, 3, dims, &t), ER_STATUS_OK);
+  int64_t *d = er_tensor_data(t);
+  for (int i = 0; i < 6; i++) d[i] = (INT64_C(1) << 40) * (i - 3);
+  const char *exts[] = {"npy", "pb"};
+  for (int e = 0; e < 2; e++) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/t.%s", dir, exts[e]);
+    CHECK_STATUS(er_tensor_write_file(path, t, "tname"), ER_STATUS_OK);
+    er_tensor *back = NULL;
+    char *name = NULL;
+    CHECK_STATUS(er_tensor_read_file(path, &back, &name), ER_STATUS_OK);
+    if (!back) continue;
+    CHECK(er_tensor_dtype(back) == ER_DTYPE_INT64 && er_tensor_rank(back) == 3);
+    CHECK(er_tensor_dims(back)[2] == 3);
+    CHECK(memcmp(er_tensor_cdata(back), d, 48) == 0);
+    if (e == 1) CHECK(name && strcmp(name, "tname") == 0);
+    free(name);
+    er_tensor_free(back);
+  }
+  /* Garbage and truncated files fail cleanly. */
+  char path[128];
+  snprintf(path, sizeof path, "%s/bad.npy", dir);
+  FILE *f = fopen(path, "wb");
+  fputs("\x93NUMPY\x01\x00\x10\x00{'descr': '<f4'", f);
+  fclose(f);
+  er_tensor *back = NULL;
+  CHECK(er_tensor_read_file(path, &back, NULL) != ER_STATUS_OK);
+  CHECK(back == NULL);
+  CHECK_STATUS(er_tensor_read_file("/nonexistent/x.npy", &back, NULL), ER_STATUS_IO);
+  er_tensor_free(t);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  CHECK(system(cmd) == 0);
+}
+
+/* ---- models and sessions ---------------------------------------------------- */
+
+static er_model *relu_model(void) {
+  er_pbw m = {0};
+  tb_relu_model(&m);
+  er_model *model = NULL;
+  CHECK_STATUS(er_model_load_buffer(m.buf, m.len, NULL, NULL, &model), ER_STATUS_OK);
+  er__pbw_free(&m);
+  return model;
+}
+
+static void test_model_info(void) {
+  er_model *m = relu_model();
+  if (!m) return;
+  CHECK(er_model_input_count(m) == 1 && er_model_output_count(m) == 1);
+  er_value_info info;
+  CHECK_STATUS(er_model_input_info(m, 0, &info), ER_STATUS_OK);
+  CHECK(strcmp(info.name, "x") == 0 && info.dtype == ER_DTYPE_FLOAT && info.rank == 2);
+  CHECK(info.dims[1] == 4);
+  CHECK_STATUS(er_model_input_info(m, 1, &info), ER_STATUS_NOT_FOUND);
+  er_model_summary s;
+  er_model_summary_get(m, &s);
+  CHECK(s.ir_version == 8 && s.opset == 13 && s.node_count == 1);
+  er_model_free(m);
+  er_model_free(NULL);
+
+  /* Symbolic dims are reported by name. */
+  er_model *digits = NULL;
+  CHECK_STATUS(er_model_load_file(ER_SOURCE_DIR "/models/digits/model.onnx", NULL, &digits),
+               ER_STATUS_OK);
+  if (digits) {
+    CHECK_STATUS(er_model_input_info(digits, 0, &info), ER_STATUS_OK);
+    CHECK(info.dims[0] == -1 && info.dim_params[0] && strcmp(info.dim_params[0], "N") == 0);
+    er_model_free(digits);
+  }
+}
+
+static void test_session_api(void) {
+  er_model *m = relu_model();
+  if (!m) return;
+  er_session *s = NULL;
+  CHECK_STATUS(er_session_create(m, NULL, &s), ER_STATUS_OK);
+  const int64_t dims[2] = {1, 4};
+  float xin[4] = {-1, 2, -3, 4};
+  er_tensor *x;
+  er_tensor_wrap(ER_DTYPE_FLOAT, 2, dims, xin, sizeof xin, &x);
+  er_named_tensor in = {"x", x};
+  er_tensor *y = NULL;
+  CHECK_STATUS(er_session_run(s, &in, 1, NULL, 1, &y), ER_STATUS_OK);
+  if (y) {
+    const float *yv = er_tensor_cdata(y);
+    CHECK(yv[0] == 0 && yv[1] == 2 && yv[2] == 0 && yv[3] == 4);
+    er_tensor_free(y);
+  }
+  /* Misuse gets specific errors. */
+  er_named_tensor wrong = {"nope", x};
+  CHECK_STATUS(er_session_run(s, &wrong, 1, NULL, 1, &y), ER_STATUS_NOT_FOUND);
+  CHECK_STATUS(er_session_run(s, NULL, 0, NULL, 1, &y), ER_STATUS_NOT_FOUND);
+  CHECK_MSG("'x' is required");
+  const char *bad_out[1] = {"zzz"};
+  CHECK_STATUS(er_session_run(s, &in, 1, bad_out, 1, &y), ER_STATUS_NOT_FOUND);
+  const int64_t wrong_dims[2] = {1, 5};
+  er_tensor *x5;
+  er_tensor_create(ER_DTYPE_FLOAT, 2, wrong_dims, &x5);
+  er_named_tensor in5 = {"x", x5};
+  CHECK_STATUS(er_session_run(s, &in5, 1, NULL, 1, &y), ER_STATUS_INVALID_SHAPE);
+  CHECK_MSG("[1,5]");
+  er_tensor *xi;
+  er_tensor_create(ER_DTYPE_INT32, 2, dims, &xi);
+  er_named_tensor ini = {"x", xi};
+  CHECK_STATUS(er_session_run(s, &ini, 1, NULL, 1, &y), ER_STATUS_TYPE_MISMATCH);
+  er_tensor_free(x5);
+  er_tensor_free(xi);
+  er_tensor_free(x);
+  er_session_free(s);
+  er_session_free(NULL);
+  /* Unknown backends are refused at creation. */
+  er_session_options o;
+  er_session_options_init(&o);
+  const char *be[1] = {"warp-drive"};
+  o.backends = be;
+  o.backend_count = 1;
+  CHECK_STATUS(er_session_create(m, &o, &s), ER_STATUS_UNSUPPORTED);
+  CHECK_MSG("warp-drive");
+  er_model_free(m);
+}
+
+typedef struct run_job {
+  er_session *s;
+  int seed;
+  int bad;
+} run_job;
+
+static void *run_many(void *arg) {
+  run_job *job = arg;
+  const int64_t dims[2] = {1, 4};
+  for (int it = 0; it < 2000; it++) {
+    float xin[4];
+    for (int i = 0; i < 4; i++) xin[i] = (float)((job->seed * 31 + it * 7 + i) % 11) - 5.0f;
+    er_tensor *x, *y = NULL;
+    er_tensor_wrap(ER_DTYPE_FLOAT, 2, dims, xin, sizeof xin, &x);
+    er_named_tensor in = {"x", x};
+    if (er_session_run(job->s, &in, 1, NULL, 1, &y) != ER_STATUS_OK) {
+      job->bad++;
+    } else {
+      const float *yv = er_tensor_cdata(y);
+      for (int i = 0; i < 4; i++)
+        if (yv[i] != (xin[i] > 0 ? xin[i] : 0)) job->bad++;
+    }
+    er_tensor_free(y);
+    er_tensor_free(x);
+  }
+  return NULL;
+}
+
+static void test_concurrent_runs(void) {
+  er_model *m = relu_model();
+  if (!m) return;
+  er_session *s = NULL;
+  CHECK_STATUS(er_session_create(m, NULL, &s), ER_STATUS_OK);
+  enum { N = 4 };
+  pthread_t th[N];
+  run_job jobs[N];
+  for (int i = 0; i < N; i++) {
+    jobs[i] = (run_job){s, i, 0};
+    pthread_create(&th[i], NULL, run_many, &jobs[i]);
+  }
+  int bad = 0;
+  for (int i = 0; i < N; i++) {
+    pthread_join(th[i], NULL);
+    bad += jobs[i].bad;
+  }
+  CHECK(bad == 0);
+  er_session_free(s);
+  er_model_free(m);
+}
+
+int main(int argc, char **argv) {
+  static const er_test_case cases[] = {
+      {"status_names", test_status_names},
+      {"error_is_per_thread", test_error_is_per_thread},
+      {"half", test_half},
+      {"float8", test_float8},
+      {"load_store", test_load_store},
+      {"varint", test_varint},
+      {"pb_fields", test_pb_fields},
+      {"shape_count", test_shape_count},
+      {"tensor_api", test_tensor_api},
+      {"tensor_files", test_tensor_files},
+      {"model_info", test_model_info},
+      {"session_api", test_session_api},
+      {"concurrent_runs", test_concurrent_runs},
+  };
+  return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);
+}
