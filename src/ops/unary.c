@@ -992,7 +992,10 @@ static void cast_store_int(void *data, er_dtype t, int64_t i, int64_t v, bool un
 /* Converts n elements of src (type st) into dst (type dt). */
 static void cast_elements(const void *src, er_dtype st, void *dst, er_dtype dt, int64_t n,
                           bool saturate) {
-  if (st == dt) {
+  /* Same type: a copy, except that saturating E5M2 turns its infinities
+   * into the largest finite value (the spec's table applies to every x, and
+   * onnx's reference does it). */
+  if (st == dt && !(dt == ER_DTYPE_FLOAT8E5M2 && saturate)) {
     if (n > 0) memcpy(dst, src, (size_t)n * er_dtype_size(st));
     return;
   }
@@ -1054,7 +1057,17 @@ static void cast_elements(const void *src, er_dtype st, void *dst, er_dtype dt, 
   /* Everything else, element by element: float sources (f8 included) as
    * double, which holds each of their values exactly; integer sources as
    * int64 bits. */
-  if (er__dtype_is_float(st) || er__dtype_is_float8(st)) {
+  if (er__dtype_is_float8(st)) {
+    /* A float8 NaN keeps its sign bit through the conversion, as in onnx's
+     * reference: the FNUZ NaN 0x80 is a "negative" NaN and becomes 0xff in
+     * E4M3FN. The core loader gives every NaN the same sign. */
+    const uint8_t *a = src;
+    for (int64_t i = 0; i < n; i++) {
+      double v = er__f8_to_f32(a[i], st);
+      if (v != v) v = copysign((double)NAN, (a[i] & 0x80) ? -1.0 : 1.0);
+      cast_store_f64(dst, dt, i, v, saturate);
+    }
+  } else if (er__dtype_is_float(st)) {
     for (int64_t i = 0; i < n; i++) cast_store_f64(dst, dt, i, er__load_f64(src, st, i), saturate);
   } else {
     bool uns = st == ER_DTYPE_UINT64;
