@@ -729,16 +729,18 @@ static er_status onehot_run(er_kctx *ctx) {
   int64_t inner = dims_prod(ind->dims, axis, ind->rank);
   int64_t total = er__count(out);
   char *dst = out->data; /* [outer, depth, inner] */
-  /* Version 9 takes indices in [0, depth); 11 also counts negative ones
-   * from the end. Anything else leaves the whole line at off_value. */
-  bool wrap = ctx->node->version >= 11;
+  /* Indices in [-depth, depth) select a position, negative ones counted
+   * from the end; anything else leaves the whole line at off_value.
+   * Version 9's text names only [0, depth), but onnxruntime and the ONNX
+   * reference wrap negative indices there too, and version 11 made it the
+   * rule, so every version wraps. */
   for (int64_t i = 0; i < total; i++) copy_bytes(dst + (size_t)i * es, off_v, es);
   for (int64_t o = 0; o < outer; o++)
     for (int64_t j = 0; j < inner; j++) {
       /* Float indices are truncated toward zero; NaN and huge values read
        * as INT64_MIN, which is out of range. */
       int64_t v = er__get_i64(ind, o * inner + j);
-      if (v < 0 && wrap && v >= -depth) v += depth;
+      if (v < 0 && v >= -depth) v += depth;
       if (v < 0 || v >= depth) continue;
       copy_bytes(dst + (size_t)((o * depth + v) * inner + j) * es, on_v, es);
     }
@@ -1057,7 +1059,11 @@ static er_status cum_axis(er_kctx *ctx, int *axis, bool *known) {
     *known = false;
     return ER_STATUS_OK;
   }
-  return er__norm_axis(ctx, "axis", a, x->rank, axis);
+  if (a < -(int64_t)x->rank || a >= x->rank)
+    return er__op_error(ctx, ER_STATUS_OUT_OF_RANGE, "axis %lld (input 1) is out of range [%d, %d] for rank %d",
+                        (long long)a, -x->rank, x->rank - 1, x->rank);
+  *axis = (int)(a < 0 ? a + x->rank : a);
+  return ER_STATUS_OK;
 }
 
 static er_status cum_check(er_kctx *ctx) {
