@@ -42,16 +42,17 @@ static er_status require_holdable(const er_kctx *ctx, int i) {
   return ER_STATUS_OK;
 }
 
-/* An output shape computed from input values (OneHot's depth, ...) must be
- * representable before the executor looks at it. */
+/* An output shape built from several inputs (Gather's, OneHot's depth)
+ * must have an element count that fits in int64 before the executor looks
+ * at it. */
 static er_status require_countable(const er_kctx *ctx, int rank, const int64_t *dims) {
   int64_t count;
   for (int d = 0; d < rank; d++)
     if (dims[d] < 0) return ER_STATUS_OK; /* not known yet */
-  if (rank > ER_MAX_RANK || !er__shape_count(rank, dims, &count)) {
+  if (!er__shape_count(rank, dims, &count)) {
     char buf[160];
-    return er__op_error(ctx, ER_STATUS_LIMIT, "output shape %s overflows",
-                        er__dims_str(rank < ER_MAX_RANK ? rank : ER_MAX_RANK, dims, buf, sizeof buf));
+    return er__op_error(ctx, ER_STATUS_LIMIT, "output shape %s has more elements than int64 can count",
+                        er__dims_str(rank, dims, buf, sizeof buf));
   }
   return ER_STATUS_OK;
 }
@@ -306,6 +307,7 @@ static er_status gather_check(er_kctx *ctx) {
   for (int d = 0; d < axis; d++) dims[k++] = data->dims[d];
   for (int d = 0; d < ind->rank; d++) dims[k++] = ind->dims[d];
   for (int d = axis + 1; d < data->rank; d++) dims[k++] = data->dims[d];
+  ER_CHECK(require_countable(ctx, rank, dims));
   er__set_output(ctx, 0, data->dtype, rank, dims);
   return ER_STATUS_OK;
 }
@@ -471,6 +473,7 @@ static er_status gather_nd_check(er_kctx *ctx) {
   int n = 0;
   for (int d = 0; d < q - 1; d++) dims[n++] = d < b && ind->dims[d] < 0 ? data->dims[d] : ind->dims[d];
   for (int d = (int)(b + k); d < r; d++) dims[n++] = data->dims[d];
+  ER_CHECK(require_countable(ctx, rank, dims));
   er__set_output(ctx, 0, data->dtype, rank, dims);
   return ER_STATUS_OK;
 }
