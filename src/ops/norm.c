@@ -187,7 +187,8 @@ static er_status batchnorm_check(er_kctx *ctx) {
   bn_params p;
   char why[160];
   ER_CHECK(bn_params_get(ctx, &p));
-  for (int i = 0; i < 5; i++) ER_CHECK(er__require_type(ctx, i, v >= 14 ? er__types_float : types_float_old));
+  const er_dtype *types = v >= 14 ? er__types_float : types_float_old;
+  for (int i = 0; i < 5; i++) ER_CHECK(er__require_type(ctx, i, types));
   if (v < 14) {
     for (int i = 1; i < 5; i++) ER_CHECK(er__require_same_type(ctx, 0, i));
   } else {
@@ -239,7 +240,8 @@ static er_status batchnorm_run(er_kctx *ctx) {
   int64_t inner = p.spatial ? dims_product(x, 2, x->rank) : 1;
 
   /* prm: scale, B, mean, var (the statistics used), each [c]. */
-  double *prm = er__malloc((size_t)(c > 0 ? c : 1) * 4 * sizeof(double), "BatchNormalization parameters");
+  double *prm = er__malloc((size_t)(c > 0 ? c : 1) * 4 * sizeof(double),
+                           "BatchNormalization parameters");
   if (!prm) return ER_STATUS_OUT_OF_MEMORY;
   double *scale = prm, *bias = prm + c, *mean = prm + 2 * c, *var = prm + 3 * c;
   for (int i = 0; i < 4; i++)
@@ -253,7 +255,8 @@ static er_status batchnorm_run(er_kctx *ctx) {
     for (int64_t ch = 0; ch < c; ch++) {
       double s = 0.0, ss = 0.0;
       for (int64_t b = 0; b < n; b++)
-        for (int64_t i = 0; i < inner; i++) s += load_el(x->data, x->dtype, (b * c + ch) * inner + i);
+        for (int64_t i = 0; i < inner; i++)
+          s += load_el(x->data, x->dtype, (b * c + ch) * inner + i);
       double m = s / cnt;
       for (int64_t b = 0; b < n; b++)
         for (int64_t i = 0; i < inner; i++) {
@@ -281,7 +284,8 @@ static er_status batchnorm_run(er_kctx *ctx) {
     for (int64_t b = 0; b < n; b++) {
       int64_t off = (b * c + ch) * inner;
       for (int64_t i = 0; i < inner; i++)
-        store_el(y->data, y->dtype, off + i, (load_el(x->data, x->dtype, off + i) - mean[ch]) * a + bias[ch]);
+        store_el(y->data, y->dtype, off + i,
+                 (load_el(x->data, x->dtype, off + i) - mean[ch]) * a + bias[ch]);
     }
   }
   free(prm);
@@ -303,8 +307,8 @@ static er_status instancenorm_check(er_kctx *ctx) {
   float eps;
   char why[160];
   ER_CHECK(er__attr_float(ctx, "epsilon", 1e-5f, &eps));
-  for (int i = 0; i < 3; i++)
-    ER_CHECK(er__require_type(ctx, i, ctx->node->version >= 22 ? er__types_float : types_float_old));
+  const er_dtype *types = ctx->node->version >= 22 ? er__types_float : types_float_old;
+  for (int i = 0; i < 3; i++) ER_CHECK(er__require_type(ctx, i, types));
   ER_CHECK(er__require_same_type(ctx, 0, 1));
   ER_CHECK(er__require_same_type(ctx, 0, 2));
   ER_CHECK(er__require_rank(ctx, 0, 2, ER_MAX_RANK));
@@ -404,7 +408,8 @@ static er_status layernorm_run(er_kctx *ctx) {
      * stays in step with r * cols + i. */
     for (int64_t i = 0; i < cols; i++, er__bcast_next(&it)) {
       int64_t k = r * cols + i;
-      double v = (load_el(x->data, x->dtype, k) - m) * inv * load_el(sc->data, sc->dtype, it.off[0]);
+      double v = (load_el(x->data, x->dtype, k) - m) * inv *
+                 load_el(sc->data, sc->dtype, it.off[0]);
       if (bi) v += load_el(bi->data, bi->dtype, it.off[1]);
       store_el(y->data, y->dtype, k, v);
     }
@@ -477,7 +482,8 @@ static const er_op_def op_rmsnorm = {
 
 static er_status groupnorm_groups(er_kctx *ctx, int64_t *groups) {
   const er_attr *a = er__node_attr(ctx->node, "num_groups");
-  if (!a) return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "attribute 'num_groups' is required");
+  if (!a)
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "attribute 'num_groups' is required");
   ER_CHECK(er__attr_int(ctx, "num_groups", 0, groups));
   if (*groups <= 0)
     return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "num_groups must be positive, got %lld",
@@ -539,7 +545,8 @@ static er_status groupnorm_run(er_kctx *ctx) {
         double s = er__load_f64(sc->data, sc->dtype, p), bv = er__load_f64(bi->data, bi->dtype, p);
         int64_t o = off + k * inner;
         for (int64_t i = 0; i < inner; i++)
-          store_el(y->data, y->dtype, o + i, (load_el(x->data, x->dtype, o + i) - m) * inv * s + bv);
+          store_el(y->data, y->dtype, o + i,
+                   (load_el(x->data, x->dtype, o + i) - m) * inv * s + bv);
       }
     }
   return ER_STATUS_OK;
@@ -559,7 +566,8 @@ static er_status lpnorm_attrs(er_kctx *ctx, int *axis, int64_t *p) {
   int64_t a;
   ER_CHECK(er__attr_int(ctx, "p", 2, p));
   if (*p != 1 && *p != 2)
-    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "p must be 1 or 2, got %lld", (long long)*p);
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "p must be 1 or 2, got %lld",
+                        (long long)*p);
   ER_CHECK(er__attr_int(ctx, "axis", -1, &a));
   *axis = -1;
   if (ctx->in[0]->rank < 0) return ER_STATUS_OK;
@@ -670,14 +678,16 @@ static er_status mvn_run(er_kctx *ctx) {
     else
       n_stat *= x->dims[d];
   }
-  double *mean = er__calloc((size_t)n_stat * 2, sizeof(double), "MeanVarianceNormalization statistics");
+  double *mean = er__calloc((size_t)n_stat * 2, sizeof(double),
+                            "MeanVarianceNormalization statistics");
   if (!mean) return ER_STATUS_OUT_OF_MEMORY;
   double *dev = mean + n_stat; /* sum of squared deviations, then the divisor */
   const er_tensor *ins[1] = {&stat};
   er_bcast it;
 
   er__bcast_init(&it, 1, ins, x);
-  for (int64_t i = 0; i < total; i++, er__bcast_next(&it)) mean[it.off[0]] += load_el(x->data, x->dtype, i);
+  for (int64_t i = 0; i < total; i++, er__bcast_next(&it))
+    mean[it.off[0]] += load_el(x->data, x->dtype, i);
   for (int64_t s = 0; s < n_stat; s++) mean[s] /= (double)n_red;
   er__bcast_init(&it, 1, ins, x);
   for (int64_t i = 0; i < total; i++, er__bcast_next(&it)) {
@@ -687,7 +697,8 @@ static er_status mvn_run(er_kctx *ctx) {
   for (int64_t s = 0; s < n_stat; s++) dev[s] = sqrt(dev[s] / (double)n_red) + MVN_EPSILON;
   er__bcast_init(&it, 1, ins, x);
   for (int64_t i = 0; i < total; i++, er__bcast_next(&it))
-    store_el(y->data, y->dtype, i, (load_el(x->data, x->dtype, i) - mean[it.off[0]]) / dev[it.off[0]]);
+    store_el(y->data, y->dtype, i,
+             (load_el(x->data, x->dtype, i) - mean[it.off[0]]) / dev[it.off[0]]);
   free(mean);
   return ER_STATUS_OK;
 }

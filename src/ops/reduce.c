@@ -614,7 +614,8 @@ static void softmax_row(softmax_kind k, const void *x, void *y, er_dtype t, int6
   double sum = 0.0;
   for (int64_t i = 0; i < n; i++) sum += exp(load_el(x, t, off + i * s) - m);
   if (k == SK_SOFTMAX) {
-    for (int64_t i = 0; i < n; i++) store_el(y, t, off + i * s, exp(load_el(x, t, off + i * s) - m) / sum);
+    for (int64_t i = 0; i < n; i++)
+      store_el(y, t, off + i * s, exp(load_el(x, t, off + i * s) - m) / sum);
   } else {
     double lse = m + log(sum);
     for (int64_t i = 0; i < n; i++) store_el(y, t, off + i * s, load_el(x, t, off + i * s) - lse);
