@@ -15,6 +15,8 @@
  * otherwise (pow); float16 and bfloat16 compute in double and round once
  * on store. Integers wrap in two's complement (computed in uint64 for
  * + - *); integer division and modulo by zero are run-time errors. */
+#include <stdlib.h>
+
 #include "ops/op.h"
 #include "ops/op-groups.h"
 
@@ -884,8 +886,36 @@ static er_status minmax_run(er_kctx *ctx, bool is_max) {
 static er_status max_run(er_kctx *ctx) { return minmax_run(ctx, true); }
 static er_status min_run(er_kctx *ctx) { return minmax_run(ctx, false); }
 
-static er_status sum_run(er_kctx *ctx) {
+/* Sum and Mean of float16/bfloat16 accumulate in double and round once:
+ * rounding after every addition would lose a bit of the 11 per input. */
+static er_status sum_mean_wide(er_kctx *ctx, bool mean) {
   er_tensor *y = ctx->out[0];
+  int64_t n = er__count(y);
+  er_tensor acc = *y; /* [y's shape] double */
+  acc.dtype = ER_DTYPE_DOUBLE;
+  acc.data = er__calloc((size_t)n, sizeof(double), "Sum/Mean accumulator");
+  if (!acc.data) {
+    er__error_prefix("%s '%s'", ctx->node->op_type, ctx->node->name);
+    return ER_STATUS_OUT_OF_MEMORY;
+  }
+  for (int k = 0; k < ctx->n_in; k++) {
+    rows w;
+    const er_tensor *ins[2] = {&acc, ctx->in[k]};
+    rows_init(&w, 2, ins, &acc);
+    BCAST2_F64(&w, &acc, ctx->in[k], &acc, a + b);
+  }
+  const double *p = acc.data;
+  for (int64_t i = 0; i < n; i++) er__store_f64(y->data, y->dtype, i, mean ? p[i] / ctx->n_in : p[i]);
+  free(acc.data);
+  return ER_STATUS_OK;
+}
+
+/* float32 and float64 accumulate in their own type, input by input, like
+ * a chain of Adds. */
+static er_status sum_mean_run(er_kctx *ctx, bool mean) {
+  er_tensor *y = ctx->out[0];
+  int64_t n = er__count(y);
+  if (y->dtype != ER_DTYPE_FLOAT && y->dtype != ER_DTYPE_DOUBLE) return sum_mean_wide(ctx, mean);
   if (ctx->n_in == 1) {
     copy_bcast(ctx->in[0], y);
     return ER_STATUS_OK;
@@ -897,31 +927,19 @@ static er_status sum_run(er_kctx *ctx) {
     rows_init(&w, 2, ins, y);
     arith_pair(&w, ARITH_ADD, a, ctx->in[k], y);
   }
-  return ER_STATUS_OK;
-}
-
-static er_status mean_run(er_kctx *ctx) {
-  er_tensor *y = ctx->out[0];
-  int64_t n = er__count(y);
-  ER_CHECK(sum_run(ctx));
-  if (ctx->n_in == 1) return ER_STATUS_OK;
-  switch (y->dtype) {
-    case ER_DTYPE_FLOAT: {
-      float *p = y->data;
-      for (int64_t i = 0; i < n; i++) p[i] = (float)((double)p[i] / ctx->n_in);
-      break;
-    }
-    case ER_DTYPE_DOUBLE: {
-      double *p = y->data;
-      for (int64_t i = 0; i < n; i++) p[i] /= ctx->n_in;
-      break;
-    }
-    default:
-      for (int64_t i = 0; i < n; i++)
-        er__store_f64(y->data, y->dtype, i, er__load_f64(y->data, y->dtype, i) / ctx->n_in);
+  if (!mean) return ER_STATUS_OK;
+  if (y->dtype == ER_DTYPE_FLOAT) {
+    float *p = y->data;
+    for (int64_t i = 0; i < n; i++) p[i] = (float)((double)p[i] / ctx->n_in);
+  } else {
+    double *p = y->data;
+    for (int64_t i = 0; i < n; i++) p[i] /= ctx->n_in;
   }
   return ER_STATUS_OK;
 }
+
+static er_status sum_run(er_kctx *ctx) { return sum_mean_run(ctx, false); }
+static er_status mean_run(er_kctx *ctx) { return sum_mean_run(ctx, true); }
 
 /* Opsets 1 and 6 required equal shapes (a case of opset 8's broadcasting)
  * and opset 1's consumed_inputs is an ignored memory hint, so one def
