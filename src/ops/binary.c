@@ -100,41 +100,54 @@ static void rows_next(rows *w) {
   }
 }
 
+/* One row of BCAST2_TYPED: LOADS declares `a` and/or `b` for element k_.
+ * Blocks of 8 are computed into a local array before they are stored, so
+ * that no store can alias a later load of the block; gcc's -O2 vectorizer
+ * (which takes no run-time alias checks and no remainder loops) then turns
+ * a block into a few SIMD instructions. The tail runs element by element. */
+#define ROW_BLOCKED_(TY, LOADS, EXPR)                                                   \
+  {                                                                                     \
+    int64_t i_ = 0;                                                                     \
+    for (; i_ + 8 <= n_; i_ += 8) {                                                     \
+      TY t_[8];                                                                         \
+      for (int j_ = 0; j_ < 8; j_++) {                                                  \
+        const int64_t k_ = i_ + j_;                                                     \
+        LOADS t_[j_] = (TY)(EXPR);                                                      \
+      }                                                                                 \
+      for (int j_ = 0; j_ < 8; j_++) ry_[i_ + j_] = t_[j_];                             \
+    }                                                                                   \
+    for (; i_ < n_; i_++) {                                                             \
+      const int64_t k_ = i_;                                                            \
+      LOADS ry_[k_] = (TY)(EXPR);                                                       \
+    }                                                                                   \
+  }
+
 /* Runs EXPR, an expression in `a` (type TA) and `b` (type TB), over every
  * output element of the walk `w` (a rows *), storing it as TY. pa, pb and
- * py are the data pointers. pa may equal py (in-place accumulation). */
+ * py are the data pointers. pa may equal py (in-place accumulation). Each
+ * row is specialised on which operands stay put along it. */
 #define BCAST2_TYPED(w, TA, TB, TY, pa, pb, py, EXPR)                                   \
   do {                                                                                  \
-  for (int64_t r_ = 0; r_ < (w)->count; r_++, rows_next(w)) {                           \
-    const TA *ra_ = (const TA *)(pa) + (w)->off[0];                                     \
-    const TB *rb_ = (const TB *)(pb) + (w)->off[1];                                     \
-    TY *ry_ = (TY *)(py) + r_ * (w)->len;                                               \
-    const int64_t n_ = (w)->len;                                                        \
-    if ((w)->step[0] && (w)->step[1]) {                                                 \
-      for (int64_t i_ = 0; i_ < n_; i_++) {                                             \
-        const TA a = ra_[i_];                                                           \
-        const TB b = rb_[i_];                                                           \
-        ry_[i_] = (TY)(EXPR);                                                           \
+    for (int64_t r_ = 0; r_ < (w)->count; r_++, rows_next(w)) {                         \
+      const TA *ra_ = (const TA *)(pa) + (w)->off[0];                                   \
+      const TB *rb_ = (const TB *)(pb) + (w)->off[1];                                   \
+      TY *ry_ = (TY *)(py) + r_ * (w)->len;                                             \
+      const int64_t n_ = (w)->len;                                                      \
+      if ((w)->step[0] && (w)->step[1]) {                                               \
+        ROW_BLOCKED_(TY, const TA a = ra_[k_]; const TB b = rb_[k_];, EXPR)             \
+      } else if ((w)->step[0]) {                                                        \
+        const TB b = rb_[0];                                                            \
+        ROW_BLOCKED_(TY, const TA a = ra_[k_];, EXPR)                                   \
+      } else if ((w)->step[1]) {                                                        \
+        const TA a = ra_[0];                                                            \
+        ROW_BLOCKED_(TY, const TB b = rb_[k_];, EXPR)                                   \
+      } else {                                                                          \
+        const TA a = ra_[0];                                                            \
+        const TB b = rb_[0];                                                            \
+        const TY v_ = (TY)(EXPR);                                                       \
+        for (int64_t i_ = 0; i_ < n_; i_++) ry_[i_] = v_;                               \
       }                                                                                 \
-    } else if ((w)->step[0]) {                                                          \
-      const TB b = rb_[0];                                                              \
-      for (int64_t i_ = 0; i_ < n_; i_++) {                                             \
-        const TA a = ra_[i_];                                                           \
-        ry_[i_] = (TY)(EXPR);                                                           \
-      }                                                                                 \
-    } else if ((w)->step[1]) {                                                          \
-      const TA a = ra_[0];                                                              \
-      for (int64_t i_ = 0; i_ < n_; i_++) {                                             \
-        const TB b = rb_[i_];                                                           \
-        ry_[i_] = (TY)(EXPR);                                                           \
-      }                                                                                 \
-    } else {                                                                            \
-      const TA a = ra_[0];                                                              \
-      const TB b = rb_[0];                                                              \
-      const TY v_ = (TY)(EXPR);                                                         \
-      for (int64_t i_ = 0; i_ < n_; i_++) ry_[i_] = v_;                                 \
     }                                                                                   \
-  }                                                                                     \
   } while (0)
 
 /* The same for any element types: `a` and `b` are doubles loaded from the
