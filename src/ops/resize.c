@@ -837,7 +837,10 @@ static void gs_make_taps(const gs_params *p, double g, int64_t len, gs_taps *t) 
   if (!(x >= -bound)) x = -bound;
   if (x > bound) x = bound;
   if (p->mode == RS_NEAREST) x = round_half_even(x);
-  if (x < lo || x > hi) {
+  /* Like torch.nn.functional.grid_sample (which the spec points to), nearest
+   * and linear apply border / reflection to the sampling coordinate, while
+   * cubic applies it to each of its taps only (below, in gs_pixel). */
+  if ((x < lo || x > hi) && p->mode != RS_CUBIC) {
     if (p->padding == GS_BORDER) x = x < 0.0 ? 0.0 : (x > (double)len - 1.0 ? (double)len - 1.0 : x);
     else if (p->padding == GS_REFLECTION) x = gs_reflect(x, lo, hi);
   }
@@ -988,7 +991,9 @@ static er_status affine_grid_check(er_kctx *ctx) {
 
 /* Normalized coordinate of position i of len along one axis. */
 static double affine_base(int64_t i, int64_t len, bool align_corners) {
-  if (align_corners) return len > 1 ? -1.0 + 2.0 * (double)i / (double)(len - 1) : -1.0;
+  /* A single position sits at the centre, 0, as in PyTorch's affine_grid. */
+  if (len <= 1) return 0.0;
+  if (align_corners) return -1.0 + 2.0 * (double)i / (double)(len - 1);
   return -1.0 + (2.0 * (double)i + 1.0) / (double)len;
 }
 
