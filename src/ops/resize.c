@@ -454,9 +454,9 @@ static er_status rs_build_taps(const er_kctx *ctx, const rs_params *p, const rs_
     t->ntaps = 2 - 2 * first;
   }
   size_t n = (size_t)(out > 0 ? out : 1);
-  t->idx = malloc(n * (size_t)t->ntaps * sizeof *t->idx);
-  t->w = malloc(n * (size_t)t->ntaps * sizeof *t->w);
-  t->extrap = calloc(n, sizeof *t->extrap);
+  t->idx = er__malloc(n * (size_t)t->ntaps * sizeof *t->idx, "resize taps");
+  t->w = er__malloc(n * (size_t)t->ntaps * sizeof *t->w, "resize weights");
+  t->extrap = er__calloc(n, sizeof *t->extrap, "resize flags");
   if (!t->idx || !t->w || !t->extrap) {
     rs_taps_free(t);
     return oom(ctx);
@@ -578,8 +578,8 @@ static er_status rs_run_interp(const er_kctx *ctx, const rs_params *p, const rs_
   int r = pl->rank;
   int64_t nin = er__count(x), nout = er__count(y);
   int64_t cap = nin > nout ? nin : nout;
-  double *a = malloc((size_t)(cap > 0 ? cap : 1) * sizeof *a);
-  double *b = malloc((size_t)(cap > 0 ? cap : 1) * sizeof *b);
+  double *a = er__malloc((size_t)cap * sizeof *a, "resize buffers"); /* current data */
+  double *b = er__malloc((size_t)cap * sizeof *b, "resize buffers"); /* next pass */
   if (!a || !b) {
     free(a);
     free(b);
