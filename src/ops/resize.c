@@ -129,9 +129,11 @@ typedef struct rs_params {
   int64_t n_scales_attr;
 } rs_params;
 
-static er_status parse_mode(const er_kctx *ctx, const char *s, bool cubic_ok, rs_mode *out) {
+/* Upsample also accepts "bilinear", its name for linear before opset 7,
+ * which old exporters kept writing. */
+static er_status parse_mode(const er_kctx *ctx, const char *s, bool upsample, bool cubic_ok, rs_mode *out) {
   if (strcmp(s, "nearest") == 0) *out = RS_NEAREST;
-  else if (strcmp(s, "linear") == 0 || strcmp(s, "bilinear") == 0) *out = RS_LINEAR;
+  else if (strcmp(s, "linear") == 0 || (upsample && strcmp(s, "bilinear") == 0)) *out = RS_LINEAR;
   else if (cubic_ok && strcmp(s, "cubic") == 0) *out = RS_CUBIC;
   else
     return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "mode '%s' must be nearest, linear%s", s,
@@ -152,7 +154,7 @@ static er_status rs_params_get(const er_kctx *ctx, bool upsample, rs_params *p) 
   p->nearest = NM_SIMPLE;
   p->cubic_a = -0.75;
   ER_CHECK(er__attr_string(ctx, "mode", "nearest", &s));
-  ER_CHECK(parse_mode(ctx, s, !upsample && v >= 11, &p->mode));
+  ER_CHECK(parse_mode(ctx, s, upsample, !upsample && v >= 11, &p->mode));
   if (upsample) {
     if (v < 9) {
       ER_CHECK(er__attr_floats(ctx, "scales", &p->scales_attr, &p->n_scales_attr));
