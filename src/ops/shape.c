@@ -74,13 +74,19 @@ typedef struct ivec {
   int64_t v[VIEW_MAX_RANK];
 } ivec;
 
-/* Formats an ivec as "[1,2,3]". */
+/* Formats an ivec as "[1,-1,3]" (the values as given, unlike
+ * er__dims_str, which prints negative dims as "?"). */
 static const char *ivec_str(const ivec *a, char *buf, size_t size) {
+  size_t n = 0;
   if (!a->known) {
     snprintf(buf, size, "[?]");
     return buf;
   }
-  return er__dims_str((int)a->n, a->v, buf, size);
+  n += (size_t)snprintf(buf, size, "[");
+  for (int64_t k = 0; k < a->n && n < size; k++)
+    n += (size_t)snprintf(buf + n, size - n, "%s%lld", k ? "," : "", (long long)a->v[k]);
+  if (n < size) snprintf(buf + n, size - n, "]");
+  return buf;
 }
 
 /* Reads integer input i (int32 or int64), 1-D or, when scalar_ok, a scalar
@@ -315,9 +321,10 @@ static er_status reshape_dims(const er_kctx *ctx, const er_tensor *x, const ivec
   if (infer >= 0) {
     if (rest == 0 || in_count % rest != 0)
       return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
-                          "cannot reshape %s (%lld elements) to %s: the -1 cannot be inferred",
+                          "cannot reshape %s (%lld elements) to %s: the other dims hold %lld "
+                          "elements, which does not divide %lld",
                           er__shape_str(x, b, sizeof b), (long long)in_count,
-                          er__dims_str(rank, dims, a, sizeof a));
+                          ivec_str(shape, a, sizeof a), (long long)rest, (long long)in_count);
     dims[infer] = in_count / rest;
   } else if (rest != in_count) {
     return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "cannot reshape %s (%lld elements) to %s (%lld elements)",
@@ -749,8 +756,9 @@ static er_status split_plan_make(const er_kctx *ctx, int axis, int64_t dim, spli
   p->last = dim - p->chunk * (n - 1);
   if (p->last < 0)
     return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
-                        "axis %d of dim %lld cannot be split into %d chunks of %lld (the last would be empty)",
-                        axis, (long long)dim, n, (long long)p->chunk);
+                        "axis %d of dim %lld cannot be split into %d outputs: with chunks of "
+                        "ceil(%lld / %d) = %lld the last would have %lld elements",
+                        axis, (long long)dim, n, (long long)dim, n, (long long)p->chunk, (long long)p->last);
   return ER_STATUS_OK;
 }
 
@@ -1524,11 +1532,17 @@ static er_status pad_plan_make(const er_kctx *ctx, pad_plan *p) {
     p->end[a] = pads.v[axes.n + k];
     int64_t d = x->dims[a];
     if (d < 0) continue;
-    /* |pads| <= ER_MAX_RUNTIME_ELEMENTS keeps the sums below in range. */
-    if (p->begin[a] < -d || p->end[a] < -d || p->begin[a] > ER_MAX_RUNTIME_ELEMENTS ||
-        p->end[a] > ER_MAX_RUNTIME_ELEMENTS || d + p->begin[a] + p->end[a] < 0)
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "pads %s are invalid for axis %d of %s (dim %lld)",
-                          ivec_str(&pads, buf, sizeof buf), a, er__shape_str(x, buf2, sizeof buf2), (long long)d);
+    /* Pads beyond ER_MAX_RUNTIME_ELEMENTS could only make a too-large
+     * output; refusing them keeps the sums below in range. */
+    if (p->begin[a] > ER_MAX_RUNTIME_ELEMENTS || p->end[a] > ER_MAX_RUNTIME_ELEMENTS)
+      return er__op_error(ctx, ER_STATUS_LIMIT, "pads %s exceed %lld (ER_MAX_RUNTIME_ELEMENTS)",
+                          ivec_str(&pads, buf, sizeof buf), (long long)ER_MAX_RUNTIME_ELEMENTS);
+    if (p->begin[a] < -d || p->end[a] < -d || d + p->begin[a] + p->end[a] < 0)
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "pads %s crop %lld and %lld elements from axis %d of %s, which has only %lld",
+                          ivec_str(&pads, buf, sizeof buf), (long long)(p->begin[a] < 0 ? -p->begin[a] : 0),
+                          (long long)(p->end[a] < 0 ? -p->end[a] : 0), a, er__shape_str(x, buf2, sizeof buf2),
+                          (long long)d);
     int64_t kept = d + (p->begin[a] < 0 ? p->begin[a] : 0) + (p->end[a] < 0 ? p->end[a] : 0);
     if (p->mode != PAD_CONSTANT && kept <= 0 && (p->begin[a] > 0 || p->end[a] > 0))
       return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "%s padding needs data, but axis %d of %s has none left",
