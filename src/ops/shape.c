@@ -950,7 +950,9 @@ static er_status slice_run(er_kctx *ctx) {
   er__strides(x->rank, x->dims, in_strides);
   for (int d = 0; d < x->rank; d++) {
     offset += p.start[d] * in_strides[d];
-    strides[d] = p.step[d] * in_strides[d];
+    /* A step longer than the axis takes one element and its stride is
+     * never used; multiplying it out could overflow. */
+    strides[d] = p.dims[d] > 1 ? p.step[d] * in_strides[d] : 0;
   }
   if (er__count(y) > 0)
     copy_view(y->data, x->data, er_dtype_size(x->dtype), y->rank, y->dims, strides, offset);
@@ -1938,16 +1940,15 @@ static er_status ccp_dims(const er_kctx *ctx, int64_t *dims) {
   ER_CHECK(read_ivec(ctx, 1, "shape", ER_MAX_RANK, false, ER_STATUS_INVALID_SHAPE, &shape));
   ER_CHECK(attr_ivec(ctx, "axes", ER_MAX_RANK, &axes));
   bool has_axes = axes.n >= 0;
+  if (r < 0) return ER_STATUS_OK; /* the caller leaves the output unknown */
   if (!has_axes) {
     axes.n = r;
     for (int d = 0; d < r; d++) axes.v[d] = d;
   }
-  if (r >= 0) {
-    ER_CHECK(norm_axes(ctx, "axes", &axes, r));
-    if (shape.n >= 0 && shape.n != axes.n)
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "shape has %lld values but %s %lld",
-                          (long long)shape.n, has_axes ? "axes lists" : "the input has rank", (long long)axes.n);
-  }
+  ER_CHECK(norm_axes(ctx, "axes", &axes, r));
+  if (shape.n >= 0 && shape.n != axes.n)
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "shape has %lld values but %s %lld", (long long)shape.n,
+                        has_axes ? "axes lists" : "the input has rank", (long long)axes.n);
   for (int d = 0; d < r; d++) dims[d] = x->dims[d];
   for (int64_t k = 0; k < axes.n; k++) {
     if (!shape.known) {
