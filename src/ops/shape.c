@@ -59,9 +59,9 @@ static er_status check_output_size(const er_kctx *ctx, int rank, const int64_t *
   }
   if (!er__shape_count(rank, dims, &n) || n > ER_MAX_RUNTIME_ELEMENTS) {
     char buf[200];
-    return er__op_error(ctx, ER_STATUS_LIMIT,
-                        "output shape %s exceeds %lld elements (ER_MAX_RUNTIME_ELEMENTS)",
-                        er__dims_str(rank, dims, buf, sizeof buf), (long long)ER_MAX_RUNTIME_ELEMENTS);
+    return er__op_error(
+        ctx, ER_STATUS_LIMIT, "output shape %s exceeds %lld elements (ER_MAX_RUNTIME_ELEMENTS)",
+        er__dims_str(rank, dims, buf, sizeof buf), (long long)ER_MAX_RUNTIME_ELEMENTS);
   }
   return ER_STATUS_OK;
 }
@@ -69,8 +69,8 @@ static er_status check_output_size(const er_kctx *ctx, int rank, const int64_t *
 /* A short integer list that a shape rule reads: from an input tensor or an
  * attribute. */
 typedef struct ivec {
-  int64_t n;     /* length; -1 when unknown */
-  bool known;    /* the values are known */
+  int64_t n;  /* length; -1 when unknown */
+  bool known; /* the values are known */
   int64_t v[VIEW_MAX_RANK];
 } ivec;
 
@@ -102,22 +102,24 @@ static er_status read_ivec(const er_kctx *ctx, int i, const char *what, int cap,
   out->known = false;
   if (!t) return ER_STATUS_OK;
   if (t->dtype != ER_DTYPE_UNDEFINED && t->dtype != ER_DTYPE_INT64 && t->dtype != ER_DTYPE_INT32)
-    return er__op_error(ctx, ER_STATUS_TYPE_MISMATCH, "'%s' (input %d) has type %s; expected int64 or int32",
-                        what, i, er_dtype_name(t->dtype));
+    return er__op_error(ctx, ER_STATUS_TYPE_MISMATCH,
+                        "'%s' (input %d) has type %s; expected int64 or int32", what, i,
+                        er_dtype_name(t->dtype));
   if (t->rank >= 0) {
     if (t->rank == 0 && scalar_ok) {
       out->n = 1;
     } else if (t->rank != 1) {
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "'%s' (input %d) must be %s, but has shape %s",
-                          what, i, scalar_ok ? "a scalar or 1-D" : "1-D",
-                          er__shape_str(t, buf, sizeof buf));
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "'%s' (input %d) must be %s, but has shape %s", what, i,
+                          scalar_ok ? "a scalar or 1-D" : "1-D", er__shape_str(t, buf, sizeof buf));
     } else {
       out->n = t->dims[0];
     }
   }
   if (out->n > cap)
-    return er__op_error(ctx, over, "'%s' (input %d) has %lld values; at most %d are possible here (ER_MAX_RANK %d)",
-                        what, i, (long long)out->n, cap, ER_MAX_RANK);
+    return er__op_error(
+        ctx, over, "'%s' (input %d) has %lld values; at most %d are possible here (ER_MAX_RANK %d)",
+        what, i, (long long)out->n, cap, ER_MAX_RANK);
   if (t->data && out->n >= 0) {
     for (int64_t k = 0; k < out->n; k++) out->v[k] = er__get_i64(t, k);
     out->known = true;
@@ -133,9 +135,10 @@ static er_status attr_ivec(const er_kctx *ctx, const char *name, int cap, ivec *
   out->n = n;
   out->known = n >= 0;
   if (n > cap)
-    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
-                        "attribute '%s' has %lld values; at most %d are possible here (ER_MAX_RANK %d)",
-                        name, (long long)n, cap, ER_MAX_RANK);
+    return er__op_error(
+        ctx, ER_STATUS_INVALID_ATTRIBUTE,
+        "attribute '%s' has %lld values; at most %d are possible here (ER_MAX_RANK %d)", name,
+        (long long)n, cap, ER_MAX_RANK);
   for (int64_t k = 0; k < n; k++) out->v[k] = v[k];
   return ER_STATUS_OK;
 }
@@ -147,12 +150,13 @@ static er_status norm_axes(const er_kctx *ctx, const char *what, ivec *axes, int
   for (int64_t k = 0; k < axes->n; k++) {
     int64_t a = axes->v[k];
     if (a < -(int64_t)rank || a >= rank)
-      return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "%s value %lld is out of range [%d, %d] for rank %d",
-                          what, (long long)a, -rank, rank - 1, rank);
+      return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                          "%s value %lld is out of range [%d, %d] for rank %d", what, (long long)a,
+                          -rank, rank - 1, rank);
     if (a < 0) a += rank;
     if (seen[a])
-      return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "%s lists axis %lld more than once", what,
-                          (long long)a);
+      return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "%s lists axis %lld more than once",
+                          what, (long long)a);
     seen[a] = true;
     axes->v[k] = a;
   }
@@ -167,10 +171,9 @@ static void copy_row(uint8_t *dst, const uint8_t *src, size_t es, int64_t n, int
     return;
   }
   /* Fixed-size memcpy compiles to one load and store per element. */
-#define COPY_ROW_CASE(SIZE)                                                   \
-  case SIZE:                                                                  \
-    for (int64_t i = 0; i < n; i++)                                           \
-      memcpy(dst + i * SIZE, src + i * stride * SIZE, SIZE);                  \
+#define COPY_ROW_CASE(SIZE)                                                                \
+  case SIZE:                                                                               \
+    for (int64_t i = 0; i < n; i++) memcpy(dst + i * SIZE, src + i * stride * SIZE, SIZE); \
     return;
   switch (es) {
     COPY_ROW_CASE(1)
@@ -178,7 +181,8 @@ static void copy_row(uint8_t *dst, const uint8_t *src, size_t es, int64_t n, int
     COPY_ROW_CASE(4)
     COPY_ROW_CASE(8)
     default:
-      for (int64_t i = 0; i < n; i++) memcpy(dst + (size_t)i * es, src + i * stride * (int64_t)es, es);
+      for (int64_t i = 0; i < n; i++)
+        memcpy(dst + (size_t)i * es, src + i * stride * (int64_t)es, es);
   }
 #undef COPY_ROW_CASE
 }
@@ -288,13 +292,15 @@ static er_status reshape_dims(const er_kctx *ctx, const er_tensor *x, const ivec
       infer = k;
       dims[k] = -1;
     } else if (v < -1) {
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "shape %s has the invalid dim %lld at index %d",
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "shape %s has the invalid dim %lld at index %d",
                           ivec_str(shape, a, sizeof a), (long long)v, k);
     } else if (v == 0 && !allowzero) {
       if (x->rank >= 0 && k >= x->rank)
-        return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
-                            "shape %s copies input dim %d (the 0 at index %d), but the input %s has rank %d",
-                            ivec_str(shape, a, sizeof a), k, k, er__shape_str(x, b, sizeof b), x->rank);
+        return er__op_error(
+            ctx, ER_STATUS_INVALID_SHAPE,
+            "shape %s copies input dim %d (the 0 at index %d), but the input %s has rank %d",
+            ivec_str(shape, a, sizeof a), k, k, er__shape_str(x, b, sizeof b), x->rank);
       dims[k] = x->rank >= 0 ? x->dims[k] : -1;
     } else {
       dims[k] = v;
@@ -302,7 +308,8 @@ static er_status reshape_dims(const er_kctx *ctx, const er_tensor *x, const ivec
     }
   }
   if (has_zero && infer >= 0)
-    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "with allowzero=1, shape %s cannot hold both 0 and -1",
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                        "with allowzero=1, shape %s cannot hold both 0 and -1",
                         ivec_str(shape, a, sizeof a));
   int rank = (int)shape->n;
   int64_t in_count = er__tensor_count(x);
@@ -314,7 +321,8 @@ static er_status reshape_dims(const er_kctx *ctx, const er_tensor *x, const ivec
       break;
     }
     if (!er__mul_i64(rest, dims[k], &rest))
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "shape %s has more elements than int64 can count",
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "shape %s has more elements than int64 can count",
                           ivec_str(shape, a, sizeof a));
   }
   if (rest < 0 || in_count < 0) return ER_STATUS_OK;
@@ -327,7 +335,8 @@ static er_status reshape_dims(const er_kctx *ctx, const er_tensor *x, const ivec
                           ivec_str(shape, a, sizeof a), (long long)rest, (long long)in_count);
     dims[infer] = in_count / rest;
   } else if (rest != in_count) {
-    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "cannot reshape %s (%lld elements) to %s (%lld elements)",
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                        "cannot reshape %s (%lld elements) to %s (%lld elements)",
                         er__shape_str(x, b, sizeof b), (long long)in_count,
                         er__dims_str(rank, dims, a, sizeof a), (long long)rest);
   }
@@ -341,7 +350,8 @@ static er_status reshape_check(er_kctx *ctx) {
   ivec shape;
   ER_CHECK(require_holdable(ctx, 0));
   if (version(ctx) >= 14) ER_CHECK(er__attr_int(ctx, "allowzero", 0, &allowzero));
-  if (!er__in(ctx, 1)) return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "input 'shape' is missing");
+  if (!er__in(ctx, 1))
+    return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "input 'shape' is missing");
   ER_CHECK(read_ivec(ctx, 1, "shape", ER_MAX_RANK, false, ER_STATUS_LIMIT, &shape));
   if (!shape.known) {
     set_unknown_dims(ctx, 0, x->dtype, (int)shape.n);
@@ -376,8 +386,9 @@ static er_status flatten_check(er_kctx *ctx) {
   int r = x->rank;
   int64_t lo = version(ctx) >= 11 ? -(int64_t)r : 0;
   if (axis < lo || axis > r)
-    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "axis %lld is out of range [%lld, %d] for rank %d",
-                        (long long)axis, (long long)lo, r, r);
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                        "axis %lld is out of range [%lld, %d] for rank %d", (long long)axis,
+                        (long long)lo, r, r);
   int a = (int)(axis < 0 ? axis + r : axis);
   dims[0] = dims_product(x->dims, 0, a);
   dims[1] = dims_product(x->dims, a, r);
@@ -415,8 +426,8 @@ static er_status squeeze_check(er_kctx *ctx) {
     return ER_STATUS_OK;
   }
   if (axes.n > r)
-    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "axes has %lld entries but the input has rank %d",
-                        (long long)axes.n, r);
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                        "axes has %lld entries but the input has rank %d", (long long)axes.n, r);
   if (axes.n < 0 || (axes.known && axes.n == 0)) {
     /* No axes: drop every dim of size 1, which needs every dim known. */
     for (int d = 0; d < r; d++) {
@@ -438,7 +449,8 @@ static er_status squeeze_check(er_kctx *ctx) {
   for (int64_t k = 0; k < axes.n; k++) {
     int64_t a = axes.v[k];
     if (x->dims[a] >= 0 && x->dims[a] != 1)
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "cannot squeeze axis %lld of shape %s: its dim is %lld, not 1",
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "cannot squeeze axis %lld of shape %s: its dim is %lld, not 1",
                           (long long)a, er__shape_str(x, buf, sizeof buf), (long long)x->dims[a]);
     drop[a] = true;
   }
@@ -476,7 +488,8 @@ static er_status unsqueeze_check(er_kctx *ctx) {
   }
   int64_t out_rank = x->rank + axes.n;
   if (out_rank > ER_MAX_RANK)
-    return er__op_error(ctx, ER_STATUS_LIMIT, "the output would have rank %lld; at most %d (ER_MAX_RANK)",
+    return er__op_error(ctx, ER_STATUS_LIMIT,
+                        "the output would have rank %lld; at most %d (ER_MAX_RANK)",
                         (long long)out_rank, ER_MAX_RANK);
   if (!axes.known) {
     set_unknown_dims(ctx, 0, x->dtype, (int)out_rank);
@@ -517,7 +530,8 @@ static er_status transpose_perm(const er_kctx *ctx, int rank, int *perm) {
     return ER_STATUS_OK;
   }
   if (p.n != rank)
-    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "perm %s has %lld entries but the input has rank %d",
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                        "perm %s has %lld entries but the input has rank %d",
                         ivec_str(&p, buf, sizeof buf), (long long)p.n, rank);
   bool seen[ER_MAX_RANK] = {false};
   for (int d = 0; d < rank; d++) {
@@ -589,15 +603,16 @@ static er_status concat_check(er_kctx *ctx) {
     ER_CHECK(require_holdable(ctx, i));
     if (t->dtype != ER_DTYPE_UNDEFINED) {
       if (dtype != ER_DTYPE_UNDEFINED && t->dtype != dtype)
-        return er__op_error(ctx, ER_STATUS_TYPE_MISMATCH, "input %d is %s but an earlier input is %s", i,
-                            er_dtype_name(t->dtype), er_dtype_name(dtype));
+        return er__op_error(ctx, ER_STATUS_TYPE_MISMATCH,
+                            "input %d is %s but an earlier input is %s", i, er_dtype_name(t->dtype),
+                            er_dtype_name(dtype));
       dtype = t->dtype;
     }
     if (t->rank < 0) continue;
     if (rank >= 0 && t->rank != rank)
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "input %d has shape %s but input %d has %s; ranks differ",
-                          i, er__shape_str(t, a, sizeof a), first,
-                          er__shape_str(ctx->in[first], b, sizeof b));
+      return er__op_error(
+          ctx, ER_STATUS_INVALID_SHAPE, "input %d has shape %s but input %d has %s; ranks differ",
+          i, er__shape_str(t, a, sizeof a), first, er__shape_str(ctx->in[first], b, sizeof b));
     rank = t->rank;
     if (first < 0) first = i;
   }
@@ -605,7 +620,8 @@ static er_status concat_check(er_kctx *ctx) {
     set_unknown_dims(ctx, 0, dtype, -1);
     return ER_STATUS_OK;
   }
-  if (rank == 0) return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "cannot concatenate scalars (rank 0)");
+  if (rank == 0)
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "cannot concatenate scalars (rank 0)");
   ER_CHECK(er__norm_axis(ctx, "axis", axis_attr, rank, &axis));
   for (int d = 0; d < rank; d++) dims[d] = d == axis ? 0 : -1;
   for (int i = 0; i < ctx->n_in; i++) {
@@ -625,8 +641,8 @@ static er_status concat_check(er_kctx *ctx) {
         return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
                             "input %d has shape %s, which differs from %s of input %d in dim %d "
                             "(only axis %d may differ)",
-                            i, er__shape_str(t, a, sizeof a), er__shape_str(ctx->in[first], b, sizeof b),
-                            first, d, axis);
+                            i, er__shape_str(t, a, sizeof a),
+                            er__shape_str(ctx->in[first], b, sizeof b), first, d, axis);
       dims[d] = v;
     }
   }
@@ -671,10 +687,10 @@ static const er_op_def op_concat = {
 /* How the split axis divides: an explicit list (attribute before opset 13,
  * input from 13 on), or equal chunks (the last one smaller from opset 18). */
 typedef struct split_plan {
-  const int64_t *list;      /* attribute values, or NULL */
-  const er_tensor *tensor;  /* input values, or NULL */
-  bool unknown;             /* the sizes are not known (yet) */
-  int64_t chunk, last;      /* equal chunks: size of each, and of the last */
+  const int64_t *list;     /* attribute values, or NULL */
+  const er_tensor *tensor; /* input values, or NULL */
+  bool unknown;            /* the sizes are not known (yet) */
+  int64_t chunk, last;     /* equal chunks: size of each, and of the last */
 } split_plan;
 
 static int64_t split_size(const split_plan *p, int j, int n) {
@@ -700,7 +716,8 @@ static er_status split_plan_make(const er_kctx *ctx, int axis, int64_t dim, spli
         return er__op_error(ctx, ER_STATUS_TYPE_MISMATCH, "'split' has type %s; expected int64",
                             er_dtype_name(s->dtype));
       if (s->rank >= 0 && s->rank != 1)
-        return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "'split' must be 1-D, but has rank %d", s->rank);
+        return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "'split' must be 1-D, but has rank %d",
+                            s->rank);
       count = s->rank == 1 ? s->dims[0] : -1;
       if (s->data) {
         p->tensor = s;
@@ -717,26 +734,28 @@ static er_status split_plan_make(const er_kctx *ctx, int axis, int64_t dim, spli
                               "input 'split' and attribute 'num_outputs' cannot both be given");
         if (num_outputs != n)
           return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
-                              "num_outputs %lld does not match the node's %d outputs", (long long)num_outputs, n);
+                              "num_outputs %lld does not match the node's %d outputs",
+                              (long long)num_outputs, n);
       }
     }
   }
   if (count >= 0 && count != n)
-    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "'split' has %lld values but the node has %d outputs",
-                        (long long)count, n);
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                        "'split' has %lld values but the node has %d outputs", (long long)count, n);
   if (p->list || p->tensor) {
     int64_t sum = 0;
     for (int j = 0; j < n; j++) {
       int64_t v = split_size(p, j, n);
       if (v < 0)
-        return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "'split' value %lld for output %d is negative",
-                            (long long)v, j);
+        return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                            "'split' value %lld for output %d is negative", (long long)v, j);
       if (!er__add_i64(sum, v, &sum))
         return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "'split' values overflow int64");
     }
     if (dim >= 0 && sum != dim)
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "'split' values sum to %lld but axis %d has dim %lld",
-                          (long long)sum, axis, (long long)dim);
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "'split' values sum to %lld but axis %d has dim %lld", (long long)sum,
+                          axis, (long long)dim);
     return ER_STATUS_OK;
   }
   if (p->unknown) return ER_STATUS_OK;
@@ -746,8 +765,9 @@ static er_status split_plan_make(const er_kctx *ctx, int axis, int64_t dim, spli
   }
   if (version(ctx) < 18) {
     if (dim % n != 0)
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "axis %d of dim %lld does not split evenly into %d outputs",
-                          axis, (long long)dim, n);
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "axis %d of dim %lld does not split evenly into %d outputs", axis,
+                          (long long)dim, n);
     p->chunk = p->last = dim / n;
     return ER_STATUS_OK;
   }
@@ -758,7 +778,8 @@ static er_status split_plan_make(const er_kctx *ctx, int axis, int64_t dim, spli
     return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
                         "axis %d of dim %lld cannot be split into %d outputs: with chunks of "
                         "ceil(%lld / %d) = %lld the last would have %lld elements",
-                        axis, (long long)dim, n, (long long)dim, n, (long long)p->chunk, (long long)p->last);
+                        axis, (long long)dim, n, (long long)dim, n, (long long)p->chunk,
+                        (long long)p->last);
   return ER_STATUS_OK;
 }
 
@@ -774,7 +795,8 @@ static er_status split_check(er_kctx *ctx) {
     for (int j = 0; j < ctx->n_out; j++) set_unknown_dims(ctx, j, x->dtype, -1);
     return ER_STATUS_OK;
   }
-  if (x->rank == 0) return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "cannot split a scalar (rank 0)");
+  if (x->rank == 0)
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "cannot split a scalar (rank 0)");
   ER_CHECK(er__norm_axis(ctx, "axis", axis_attr, x->rank, &axis));
   ER_CHECK(split_plan_make(ctx, axis, x->dims[axis], &plan));
   for (int j = 0; j < ctx->n_out; j++) {
@@ -805,7 +827,8 @@ static er_status split_run(er_kctx *ctx) {
     size_t row = (size_t)(size * after) * es; /* bytes */
     if (y && row) {
       const uint8_t *src = (const uint8_t *)x->data + (size_t)(start * after) * es;
-      for (int64_t o = 0; o < outer; o++) memcpy((uint8_t *)y->data + (size_t)o * row, src + (size_t)o * in_row, row);
+      for (int64_t o = 0; o < outer; o++)
+        memcpy((uint8_t *)y->data + (size_t)o * row, src + (size_t)o * in_row, row);
     }
     start += size;
   }
@@ -832,7 +855,7 @@ static const er_op_def op_split_13 = {
 typedef struct slice_plan {
   int64_t start[ER_MAX_RANK];
   int64_t step[ER_MAX_RANK];
-  int64_t dims[ER_MAX_RANK];  /* -1 where unknown */
+  int64_t dims[ER_MAX_RANK]; /* -1 where unknown */
 } slice_plan;
 
 /* The effective start, step and length of one sliced axis of size dim
@@ -865,7 +888,8 @@ static er_status slice_plan_make(const er_kctx *ctx, slice_plan *p) {
     ER_CHECK(attr_ivec(ctx, "ends", ER_MAX_RANK, &ends));
     ER_CHECK(attr_ivec(ctx, "axes", ER_MAX_RANK, &axes));
     if (starts.n < 0 || ends.n < 0)
-      return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "attributes 'starts' and 'ends' are required");
+      return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                          "attributes 'starts' and 'ends' are required");
     steps.n = -1;
     steps.known = false;
   } else {
@@ -886,7 +910,8 @@ static er_status slice_plan_make(const er_kctx *ctx, slice_plan *p) {
   for (int k = 0; k < 3; k++) {
     if (!lists[k] || lists[k]->n < 0) continue;
     if (n >= 0 && lists[k]->n != n)
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "'%s' has %lld values but 'starts' has %lld", names[k],
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "'%s' has %lld values but 'starts' has %lld", names[k],
                           (long long)lists[k]->n, (long long)n);
     n = lists[k]->n;
   }
@@ -897,7 +922,8 @@ static er_status slice_plan_make(const er_kctx *ctx, slice_plan *p) {
   }
   if (r < 0) return ER_STATUS_OK;
   if (n > r)
-    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "slicing %lld axes of an input of rank %d", (long long)n, r);
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "slicing %lld axes of an input of rank %d",
+                        (long long)n, r);
   /* Which axes are sliced: needed before anything else is known. */
   if (has_axes && !axes.known) {
     for (int d = 0; d < r; d++) p->dims[d] = -1;
@@ -983,7 +1009,8 @@ static er_status expand_check(er_kctx *ctx) {
   er_tensor s;
   char buf[160];
   ER_CHECK(require_holdable(ctx, 0));
-  if (!er__in(ctx, 1)) return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "input 'shape' is missing");
+  if (!er__in(ctx, 1))
+    return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "input 'shape' is missing");
   ER_CHECK(read_ivec(ctx, 1, "shape", ER_MAX_RANK, false, ER_STATUS_LIMIT, &shape));
   if (shape.n < 0) {
     set_unknown_dims(ctx, 0, x->dtype, -1);
@@ -1034,12 +1061,14 @@ static er_status tile_check(er_kctx *ctx) {
   int64_t dims[ER_MAX_RANK];
   char buf[160], buf2[160];
   ER_CHECK(require_holdable(ctx, 0));
-  if (!er__in(ctx, 1)) return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "input 'repeats' is missing");
+  if (!er__in(ctx, 1))
+    return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "input 'repeats' is missing");
   ER_CHECK(read_ivec(ctx, 1, "repeats", ER_MAX_RANK, false, ER_STATUS_INVALID_SHAPE, &rep));
   if (x->rank >= 0 && x->rank == 0 && rep.n < 0) rep.n = 0;
   if (x->rank >= 0 && rep.n >= 0 && rep.n != x->rank)
-    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "repeats has %lld values but the input %s has rank %d",
-                        (long long)rep.n, er__shape_str(x, buf, sizeof buf), x->rank);
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                        "repeats has %lld values but the input %s has rank %d", (long long)rep.n,
+                        er__shape_str(x, buf, sizeof buf), x->rank);
   int rank = x->rank >= 0 ? x->rank : (int)rep.n;
   if (rank < 0 || !rep.known) {
     set_unknown_dims(ctx, 0, x->dtype, rank);
@@ -1131,10 +1160,11 @@ static er_status dropout_check(er_kctx *ctx) {
       if (ratio->data && er__tensor_count(ratio) == 1) {
         double r = er__load_f64(ratio->data, ratio->dtype, 0);
         if (r != 0)
-          return er__op_error(ctx, ER_STATUS_UNSUPPORTED,
-                              "training_mode=true with ratio %g drops random elements; edgerun runs "
-                              "Dropout in inference mode only (or training with ratio 0)",
-                              r);
+          return er__op_error(
+              ctx, ER_STATUS_UNSUPPORTED,
+              "training_mode=true with ratio %g drops random elements; edgerun runs "
+              "Dropout in inference mode only (or training with ratio 0)",
+              r);
       }
     }
   }
@@ -1159,7 +1189,7 @@ static er_status dropout_run(er_kctx *ctx) {
 static const er_op_def op_dropout = {
     .name = "Dropout", .domain = "", .min_version = 7, .max_version = 22,
     .min_inputs = 1, .max_inputs = 3, .min_outputs = 1, .max_outputs = 2,
-    .value_inputs = VALUE_IN(1) | VALUE_IN(2), .check = dropout_check, .run = dropout_run,
+    .check = dropout_check, .run = dropout_run,
 };
 
 /* ======================================================================== */
@@ -1240,10 +1270,12 @@ static er_status cos_value(const er_kctx *ctx, const er_tensor **value) {
   ER_CHECK(er__attr_tensor(ctx, "value", value));
   if (!*value) return ER_STATUS_OK;
   if (!er__dtype_is_numeric((*value)->dtype))
-    return er__op_error(ctx, ER_STATUS_UNSUPPORTED, "'value' has type %s, which edgerun cannot hold in a tensor",
+    return er__op_error(ctx, ER_STATUS_UNSUPPORTED,
+                        "'value' has type %s, which edgerun cannot hold in a tensor",
                         er_dtype_name((*value)->dtype));
   if (er__tensor_count(*value) != 1 || !(*value)->data)
-    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "'value' must hold exactly one element, but has shape %s",
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                        "'value' must hold exactly one element, but has shape %s",
                         er__shape_str(*value, buf, sizeof buf));
   return ER_STATUS_OK;
 }
@@ -1289,8 +1321,9 @@ static const er_op_def op_constant_of_shape = {
 
 /* Exactly one of these attributes gives the value. The loader densifies
  * sparse_value into a tensor attribute. */
-static const char *const constant_attrs[] = {"value",     "sparse_value", "value_float", "value_floats",
-                                             "value_int", "value_ints",   "value_string", "value_strings"};
+static const char *const constant_attrs[] = {"value",        "sparse_value", "value_float",
+                                             "value_floats", "value_int",    "value_ints",
+                                             "value_string", "value_strings"};
 
 static er_status constant_attr(const er_kctx *ctx, const er_attr **out) {
   int found = 0;
@@ -1313,13 +1346,15 @@ static er_status constant_attr(const er_kctx *ctx, const er_attr **out) {
   if (strcmp(a->name, "value_int") == 0) want = ER_ATTR_INT;
   if (strcmp(a->name, "value_ints") == 0) want = ER_ATTR_INTS;
   if (strncmp(a->name, "value_string", 12) == 0)
-    return er__op_error(ctx, ER_STATUS_UNSUPPORTED, "string constants ('%s') are not supported", a->name);
+    return er__op_error(ctx, ER_STATUS_UNSUPPORTED, "string constants ('%s') are not supported",
+                        a->name);
   if (a->type != want)
-    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "attribute '%s' has the wrong type (%d)", a->name,
-                        (int)a->type);
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "attribute '%s' has the wrong type (%d)",
+                        a->name, (int)a->type);
   if (want == ER_ATTR_TENSOR && !er__dtype_is_numeric(a->t->dtype))
-    return er__op_error(ctx, ER_STATUS_UNSUPPORTED, "'%s' has type %s, which edgerun cannot hold in a tensor",
-                        a->name, er_dtype_name(a->t->dtype));
+    return er__op_error(ctx, ER_STATUS_UNSUPPORTED,
+                        "'%s' has type %s, which edgerun cannot hold in a tensor", a->name,
+                        er_dtype_name(a->t->dtype));
   return ER_STATUS_OK;
 }
 
@@ -1367,9 +1402,9 @@ static const er_op_def op_constant = {
 /* Range                                                                     */
 /* ======================================================================== */
 
-static const er_dtype range_types[] = {ER_DTYPE_FLOAT, ER_DTYPE_DOUBLE, ER_DTYPE_INT16, ER_DTYPE_INT32,
-                                       ER_DTYPE_INT64, ER_DTYPE_FLOAT16, ER_DTYPE_BFLOAT16,
-                                       ER_DTYPE_UNDEFINED};
+static const er_dtype range_types[] = {ER_DTYPE_FLOAT,    ER_DTYPE_DOUBLE,   ER_DTYPE_INT16,
+                                       ER_DTYPE_INT32,    ER_DTYPE_INT64,    ER_DTYPE_FLOAT16,
+                                       ER_DTYPE_BFLOAT16, ER_DTYPE_UNDEFINED};
 
 /* The element count of Range for known inputs. Integers are counted
  * exactly in 64-bit unsigned arithmetic (limit - start may exceed int64);
@@ -1388,10 +1423,11 @@ static er_status range_count(const er_kctx *ctx, int64_t *count) {
     step = delta > 0 ? (uint64_t)delta : (uint64_t)0 - (uint64_t)delta;
     uint64_t n = span / step + (span % step != 0);
     if (n > (uint64_t)ER_MAX_RUNTIME_ELEMENTS)
-      return er__op_error(ctx, ER_STATUS_LIMIT,
-                          "Range(%lld, %lld, %lld) has %llu elements; at most %lld (ER_MAX_RUNTIME_ELEMENTS)",
-                          (long long)start, (long long)limit, (long long)delta, (unsigned long long)n,
-                          (long long)ER_MAX_RUNTIME_ELEMENTS);
+      return er__op_error(
+          ctx, ER_STATUS_LIMIT,
+          "Range(%lld, %lld, %lld) has %llu elements; at most %lld (ER_MAX_RUNTIME_ELEMENTS)",
+          (long long)start, (long long)limit, (long long)delta, (unsigned long long)n,
+          (long long)ER_MAX_RUNTIME_ELEMENTS);
     *count = (int64_t)n;
     return ER_STATUS_OK;
   }
@@ -1401,8 +1437,8 @@ static er_status range_count(const er_kctx *ctx, int64_t *count) {
   double n = ceil((limit - start) / delta);
   if (n != n || n > (double)ER_MAX_RUNTIME_ELEMENTS)
     return er__op_error(ctx, ER_STATUS_LIMIT,
-                        "Range(%g, %g, %g) has %g elements; at most %lld (ER_MAX_RUNTIME_ELEMENTS)", start,
-                        limit, delta, n, (long long)ER_MAX_RUNTIME_ELEMENTS);
+                        "Range(%g, %g, %g) has %g elements; at most %lld (ER_MAX_RUNTIME_ELEMENTS)",
+                        start, limit, delta, n, (long long)ER_MAX_RUNTIME_ELEMENTS);
   *count = n > 0 ? (int64_t)n : 0;
   return ER_STATUS_OK;
 }
@@ -1416,7 +1452,8 @@ static er_status range_check(er_kctx *ctx) {
     ER_CHECK(er__require_same_type(ctx, 0, i));
     int64_t n = er__tensor_count(t);
     if (n >= 0 && n != 1)
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "input %d must be a scalar, but has shape %s", i,
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "input %d must be a scalar, but has shape %s", i,
                           er__shape_str(t, buf, sizeof buf));
     if (!t->data || n != 1) known = false;
   }
@@ -1424,8 +1461,8 @@ static er_status range_check(er_kctx *ctx) {
     int64_t stash;
     ER_CHECK(er__attr_int(ctx, "stash_type", ER_DTYPE_FLOAT, &stash));
     if (stash != ER_DTYPE_FLOAT && stash != ER_DTYPE_DOUBLE)
-      return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "stash_type %lld must be 1 (float) or 11 (double)",
-                          (long long)stash);
+      return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                          "stash_type %lld must be 1 (float) or 11 (double)", (long long)stash);
   }
   if (!known) {
     set_unknown_dims(ctx, 0, ctx->in[0]->dtype, 1);
@@ -1445,7 +1482,8 @@ static er_status range_run(er_kctx *ctx) {
     /* start + i * delta in wrapping unsigned arithmetic: exact wherever
      * the result fits the type, which the count guarantees. */
     uint64_t start = (uint64_t)er__get_i64(t0, 0), delta = (uint64_t)er__get_i64(t2, 0);
-    for (int64_t i = 0; i < n; i++) er__store_i64(y->data, y->dtype, i, (int64_t)(start + (uint64_t)i * delta));
+    for (int64_t i = 0; i < n; i++)
+      er__store_i64(y->data, y->dtype, i, (int64_t)(start + (uint64_t)i * delta));
     return ER_STATUS_OK;
   }
   /* Floats: computed in double and rounded once, at least as accurate as
@@ -1475,8 +1513,8 @@ typedef enum pad_mode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP } pad_mode
 /* Per input axis: the (possibly negative) pads before and after. */
 typedef struct pad_plan {
   pad_mode mode;
-  bool known;                 /* pads known */
-  bool touched[ER_MAX_RANK];  /* the axis is listed (opset 18 axes) */
+  bool known;                /* pads known */
+  bool touched[ER_MAX_RANK]; /* the axis is listed (opset 18 axes) */
   int64_t begin[ER_MAX_RANK], end[ER_MAX_RANK];
 } pad_plan;
 
@@ -1497,16 +1535,19 @@ static er_status pad_plan_make(const er_kctx *ctx, pad_plan *p) {
   } else if (strcmp(mode, "wrap") == 0 && version(ctx) >= 19) {
     p->mode = PAD_WRAP;
   } else {
-    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "mode '%s' is not one of constant, reflect, edge%s",
-                        mode, version(ctx) >= 19 ? ", wrap" : " (wrap needs opset 19)");
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                        "mode '%s' is not one of constant, reflect, edge%s", mode,
+                        version(ctx) >= 19 ? ", wrap" : " (wrap needs opset 19)");
   }
   if (version(ctx) < 11) {
     const char *name = version(ctx) < 2 ? "paddings" : "pads";
     ER_CHECK(attr_ivec(ctx, name, 2 * ER_MAX_RANK, &pads));
-    if (pads.n < 0) return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "attribute '%s' is required", name);
+    if (pads.n < 0)
+      return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "attribute '%s' is required", name);
     axes.n = -1;
   } else {
-    if (!er__in(ctx, 1)) return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "input 'pads' is required");
+    if (!er__in(ctx, 1))
+      return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "input 'pads' is required");
     ER_CHECK(read_ivec(ctx, 1, "pads", 2 * ER_MAX_RANK, false, ER_STATUS_INVALID_SHAPE, &pads));
     ER_CHECK(read_ivec(ctx, 3, "axes", ER_MAX_RANK, false, ER_STATUS_INVALID_SHAPE, &axes));
   }
@@ -1518,8 +1559,9 @@ static er_status pad_plan_make(const er_kctx *ctx, pad_plan *p) {
     for (int d = 0; d < r; d++) axes.v[d] = d;
   }
   if (axes.n >= 0 && pads.n >= 0 && pads.n != 2 * axes.n)
-    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "pads has %lld values; expected %lld (2 per axis%s)",
-                        (long long)pads.n, (long long)(2 * axes.n), has_axes ? " in 'axes'" : " of the input");
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                        "pads has %lld values; expected %lld (2 per axis%s)", (long long)pads.n,
+                        (long long)(2 * axes.n), has_axes ? " in 'axes'" : " of the input");
   if (!axes.known) {
     for (int d = 0; d < r; d++) p->touched[d] = true;
     return ER_STATUS_OK;
@@ -1540,15 +1582,17 @@ static er_status pad_plan_make(const er_kctx *ctx, pad_plan *p) {
       return er__op_error(ctx, ER_STATUS_LIMIT, "pads %s exceed %lld (ER_MAX_RUNTIME_ELEMENTS)",
                           ivec_str(&pads, buf, sizeof buf), (long long)ER_MAX_RUNTIME_ELEMENTS);
     if (p->begin[a] < -d || p->end[a] < -d || d + p->begin[a] + p->end[a] < 0)
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
-                          "pads %s crop %lld and %lld elements from axis %d of %s, which has only %lld",
-                          ivec_str(&pads, buf, sizeof buf), (long long)(p->begin[a] < 0 ? -p->begin[a] : 0),
-                          (long long)(p->end[a] < 0 ? -p->end[a] : 0), a, er__shape_str(x, buf2, sizeof buf2),
-                          (long long)d);
+      return er__op_error(
+          ctx, ER_STATUS_INVALID_SHAPE,
+          "pads %s crop %lld and %lld elements from axis %d of %s, which has only %lld",
+          ivec_str(&pads, buf, sizeof buf), (long long)(p->begin[a] < 0 ? -p->begin[a] : 0),
+          (long long)(p->end[a] < 0 ? -p->end[a] : 0), a, er__shape_str(x, buf2, sizeof buf2),
+          (long long)d);
     int64_t kept = d + (p->begin[a] < 0 ? p->begin[a] : 0) + (p->end[a] < 0 ? p->end[a] : 0);
     if (p->mode != PAD_CONSTANT && kept <= 0 && (p->begin[a] > 0 || p->end[a] > 0))
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "%s padding needs data, but axis %d of %s has none left",
-                          mode, a, er__shape_str(x, buf, sizeof buf));
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "%s padding needs data, but axis %d of %s has none left", mode, a,
+                          er__shape_str(x, buf, sizeof buf));
   }
   return ER_STATUS_OK;
 }
@@ -1564,7 +1608,8 @@ static er_status pad_check(er_kctx *ctx) {
     ER_CHECK(er__require_same_type(ctx, 0, 2));
     int64_t n = er__tensor_count(cv);
     if (n >= 0 && n != 1)
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "constant_value must be a scalar, but has shape %s",
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "constant_value must be a scalar, but has shape %s",
                           er__shape_str(cv, buf, sizeof buf));
   }
   ER_CHECK(pad_plan_make(ctx, &p));
@@ -1664,7 +1709,8 @@ static er_status pad_run(er_kctx *ctx) {
       int64_t mid_lo = before[d], mid_hi = before[d] + len[d];
       if (mid_hi > inner) mid_hi = inner;
       if (mid_hi > mid_lo)
-        memcpy(out + mid_lo * (int64_t)es, in + (off + lo[d]) * (int64_t)es, (size_t)(mid_hi - mid_lo) * es);
+        memcpy(out + mid_lo * (int64_t)es, in + (off + lo[d]) * (int64_t)es,
+               (size_t)(mid_hi - mid_lo) * es);
       for (int64_t j = 0; j < inner; j++) {
         if (j == mid_lo && mid_hi > mid_lo) j = mid_hi;
         if (j >= inner) break;
@@ -1704,7 +1750,8 @@ static er_status block_attrs(const er_kctx *ctx, int mode_since, int64_t *b, boo
     return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "attribute 'blocksize' is required");
   ER_CHECK(er__attr_int(ctx, "blocksize", 0, b));
   if (*b <= 0 || *b > INT32_MAX)
-    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "blocksize %lld must be positive", (long long)*b);
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "blocksize %lld must be positive",
+                        (long long)*b);
   *crd = false;
   if (version(ctx) < mode_since) return ER_STATUS_OK;
   ER_CHECK(er__attr_string(ctx, "mode", "DCR", &mode));
@@ -1730,7 +1777,8 @@ static er_status d2s_check(er_kctx *ctx) {
   }
   int64_t c = x->dims[1];
   if (c >= 0 && c % (b * b) != 0)
-    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "channels %lld of %s are not a multiple of blocksize^2 = %lld",
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                        "channels %lld of %s are not a multiple of blocksize^2 = %lld",
                         (long long)c, er__shape_str(x, buf, sizeof buf), (long long)(b * b));
   dims[0] = x->dims[0];
   dims[1] = c < 0 ? -1 : c / (b * b);
@@ -1780,7 +1828,8 @@ static er_status s2d_check(er_kctx *ctx) {
   }
   for (int d = 2; d < 4; d++)
     if (x->dims[d] >= 0 && x->dims[d] % b != 0)
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "dim %d of %s is not a multiple of blocksize %lld", d,
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "dim %d of %s is not a multiple of blocksize %lld", d,
                           er__shape_str(x, buf, sizeof buf), (long long)b);
   dims[0] = x->dims[0];
   if (x->dims[1] < 0 || !er__mul_i64(x->dims[1], b * b, &dims[1])) dims[1] = -1;
@@ -1822,7 +1871,8 @@ static er_status trilu_k(const er_kctx *ctx, int64_t *k) {
   ivec kv;
   *k = 0;
   ER_CHECK(read_ivec(ctx, 1, "k", 1, true, ER_STATUS_INVALID_SHAPE, &kv));
-  if (kv.n == 0) return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "'k' must hold one value, but is empty");
+  if (kv.n == 0)
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "'k' must hold one value, but is empty");
   if (kv.known) *k = kv.v[0];
   return ER_STATUS_OK;
 }
@@ -1884,9 +1934,10 @@ static er_status eyelike_dtype(const er_kctx *ctx, er_dtype *dt) {
   if (!er__node_attr(ctx->node, "dtype")) return ER_STATUS_OK;
   if (v == ER_DTYPE_BOOL || er__dtype_is_float(*dt) || er__dtype_is_int(*dt)) return ER_STATUS_OK;
   if (v >= 0 && v <= ER_DTYPE_FLOAT4E2M1)
-    return er__op_error(ctx, ER_STATUS_UNSUPPORTED, "dtype %lld (%s) is not supported for EyeLike", (long long)v,
-                        er_dtype_name(*dt));
-  return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "dtype %lld is not an ONNX element type", (long long)v);
+    return er__op_error(ctx, ER_STATUS_UNSUPPORTED, "dtype %lld (%s) is not supported for EyeLike",
+                        (long long)v, er_dtype_name(*dt));
+  return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "dtype %lld is not an ONNX element type",
+                      (long long)v);
 }
 
 static er_status eyelike_check(er_kctx *ctx) {
@@ -1947,8 +1998,9 @@ static er_status ccp_dims(const er_kctx *ctx, int64_t *dims) {
   }
   ER_CHECK(norm_axes(ctx, "axes", &axes, r));
   if (shape.n >= 0 && shape.n != axes.n)
-    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "shape has %lld values but %s %lld", (long long)shape.n,
-                        has_axes ? "axes lists" : "the input has rank", (long long)axes.n);
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "shape has %lld values but %s %lld",
+                        (long long)shape.n, has_axes ? "axes lists" : "the input has rank",
+                        (long long)axes.n);
   for (int d = 0; d < r; d++) dims[d] = x->dims[d];
   for (int64_t k = 0; k < axes.n; k++) {
     if (!shape.known) {
@@ -1967,7 +2019,8 @@ static er_status ccp_check(er_kctx *ctx) {
   const er_tensor *x = ctx->in[0];
   int64_t dims[ER_MAX_RANK];
   ER_CHECK(require_holdable(ctx, 0));
-  if (!er__in(ctx, 1)) return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "input 'shape' is missing");
+  if (!er__in(ctx, 1))
+    return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "input 'shape' is missing");
   ER_CHECK(ccp_dims(ctx, dims));
   if (x->rank < 0) {
     set_unknown_dims(ctx, 0, x->dtype, -1);
