@@ -311,36 +311,49 @@ static er_status reshape_dims(const er_kctx *ctx, const er_tensor *x, const ivec
     return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
                         "with allowzero=1, shape %s cannot hold both 0 and -1",
                         ivec_str(shape, a, sizeof a));
+  /* Input dims that a 0 copies to the same place cancel out of both
+   * sides, so the element check and the -1 inference also work when those
+   * dims are unknown (the [N, S, 768] -> [0, 0, 12, -1] of attention), and
+   * a copied 0 dim does not hide the value of the -1. */
   int rank = (int)shape->n;
-  int64_t in_count = er__tensor_count(x);
-  int64_t rest = 1;
-  for (int k = 0; k < rank; k++) {
-    if (k == infer) continue;
-    if (dims[k] < 0) {
-      rest = -1;
-      break;
+  int64_t in_count = 1, rest = 1;
+  bool copies = false;
+  if (x->rank < 0) return ER_STATUS_OK;
+  for (int k = 0; k < x->rank; k++) {
+    if (!allowzero && k < rank && shape->v[k] == 0) {
+      copies = true;
+      continue;
     }
+    if (x->dims[k] < 0 || !er__mul_i64(in_count, x->dims[k], &in_count)) return ER_STATUS_OK;
+  }
+  for (int k = 0; k < rank; k++) {
+    if (k == infer || (!allowzero && shape->v[k] == 0)) continue;
     if (!er__mul_i64(rest, dims[k], &rest))
       return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
                           "shape %s has more elements than int64 can count",
                           ivec_str(shape, a, sizeof a));
   }
-  if (rest < 0 || in_count < 0) return ER_STATUS_OK;
-  if (infer >= 0) {
-    if (rest == 0 || in_count % rest != 0)
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
-                          "cannot reshape %s (%lld elements) to %s: the other dims hold %lld "
-                          "elements, which does not divide %lld",
-                          er__shape_str(x, b, sizeof b), (long long)in_count,
-                          ivec_str(shape, a, sizeof a), (long long)rest, (long long)in_count);
-    dims[infer] = in_count / rest;
-  } else if (rest != in_count) {
-    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
-                        "cannot reshape %s (%lld elements) to %s (%lld elements)",
-                        er__shape_str(x, b, sizeof b), (long long)in_count,
-                        er__dims_str(rank, dims, a, sizeof a), (long long)rest);
+  bool ok = infer >= 0 ? rest != 0 && in_count % rest == 0 : rest == in_count;
+  if (ok) {
+    if (infer >= 0) dims[infer] = in_count / rest;
+    return ER_STATUS_OK;
   }
-  return ER_STATUS_OK;
+  if (copies)
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                        "cannot reshape %s to %s: the dims not copied by a 0 hold %lld elements in "
+                        "the input but %lld%s in the output",
+                        er__shape_str(x, b, sizeof b), ivec_str(shape, a, sizeof a),
+                        (long long)in_count, (long long)rest, infer >= 0 ? " times the -1" : "");
+  if (infer >= 0)
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                        "cannot reshape %s (%lld elements) to %s: the other dims hold %lld "
+                        "elements, which does not divide %lld",
+                        er__shape_str(x, b, sizeof b), (long long)in_count,
+                        ivec_str(shape, a, sizeof a), (long long)rest, (long long)in_count);
+  return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                      "cannot reshape %s (%lld elements) to %s (%lld elements)",
+                      er__shape_str(x, b, sizeof b), (long long)in_count,
+                      er__dims_str(rank, dims, a, sizeof a), (long long)rest);
 }
 
 static er_status reshape_check(er_kctx *ctx) {
