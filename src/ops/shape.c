@@ -190,8 +190,8 @@ static void copy_row(uint8_t *dst, const uint8_t *src, size_t es, int64_t n, int
 /* Copies a strided view of `src` into the contiguous `dst`: element
  * (i_0, ..., i_{r-1}) of the view, for i_k < dims[k], is the src element at
  * offset + sum(i_k * strides[k]) (in elements; strides may be zero or
- * negative). This one routine is Transpose, Slice, Expand, Tile, Split and
- * DepthToSpace. */
+ * negative). This one routine is Transpose, Slice, Expand, Tile,
+ * DepthToSpace and SpaceToDepth. */
 static void copy_view(void *dst, const void *src, size_t es, int rank, const int64_t *dims,
                       const int64_t *strides, int64_t offset) {
   int64_t d[VIEW_MAX_RANK], s[VIEW_MAX_RANK], idx[VIEW_MAX_RANK];
@@ -248,7 +248,8 @@ static void fill_bytes(uint8_t *dst, const void *value, size_t es, int64_t n) {
   }
 }
 
-/* Copies all of input 0 to output 0 (same element count). */
+/* Copies all of input `in` to output `out` (same element count); nothing
+ * when the output is omitted. */
 static void copy_all(const er_kctx *ctx, int out, int in) {
   const er_tensor *x = ctx->in[in];
   er_tensor *y = ctx->out[out];
