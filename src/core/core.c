@@ -360,6 +360,17 @@ uint16_t er__f32_to_bf16(float f) {
   return (uint16_t)(x >> 16);
 }
 
+float er__f64_to_f32_odd(double d) {
+  float f = (float)d;
+  if (d != d || (double)f == d) return f;
+  uint32_t bits;
+  memcpy(&bits, &f, sizeof bits);
+  if (fabs((double)f) > fabs(d)) bits -= 1; /* rounded away from zero: step back */
+  bits |= 1;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
 /* ---- float8 ------------------------------------------------------------ */
 
 typedef struct f8_format {
@@ -385,7 +396,8 @@ static bool f8_is_nan(uint8_t v, f8_format f) {
 
 float er__f8_to_f32(uint8_t v, er_dtype t) {
   f8_format f = f8_format_of(t);
-  if (f8_is_nan(v, f)) return NAN;
+  /* NaN keeps its sign bit (FNUZ has a single NaN, 0x80). */
+  if (f8_is_nan(v, f)) return (v & 0x80) && !f.fnuz ? -NAN : NAN;
   bool neg = (v & 0x80) != 0;
   int e = (v >> f.mbits) & ((1 << f.ebits) - 1);
   int m = v & ((1 << f.mbits) - 1);
@@ -411,7 +423,8 @@ static float f8_max(f8_format f) {
 
 uint8_t er__f32_to_f8(float x, er_dtype t, bool saturate) {
   f8_format f = f8_format_of(t);
-  uint8_t nan_code = f.fnuz ? 0x80 : 0x7f;
+  /* The NaN codes onnx writes: 0x7f (E4M3FN), 0x7e (E5M2), 0x80 (FNUZ). */
+  uint8_t nan_code = f.fnuz ? 0x80 : f.has_inf ? 0x7e : 0x7f;
   uint8_t sign = signbit(x) ? 0x80 : 0;
   float maxv = f8_max(f);
   uint8_t max_code, inf_code = 0;
@@ -512,8 +525,8 @@ void er__store_f64(void *data, er_dtype t, int64_t i, double v) {
   switch (t) {
     case ER_DTYPE_FLOAT: ((float *)data)[i] = (float)v; return;
     case ER_DTYPE_DOUBLE: ((double *)data)[i] = v; return;
-    case ER_DTYPE_FLOAT16: ((uint16_t *)data)[i] = er__f32_to_f16((float)v); return;
-    case ER_DTYPE_BFLOAT16: ((uint16_t *)data)[i] = er__f32_to_bf16((float)v); return;
+    case ER_DTYPE_FLOAT16: ((uint16_t *)data)[i] = er__f32_to_f16(er__f64_to_f32_odd(v)); return;
+    case ER_DTYPE_BFLOAT16: ((uint16_t *)data)[i] = er__f32_to_bf16(er__f64_to_f32_odd(v)); return;
     case ER_DTYPE_BOOL: ((uint8_t *)data)[i] = v != 0; return;
     case ER_DTYPE_FLOAT8E4M3FN: case ER_DTYPE_FLOAT8E4M3FNUZ:
     case ER_DTYPE_FLOAT8E5M2: case ER_DTYPE_FLOAT8E5M2FNUZ:

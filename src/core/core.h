@@ -39,7 +39,8 @@
  * a failure reads `return er__error(ER_STATUS_LIMIT, "...", ...);`. */
 er_status er__error(er_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-er_status er__verror(er_status status, const char *fmt, va_list ap);
+er_status er__verror(er_status status, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 /* Prepends "prefix: " to the calling thread's current message (for adding
  * context as an error travels up: file name, node name, tensor name). */
 void er__error_prefix(const char *fmt, ...)
@@ -127,6 +128,11 @@ float er__f16_to_f32(uint16_t h);
 uint16_t er__f32_to_f16(float f);
 float er__bf16_to_f32(uint16_t h);
 uint16_t er__f32_to_bf16(float f);
+/* double -> float rounded to odd (truncate, then set the last bit when
+ * inexact). Rounding that result to nearest-even into half or bfloat16 gives
+ * the correctly rounded narrow value; a plain double -> float -> half chain
+ * can be off by one unit when the first rounding lands on a tie. */
+float er__f64_to_f32_odd(double d);
 /* float8 conversions; `saturate` follows the ONNX Cast rule. */
 float er__f8_to_f32(uint8_t v, er_dtype t);
 uint8_t er__f32_to_f8(float f, er_dtype t, bool saturate);

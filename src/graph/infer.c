@@ -25,7 +25,7 @@ er_status er__graph_bind_ops(er_graph *g) {
     char have[128];
     if (opset < 0)
       return er__error(ER_STATUS_INVALID_MODEL, "%s node '%s' uses domain '%s', which the model does not import",
-                       node->op_type, node->name, node->domain);
+                       node->op_type, node->name, node->domain[0] ? node->domain : "ai.onnx");
     if (node->domain[0] == '\0') {
       if (opset > er__onnx_max_opset() || opset < 1)
         return er__error(ER_STATUS_UNSUPPORTED,
@@ -218,11 +218,17 @@ er_status er__graph_infer(er_graph *g, bool fold) {
   er_status st = ER_STATUS_OK;
   er_tensor *in_t = NULL, *out_t = NULL;
   er_tensor **inp = NULL, **outp = NULL;
+  /* Scratch sized for the widest node, not for ER_MAX_NODE_IO. */
+  size_t width = 1;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    if ((size_t)g->nodes[i].n_inputs > width) width = (size_t)g->nodes[i].n_inputs;
+    if ((size_t)g->nodes[i].n_outputs > width) width = (size_t)g->nodes[i].n_outputs;
+  }
   bool *dead = calloc((size_t)g->n_nodes + 1, 1);
-  in_t = malloc(ER_MAX_NODE_IO * sizeof *in_t);
-  out_t = malloc(ER_MAX_NODE_IO * sizeof *out_t);
-  inp = malloc(ER_MAX_NODE_IO * sizeof *inp);
-  outp = malloc(ER_MAX_NODE_IO * sizeof *outp);
+  in_t = malloc(width * sizeof *in_t);
+  out_t = malloc(width * sizeof *out_t);
+  inp = malloc(width * sizeof *inp);
+  outp = malloc(width * sizeof *outp);
   if (!dead || !in_t || !out_t || !inp || !outp) {
     st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory checking graph '%s'", g->name);
     goto done;

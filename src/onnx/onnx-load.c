@@ -1223,9 +1223,8 @@ er_status er__onnx_parse_model(struct er_model *model) {
       ER_CHECK(parse_entry(&pc, &f, &model->meta[model->n_meta++]));
     }
   }
-  if (model->default_opset < 0) {
-    return er__error(ER_STATUS_INVALID_MODEL, "model imports no default-domain (ai.onnx) opset");
-  }
+  /* A model may import no default-domain opset when none of its nodes use
+   * that domain; binding checks each node's domain. */
   ER_CHECK(parse_graph(&pc, graph_field.data, graph_field.len, NULL, 0, &model->graph));
   return ER_STATUS_OK;
 }

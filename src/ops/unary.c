@@ -27,23 +27,6 @@ typedef struct unary_params {
 
 typedef double (*unary_f64)(double x, const unary_params *prm);
 
-/* double -> float rounded to odd: truncate toward zero and set the last
- * mantissa bit when the conversion was inexact. A value rounded to odd in
- * float and then rounded to nearest-even into a narrower format (half,
- * bfloat16; both keep at most 11 of float's 24 significant bits) gives the
- * correctly rounded result; a plain double -> float -> half chain can be off
- * by one unit when the first rounding lands on a tie of the second. */
-static float f64_to_f32_odd(double d) {
-  float f = (float)d;
-  if (d != d || (double)f == d) return f;
-  uint32_t bits;
-  memcpy(&bits, &f, sizeof bits);
-  if (fabs((double)f) > fabs(d)) bits -= 1; /* rounded away from zero: step back */
-  bits |= 1;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
 /* Magnitude m (an integer) rounded to odd into float's 24-bit significand. */
 static float u64_to_f32_odd(uint64_t m) {
   int width = 64 - (m ? __builtin_clzll(m) : 64);
@@ -52,18 +35,6 @@ static float u64_to_f32_odd(uint64_t m) {
   uint64_t top = m >> shift;
   if (m & ((UINT64_C(1) << shift) - 1)) top |= 1;
   return ldexpf((float)top, shift); /* exact: top has 24 bits */
-}
-
-/* Stores a double into element i of a float tensor (f16, bf16, f32, f64)
- * with one correct rounding. */
-static void store_float(void *data, er_dtype t, int64_t i, double v) {
-  switch (t) {
-    case ER_DTYPE_FLOAT: ((float *)data)[i] = (float)v; return;
-    case ER_DTYPE_DOUBLE: ((double *)data)[i] = v; return;
-    case ER_DTYPE_FLOAT16: ((uint16_t *)data)[i] = er__f32_to_f16(f64_to_f32_odd(v)); return;
-    case ER_DTYPE_BFLOAT16: ((uint16_t *)data)[i] = er__f32_to_bf16(f64_to_f32_odd(v)); return;
-    default: er__store_f64(data, t, i, v); return;
-  }
 }
 
 /* Applies f to every element of in[0] (any float type) into out[0].
@@ -89,7 +60,7 @@ run_float_unary(er_kctx *ctx, unary_f64 f, const unary_params *prm) {
     }
     default:
       for (int64_t i = 0; i < n; i++)
-        store_float(y->data, y->dtype, i, f(er__load_f64(x->data, x->dtype, i), prm));
+        er__store_f64(y->data, y->dtype, i, f(er__load_f64(x->data, x->dtype, i), prm));
   }
   return ER_STATUS_OK;
 }
@@ -778,7 +749,7 @@ static er_status clip_run_bounds(er_kctx *ctx, const clip_bounds *cb) {
       double v = er__load_f64(x->data, x->dtype, i);
       if (cb->has_lo && v < cb->flo) v = cb->flo;
       if (cb->has_hi && v > cb->fhi) v = cb->fhi;
-      store_float(y->data, y->dtype, i, v);
+      er__store_f64(y->data, y->dtype, i, v);
     }
   } else if (x->dtype == ER_DTYPE_UINT64) {
     const uint64_t *a = x->data;
@@ -882,7 +853,7 @@ static const er_op_def op_clip11 = {
 
 /* Conversion rules (ONNX Cast; numpy astype where the spec leaves a choice):
  *  - float to float rounds to nearest even, once (also double to half or
- *    bfloat16, see f64_to_f32_odd); out of range gives infinity.
+ *    bfloat16, see er__f64_to_f32_odd); out of range gives infinity.
  *  - float to integer truncates toward zero. NaN gives 0, values beyond
  *    int64 saturate to its bounds, and the int64 result is then narrowed by
  *    keeping the low bits, so for every value within int32's range the
@@ -941,7 +912,7 @@ static void cast_store_f64(void *data, er_dtype t, int64_t i, double v, bool sat
     case ER_DTYPE_FLOAT:
     case ER_DTYPE_DOUBLE:
     case ER_DTYPE_FLOAT16:
-    case ER_DTYPE_BFLOAT16: store_float(data, t, i, v); return;
+    case ER_DTYPE_BFLOAT16: er__store_f64(data, t, i, v); return;
     case ER_DTYPE_FLOAT8E4M3FN:
     case ER_DTYPE_FLOAT8E4M3FNUZ:
     case ER_DTYPE_FLOAT8E5M2:

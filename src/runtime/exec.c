@@ -80,8 +80,13 @@ er_status er__exec_graph(er_exec *ex, const er_graph *g, const er_frame *parent,
                      (int)g->n_inputs, n_inputs);
   frame.vals = calloc((size_t)g->n_values + 1, sizeof *frame.vals);
   last_use = malloc(((size_t)g->n_values + 1) * sizeof *last_use);
-  inp = malloc(ER_MAX_NODE_IO * sizeof *inp);
-  outp = malloc(ER_MAX_NODE_IO * sizeof *outp);
+  size_t width = 1;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    if ((size_t)g->nodes[i].n_inputs > width) width = (size_t)g->nodes[i].n_inputs;
+    if ((size_t)g->nodes[i].n_outputs > width) width = (size_t)g->nodes[i].n_outputs;
+  }
+  inp = malloc(width * sizeof *inp);
+  outp = malloc(width * sizeof *outp);
   if (!frame.vals || !last_use || !inp || !outp) {
     st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory running graph '%s'", g->name);
     goto done;

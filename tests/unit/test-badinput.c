@@ -143,10 +143,13 @@ static void nested_if_graph(er_pbw *g, int depth) {
     tb_graph_output(g, "o", 1, 1, one);
     return;
   }
-  er_pbw inner = {0}, attrs = {0};
+  /* Only the then-branch nests further, so the size grows linearly. */
+  er_pbw inner = {0}, leaf = {0}, attrs = {0};
   nested_if_graph(&inner, depth - 1);
+  nested_if_graph(&leaf, 0);
   tb_attr_graph(&attrs, "then_branch", &inner);
-  tb_attr_graph(&attrs, "else_branch", &inner);
+  tb_attr_graph(&attrs, "else_branch", &leaf);
+  er__pbw_free(&leaf);
   tb_node(g, "If", "if", (const char *const[]){"c", NULL}, (const char *const[]){"o", NULL}, &attrs);
   tb_graph_output(g, "o", 1, 1, one);
   er__pbw_free(&inner);
@@ -169,16 +172,23 @@ static void test_deep_subgraphs(void) {
 static void test_deep_unknown_fields(void) {
   /* 100,000 levels of an unknown field inside a node: the reader skips
    * unknown fields by length and never descends, so this costs no stack
-   * and loads fine. */
+   * and loads fine. The blob is written outside-in: level i's length is
+   * the size of everything inside it. */
   enum { DEPTH = 100000 };
-  er_pbw blob = {0};
-  er__pbw_raw(&blob, "", 0);
-  for (int i = 0; i < DEPTH; i++) {
-    er_pbw next = {0};
-    er__pbw_bytes_field(&next, 99, blob.buf, blob.len);
-    er__pbw_free(&blob);
-    blob = next;
+  static uint64_t inner[DEPTH + 1];
+  inner[DEPTH] = 0;
+  for (int i = DEPTH - 1; i >= 0; i--) {
+    er_pbw tmp = {0};
+    er__pbw_varint(&tmp, inner[i + 1]);
+    inner[i] = 2 + tmp.len + inner[i + 1]; /* tag 99 takes 2 bytes */
+    er__pbw_free(&tmp);
   }
+  er_pbw blob = {0};
+  for (int i = 0; i < DEPTH; i++) {
+    er__pbw_tag(&blob, 99, ER_PB_LEN);
+    er__pbw_varint(&blob, inner[i + 1]);
+  }
+  CHECK(blob.len == inner[0]);
   er_pbw g = {0}, m = {0}, n = {0};
   const int64_t dims[2] = {1, 4};
   tb_str(&n, 1, "x");
@@ -217,9 +227,18 @@ static void test_bad_dims(void) {
   er__pbw_free(&t2);
   er__pbw_free(&m2);
 
-  /* [2^32, 2^32] fits int64 as a count but not as float bytes under the cap. */
+  /* [2^32, 2^32] overflows int64 as an element count. */
+  er_pbw t4 = {0}, m5 = {0};
+  tb_tensor(&t4, "W", 1, 2, big, four, sizeof four);
+  add_model_with(&m5, &t4, 8);
+  CHECK_STATUS(load_expect(&m5, NULL), ER_STATUS_INVALID_SHAPE);
+  er__pbw_free(&t4);
+  er__pbw_free(&m5);
+
+  /* [2^31, 2^31] fits int64 as a count, but its float bytes overflow. */
   er_pbw t3 = {0}, m3 = {0};
-  tb_tensor(&t3, "W", 1, 2, big, four, sizeof four);
+  const int64_t half[2] = {INT64_C(1) << 31, INT64_C(1) << 31};
+  tb_tensor(&t3, "W", 1, 2, half, four, sizeof four);
   add_model_with(&m3, &t3, 8);
   CHECK_STATUS(load_expect(&m3, NULL), ER_STATUS_LIMIT);
   CHECK_MSG("max_tensor_bytes");
@@ -635,7 +654,7 @@ static void test_versions(void) {
       {2, 13, ER_STATUS_UNSUPPORTED, "IR version 2"},
       {99, 13, ER_STATUS_UNSUPPORTED, "IR version 99"},
       {8, 99, ER_STATUS_UNSUPPORTED, "opset 99"},
-      {8, -1, ER_STATUS_INVALID_MODEL, "default-domain"},
+      {8, -1, ER_STATUS_INVALID_MODEL, "does not import"},
       {8, 13, ER_STATUS_OK, ""},
   };
   for (size_t i = 0; i < ER_ARRAY_LEN(cases); i++) {
@@ -645,13 +664,19 @@ static void test_versions(void) {
     if (cases[i].msg[0]) CHECK_MSG(cases[i].msg);
     er__pbw_free(&m);
   }
-  /* Relu version 1 (opset 5, with the old consumed_inputs attribute) is not
-   * implemented: the message names the version. */
-  er_pbw m5 = {0};
-  tb_model(&m5, 3, 5, &g);
+  /* Cast version 1 (opset 5, which took 'to' as a string) is not
+   * implemented: the message names the version and what is. */
+  er_pbw gc = {0}, m5 = {0}, ca = {0};
+  tb_attr_int(&ca, "to", 1);
+  tb_node(&gc, "Cast", "c", (const char *const[]){"x", NULL}, (const char *const[]){"y", NULL}, &ca);
+  tb_graph_input(&gc, "x", 1, 1, d);
+  tb_graph_output(&gc, "y", 1, 1, d);
+  tb_model(&m5, 3, 5, &gc);
   CHECK_STATUS(load_expect(&m5, NULL), ER_STATUS_UNSUPPORTED);
-  CHECK_MSG("version 1");
+  CHECK_MSG("Cast version 1 (opset 5)");
   er__pbw_free(&m5);
+  er__pbw_free(&gc);
+  er__pbw_free(&ca);
   /* An unknown op in the default domain, and an op of a foreign domain. */
   er_pbw g2 = {0}, m2 = {0};
   tb_node(&g2, "FancyOp", "f", (const char *const[]){"x", NULL}, (const char *const[]){"y", NULL}, NULL);
