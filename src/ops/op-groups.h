@@ -18,7 +18,10 @@
   X(quant)                  \
   X(rnn)                    \
   X(control)                \
-  X(misc)
+  X(misc)                   \
+  X(attention)              \
+  X(signal)                 \
+  X(detect)
 
 #define ER_OP_GROUP_DECL(name) extern const er_op_def *const er__ops_##name[];
 ER_OP_GROUP_LIST(ER_OP_GROUP_DECL)
