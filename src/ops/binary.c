@@ -1029,15 +1029,34 @@ static const er_dtype prelu_types[] = {
     ER_DTYPE_FLOAT16, ER_DTYPE_BFLOAT16, ER_DTYPE_FLOAT,  ER_DTYPE_DOUBLE, ER_DTYPE_INT32,
     ER_DTYPE_INT64,   ER_DTYPE_UINT32,   ER_DTYPE_UINT64, ER_DTYPE_UNDEFINED};
 
+/* Opsets 1 and 6 (Caffe2 semantics, as in PyTorch's exports of that era)
+ * apply a 1-D slope of C elements per channel, along axis 1 of X; numpy
+ * broadcasting would align it with the last axis instead. This returns the
+ * slope as seen by the broadcast: [C,1,...,1] in that case, else as is. */
+static er_tensor prelu_slope(const er_kctx *ctx) {
+  const er_tensor *x = ctx->in[0], *s = ctx->in[1];
+  er_tensor v = *s;
+  if (ctx->node->version < 7 && s->rank == 1 && x->rank >= 3 && s->dims[0] > 1 &&
+      s->dims[0] == x->dims[1]) {
+    v.rank = x->rank - 1;
+    v.dims[0] = s->dims[0];
+    for (int d = 1; d < v.rank; d++) v.dims[d] = 1;
+  }
+  return v;
+}
+
 /* The slope broadcasts unidirectionally to X: the output has X's shape. */
 static er_status prelu_check(er_kctx *ctx) {
   ER_CHECK(er__require_type(ctx, 0, prelu_types));
   ER_CHECK(er__require_type(ctx, 1, prelu_types));
   ER_CHECK(er__require_same_type(ctx, 0, 1));
-  const er_tensor *x = ctx->in[0], *s = ctx->in[1];
+  const er_tensor *x = ctx->in[0];
+  er_tensor slope = prelu_slope(ctx);
+  const er_tensor *s = &slope;
   er_tensor *y = ctx->out[0];
+  const er_tensor *both[2] = {x, s};
   er__tensor_set(y, x->dtype, -1, NULL);
-  ER_CHECK(er__broadcast_shapes(ctx, 2, (const er_tensor *const *)ctx->in, y));
+  ER_CHECK(er__broadcast_shapes(ctx, 2, both, y));
   if (x->rank < 0 || y->rank < 0) {
     er__same_as_input(ctx, 0, 0);
     return ER_STATUS_OK;
@@ -1054,7 +1073,8 @@ static er_status prelu_check(er_kctx *ctx) {
 }
 
 static er_status prelu_run(er_kctx *ctx) {
-  const er_tensor *x = ctx->in[0], *s = ctx->in[1];
+  er_tensor slope = prelu_slope(ctx);
+  const er_tensor *x = ctx->in[0], *s = &slope;
   er_tensor *y = ctx->out[0];
   const void *pa = x->data, *pb = s->data;
   void *py = y->data;
@@ -1080,9 +1100,8 @@ static er_status prelu_run(er_kctx *ctx) {
   return ER_STATUS_OK;
 }
 
-/* Opsets 1 and 6 describe the slope loosely ("of size 1, shared across
- * channels"); both are run with opset 7's unidirectional broadcasting,
- * which covers that case. Integer types came with opset 9. */
+/* Opsets 1 and 6 run with opset 7's unidirectional broadcasting plus the
+ * per-channel rule of prelu_slope(). Integer types came with opset 9. */
 static const er_op_def op_prelu = {
     .name = "PRelu", .domain = "", .min_version = 1, .max_version = 16,
     .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
