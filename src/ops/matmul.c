@@ -19,7 +19,9 @@
  * contiguous rows of B and C, four rows of C share every load of B, and the
  * loop body works in fixed chunks of 8 so compilers vectorize it at -O2.
  * Columns go in panels of GEMM_NC and k in blocks of GEMM_KC so the piece
- * of B being reused stays in L2.
+ * of B being reused stays in cache; each k block sums into a zeroed tile
+ * that is then added to C, since short running sums keep float32 errors
+ * 3-5x smaller than one long one.
  *
  * C[M,N] (row stride ldc) += A[M,K] * B[K,N] (row stride ldb), where A's
  * element (m,k) is A[m*sam + k*sak], so a transposed A costs nothing.
@@ -28,7 +30,7 @@
  * contiguous (Gemm's transB, matrix-vector): eight partial sums, so the
  * compiler can vectorize without reassociating. */
 #define GEMM_NC 256
-#define GEMM_KC 256
+#define GEMM_KC 64
 
 #define DEFINE_GEMM(SFX, T)                                                                     \
   static inline void axpy4_##SFX(int64_t n, T a0, T a1, T a2, T a3, const T *restrict b,          \
@@ -58,22 +60,25 @@
   }                                                                                             \
   static void gemm_##SFX(int64_t M, int64_t N, int64_t K, const T *A, int64_t sam, int64_t sak, \
                          const T *B, int64_t ldb, T *C, int64_t ldc) {                          \
+    T tile[4 * GEMM_NC];                                                                        \
     for (int64_t n0 = 0; n0 < N; n0 += GEMM_NC) {                                               \
       int64_t nn = N - n0 < GEMM_NC ? N - n0 : GEMM_NC;                                         \
       for (int64_t k0 = 0; k0 < K; k0 += GEMM_KC) {                                             \
         int64_t k1 = K - k0 < GEMM_KC ? K : k0 + GEMM_KC;                                       \
-        int64_t m = 0;                                                                          \
-        for (; m + 4 <= M; m += 4) {                                                            \
-          T *c0 = C + m * ldc + n0;                                                             \
+        for (int64_t m = 0; m < M; m += 4) {                                                    \
+          int64_t rows = M - m < 4 ? M - m : 4;                                                 \
+          memset(tile, 0, (size_t)(rows * nn) * sizeof *tile);                                  \
           for (int64_t k = k0; k < k1; k++) {                                                   \
-            const T *a = A + m * sam + k * sak;                                                 \
-            axpy4_##SFX(nn, a[0], a[sam], a[2 * sam], a[3 * sam], B + k * ldb + n0, c0,         \
-                        c0 + ldc, c0 + 2 * ldc, c0 + 3 * ldc);                                  \
+            const T *a = A + m * sam + k * sak, *b = B + k * ldb + n0;                          \
+            if (rows == 4)                                                                      \
+              axpy4_##SFX(nn, a[0], a[sam], a[2 * sam], a[3 * sam], b, tile, tile + nn,         \
+                          tile + 2 * nn, tile + 3 * nn);                                        \
+            else                                                                                \
+              for (int64_t i = 0; i < rows; i++) axpy1_##SFX(nn, a[i * sam], b, tile + i * nn); \
           }                                                                                     \
+          for (int64_t i = 0; i < rows; i++)                                                    \
+            axpy1_##SFX(nn, 1, tile + i * nn, C + (m + i) * ldc + n0);                          \
         }                                                                                       \
-        for (; m < M; m++)                                                                      \
-          for (int64_t k = k0; k < k1; k++)                                                     \
-            axpy1_##SFX(nn, A[m * sam + k * sak], B + k * ldb + n0, C + m * ldc + n0);          \
       }                                                                                         \
     }                                                                                           \
   }                                                                                             \
@@ -525,8 +530,405 @@ static const er_op_def op_gemm = {
     .check = gemm_check, .run = gemm_run,
 };
 
+/* ======================================================================== */
+/* Einsum                                                                    */
+/* ======================================================================== */
+
+/* Labels: 'A'..'Z' are 0..25 and 'a'..'z' 26..51 (so sorting labels sorts
+ * them in ASCII order, as the implicit output needs); the dims an ellipsis
+ * stands for are labels 52... Dims of size 1 broadcast against the same
+ * label's other dims, as in numpy. */
+#define EINSUM_LETTERS 52
+#define EINSUM_MAX_LABELS (EINSUM_LETTERS + ER_MAX_RANK)
+/* Inputs an Einsum node may have; the equation parser keeps their terms on
+ * the stack. */
+#define EINSUM_MAX_INPUTS 32
+
+typedef struct einsum_term {
+  int n_letters;
+  int8_t letters[ER_MAX_RANK];      /* letter labels, in order */
+  int ellipsis;                     /* letters before the "...", -1 = none */
+} einsum_term;
+
+typedef struct einsum_plan {
+  int n_in;
+  einsum_term in[EINSUM_MAX_INPUTS];
+  bool explicit_out;
+  einsum_term out;                  /* valid when explicit_out */
+  /* From the input shapes (when known): */
+  int n_ell;                        /* broadcast dims; -1 = unknown */
+  int n_out;                        /* output labels; -1 = unknown */
+  int8_t out_labels[EINSUM_MAX_LABELS];
+  int64_t size[EINSUM_MAX_LABELS];  /* per label; -1 = unknown */
+  int count[EINSUM_MAX_LABELS];     /* letter occurrences over the inputs */
+} einsum_plan;
+
+static int letter_label(char ch) {
+  if (ch >= 'A' && ch <= 'Z') return ch - 'A';
+  if (ch >= 'a' && ch <= 'z') return 26 + (ch - 'a');
+  return -1;
+}
+
+static char label_char(int l) { return (char)(l < 26 ? 'A' + l : 'a' + (l - 26)); }
+
+/* Parses the equation into terms; checks everything that needs no shapes. */
+static er_status einsum_parse(const er_kctx *ctx, const char *eq, einsum_plan *p) {
+  einsum_term cur = {0, {0}, -1};
+  bool rhs = false;
+  p->n_in = 0;
+  p->explicit_out = false;
+  for (size_t i = 0; eq[i]; i++) {
+    char ch = eq[i];
+    int l = letter_label(ch);
+    if (ch == ' ') continue;
+    if (l >= 0) {
+      if (cur.n_letters >= ER_MAX_RANK)
+        return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                            "equation '%s': a term has more than %d subscripts (ER_MAX_RANK)", eq,
+                            ER_MAX_RANK);
+      cur.letters[cur.n_letters++] = (int8_t)l;
+    } else if (ch == '.') {
+      if (eq[i + 1] != '.' || eq[i + 2] != '.')
+        return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                            "equation '%s': '.' at position %zu is not part of an ellipsis '...'", eq, i);
+      if (cur.ellipsis >= 0)
+        return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                            "equation '%s': a term has more than one ellipsis", eq);
+      cur.ellipsis = cur.n_letters;
+      i += 2;
+    } else if (ch == ',' || (ch == '-' && eq[i + 1] == '>')) {
+      if (rhs)
+        return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                            "equation '%s': unexpected '%c' after '->' at position %zu", eq, ch, i);
+      if (p->n_in >= EINSUM_MAX_INPUTS)
+        return er__op_error(ctx, ER_STATUS_LIMIT, "equation '%s' has more than %d input terms "
+                            "(EINSUM_MAX_INPUTS)", eq, EINSUM_MAX_INPUTS);
+      p->in[p->n_in++] = cur;
+      cur = (einsum_term){0, {0}, -1};
+      if (ch == '-') {
+        rhs = true;
+        i++;
+      }
+    } else {
+      return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                          "equation '%s': unexpected character '%c' at position %zu", eq, ch, i);
+    }
+  }
+  if (rhs) {
+    p->explicit_out = true;
+    p->out = cur;
+  } else {
+    if (p->n_in >= EINSUM_MAX_INPUTS)
+      return er__op_error(ctx, ER_STATUS_LIMIT, "equation '%s' has more than %d input terms "
+                          "(EINSUM_MAX_INPUTS)", eq, EINSUM_MAX_INPUTS);
+    p->in[p->n_in++] = cur;
+  }
+  if (p->n_in != ctx->n_in)
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                        "equation '%s' has %d input terms but the node has %d inputs", eq, p->n_in,
+                        ctx->n_in);
+  memset(p->count, 0, sizeof p->count);
+  for (int t = 0; t < p->n_in; t++)
+    for (int j = 0; j < p->in[t].n_letters; j++) p->count[p->in[t].letters[j]]++;
+  if (p->explicit_out) {
+    bool seen[EINSUM_LETTERS] = {false};
+    for (int j = 0; j < p->out.n_letters; j++) {
+      int l = p->out.letters[j];
+      if (seen[l])
+        return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                            "equation '%s': output subscript '%c' appears twice", eq, label_char(l));
+      if (p->count[l] == 0)
+        return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                            "equation '%s': output subscript '%c' appears in no input term", eq,
+                            label_char(l));
+      seen[l] = true;
+    }
+  }
+  return ER_STATUS_OK;
+}
+
+/* Merges a dim into a label's size, numpy style: sizes must agree unless
+ * one of them is 1. `unknown` collects dims not known yet. */
+static bool merge_size(int64_t *size, bool *unknown, int64_t dim) {
+  if (dim < 0) {
+    *unknown = true;
+    return true;
+  }
+  if (*size < 0 || *size == 1) {
+    if (*size < 0 || dim != 1) *size = dim;
+    return true;
+  }
+  return dim == 1 || dim == *size;
+}
+
+/* The dims of input t with their labels: letters, and the ellipsis's dims
+ * as labels EINSUM_LETTERS + (n_ell - e) .. for its e dims. */
+static void term_labels(const einsum_term *term, int rank, int n_ell, int8_t *labels) {
+  int e = term->ellipsis >= 0 ? rank - term->n_letters : 0, j = 0;
+  for (int i = 0; i < term->n_letters; i++) {
+    if (i == term->ellipsis)
+      for (int k = 0; k < e; k++) labels[j++] = (int8_t)(EINSUM_LETTERS + n_ell - e + k);
+    labels[j++] = term->letters[i];
+  }
+  if (term->ellipsis == term->n_letters)
+    for (int k = 0; k < e; k++) labels[j++] = (int8_t)(EINSUM_LETTERS + n_ell - e + k);
+}
+
+static er_status einsum_prepare(er_kctx *ctx, einsum_plan *p) {
+  const char *eq;
+  ER_CHECK(er__attr_string(ctx, "equation", NULL, &eq));
+  if (!eq) return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "attribute equation is required");
+  if (ctx->n_in < 1) return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "Einsum needs at least one input");
+  for (int i = 0; i < ctx->n_in; i++) {
+    ER_CHECK(er__require_type(ctx, i, er__types_numeric));
+    ER_CHECK(er__require_same_type(ctx, 0, i));
+  }
+  ER_CHECK(einsum_parse(ctx, eq, p));
+  /* Ranks against terms; the broadcast dims are the most any ellipsis
+   * covers. */
+  p->n_ell = 0;
+  int ell_from = -1; /* input that set n_ell */
+  for (int t = 0; t < p->n_in; t++) {
+    const einsum_term *term = &p->in[t];
+    int rank = ctx->in[t]->rank;
+    if (rank < 0) {
+      if (term->ellipsis >= 0) p->n_ell = -1;
+      continue;
+    }
+    if (term->ellipsis < 0 ? rank != term->n_letters : rank < term->n_letters)
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "equation '%s': input %d has rank %d but its term has %d subscripts%s", eq, t,
+                          rank, term->n_letters, term->ellipsis >= 0 ? " and an ellipsis" : "");
+    /* The spec requires every ellipsis to stand for the same number of
+     * dims (numpy would broadcast differing counts; onnx rejects them). */
+    if (term->ellipsis >= 0 && p->n_ell >= 0) {
+      int e = rank - term->n_letters;
+      if (ell_from >= 0 && e != p->n_ell)
+        return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                            "equation '%s': the ellipsis stands for %d dims in input %d but %d in "
+                            "input %d; it must be the same everywhere",
+                            eq, p->n_ell, ell_from, e, t);
+      p->n_ell = e;
+      ell_from = t;
+    }
+  }
+  for (int l = 0; l < EINSUM_MAX_LABELS; l++) p->size[l] = -1;
+  p->n_out = -1;
+  if (p->n_ell < 0) return ER_STATUS_OK;
+  bool unknown[EINSUM_MAX_LABELS] = {false};
+  for (int t = 0; t < p->n_in; t++) {
+    const er_tensor *x = ctx->in[t];
+    int8_t labels[ER_MAX_RANK];
+    if (x->rank < 0) {
+      for (int j = 0; j < p->in[t].n_letters; j++) unknown[p->in[t].letters[j]] = true;
+      continue;
+    }
+    term_labels(&p->in[t], x->rank, p->n_ell, labels);
+    for (int j = 0; j < x->rank; j++) {
+      int l = labels[j];
+      int64_t before = p->size[l];
+      if (!merge_size(&p->size[l], &unknown[l], x->dims[j])) {
+        char name[16];
+        if (l < EINSUM_LETTERS) snprintf(name, sizeof name, "'%c'", label_char(l));
+        else snprintf(name, sizeof name, "'...' dim %d", l - EINSUM_LETTERS);
+        return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                            "equation '%s': subscript %s has size %lld in input %d but %lld elsewhere",
+                            eq, name, (long long)x->dims[j], t, (long long)before);
+      }
+    }
+  }
+  /* A label seen only as 1 next to unknown dims may still broadcast. */
+  for (int l = 0; l < EINSUM_MAX_LABELS; l++)
+    if (unknown[l] && p->size[l] == 1) p->size[l] = -1;
+  /* Output labels. */
+  int n = 0;
+  if (p->explicit_out) {
+    if (p->n_ell > 0 && p->out.ellipsis < 0)
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "equation '%s': the inputs' ellipsis covers %d dims but the output term has "
+                          "no '...' to keep them",
+                          eq, p->n_ell);
+    for (int j = 0; j <= p->out.n_letters; j++) {
+      if (j == p->out.ellipsis)
+        for (int k = 0; k < p->n_ell; k++) p->out_labels[n++] = (int8_t)(EINSUM_LETTERS + k);
+      if (j < p->out.n_letters) p->out_labels[n++] = p->out.letters[j];
+    }
+  } else {
+    for (int k = 0; k < p->n_ell; k++) p->out_labels[n++] = (int8_t)(EINSUM_LETTERS + k);
+    for (int l = 0; l < EINSUM_LETTERS; l++)
+      if (p->count[l] == 1) p->out_labels[n++] = (int8_t)l;
+  }
+  if (n > ER_MAX_RANK)
+    return er__op_error(ctx, ER_STATUS_LIMIT,
+                        "equation '%s': the output would have rank %d; at most %d (ER_MAX_RANK)", eq, n,
+                        ER_MAX_RANK);
+  p->n_out = n;
+  return ER_STATUS_OK;
+}
+
+static er_status einsum_check(er_kctx *ctx) {
+  einsum_plan p;
+  ER_CHECK(einsum_prepare(ctx, &p));
+  if (p.n_out < 0) {
+    er__set_output(ctx, 0, ctx->in[0]->dtype, -1, NULL);
+    return ER_STATUS_OK;
+  }
+  int64_t dims[ER_MAX_RANK];
+  for (int j = 0; j < p.n_out; j++) dims[j] = p.size[p.out_labels[j]];
+  er__set_output(ctx, 0, ctx->in[0]->dtype, p.n_out, dims);
+  return ER_STATUS_OK;
+}
+
+/* The summation loop: output labels outside, summed labels inside, the
+ * last summed label as the innermost loop. stride[t][j] is input t's
+ * element step along loop label j (diagonals add their strides; size-1
+ * dims step 0). */
+typedef struct einsum_loop {
+  int n_in;
+  int n_out, n_sum;                 /* loop labels: n_out outer, then n_sum */
+  int64_t size[EINSUM_MAX_LABELS];
+  int64_t stride[EINSUM_MAX_INPUTS][EINSUM_MAX_LABELS];
+} einsum_loop;
+
+/* Steps the counter over loop labels [lo, hi), moving every input offset. */
+static void einsum_step(const einsum_loop *L, int lo, int hi, int64_t *idx, int64_t *off) {
+  for (int d = hi - 1; d >= lo; d--) {
+    for (int t = 0; t < L->n_in; t++) off[t] += L->stride[t][d];
+    if (++idx[d] < L->size[d]) return;
+    for (int t = 0; t < L->n_in; t++) off[t] -= L->stride[t][d] * L->size[d];
+    idx[d] = 0;
+  }
+}
+
+#define DEFINE_EINSUM(SFX, T)                                                                     \
+  static void einsum_##SFX(const einsum_loop *L, const T *const *x, T *y) {                        \
+    int last = L->n_out + L->n_sum - 1;                                                           \
+    int64_t outs = 1, sums = 1, inner = L->n_sum > 0 ? L->size[last] : 1;                         \
+    for (int d = 0; d < L->n_out; d++) outs *= L->size[d];                                        \
+    for (int d = L->n_out; d < last; d++) sums *= L->size[d];                                     \
+    if (L->n_sum == 0) sums = 1;                                                                  \
+    int64_t oidx[EINSUM_MAX_LABELS] = {0}, ooff[EINSUM_MAX_INPUTS] = {0};                         \
+    for (int64_t o = 0; o < outs; o++) {                                                          \
+      int64_t sidx[EINSUM_MAX_LABELS] = {0}, soff[EINSUM_MAX_INPUTS];                             \
+      T acc = 0;                                                                                  \
+      memcpy(soff, ooff, sizeof soff);                                                            \
+      for (int64_t r = 0; r < sums && inner > 0; r++) {                                           \
+        int64_t s0 = L->n_sum > 0 ? L->stride[0][last] : 0;                                       \
+        if (L->n_in == 1) {                                                                       \
+          for (int64_t j = 0; j < inner; j++) acc += x[0][soff[0] + j * s0];                      \
+        } else if (L->n_in == 2) {                                                                \
+          int64_t s1 = L->n_sum > 0 ? L->stride[1][last] : 0;                                     \
+          for (int64_t j = 0; j < inner; j++) acc += x[0][soff[0] + j * s0] * x[1][soff[1] + j * s1]; \
+        } else {                                                                                  \
+          for (int64_t j = 0; j < inner; j++) {                                                   \
+            T v = 1;                                                                              \
+            for (int t = 0; t < L->n_in; t++)                                                     \
+              v *= x[t][soff[t] + j * (L->n_sum > 0 ? L->stride[t][last] : 0)];                   \
+            acc += v;                                                                             \
+          }                                                                                       \
+        }                                                                                         \
+        if (L->n_sum > 1) einsum_step(L, L->n_out, last, sidx, soff);                             \
+      }                                                                                           \
+      y[o] = acc;                                                                                 \
+      einsum_step(L, 0, L->n_out, oidx, ooff);                                                    \
+    }                                                                                             \
+  }
+
+DEFINE_EINSUM(f64, double)
+DEFINE_EINSUM(u64, uint64_t)
+
+static er_status einsum_run(er_kctx *ctx) {
+  einsum_plan p;
+  ER_CHECK(einsum_prepare(ctx, &p));
+  ER_ASSERT(p.n_out >= 0);
+  er_tensor *y = ctx->out[0];
+  bool is_float = er__dtype_is_float(y->dtype);
+  /* Loop labels: the output's, then every other label in label order. */
+  einsum_loop *L = er__calloc(1, sizeof *L, "Einsum loop plan");
+  if (!L) return ER_STATUS_OUT_OF_MEMORY;
+  int8_t order[EINSUM_MAX_LABELS];
+  int where[EINSUM_MAX_LABELS];
+  bool used[EINSUM_MAX_LABELS] = {false};
+  int n = 0;
+  for (int j = 0; j < p.n_out; j++) {
+    order[n++] = p.out_labels[j];
+    used[p.out_labels[j]] = true;
+  }
+  L->n_out = n;
+  for (int l = 0; l < EINSUM_MAX_LABELS; l++)
+    if (!used[l] && p.size[l] >= 0) order[n++] = (int8_t)l;
+  L->n_sum = n - L->n_out;
+  L->n_in = p.n_in;
+  for (int j = 0; j < n; j++) {
+    where[order[j]] = j;
+    L->size[j] = p.size[order[j]];
+  }
+  for (int t = 0; t < p.n_in; t++) {
+    const er_tensor *x = ctx->in[t];
+    int8_t labels[ER_MAX_RANK];
+    int64_t st[ER_MAX_RANK];
+    term_labels(&p.in[t], x->rank, p.n_ell, labels);
+    er__strides(x->rank, x->dims, st);
+    for (int d = 0; d < x->rank; d++)
+      if (x->dims[d] != 1) L->stride[t][where[labels[d]]] += st[d];
+  }
+  /* Working copies: double for floats (accurate sums), uint64 for ints. */
+  void *bufs[EINSUM_MAX_INPUTS] = {NULL};
+  const void *xs[EINSUM_MAX_INPUTS];
+  int64_t ny = er__count(y);
+  er_status st = ER_STATUS_OK;
+  void *yw = er__calloc((size_t)(ny > 0 ? ny : 1), 8, "Einsum working output");
+  if (!yw) st = ER_STATUS_OUT_OF_MEMORY;
+  for (int t = 0; t < p.n_in && st == ER_STATUS_OK; t++) {
+    const er_tensor *x = ctx->in[t];
+    int64_t cnt = er__count(x);
+    if (x->dtype == ER_DTYPE_DOUBLE) {
+      xs[t] = x->data;
+      continue;
+    }
+    bufs[t] = er__malloc((size_t)(cnt > 0 ? cnt : 1) * 8, "Einsum working input");
+    if (!bufs[t]) {
+      st = ER_STATUS_OUT_OF_MEMORY;
+      break;
+    }
+    if (is_float) {
+      double *d = bufs[t];
+      if (x->dtype == ER_DTYPE_FLOAT)
+        for (int64_t i = 0; i < cnt; i++) d[i] = ((const float *)x->data)[i];
+      else
+        for (int64_t i = 0; i < cnt; i++) d[i] = er__load_f64(x->data, x->dtype, i);
+    } else {
+      uint64_t *u = bufs[t];
+      for (int64_t i = 0; i < cnt; i++) u[i] = (uint64_t)er__load_i64(x->data, x->dtype, i);
+    }
+    xs[t] = bufs[t];
+  }
+  if (st == ER_STATUS_OK) {
+    if (is_float) {
+      einsum_f64(L, (const double *const *)xs, yw);
+      if (y->dtype == ER_DTYPE_DOUBLE) memcpy(y->data, yw, (size_t)ny * sizeof(double));
+      else
+        for (int64_t i = 0; i < ny; i++) er__store_f64(y->data, y->dtype, i, ((double *)yw)[i]);
+    } else {
+      einsum_u64(L, (const uint64_t *const *)xs, yw);
+      for (int64_t i = 0; i < ny; i++) er__store_i64(y->data, y->dtype, i, (int64_t)((uint64_t *)yw)[i]);
+    }
+  }
+  for (int t = 0; t < p.n_in; t++) free(bufs[t]);
+  free(yw);
+  free(L);
+  return st;
+}
+
+static const er_op_def op_einsum = {
+    .name = "Einsum", .domain = "", .min_version = 12, .max_version = 28,
+    .min_inputs = 1, .max_inputs = ER_VARIADIC, .min_outputs = 1, .max_outputs = 1,
+    .check = einsum_check, .run = einsum_run,
+};
+
 const er_op_def *const er__ops_matmul[] = {
     &op_gemm,
     &op_matmul,
+    &op_einsum,
     NULL,
 };
