@@ -706,7 +706,9 @@ static er_status convt_prepare(er_kctx *ctx, conv_plan *p) {
     int64_t in = p->in[d], k = p->kernel[d];
     if (in < 0 || k < 0) continue;
     int64_t s = p->win.stride[d], dk = (k - 1) * p->win.dilation[d] + 1;
-    int64_t full = s * (in - 1) + opad[d] + dk; /* output extent without pads */
+    int64_t full; /* output extent without pads: s * (in - 1) + opad + dk */
+    if (!er__mul_i64(s, in > 0 ? in - 1 : 0, &full) || !er__add_i64(full, opad[d] + dk, &full))
+      return er__op_error(ctx, ER_STATUS_LIMIT, "spatial axis %d: the output extent overflows int64", d);
     if (os || p->win.autopad == AUTO_PAD_SAME_UPPER || p->win.autopad == AUTO_PAD_SAME_LOWER) {
       int64_t want = os ? os[d] : in * s;
       /* A larger output than the kernel covers makes total negative; the
@@ -1189,7 +1191,10 @@ static er_status unpool_prepare(er_kctx *ctx, unpool_plan *p) {
   for (int d = 0; d < w.nsp; d++) {
     int64_t in = x->rank >= 0 ? x->dims[2 + d] : -1;
     if (in < 0) continue;
-    int64_t v = (in - 1) * w.stride[d] + w.kernel[d] - w.pad_begin[d] - w.pad_end[d];
+    int64_t v;
+    if (!er__mul_i64(in > 0 ? in - 1 : 0, w.stride[d], &v) || !er__add_i64(v, w.kernel[d], &v))
+      return er__op_error(ctx, ER_STATUS_LIMIT, "spatial axis %d: the unpooled extent overflows int64", d);
+    v -= w.pad_begin[d] + w.pad_end[d];
     if (v < 0 || (v == 0 && in > 0))
       return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
                           "spatial axis %d: the unpooled extent would be %lld (input %lld, kernel "
@@ -1204,8 +1209,8 @@ static er_status unpool_prepare(er_kctx *ctx, unpool_plan *p) {
       return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
                           "output_shape has %lld values but the output has rank %d",
                           (long long)os->dims[0], p->rank);
+    for (int d = 0; d < p->rank; d++) p->out[d] = os->data ? er__get_i64(os, d) : -1;
     for (int d = 0; d < p->rank; d++) {
-      p->out[d] = os->data ? er__get_i64(os, d) : -1;
       if (os->data && p->inferred[d] >= 0 && p->out[d] < p->inferred[d]) {
         char a[160], b[160];
         return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,

@@ -269,9 +269,22 @@ static er_status matmul_shape(er_kctx *ctx, er_tensor *batch, int64_t *m, int64_
   *k = ka >= 0 ? ka : kb;
   *m = a->rank >= 2 ? a->dims[a->rank - 2] : 1;
   *n = b->rank >= 2 ? b->dims[b->rank - 1] : 1;
+  /* Batch dims broadcast right-aligned; a clash is named in full here
+   * rather than as two anonymous batch shapes. */
+  int ra = a->rank >= 2 ? a->rank - 2 : 0, rb = b->rank >= 2 ? b->rank - 2 : 0;
+  for (int i = 1; i <= ra && i <= rb; i++) {
+    int64_t da = a->dims[ra - i], db = b->dims[rb - i];
+    if (da >= 0 && db >= 0 && da != db && da != 1 && db != 1) {
+      char sa[160], sb[160];
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "the batch dims of A %s and B %s do not broadcast (%lld vs %lld)",
+                          er__shape_str(a, sa, sizeof sa), er__shape_str(b, sb, sizeof sb),
+                          (long long)da, (long long)db);
+    }
+  }
   er_tensor ba, bb;
-  er__tensor_set(&ba, ER_DTYPE_UNDEFINED, a->rank >= 2 ? a->rank - 2 : 0, a->dims);
-  er__tensor_set(&bb, ER_DTYPE_UNDEFINED, b->rank >= 2 ? b->rank - 2 : 0, b->dims);
+  er__tensor_set(&ba, ER_DTYPE_UNDEFINED, ra, a->dims);
+  er__tensor_set(&bb, ER_DTYPE_UNDEFINED, rb, b->dims);
   const er_tensor *both[2] = {&ba, &bb};
   return er__broadcast_shapes(ctx, 2, both, batch);
 }
@@ -625,8 +638,8 @@ static er_status einsum_parse(const er_kctx *ctx, const char *eq, einsum_plan *p
   }
   if (p->n_in != ctx->n_in)
     return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
-                        "equation '%s' has %d input terms but the node has %d inputs", eq, p->n_in,
-                        ctx->n_in);
+                        "equation '%s' has %d input term%s but the node has %d input%s", eq,
+                        p->n_in, p->n_in == 1 ? "" : "s", ctx->n_in, ctx->n_in == 1 ? "" : "s");
   memset(p->count, 0, sizeof p->count);
   for (int t = 0; t < p->n_in; t++)
     for (int j = 0; j < p->in[t].n_letters; j++) p->count[p->in[t].letters[j]]++;
