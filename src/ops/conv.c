@@ -734,7 +734,7 @@ static er_status convt_prepare(er_kctx *ctx, conv_plan *p) {
                           "%lld+%lld)",
                           d, (long long)p->out[d], (long long)in, (long long)p->pb[d],
                           (long long)p->pe[d]);
-    if (in == 0) p->out[d] = full - p->pb[d] - p->pe[d] > 0 ? full - p->pb[d] - p->pe[d] : 0;
+    if (in == 0) p->out[d] = 0; /* an empty input axis gives an empty output axis */
   }
   return ER_STATUS_OK;
 }
