@@ -45,10 +45,14 @@ typedef struct rnn_act {
   double alpha, beta;
 } rnn_act;
 
-/* Which activations take alpha / beta, and their defaults (those of the
- * ONNX operators of the same name). activation_alpha and activation_beta
- * are consumed in activation order by the functions that take them; when a
- * list runs out the default applies. */
+/* Which activations take alpha / beta, and their defaults: those of the
+ * ONNX operators of the same name, as the spec says. activation_alpha and
+ * activation_beta are consumed in activation order by the functions that
+ * take them; when a list runs out the default applies. ScaledTanh's
+ * operator never had defaults, so it takes onnxruntime's 0 and 0. Note that
+ * onnxruntime also uses 0 for Affine and ThresholdedRelu, unlike the spec's
+ * 1.0; only models that name those activations without giving alpha see a
+ * difference. */
 static const struct act_info {
   const char *name;
   act_kind kind;
@@ -61,7 +65,7 @@ static const struct act_info {
     {"Affine", ACT_AFFINE, true, true, 1.0, 0.0},
     {"LeakyRelu", ACT_LEAKY_RELU, true, false, 0.01, 0},
     {"ThresholdedRelu", ACT_THRESHOLDED_RELU, true, false, 1.0, 0},
-    {"ScaledTanh", ACT_SCALED_TANH, true, true, 1.0, 1.0},
+    {"ScaledTanh", ACT_SCALED_TANH, true, true, 0.0, 0.0},
     {"HardSigmoid", ACT_HARD_SIGMOID, true, true, 0.2, 0.5},
     {"Elu", ACT_ELU, true, false, 1.0, 0},
     {"Softsign", ACT_SOFTSIGN, false, false, 0, 0},
@@ -561,8 +565,8 @@ static er_status rnn_run_kind(er_kctx *ctx, rnn_kind kind) {
       /* A sequence of length len runs steps 0..len-1; backward runs read
        * positions len-1 down to 0, so each sequence is reversed within its
        * own length. Y past len stays zero (outputs arrive zeroed); Y_h / Y_c
-       * hold the state after the last step (the initial state when len is
-       * 0). */
+       * hold the state after the last step. A sequence of length 0 has no
+       * valid step, so its Y_h / Y_c stay zero too, as in onnxruntime. */
       int64_t len = SL ? er__get_i64(SL, b) : S;
       for (int64_t t = 0; t < len; t++) {
         int64_t pos = backward ? len - 1 - t : t;
@@ -570,6 +574,7 @@ static er_status rnn_run_kind(er_kctx *ctx, rnn_kind kind) {
         cell_step(&cfg, &dir, I, H, &s, hb, cb);
         if (Y) store_row(Y, off_y(&cfg, S, N, H, pos, d, b), hb, H);
       }
+      if (len == 0) continue;
       store_row(YH, off_h(&cfg, N, H, d, b), hb, H);
       store_row(YC, off_h(&cfg, N, H, d, b), cb, H);
     }
