@@ -449,15 +449,16 @@ typedef struct scan_cfg {
   const int64_t *in_axes, *in_dirs, *out_axes, *out_dirs; /* NULL = all 0 */
 } scan_cfg;
 
-static er_status scan_ints(const er_kctx *ctx, const char *name, int64_t want, bool directions,
-                           const int64_t **out) {
+/* Reads ints attribute `name`, which needs one entry per `per` (scan
+ * input or output: `want` of them); directions must be 0 or 1. */
+static er_status scan_ints(const er_kctx *ctx, const char *name, const char *per, int64_t want,
+                           bool directions, const int64_t **out) {
   int64_t n;
   ER_CHECK(er__attr_ints(ctx, name, out, &n));
   if (n < 0) return ER_STATUS_OK;
   if (n != want)
     return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "%s has %lld entries; it needs one per %s (%lld)",
-                        name, (long long)n, strstr(name, "input") ? "scan input" : "scan output",
-                        (long long)want);
+                        name, (long long)n, per, (long long)want);
   for (int64_t i = 0; directions && i < n; i++)
     if ((*out)[i] != 0 && (*out)[i] != 1)
       return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "%s[%lld] = %lld must be 0 (forward) or 1 (reverse)",
@@ -488,10 +489,10 @@ static er_status scan_cfg_of(const er_kctx *ctx, const er_graph *body, scan_cfg 
                         ctx->n_out, (int)body->n_outputs);
   for (int i = 0; i < ctx->n_in; i++)
     if (!er__in(ctx, i)) return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "input %d is missing", i);
-  ER_CHECK(scan_ints(ctx, "scan_input_axes", c->n_ins, false, &c->in_axes));
-  ER_CHECK(scan_ints(ctx, "scan_input_directions", c->n_ins, true, &c->in_dirs));
-  ER_CHECK(scan_ints(ctx, "scan_output_axes", c->n_outs, false, &c->out_axes));
-  ER_CHECK(scan_ints(ctx, "scan_output_directions", c->n_outs, true, &c->out_dirs));
+  ER_CHECK(scan_ints(ctx, "scan_input_axes", "scan input", c->n_ins, false, &c->in_axes));
+  ER_CHECK(scan_ints(ctx, "scan_input_directions", "scan input", c->n_ins, true, &c->in_dirs));
+  ER_CHECK(scan_ints(ctx, "scan_output_axes", "scan output", c->n_outs, false, &c->out_axes));
+  ER_CHECK(scan_ints(ctx, "scan_output_directions", "scan output", c->n_outs, true, &c->out_dirs));
   return ER_STATUS_OK;
 }
 
@@ -679,7 +680,7 @@ static er_status scan8_cfg_of(const er_kctx *ctx, const er_graph *body, scan_cfg
   c->n_outs = body->n_outputs - c->n_states;
   for (int i = 1; i < ctx->n_in; i++)
     if (!er__in(ctx, i)) return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "input %d is missing", i);
-  ER_CHECK(scan_ints(ctx, "directions", c->n_ins, true, &c->in_dirs));
+  ER_CHECK(scan_ints(ctx, "directions", "scan input", c->n_ins, true, &c->in_dirs));
   return ER_STATUS_OK;
 }
 
