@@ -54,8 +54,8 @@ static void set_output_info(const er_kctx *ctx, int i, const er_tensor *info) {
  * subgraph declares) to agree. */
 static er_status same_dtype(const er_kctx *ctx, er_dtype a, er_dtype b, const char *what, int i) {
   if (a == ER_DTYPE_UNDEFINED || b == ER_DTYPE_UNDEFINED || a == b) return ER_STATUS_OK;
-  return er__op_error(ctx, ER_STATUS_TYPE_MISMATCH, "%s %d is %s in the node but %s in the body", what,
-                      i, er_dtype_name(a), er_dtype_name(b));
+  return er__op_error(ctx, ER_STATUS_TYPE_MISMATCH, "%s %d is %s in the node but %s in the body",
+                      what, i, er_dtype_name(a), er_dtype_name(b));
 }
 
 /* A known-shaped input must hold exactly one element (If's cond, Loop's M
@@ -65,8 +65,9 @@ static er_status require_scalar(const er_kctx *ctx, int i, const char *name) {
   int64_t n = t ? er__tensor_count(t) : -1;
   if (n < 0 || n == 1) return ER_STATUS_OK;
   char buf[160];
-  return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "%s has shape %s; it must hold exactly one element",
-                      name, er__shape_str(t, buf, sizeof buf));
+  return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                      "%s has shape %s; it must hold exactly one element", name,
+                      er__shape_str(t, buf, sizeof buf));
 }
 
 /* Moves an owned tensor into output slot i (or frees it when the output
@@ -98,11 +99,13 @@ static bool same_shape(const er_tensor *a, const er_tensor *b) {
 
 /* Allocates output i as a stack of `n` tensors shaped like `elem`, the
  * stacking axis at `axis` (so rank = elem->rank + 1). */
-static er_status alloc_stacked(const er_kctx *ctx, int i, const er_tensor *elem, int axis, int64_t n) {
+static er_status alloc_stacked(const er_kctx *ctx, int i, const er_tensor *elem, int axis,
+                               int64_t n) {
   int64_t dims[ER_MAX_RANK];
   if (elem->rank + 1 > ER_MAX_RANK)
-    return er__op_error(ctx, ER_STATUS_LIMIT, "output %d would have rank %d; at most %d (ER_MAX_RANK)", i,
-                        elem->rank + 1, ER_MAX_RANK);
+    return er__op_error(ctx, ER_STATUS_LIMIT,
+                        "output %d would have rank %d; at most %d (ER_MAX_RANK)", i, elem->rank + 1,
+                        ER_MAX_RANK);
   for (int d = 0, s = 0; d <= elem->rank; d++) dims[d] = d == axis ? n : elem->dims[s++];
   return er__op_output(ctx, i, elem->dtype, elem->rank + 1, dims);
 }
@@ -124,8 +127,8 @@ static void put_slice(er_tensor *dst, int axis, int64_t idx, const er_tensor *el
   split_at(dst, axis, &outer, &len, &inner);
   const size_t row = (size_t)inner * es;
   for (int64_t o = 0; o < outer; o++)
-    memcpy((char *)dst->data + ((size_t)(o * len + idx)) * row, (const char *)elem->data + (size_t)o * row,
-           row);
+    memcpy((char *)dst->data + ((size_t)(o * len + idx)) * row,
+           (const char *)elem->data + (size_t)o * row, row);
 }
 
 /* The slice at index idx along `axis` of src, as a tensor of one rank less.
@@ -151,15 +154,16 @@ static er_status take_slice(const er_tensor *src, int axis, int64_t idx, er_tens
     ER_CHECK(er__tensor_alloc(dst, 0));
   }
   for (int64_t o = 0; o < outer; o++)
-    memcpy((char *)dst->data + (size_t)o * row, (const char *)src->data + ((size_t)(o * len + idx)) * row,
-           row);
+    memcpy((char *)dst->data + (size_t)o * row,
+           (const char *)src->data + ((size_t)(o * len + idx)) * row, row);
   return ER_STATUS_OK;
 }
 
 /* The shape a stacked output of a run with zero iterations gets: the
  * per-iteration info with the axis of length 0 and unknown dims as 0 (any
  * such shape holds no elements). */
-static er_status alloc_empty_stack(const er_kctx *ctx, int i, const er_tensor *elem_info, int axis) {
+static er_status alloc_empty_stack(const er_kctx *ctx, int i, const er_tensor *elem_info,
+                                   int axis) {
   er_tensor e = *elem_info;
   if (e.dtype == ER_DTYPE_UNDEFINED) e.dtype = ER_DTYPE_FLOAT;
   if (e.rank < 0) e.rank = 0;
@@ -240,16 +244,18 @@ static er_status loop_shape_of(const er_kctx *ctx, const er_graph *body, loop_sh
                         "(iteration_num, cond, carried...)",
                         (int)body->n_inputs, n, 2 + n);
   if (body->n_outputs < 1 + n)
-    return er__op_error(ctx, ER_STATUS_INVALID_GRAPH,
-                        "body gives %d outputs; with %d loop-carried values it must give at least %d "
-                        "(cond, carried..., scan outputs...)",
-                        (int)body->n_outputs, n, 1 + n);
+    return er__op_error(
+        ctx, ER_STATUS_INVALID_GRAPH,
+        "body gives %d outputs; with %d loop-carried values it must give at least %d "
+        "(cond, carried..., scan outputs...)",
+        (int)body->n_outputs, n, 1 + n);
   int k = body->n_outputs - 1 - n;
   if (ctx->n_out != n + k)
-    return er__op_error(ctx, ER_STATUS_INVALID_GRAPH,
-                        "the node has %d outputs; its body gives %d loop-carried values and %d scan "
-                        "outputs, so it must have %d",
-                        ctx->n_out, n, k, n + k);
+    return er__op_error(
+        ctx, ER_STATUS_INVALID_GRAPH,
+        "the node has %d outputs; its body gives %d loop-carried values and %d scan "
+        "outputs, so it must have %d",
+        ctx->n_out, n, k, n + k);
   ls->n_carried = n;
   ls->n_scans = k;
   return ER_STATUS_OK;
@@ -274,7 +280,8 @@ static er_status loop_check(er_kctx *ctx) {
     if (!init)
       return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "loop-carried input %d is missing", 2 + i);
     const er_tensor *out = sub_out_info(body, 1 + i);
-    ER_CHECK(same_dtype(ctx, init->dtype, sub_in_info(body, 2 + i)->dtype, "loop-carried value", i));
+    ER_CHECK(
+        same_dtype(ctx, init->dtype, sub_in_info(body, 2 + i)->dtype, "loop-carried value", i));
     ER_CHECK(same_dtype(ctx, init->dtype, out->dtype, "loop-carried value", i));
     /* After zero iterations the initial value comes out, else the body's. */
     er_tensor m;
@@ -305,7 +312,8 @@ typedef struct scan_acc {
   int64_t count;       /* elements held (all iterations) */
 } scan_acc;
 
-static er_status acc_append(const er_kctx *ctx, scan_acc *a, int k, int64_t iter, const er_tensor *v) {
+static er_status acc_append(const er_kctx *ctx, scan_acc *a, int k, int64_t iter,
+                            const er_tensor *v) {
   if (iter == 0) {
     a->elem = *v;
     a->elem.data = NULL;
@@ -328,7 +336,9 @@ static er_status acc_append(const er_kctx *ctx, scan_acc *a, int k, int64_t iter
     size_t cap = a->cap ? a->cap : 256;
     while (cap < a->len + v->nbytes) cap *= 2;
     unsigned char *nb = realloc(a->buf, cap);
-    if (!nb) return er__op_error(ctx, ER_STATUS_OUT_OF_MEMORY, "out of memory collecting scan output %d", k);
+    if (!nb)
+      return er__op_error(ctx, ER_STATUS_OUT_OF_MEMORY, "out of memory collecting scan output %d",
+                          k);
     a->buf = nb;
     a->cap = cap;
   }
@@ -345,8 +355,10 @@ static er_status loop_run(er_kctx *ctx) {
   ER_CHECK(loop_shape_of(ctx, body, &ls));
   const int N = ls.n_carried, K = ls.n_scans;
   const er_tensor *M = er__in(ctx, 0), *C = er__in(ctx, 1);
-  if (M && er__count(M) != 1) return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "M must hold one element");
-  if (C && er__count(C) != 1) return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "cond must hold one element");
+  if (M && er__count(M) != 1)
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "M must hold one element");
+  if (C && er__count(C) != 1)
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "cond must hold one element");
   const int64_t trip = M ? er__get_i64(M, 0) : INT64_MAX;
   bool cond = C ? er__load_i64(C->data, ER_DTYPE_BOOL, 0) != 0 : true;
 
@@ -377,25 +389,27 @@ static er_status loop_run(er_kctx *ctx) {
 
   for (iter = 0; iter < trip && cond; iter++) {
     if (iter >= ER_MAX_LOOP_ITERATIONS) {
-      st = er__op_error(ctx, ER_STATUS_LIMIT,
-                        "still running after %lld iterations (ER_MAX_LOOP_ITERATIONS); the trip count "
-                        "or condition never ends it",
-                        (long long)ER_MAX_LOOP_ITERATIONS);
+      st = er__op_error(
+          ctx, ER_STATUS_LIMIT,
+          "still running after %lld iterations (ER_MAX_LOOP_ITERATIONS); the trip count "
+          "or condition never ends it",
+          (long long)ER_MAX_LOOP_ITERATIONS);
       goto done;
     }
     cond_in = cond;
     for (int i = 0; i < N; i++) ins[2 + i] = &state[i];
     st = er__exec_subgraph(ctx, body, ins, 2 + N, outs);
     if (st != ER_STATUS_OK) {
-      er__error_prefix("%s '%s' iteration %lld", ctx->node->op_type, ctx->node->name, (long long)iter);
+      er__error_prefix("%s '%s' iteration %lld", ctx->node->op_type, ctx->node->name,
+                       (long long)iter);
       goto done;
     }
     const er_tensor *c = &outs[0];
     if (c->dtype != ER_DTYPE_BOOL || er__count(c) != 1) {
       char buf[160];
       st = er__op_error(ctx, ER_STATUS_TYPE_MISMATCH,
-                        "body's condition output is %s %s; it must be one bool", er_dtype_name(c->dtype),
-                        er__shape_str(c, buf, sizeof buf));
+                        "body's condition output is %s %s; it must be one bool",
+                        er_dtype_name(c->dtype), er__shape_str(c, buf, sizeof buf));
       goto done;
     }
     cond = er__load_i64(c->data, ER_DTYPE_BOOL, 0) != 0;
@@ -457,12 +471,14 @@ static er_status scan_ints(const er_kctx *ctx, const char *name, const char *per
   ER_CHECK(er__attr_ints(ctx, name, out, &n));
   if (n < 0) return ER_STATUS_OK;
   if (n != want)
-    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "%s has %lld entries; it needs one per %s (%lld)",
-                        name, (long long)n, per, (long long)want);
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                        "%s has %lld entries; it needs one per %s (%lld)", name, (long long)n, per,
+                        (long long)want);
   for (int64_t i = 0; directions && i < n; i++)
     if ((*out)[i] != 0 && (*out)[i] != 1)
-      return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "%s[%lld] = %lld must be 0 (forward) or 1 (reverse)",
-                          name, (long long)i, (long long)(*out)[i]);
+      return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                          "%s[%lld] = %lld must be 0 (forward) or 1 (reverse)", name, (long long)i,
+                          (long long)(*out)[i]);
   return ER_STATUS_OK;
 }
 
@@ -473,22 +489,27 @@ static er_status scan_cfg_of(const er_kctx *ctx, const er_graph *body, scan_cfg 
     return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "attribute 'num_scan_inputs' is missing");
   ER_CHECK(er__attr_int(ctx, "num_scan_inputs", 0, &m));
   if (m < 1 || m > ctx->n_in)
-    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "num_scan_inputs %lld must be in [1, %d] (the inputs)",
-                        (long long)m, ctx->n_in);
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                        "num_scan_inputs %lld must be in [1, %d] (the inputs)", (long long)m,
+                        ctx->n_in);
   c->n_ins = (int)m;
   c->n_states = ctx->n_in - c->n_ins;
   if (body->n_inputs != c->n_states + c->n_ins)
-    return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "body takes %d inputs; the node passes %d states and %d scan inputs",
+    return er__op_error(ctx, ER_STATUS_INVALID_GRAPH,
+                        "body takes %d inputs; the node passes %d states and %d scan inputs",
                         (int)body->n_inputs, c->n_states, c->n_ins);
   if (body->n_outputs < c->n_states)
-    return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "body gives %d outputs; it must give at least the %d states",
+    return er__op_error(ctx, ER_STATUS_INVALID_GRAPH,
+                        "body gives %d outputs; it must give at least the %d states",
                         (int)body->n_outputs, c->n_states);
   c->n_outs = body->n_outputs - c->n_states;
   if (ctx->n_out != body->n_outputs)
-    return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "the node has %d outputs but its body gives %d",
-                        ctx->n_out, (int)body->n_outputs);
+    return er__op_error(ctx, ER_STATUS_INVALID_GRAPH,
+                        "the node has %d outputs but its body gives %d", ctx->n_out,
+                        (int)body->n_outputs);
   for (int i = 0; i < ctx->n_in; i++)
-    if (!er__in(ctx, i)) return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "input %d is missing", i);
+    if (!er__in(ctx, i))
+      return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "input %d is missing", i);
   ER_CHECK(scan_ints(ctx, "scan_input_axes", "scan input", c->n_ins, false, &c->in_axes));
   ER_CHECK(scan_ints(ctx, "scan_input_directions", "scan input", c->n_ins, true, &c->in_dirs));
   ER_CHECK(scan_ints(ctx, "scan_output_axes", "scan output", c->n_outs, false, &c->out_axes));
@@ -500,13 +521,16 @@ static er_status scan_cfg_of(const er_kctx *ctx, const er_graph *body, scan_cfg 
 static er_status scan_in_axis(const er_kctx *ctx, const scan_cfg *c, int j, int *axis) {
   const er_tensor *t = ctx->in[c->n_states + j];
   if (t->rank == 0)
-    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "scan input %d is a scalar; it has no axis to scan", j);
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                        "scan input %d is a scalar; it has no axis to scan", j);
   return er__norm_axis(ctx, "scan_input_axes entry", c->in_axes ? c->in_axes[j] : 0, t->rank, axis);
 }
 
 /* The stacking axis of scan output k for a per-iteration rank. */
-static er_status scan_out_axis(const er_kctx *ctx, const scan_cfg *c, int k, int elem_rank, int *axis) {
-  return er__norm_axis(ctx, "scan_output_axes entry", c->out_axes ? c->out_axes[k] : 0, elem_rank + 1, axis);
+static er_status scan_out_axis(const er_kctx *ctx, const scan_cfg *c, int k, int elem_rank,
+                               int *axis) {
+  return er__norm_axis(ctx, "scan_output_axes entry", c->out_axes ? c->out_axes[k] : 0,
+                       elem_rank + 1, axis);
 }
 
 static er_status scan_check(er_kctx *ctx) {
@@ -524,10 +548,11 @@ static er_status scan_check(er_kctx *ctx) {
     int64_t len = t->dims[axis];
     if (len < 0) continue;
     if (seq >= 0 && len != seq)
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
-                          "scan input %d has %lld steps along its scan axis but an earlier one has %lld; "
-                          "they must match",
-                          j, (long long)len, (long long)seq);
+      return er__op_error(
+          ctx, ER_STATUS_INVALID_SHAPE,
+          "scan input %d has %lld steps along its scan axis but an earlier one has %lld; "
+          "they must match",
+          j, (long long)len, (long long)seq);
     seq = len;
   }
   for (int i = 0; i < c.n_states; i++) {
@@ -566,8 +591,8 @@ static er_status scan_run(er_kctx *ctx) {
     int64_t len = ctx->in[N + j]->dims[in_axis[j]];
     if (seq >= 0 && len != seq)
       return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
-                          "scan input %d has %lld steps but scan input 0 has %lld; they must match", j,
-                          (long long)len, (long long)seq);
+                          "scan input %d has %lld steps but scan input 0 has %lld; they must match",
+                          j, (long long)len, (long long)seq);
     seq = len;
   }
 
@@ -673,13 +698,15 @@ static er_status scan8_cfg_of(const er_kctx *ctx, const er_graph *body, scan_cfg
   c->n_states = ctx->n_in - 1 - c->n_ins;
   if (body->n_inputs != c->n_states + c->n_ins || body->n_outputs < c->n_states ||
       ctx->n_out != body->n_outputs)
-    return er__op_error(ctx, ER_STATUS_INVALID_GRAPH,
-                        "body takes %d inputs and gives %d outputs; the node passes %d states and %d "
-                        "scan inputs and has %d outputs",
-                        (int)body->n_inputs, (int)body->n_outputs, c->n_states, c->n_ins, ctx->n_out);
+    return er__op_error(
+        ctx, ER_STATUS_INVALID_GRAPH,
+        "body takes %d inputs and gives %d outputs; the node passes %d states and %d "
+        "scan inputs and has %d outputs",
+        (int)body->n_inputs, (int)body->n_outputs, c->n_states, c->n_ins, ctx->n_out);
   c->n_outs = body->n_outputs - c->n_states;
   for (int i = 1; i < ctx->n_in; i++)
-    if (!er__in(ctx, i)) return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "input %d is missing", i);
+    if (!er__in(ctx, i))
+      return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "input %d is missing", i);
   ER_CHECK(scan_ints(ctx, "directions", "scan input", c->n_ins, true, &c->in_dirs));
   return ER_STATUS_OK;
 }
@@ -742,16 +769,19 @@ static er_status scan8_run(er_kctx *ctx) {
   for (int j = 0; j < M; j++) {
     const er_tensor *t = ctx->in[1 + N + j];
     if (t->dims[0] != batch || t->dims[1] != seq)
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
-                          "scan input %d has batch %lld and length %lld; scan input 0 has %lld and %lld", j,
-                          (long long)t->dims[0], (long long)t->dims[1], (long long)batch, (long long)seq);
+      return er__op_error(
+          ctx, ER_STATUS_INVALID_SHAPE,
+          "scan input %d has batch %lld and length %lld; scan input 0 has %lld and %lld", j,
+          (long long)t->dims[0], (long long)t->dims[1], (long long)batch, (long long)seq);
   }
   for (int i = 0; i < N; i++)
     if (ctx->in[1 + i]->dims[0] != batch)
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "state %d has batch %lld; the scan inputs have %lld", i,
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "state %d has batch %lld; the scan inputs have %lld", i,
                           (long long)ctx->in[1 + i]->dims[0], (long long)batch);
   if (SL && er__count(SL) != batch)
-    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "sequence_lens has %lld entries; the batch is %lld",
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                        "sequence_lens has %lld entries; the batch is %lld",
                         (long long)er__count(SL), (long long)batch);
 
   er_status st = ER_STATUS_OK;
@@ -771,8 +801,9 @@ static er_status scan8_run(er_kctx *ctx) {
   for (int64_t b = 0; b < batch && st == ER_STATUS_OK; b++) {
     int64_t len = SL ? er__get_i64(SL, b) : seq;
     if (len < 0 || len > seq) {
-      st = er__op_error(ctx, ER_STATUS_OUT_OF_RANGE, "sequence_lens[%lld] = %lld is outside [0, %lld]",
-                        (long long)b, (long long)len, (long long)seq);
+      st = er__op_error(ctx, ER_STATUS_OUT_OF_RANGE,
+                        "sequence_lens[%lld] = %lld is outside [0, %lld]", (long long)b,
+                        (long long)len, (long long)seq);
       goto done;
     }
     for (int i = 0; i < N; i++) batch_row(ctx->in[1 + i], b, &state[i]);
@@ -805,8 +836,8 @@ static er_status scan8_run(er_kctx *ctx) {
           /* First step anywhere: the output becomes [batch, seq, e...]. */
           int64_t dims[ER_MAX_RANK];
           if (e->rank + 2 > ER_MAX_RANK) {
-            st = er__op_error(ctx, ER_STATUS_LIMIT, "scan output %d would exceed rank %d (ER_MAX_RANK)", k,
-                              ER_MAX_RANK);
+            st = er__op_error(ctx, ER_STATUS_LIMIT,
+                              "scan output %d would exceed rank %d (ER_MAX_RANK)", k, ER_MAX_RANK);
             break;
           }
           dims[0] = batch;
@@ -823,7 +854,8 @@ static er_status scan8_run(er_kctx *ctx) {
           st = er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
                             "scan output %d is %s %s at batch %lld step %lld but %s %s before", k,
                             er_dtype_name(e->dtype), er__shape_str(e, x, sizeof x), (long long)b,
-                            (long long)t, er_dtype_name(want.dtype), er__shape_str(&want, y, sizeof y));
+                            (long long)t, er_dtype_name(want.dtype),
+                            er__shape_str(&want, y, sizeof y));
           break;
         }
         /* Scan outputs are in step order whatever the input directions. */
@@ -840,10 +872,11 @@ static er_status scan8_run(er_kctx *ctx) {
       batch_row(o, b, &row);
       if (!same_shape(&row, &state[i])) {
         char x[160], y[160];
-        st = er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
-                          "state %d ends as %s %s but starts as %s %s; states must keep their shape", i,
-                          er_dtype_name(state[i].dtype), er__shape_str(&state[i], x, sizeof x),
-                          er_dtype_name(row.dtype), er__shape_str(&row, y, sizeof y));
+        st =
+            er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                         "state %d ends as %s %s but starts as %s %s; states must keep their shape",
+                         i, er_dtype_name(state[i].dtype), er__shape_str(&state[i], x, sizeof x),
+                         er_dtype_name(row.dtype), er__shape_str(&row, y, sizeof y));
         goto done;
       }
       if (row.nbytes) memcpy(row.data, state[i].data, row.nbytes);

@@ -30,7 +30,8 @@ static er_status loss_cfg_of(const er_kctx *ctx, loss_cfg *c) {
   else if (strcmp(r, "sum") == 0) c->reduction = LOSS_SUM;
   else if (strcmp(r, "mean") == 0) c->reduction = LOSS_MEAN;
   else
-    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "reduction '%s' is not one of none, sum, mean", r);
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                        "reduction '%s' is not one of none, sum, mean", r);
   c->has_ignore = er__node_attr(ctx->node, "ignore_index") != NULL;
   ER_CHECK(er__attr_int(ctx, "ignore_index", 0, &c->ignore_index));
   return ER_STATUS_OK;
@@ -59,14 +60,17 @@ static er_status loss_check(er_kctx *ctx, int log_prob_out) {
       if (xd >= 0 && td >= 0 && xd != td) ok = false;
     }
     if (!ok)
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
-                          "target shape %s does not fit scores shape %s; it must be the scores' shape "
-                          "without the class axis 1",
-                          er__shape_str(t, a, sizeof a), er__shape_str(x, b, sizeof b));
+      return er__op_error(
+          ctx, ER_STATUS_INVALID_SHAPE,
+          "target shape %s does not fit scores shape %s; it must be the scores' shape "
+          "without the class axis 1",
+          er__shape_str(t, a, sizeof a), er__shape_str(x, b, sizeof b));
   }
-  if (w && w->rank == 1 && x->rank >= 2 && w->dims[0] >= 0 && x->dims[1] >= 0 && w->dims[0] != x->dims[1])
-    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "weight has %lld entries; there are %lld classes",
-                        (long long)w->dims[0], (long long)x->dims[1]);
+  if (w && w->rank == 1 && x->rank >= 2 && w->dims[0] >= 0 && x->dims[1] >= 0 &&
+      w->dims[0] != x->dims[1])
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                        "weight has %lld entries; there are %lld classes", (long long)w->dims[0],
+                        (long long)x->dims[1]);
 
   if (c.reduction != LOSS_NONE) {
     er__set_output(ctx, 0, x->dtype, 0, NULL);
@@ -94,8 +98,8 @@ static er_status loss_check(er_kctx *ctx, int log_prob_out) {
  *   loss[n, d] = -lp[n, c, d] * w[c], c = target[n, d]; 0 when c is ignore_index
  *   none: loss;  sum: sum(loss);  mean: sum(loss) / sum(w[c] over samples not ignored)
  * Without weight, w is 1, so mean divides by the count of samples kept. */
-static er_status nll_from_logprob(const er_kctx *ctx, const loss_cfg *c, const double *lp, int64_t N,
-                                  int64_t C, int64_t D) {
+static er_status nll_from_logprob(const er_kctx *ctx, const loss_cfg *c, const double *lp,
+                                  int64_t N, int64_t C, int64_t D) {
   const er_tensor *target = ctx->in[1], *weight = er__in(ctx, 2);
   er_tensor *out = ctx->out[0];
   double sum = 0.0, wsum = 0.0;
@@ -133,12 +137,14 @@ static void loss_dims(const er_tensor *x, int64_t *N, int64_t *C, int64_t *D) {
 
 static er_status check_target_count(const er_kctx *ctx, int64_t N, int64_t D) {
   if (er__count(ctx->in[1]) != N * D)
-    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "target has %lld elements; the scores need %lld",
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                        "target has %lld elements; the scores need %lld",
                         (long long)er__count(ctx->in[1]), (long long)(N * D));
   const er_tensor *w = er__in(ctx, 2);
   if (w && er__count(w) != ctx->in[0]->dims[1])
-    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "weight has %lld entries; there are %lld classes",
-                        (long long)er__count(w), (long long)ctx->in[0]->dims[1]);
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                        "weight has %lld entries; there are %lld classes", (long long)er__count(w),
+                        (long long)ctx->in[0]->dims[1]);
   return ER_STATUS_OK;
 }
 
@@ -191,7 +197,8 @@ static er_status sce_run(er_kctx *ctx) {
   loss_dims(x, &N, &C, &D);
   ER_CHECK(check_target_count(ctx, N, D));
   int64_t n = er__count(x);
-  double *lp = er__malloc((size_t)(n ? n : 1) * sizeof *lp, "SoftmaxCrossEntropyLoss log-probabilities");
+  double *lp =
+      er__malloc((size_t)(n ? n : 1) * sizeof *lp, "SoftmaxCrossEntropyLoss log-probabilities");
   if (!lp) return ER_STATUS_OUT_OF_MEMORY;
   for (int64_t i = 0; i < n; i++) lp[i] = er__load_f64(x->data, x->dtype, i);
   /* log_softmax over the class axis: x - max - log(sum(exp(x - max))). */

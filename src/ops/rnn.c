@@ -168,7 +168,8 @@ static er_status parse_acts(const er_kctx *ctx, rnn_cfg *cfg) {
   ER_CHECK(er__attr_floats(ctx, "activation_alpha", &alphas, &n_alpha));
   ER_CHECK(er__attr_floats(ctx, "activation_beta", &betas, &n_beta));
   if (names && names->type != ER_ATTR_STRINGS)
-    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "attribute 'activations' must be a list of strings");
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                        "attribute 'activations' must be a list of strings");
 
   int64_t given = names ? names->n : 0;
   int64_t want = (int64_t)cfg->n_acts * cfg->dirs;
@@ -192,10 +193,11 @@ static er_status parse_acts(const er_kctx *ctx, rnn_cfg *cfg) {
         for (size_t j = 0; j < ER_ARRAY_LEN(act_table); j++)
           if (name_eq_nocase(name, act_table[j].name)) info = &act_table[j];
         if (!info)
-          return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
-                              "activation '%s' is not one of Relu, Tanh, Sigmoid, Affine, LeakyRelu, "
-                              "ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus",
-                              name);
+          return er__op_error(
+              ctx, ER_STATUS_INVALID_ATTRIBUTE,
+              "activation '%s' is not one of Relu, Tanh, Sigmoid, Affine, LeakyRelu, "
+              "ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus",
+              name);
       }
       a->kind = info->kind;
       a->alpha = info->alpha;
@@ -232,13 +234,15 @@ static er_status parse_cfg(const er_kctx *ctx, rnn_kind kind, rnn_cfg *cfg) {
   ER_CHECK(er__attr_int(ctx, "hidden_size", -1, &cfg->hidden));
   /* The cap keeps gates * hidden and every product with it far from
    * overflow; real layers are many orders of magnitude smaller. */
-  if (er__node_attr(ctx->node, "hidden_size") && (cfg->hidden <= 0 || cfg->hidden > (INT64_C(1) << 40)))
+  if (er__node_attr(ctx->node, "hidden_size") &&
+      (cfg->hidden <= 0 || cfg->hidden > (INT64_C(1) << 40)))
     return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "hidden_size %lld must be in [1, 2^40]",
                         (long long)cfg->hidden);
 
   ER_CHECK(er__attr_int(ctx, "layout", 0, &v));
   if (v != 0 && v != 1)
-    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "layout %lld must be 0 or 1", (long long)v);
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "layout %lld must be 0 or 1",
+                        (long long)v);
   cfg->layout = (int)v;
 
   cfg->has_clip = er__node_attr(ctx->node, "clip") != NULL;
@@ -274,7 +278,8 @@ static er_status expect_dim(const er_kctx *ctx, int i, int axis, int64_t want, c
     return ER_STATUS_OK;
   char buf[160];
   return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "%s has shape %s; dim %d must be %s = %lld",
-                      input_names[i], er__shape_str(t, buf, sizeof buf), axis, rule, (long long)want);
+                      input_names[i], er__shape_str(t, buf, sizeof buf), axis, rule,
+                      (long long)want);
 }
 
 /* A known dim of input i, or -1. */
@@ -305,7 +310,8 @@ static er_status rnn_check_kind(er_kctx *ctx, rnn_kind kind) {
   /* hidden_size: the attribute, else R's last dim, else W's rows / gates. */
   int64_t H = cfg.hidden;
   if (H < 0) H = dim_of(ctx, IN_R, 2);
-  if (H < 0 && dim_of(ctx, IN_W, 1) >= 0 && dim_of(ctx, IN_W, 1) % G == 0) H = dim_of(ctx, IN_W, 1) / G;
+  if (H < 0 && dim_of(ctx, IN_W, 1) >= 0 && dim_of(ctx, IN_W, 1) % G == 0)
+    H = dim_of(ctx, IN_W, 1) / G;
   if (H == 0 && cfg.hidden < 0)
     return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "R has hidden size 0");
   const int64_t GH = H >= 0 ? G * H : -1;
@@ -357,7 +363,8 @@ static er_status rnn_check_kind(er_kctx *ctx, rnn_kind kind) {
 static int64_t off_x(const rnn_cfg *c, int64_t S, int64_t N, int64_t I, int64_t t, int64_t b) {
   return (c->layout ? b * S + t : t * N + b) * I;
 }
-static int64_t off_y(const rnn_cfg *c, int64_t S, int64_t N, int64_t H, int64_t t, int d, int64_t b) {
+static int64_t off_y(const rnn_cfg *c, int64_t S, int64_t N, int64_t H, int64_t t, int d,
+                     int64_t b) {
   return (c->layout ? (b * S + t) * c->dirs + d : (t * c->dirs + d) * N + b) * H;
 }
 static int64_t off_h(const rnn_cfg *c, int64_t N, int64_t H, int d, int64_t b) {
@@ -409,7 +416,8 @@ static void matvec(const double *m, const double *x, const double *bias, int64_t
 
 static void clip_vec(const rnn_cfg *c, double *v, int64_t n) {
   if (!c->has_clip) return;
-  for (int64_t i = 0; i < n; i++) v[i] = v[i] < -c->clip ? -c->clip : v[i] > c->clip ? c->clip : v[i];
+  for (int64_t i = 0; i < n; i++)
+    v[i] = v[i] < -c->clip ? -c->clip : v[i] > c->clip ? c->clip : v[i];
 }
 
 /* Everything one direction's recurrence reads, as doubles. */
@@ -532,8 +540,8 @@ static er_status rnn_run_kind(er_kctx *ctx, rnn_kind kind) {
     int64_t len = er__get_i64(SL, b);
     if (len < 0 || len > S)
       return er__op_error(ctx, ER_STATUS_OUT_OF_RANGE,
-                          "sequence_lens[%lld] = %lld is outside [0, %lld] (seq_length)", (long long)b,
-                          (long long)len, (long long)S);
+                          "sequence_lens[%lld] = %lld is outside [0, %lld] (seq_length)",
+                          (long long)b, (long long)len, (long long)S);
   }
 
   double *w = NULL, *r = NULL, *bias = NULL, *p = NULL, *state = NULL, *scratch = NULL;
