@@ -1,7 +1,636 @@
-/* rnn.c - operators of the "rnn" group. */
+/* rnn.c - recurrent layers: RNN, GRU and LSTM (schema versions 7, 14, 22).
+ *
+ * The three ops share one shape rule and one driver; they differ only in
+ * the number of gates and in the cell update. The reference kernel works in
+ * double precision whatever the tensor type: weights are converted once,
+ * each input row as it is read, and results are rounded once on store. That
+ * keeps float16 and float32 models at least as accurate as the runtimes
+ * they are compared with, and lets one typed loop serve every float type.
+ *
+ * Layouts (layout = 0, the default; layout = 1 is batch-major, opset 14+):
+ *   X          [seq, batch, input]           | [batch, seq, input]
+ *   W          [dirs, gates*hidden, input]
+ *   R          [dirs, gates*hidden, hidden]
+ *   B          [dirs, 2*gates*hidden]        (Wb then Rb)
+ *   initial_h  [dirs, batch, hidden]         | [batch, dirs, hidden]
+ *   P          [dirs, 3*hidden]              (LSTM peepholes i, o, f)
+ *   Y          [seq, dirs, batch, hidden]    | [batch, seq, dirs, hidden]
+ *   Y_h, Y_c   like initial_h
+ * Gate order inside W, R and B: RNN i; GRU z, r, h; LSTM i, o, f, c. */
 #include "ops/op.h"
 #include "ops/op-groups.h"
 
+#include <stdlib.h>
+
+/* ======================================================================== */
+/* Activations                                                               */
+/* ======================================================================== */
+
+typedef enum act_kind {
+  ACT_RELU,
+  ACT_TANH,
+  ACT_SIGMOID,
+  ACT_AFFINE,
+  ACT_LEAKY_RELU,
+  ACT_THRESHOLDED_RELU,
+  ACT_SCALED_TANH,
+  ACT_HARD_SIGMOID,
+  ACT_ELU,
+  ACT_SOFTSIGN,
+  ACT_SOFTPLUS,
+} act_kind;
+
+typedef struct rnn_act {
+  act_kind kind;
+  double alpha, beta;
+} rnn_act;
+
+/* Which activations take alpha / beta, and their defaults: those of the
+ * ONNX operators of the same name, as the spec says. activation_alpha and
+ * activation_beta are consumed in activation order by the functions that
+ * take them; when a list runs out the default applies. ScaledTanh's
+ * operator never had defaults, so it takes onnxruntime's 0 and 0. Note that
+ * onnxruntime also uses 0 for Affine and ThresholdedRelu, unlike the spec's
+ * 1.0; only models that name those activations without giving alpha see a
+ * difference. */
+static const struct act_info {
+  const char *name;
+  act_kind kind;
+  bool has_alpha, has_beta;
+  double alpha, beta;
+} act_table[] = {
+    {"Relu", ACT_RELU, false, false, 0, 0},
+    {"Tanh", ACT_TANH, false, false, 0, 0},
+    {"Sigmoid", ACT_SIGMOID, false, false, 0, 0},
+    {"Affine", ACT_AFFINE, true, true, 1.0, 0.0},
+    {"LeakyRelu", ACT_LEAKY_RELU, true, false, 0.01, 0},
+    {"ThresholdedRelu", ACT_THRESHOLDED_RELU, true, false, 1.0, 0},
+    {"ScaledTanh", ACT_SCALED_TANH, true, true, 0.0, 0.0},
+    {"HardSigmoid", ACT_HARD_SIGMOID, true, true, 0.2, 0.5},
+    {"Elu", ACT_ELU, true, false, 1.0, 0},
+    {"Softsign", ACT_SOFTSIGN, false, false, 0, 0},
+    {"Softplus", ACT_SOFTPLUS, false, false, 0, 0},
+};
+
+/* Activation names are compared without regard to case, as onnxruntime
+ * does; exporters write both "Tanh" and "tanh". */
+static bool name_eq_nocase(const char *a, const char *b) {
+  for (; *a && *b; a++, b++) {
+    char ca = (*a >= 'A' && *a <= 'Z') ? (char)(*a - 'A' + 'a') : *a;
+    char cb = (*b >= 'A' && *b <= 'Z') ? (char)(*b - 'A' + 'a') : *b;
+    if (ca != cb) return false;
+  }
+  return *a == *b;
+}
+
+static double sigmoid(double x) {
+  /* Split by sign so exp never overflows. */
+  if (x >= 0) return 1.0 / (1.0 + exp(-x));
+  double e = exp(x);
+  return e / (1.0 + e);
+}
+
+/* Applies `a` to v[0..n) in place. The switch sits outside the loops. */
+static void act_apply(const rnn_act *a, double *v, int64_t n) {
+  const double al = a->alpha, be = a->beta;
+  switch (a->kind) {
+    case ACT_RELU:
+      for (int64_t i = 0; i < n; i++) v[i] = v[i] > 0 ? v[i] : 0.0;
+      break;
+    case ACT_TANH:
+      for (int64_t i = 0; i < n; i++) v[i] = tanh(v[i]);
+      break;
+    case ACT_SIGMOID:
+      for (int64_t i = 0; i < n; i++) v[i] = sigmoid(v[i]);
+      break;
+    case ACT_AFFINE:
+      for (int64_t i = 0; i < n; i++) v[i] = al * v[i] + be;
+      break;
+    case ACT_LEAKY_RELU:
+      for (int64_t i = 0; i < n; i++) v[i] = v[i] >= 0 ? v[i] : al * v[i];
+      break;
+    case ACT_THRESHOLDED_RELU:
+      for (int64_t i = 0; i < n; i++) v[i] = v[i] > al ? v[i] : 0.0;
+      break;
+    case ACT_SCALED_TANH:
+      for (int64_t i = 0; i < n; i++) v[i] = al * tanh(be * v[i]);
+      break;
+    case ACT_HARD_SIGMOID:
+      for (int64_t i = 0; i < n; i++) {
+        double y = al * v[i] + be;
+        v[i] = y < 0 ? 0.0 : y > 1 ? 1.0 : y;
+      }
+      break;
+    case ACT_ELU:
+      for (int64_t i = 0; i < n; i++) v[i] = v[i] >= 0 ? v[i] : al * (exp(v[i]) - 1.0);
+      break;
+    case ACT_SOFTSIGN:
+      for (int64_t i = 0; i < n; i++) v[i] = v[i] / (1.0 + fabs(v[i]));
+      break;
+    case ACT_SOFTPLUS:
+      /* log(1 + e^x) without overflow for large x. */
+      for (int64_t i = 0; i < n; i++)
+        v[i] = v[i] > 0 ? v[i] + log1p(exp(-v[i])) : log1p(exp(v[i]));
+      break;
+  }
+}
+
+/* ======================================================================== */
+/* Configuration from attributes                                             */
+/* ======================================================================== */
+
+typedef enum rnn_kind { RNN_SIMPLE, RNN_GRU, RNN_LSTM } rnn_kind;
+
+typedef struct rnn_cfg {
+  rnn_kind kind;
+  int gates;                 /* 1 (RNN), 3 (GRU), 4 (LSTM) */
+  int n_acts;                /* activations per direction: 1, 2, 3 */
+  int dirs;                  /* 1, or 2 for bidirectional */
+  bool reverse;              /* direction == "reverse" */
+  int64_t hidden;            /* hidden_size attribute; -1 when absent */
+  int layout;                /* 0 = sequence-major, 1 = batch-major */
+  bool has_clip;
+  double clip;               /* > 0 when has_clip */
+  bool linear_before_reset;  /* GRU */
+  bool input_forget;         /* LSTM */
+  rnn_act acts[2][3];        /* [direction][f, g, h] */
+} rnn_cfg;
+
+static er_status parse_acts(const er_kctx *ctx, rnn_cfg *cfg) {
+  static const act_kind defaults[3][3] = {
+      {ACT_TANH, ACT_TANH, ACT_TANH},        /* RNN: f */
+      {ACT_SIGMOID, ACT_TANH, ACT_TANH},     /* GRU: f, g */
+      {ACT_SIGMOID, ACT_TANH, ACT_TANH},     /* LSTM: f, g, h */
+  };
+  const er_attr *names = er__node_attr(ctx->node, "activations");
+  const float *alphas, *betas;
+  int64_t n_alpha, n_beta;
+  ER_CHECK(er__attr_floats(ctx, "activation_alpha", &alphas, &n_alpha));
+  ER_CHECK(er__attr_floats(ctx, "activation_beta", &betas, &n_beta));
+  if (names && names->type != ER_ATTR_STRINGS)
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                        "attribute 'activations' must be a list of strings");
+
+  int64_t given = names ? names->n : 0;
+  int64_t want = (int64_t)cfg->n_acts * cfg->dirs;
+  /* A bidirectional node that lists one direction's activations uses them
+   * for both (onnxruntime accepts this too). */
+  bool shared = given > 0 && cfg->dirs == 2 && given == cfg->n_acts;
+  if (given > 0 && given != want && !shared)
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                        "activations lists %lld functions; this op with %d direction(s) takes %lld",
+                        (long long)given, cfg->dirs, (long long)want);
+  int64_t ai = 0, bi = 0;
+  for (int d = 0; d < cfg->dirs; d++) {
+    for (int k = 0; k < cfg->n_acts; k++) {
+      rnn_act *a = &cfg->acts[d][k];
+      const struct act_info *info = NULL;
+      if (given == 0) {
+        for (size_t j = 0; j < ER_ARRAY_LEN(act_table); j++)
+          if (act_table[j].kind == defaults[cfg->kind][k]) info = &act_table[j];
+      } else {
+        const char *name = names->strings[shared ? k : d * cfg->n_acts + k];
+        for (size_t j = 0; j < ER_ARRAY_LEN(act_table); j++)
+          if (name_eq_nocase(name, act_table[j].name)) info = &act_table[j];
+        if (!info)
+          return er__op_error(
+              ctx, ER_STATUS_INVALID_ATTRIBUTE,
+              "activation '%s' is not one of Relu, Tanh, Sigmoid, Affine, LeakyRelu, "
+              "ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus",
+              name);
+      }
+      a->kind = info->kind;
+      a->alpha = info->alpha;
+      a->beta = info->beta;
+      if (info->has_alpha && ai < n_alpha) a->alpha = alphas[ai++];
+      if (info->has_beta && bi < n_beta) a->beta = betas[bi++];
+    }
+  }
+  return ER_STATUS_OK;
+}
+
+static er_status parse_cfg(const er_kctx *ctx, rnn_kind kind, rnn_cfg *cfg) {
+  const char *dir;
+  int64_t v;
+  float clip;
+  memset(cfg, 0, sizeof *cfg);
+  cfg->kind = kind;
+  cfg->gates = kind == RNN_SIMPLE ? 1 : kind == RNN_GRU ? 3 : 4;
+  cfg->n_acts = kind == RNN_SIMPLE ? 1 : kind == RNN_GRU ? 2 : 3;
+
+  ER_CHECK(er__attr_string(ctx, "direction", "forward", &dir));
+  if (strcmp(dir, "forward") == 0) {
+    cfg->dirs = 1;
+  } else if (strcmp(dir, "reverse") == 0) {
+    cfg->dirs = 1;
+    cfg->reverse = true;
+  } else if (strcmp(dir, "bidirectional") == 0) {
+    cfg->dirs = 2;
+  } else {
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                        "direction '%s' is not one of forward, reverse, bidirectional", dir);
+  }
+
+  ER_CHECK(er__attr_int(ctx, "hidden_size", -1, &cfg->hidden));
+  /* The cap keeps gates * hidden and every product with it far from
+   * overflow; real layers are many orders of magnitude smaller. */
+  if (er__node_attr(ctx->node, "hidden_size") &&
+      (cfg->hidden <= 0 || cfg->hidden > (INT64_C(1) << 40)))
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "hidden_size %lld must be in [1, 2^40]",
+                        (long long)cfg->hidden);
+
+  ER_CHECK(er__attr_int(ctx, "layout", 0, &v));
+  if (v != 0 && v != 1)
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "layout %lld must be 0 or 1",
+                        (long long)v);
+  cfg->layout = (int)v;
+
+  cfg->has_clip = er__node_attr(ctx->node, "clip") != NULL;
+  ER_CHECK(er__attr_float(ctx, "clip", 0.0f, &clip));
+  if (cfg->has_clip && !(clip > 0))
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "clip %g must be positive", (double)clip);
+  cfg->clip = clip;
+
+  if (kind == RNN_GRU) {
+    ER_CHECK(er__attr_int(ctx, "linear_before_reset", 0, &v));
+    cfg->linear_before_reset = v != 0;
+  }
+  if (kind == RNN_LSTM) {
+    ER_CHECK(er__attr_int(ctx, "input_forget", 0, &v));
+    cfg->input_forget = v != 0;
+  }
+  return parse_acts(ctx, cfg);
+}
+
+/* ======================================================================== */
+/* Shape rule                                                                */
+/* ======================================================================== */
+
+enum { IN_X, IN_W, IN_R, IN_B, IN_SEQ_LENS, IN_INITIAL_H, IN_INITIAL_C, IN_P };
+
+static const char *const input_names[] = {"X", "W", "R", "B", "sequence_lens", "initial_h",
+                                          "initial_c", "P"};
+
+/* Requires dim `axis` of input `i` to be `want` when both are known. */
+static er_status expect_dim(const er_kctx *ctx, int i, int axis, int64_t want, const char *rule) {
+  const er_tensor *t = er__in(ctx, i);
+  if (!t || t->rank <= axis || want < 0 || t->dims[axis] < 0 || t->dims[axis] == want)
+    return ER_STATUS_OK;
+  char buf[160];
+  return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "%s has shape %s; dim %d must be %s = %lld",
+                      input_names[i], er__shape_str(t, buf, sizeof buf), axis, rule,
+                      (long long)want);
+}
+
+/* A known dim of input i, or -1. */
+static int64_t dim_of(const er_kctx *ctx, int i, int axis) {
+  const er_tensor *t = er__in(ctx, i);
+  return (t && t->rank > axis) ? t->dims[axis] : -1;
+}
+
+static er_status rnn_check_kind(er_kctx *ctx, rnn_kind kind) {
+  rnn_cfg cfg;
+  ER_CHECK(parse_cfg(ctx, kind, &cfg));
+  const int G = cfg.gates, D = cfg.dirs;
+
+  /* Types: every float input shares X's type; sequence_lens is int32. */
+  static const int float_inputs[] = {IN_X, IN_W, IN_R, IN_B, IN_INITIAL_H, IN_INITIAL_C, IN_P};
+  for (size_t k = 0; k < ER_ARRAY_LEN(float_inputs); k++) {
+    int i = float_inputs[k];
+    if (!er__in(ctx, i)) continue;
+    ER_CHECK(er__require_type(ctx, i, er__types_float));
+    ER_CHECK(er__require_same_type(ctx, IN_X, i));
+  }
+  if (er__in(ctx, IN_SEQ_LENS)) ER_CHECK(er__require_type(ctx, IN_SEQ_LENS, er__types_index));
+
+  static const int ranks[] = {3, 3, 3, 2, 1, 3, 3, 2};
+  for (int i = 0; i < ctx->n_in && i < 8; i++)
+    if (er__in(ctx, i)) ER_CHECK(er__require_rank(ctx, i, ranks[i], ranks[i]));
+
+  /* hidden_size: the attribute, else R's last dim, else W's rows / gates. */
+  int64_t H = cfg.hidden;
+  if (H < 0) H = dim_of(ctx, IN_R, 2);
+  if (H < 0 && dim_of(ctx, IN_W, 1) >= 0 && dim_of(ctx, IN_W, 1) % G == 0)
+    H = dim_of(ctx, IN_W, 1) / G;
+  if (H == 0 && cfg.hidden < 0)
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "R has hidden size 0");
+  const int64_t GH = H >= 0 ? G * H : -1;
+  const bool lay1 = cfg.layout == 1;
+  int64_t S = dim_of(ctx, IN_X, lay1 ? 1 : 0);
+  int64_t N = dim_of(ctx, IN_X, lay1 ? 0 : 1);
+  int64_t I = dim_of(ctx, IN_X, 2);
+
+  ER_CHECK(expect_dim(ctx, IN_W, 0, D, "num_directions"));
+  ER_CHECK(expect_dim(ctx, IN_W, 1, GH, "gates * hidden_size"));
+  ER_CHECK(expect_dim(ctx, IN_W, 2, I, "input_size (X's last dim)"));
+  ER_CHECK(expect_dim(ctx, IN_R, 0, D, "num_directions"));
+  ER_CHECK(expect_dim(ctx, IN_R, 1, GH, "gates * hidden_size"));
+  ER_CHECK(expect_dim(ctx, IN_R, 2, H, "hidden_size"));
+  ER_CHECK(expect_dim(ctx, IN_B, 0, D, "num_directions"));
+  ER_CHECK(expect_dim(ctx, IN_B, 1, GH >= 0 ? 2 * GH : -1, "2 * gates * hidden_size"));
+  ER_CHECK(expect_dim(ctx, IN_SEQ_LENS, 0, N, "batch_size"));
+  for (int i = IN_INITIAL_H; i <= IN_INITIAL_C; i++) {
+    if (i == IN_INITIAL_C && kind != RNN_LSTM) break;
+    ER_CHECK(expect_dim(ctx, i, lay1 ? 1 : 0, D, "num_directions"));
+    ER_CHECK(expect_dim(ctx, i, lay1 ? 0 : 1, N, "batch_size"));
+    ER_CHECK(expect_dim(ctx, i, 2, H, "hidden_size"));
+  }
+  if (kind == RNN_LSTM) {
+    ER_CHECK(expect_dim(ctx, IN_P, 0, D, "num_directions"));
+    ER_CHECK(expect_dim(ctx, IN_P, 1, H >= 0 ? 3 * H : -1, "3 * hidden_size"));
+  }
+
+  er_dtype t = ctx->in[IN_X]->dtype;
+  int64_t y_dims[4], h_dims[3];
+  if (lay1) {
+    y_dims[0] = N, y_dims[1] = S, y_dims[2] = D, y_dims[3] = H;
+    h_dims[0] = N, h_dims[1] = D, h_dims[2] = H;
+  } else {
+    y_dims[0] = S, y_dims[1] = D, y_dims[2] = N, y_dims[3] = H;
+    h_dims[0] = D, h_dims[1] = N, h_dims[2] = H;
+  }
+  er__set_output(ctx, 0, t, 4, y_dims);
+  er__set_output(ctx, 1, t, 3, h_dims);
+  if (kind == RNN_LSTM) er__set_output(ctx, 2, t, 3, h_dims);
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
+/* Reference kernel                                                          */
+/* ======================================================================== */
+
+/* Element offsets of the layout-dependent tensors. */
+static int64_t off_x(const rnn_cfg *c, int64_t S, int64_t N, int64_t I, int64_t t, int64_t b) {
+  return (c->layout ? b * S + t : t * N + b) * I;
+}
+static int64_t off_y(const rnn_cfg *c, int64_t S, int64_t N, int64_t H, int64_t t, int d,
+                     int64_t b) {
+  return (c->layout ? (b * S + t) * c->dirs + d : (t * c->dirs + d) * N + b) * H;
+}
+static int64_t off_h(const rnn_cfg *c, int64_t N, int64_t H, int d, int64_t b) {
+  return (c->layout ? b * c->dirs + d : d * N + b) * H;
+}
+
+/* n elements of t starting at element `off`, converted to double. */
+static void load_row(const er_tensor *t, int64_t off, double *dst, int64_t n) {
+  switch (t->dtype) {
+    case ER_DTYPE_FLOAT: {
+      const float *s = (const float *)t->data + off;
+      for (int64_t i = 0; i < n; i++) dst[i] = s[i];
+      break;
+    }
+    case ER_DTYPE_DOUBLE:
+      memcpy(dst, (const double *)t->data + off, (size_t)n * sizeof *dst);
+      break;
+    default:
+      for (int64_t i = 0; i < n; i++) dst[i] = er__load_f64(t->data, t->dtype, off + i);
+  }
+}
+
+static void store_row(er_tensor *t, int64_t off, const double *src, int64_t n) {
+  if (!t) return;
+  switch (t->dtype) {
+    case ER_DTYPE_FLOAT: {
+      float *d = (float *)t->data + off;
+      for (int64_t i = 0; i < n; i++) d[i] = (float)src[i];
+      break;
+    }
+    case ER_DTYPE_DOUBLE:
+      memcpy((double *)t->data + off, src, (size_t)n * sizeof *src);
+      break;
+    default:
+      for (int64_t i = 0; i < n; i++) er__store_f64(t->data, t->dtype, off + i, src[i]);
+  }
+}
+
+/* y[r] = bias[r] + dot(m[r, :], x) for r in [0, rows). m is row-major. */
+static void matvec(const double *m, const double *x, const double *bias, int64_t rows, int64_t cols,
+                   double *y) {
+  for (int64_t r = 0; r < rows; r++) {
+    const double *row = m + r * cols;
+    double acc = bias ? bias[r] : 0.0;
+    for (int64_t k = 0; k < cols; k++) acc += row[k] * x[k];
+    y[r] = acc;
+  }
+}
+
+static void clip_vec(const rnn_cfg *c, double *v, int64_t n) {
+  if (!c->has_clip) return;
+  for (int64_t i = 0; i < n; i++)
+    v[i] = v[i] < -c->clip ? -c->clip : v[i] > c->clip ? c->clip : v[i];
+}
+
+/* Everything one direction's recurrence reads, as doubles. */
+typedef struct rnn_dir {
+  const double *w;    /* [G*H, I] */
+  const double *r;    /* [G*H, H] */
+  const double *wb;   /* [G*H] */
+  const double *rb;   /* [G*H] */
+  const double *p;    /* [3*H] or NULL: peepholes i, o, f */
+  const rnn_act *act; /* [n_acts] */
+} rnn_dir;
+
+/* Scratch rows for one cell step. */
+typedef struct rnn_scratch {
+  double *x;    /* [I]    the input row */
+  double *xg;   /* [G*H]  W x + Wb */
+  double *hg;   /* [G*H]  R h + Rb */
+  double *tmp;  /* [H]    GRU r (.) h, LSTM h(C) */
+} rnn_scratch;
+
+/* One step of one batch row: h (and c) [H] are updated in place. */
+static void cell_step(const rnn_cfg *c, const rnn_dir *dir, int64_t I, int64_t H, rnn_scratch *s,
+                      double *h, double *cell) {
+  const int64_t GH = c->gates * H;
+  matvec(dir->w, s->x, dir->wb, GH, I, s->xg);
+  switch (c->kind) {
+    case RNN_SIMPLE: {
+      matvec(dir->r, h, dir->rb, H, H, s->hg);
+      for (int64_t j = 0; j < H; j++) h[j] = s->xg[j] + s->hg[j];
+      clip_vec(c, h, H);
+      act_apply(&dir->act[0], h, H);
+      break;
+    }
+    case RNN_GRU: {
+      /* z and r gates: rows [0, 2H). */
+      double *z = s->xg, *r = s->xg + H, *hh = s->xg + 2 * H;
+      matvec(dir->r, h, dir->rb, 2 * H, H, s->hg);
+      for (int64_t j = 0; j < 2 * H; j++) s->xg[j] += s->hg[j];
+      clip_vec(c, s->xg, 2 * H);
+      act_apply(&dir->act[0], s->xg, 2 * H);
+      const double *rh = dir->r + 2 * H * H, *rbh = dir->rb + 2 * H;
+      if (c->linear_before_reset) {
+        matvec(rh, h, rbh, H, H, s->hg);
+        for (int64_t j = 0; j < H; j++) hh[j] += r[j] * s->hg[j];
+      } else {
+        for (int64_t j = 0; j < H; j++) s->tmp[j] = r[j] * h[j];
+        matvec(rh, s->tmp, rbh, H, H, s->hg);
+        for (int64_t j = 0; j < H; j++) hh[j] += s->hg[j];
+      }
+      clip_vec(c, hh, H);
+      act_apply(&dir->act[1], hh, H);
+      for (int64_t j = 0; j < H; j++) h[j] = (1.0 - z[j]) * hh[j] + z[j] * h[j];
+      break;
+    }
+    case RNN_LSTM: {
+      double *gi = s->xg, *go = s->xg + H, *gf = s->xg + 2 * H, *gc = s->xg + 3 * H;
+      matvec(dir->r, h, dir->rb, GH, H, s->hg);
+      for (int64_t j = 0; j < GH; j++) s->xg[j] += s->hg[j];
+      if (dir->p) {
+        const double *pi = dir->p, *pf = dir->p + 2 * H;
+        for (int64_t j = 0; j < H; j++) {
+          gi[j] += pi[j] * cell[j];
+          gf[j] += pf[j] * cell[j];
+        }
+      }
+      clip_vec(c, gi, H);
+      act_apply(&dir->act[0], gi, H);
+      if (c->input_forget) {
+        /* Coupled gates: the forget gate is 1 - input gate. */
+        for (int64_t j = 0; j < H; j++) gf[j] = 1.0 - gi[j];
+      } else {
+        clip_vec(c, gf, H);
+        act_apply(&dir->act[0], gf, H);
+      }
+      clip_vec(c, gc, H);
+      act_apply(&dir->act[1], gc, H);
+      for (int64_t j = 0; j < H; j++) cell[j] = gf[j] * cell[j] + gi[j] * gc[j];
+      if (dir->p) {
+        const double *po = dir->p + H;
+        for (int64_t j = 0; j < H; j++) go[j] += po[j] * cell[j];
+      }
+      clip_vec(c, go, H);
+      act_apply(&dir->act[0], go, H);
+      memcpy(s->tmp, cell, (size_t)H * sizeof *cell);
+      act_apply(&dir->act[2], s->tmp, H);
+      for (int64_t j = 0; j < H; j++) h[j] = go[j] * s->tmp[j];
+      break;
+    }
+  }
+}
+
+/* Converts all of a float tensor into a fresh double array (NULL on OOM,
+ * message set). */
+static double *to_double(const er_tensor *t, const char *what) {
+  int64_t n = er__count(t);
+  double *d = er__malloc((size_t)(n ? n : 1) * sizeof *d, what);
+  if (d) load_row(t, 0, d, n);
+  return d;
+}
+
+static er_status rnn_run_kind(er_kctx *ctx, rnn_kind kind) {
+  rnn_cfg cfg;
+  er_status st = ER_STATUS_OK;
+  ER_CHECK(parse_cfg(ctx, kind, &cfg));
+  const er_tensor *X = ctx->in[IN_X], *W = ctx->in[IN_W], *R = ctx->in[IN_R];
+  const er_tensor *B = er__in(ctx, IN_B), *SL = er__in(ctx, IN_SEQ_LENS);
+  const er_tensor *H0 = er__in(ctx, IN_INITIAL_H);
+  const er_tensor *C0 = kind == RNN_LSTM ? er__in(ctx, IN_INITIAL_C) : NULL;
+  const er_tensor *P = kind == RNN_LSTM ? er__in(ctx, IN_P) : NULL;
+  er_tensor *Y = er__out(ctx, 0), *YH = er__out(ctx, 1);
+  er_tensor *YC = kind == RNN_LSTM ? er__out(ctx, 2) : NULL;
+
+  const bool lay1 = cfg.layout == 1;
+  const int64_t S = X->dims[lay1 ? 1 : 0], N = X->dims[lay1 ? 0 : 1], I = X->dims[2];
+  const int64_t H = R->dims[2], G = cfg.gates, GH = G * H;
+  const int D = cfg.dirs;
+
+  /* Every length must lie in [0, seq_length]. */
+  for (int64_t b = 0; SL && b < N; b++) {
+    int64_t len = er__get_i64(SL, b);
+    if (len < 0 || len > S)
+      return er__op_error(ctx, ER_STATUS_OUT_OF_RANGE,
+                          "sequence_lens[%lld] = %lld is outside [0, %lld] (seq_length)",
+                          (long long)b, (long long)len, (long long)S);
+  }
+
+  double *w = NULL, *r = NULL, *bias = NULL, *p = NULL, *state = NULL, *scratch = NULL;
+  w = to_double(W, "recurrent weights");
+  r = to_double(R, "recurrent weights");
+  bias = er__calloc((size_t)(D * 2 * GH) + 1, sizeof *bias, "RNN bias");
+  /* state: h [N, H] then c [N, H] for the current direction. */
+  state = er__malloc((size_t)(2 * N * H + 1) * sizeof *state, "RNN state");
+  scratch = er__malloc((size_t)(I + 2 * GH + H + 1) * sizeof *scratch, "RNN scratch");
+  if (P) p = to_double(P, "peepholes");
+  if (!w || !r || !bias || !state || !scratch || (P && !p)) {
+    st = ER_STATUS_OUT_OF_MEMORY;
+    goto done;
+  }
+  if (B) load_row(B, 0, bias, D * 2 * GH);
+  rnn_scratch s = {scratch, scratch + I, scratch + I + GH, scratch + I + 2 * GH};
+  double *h = state, *c = state + N * H;
+
+  for (int d = 0; d < D; d++) {
+    rnn_dir dir = {w + d * GH * I, r + d * GH * H, bias + d * 2 * GH, bias + d * 2 * GH + GH,
+                   p ? p + d * 3 * H : NULL, cfg.acts[d]};
+    bool backward = cfg.reverse || d == 1;
+    for (int64_t b = 0; b < N; b++) {
+      double *hb = h + b * H, *cb = c + b * H;
+      if (H0) load_row(H0, off_h(&cfg, N, H, d, b), hb, H);
+      else memset(hb, 0, (size_t)H * sizeof *hb);
+      if (C0) load_row(C0, off_h(&cfg, N, H, d, b), cb, H);
+      else memset(cb, 0, (size_t)H * sizeof *cb);
+      /* A sequence of length len runs steps 0..len-1; backward runs read
+       * positions len-1 down to 0, so each sequence is reversed within its
+       * own length. Y past len stays zero (outputs arrive zeroed); Y_h / Y_c
+       * hold the state after the last step. A sequence of length 0 has no
+       * valid step, so its Y_h / Y_c stay zero too, as in onnxruntime. */
+      int64_t len = SL ? er__get_i64(SL, b) : S;
+      for (int64_t t = 0; t < len; t++) {
+        int64_t pos = backward ? len - 1 - t : t;
+        load_row(X, off_x(&cfg, S, N, I, pos, b), s.x, I);
+        cell_step(&cfg, &dir, I, H, &s, hb, cb);
+        if (Y) store_row(Y, off_y(&cfg, S, N, H, pos, d, b), hb, H);
+      }
+      if (len == 0) continue;
+      store_row(YH, off_h(&cfg, N, H, d, b), hb, H);
+      store_row(YC, off_h(&cfg, N, H, d, b), cb, H);
+    }
+  }
+
+done:
+  free(w);
+  free(r);
+  free(bias);
+  free(p);
+  free(state);
+  free(scratch);
+  return st;
+}
+
+/* ======================================================================== */
+/* Op definitions                                                            */
+/* ======================================================================== */
+
+static er_status rnn_check(er_kctx *ctx) { return rnn_check_kind(ctx, RNN_SIMPLE); }
+static er_status rnn_run(er_kctx *ctx) { return rnn_run_kind(ctx, RNN_SIMPLE); }
+static er_status gru_check(er_kctx *ctx) { return rnn_check_kind(ctx, RNN_GRU); }
+static er_status gru_run(er_kctx *ctx) { return rnn_run_kind(ctx, RNN_GRU); }
+static er_status lstm_check(er_kctx *ctx) { return rnn_check_kind(ctx, RNN_LSTM); }
+static er_status lstm_run(er_kctx *ctx) { return rnn_run_kind(ctx, RNN_LSTM); }
+
+/* Versions 7, 14 (layout attribute) and 22 (bfloat16) share one rule. */
+static const er_op_def op_rnn = {
+    .name = "RNN", .domain = "", .min_version = 7, .max_version = 22,
+    .min_inputs = 3, .max_inputs = 6, .min_outputs = 0, .max_outputs = 2,
+    .check = rnn_check, .run = rnn_run,
+};
+
+static const er_op_def op_gru = {
+    .name = "GRU", .domain = "", .min_version = 7, .max_version = 22,
+    .min_inputs = 3, .max_inputs = 6, .min_outputs = 0, .max_outputs = 2,
+    .check = gru_check, .run = gru_run,
+};
+
+static const er_op_def op_lstm = {
+    .name = "LSTM", .domain = "", .min_version = 7, .max_version = 22,
+    .min_inputs = 3, .max_inputs = 8, .min_outputs = 0, .max_outputs = 3,
+    .check = lstm_check, .run = lstm_run,
+};
+
 const er_op_def *const er__ops_rnn[] = {
+    &op_rnn,
+    &op_gru,
+    &op_lstm,
     NULL,
 };
