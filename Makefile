@@ -1,5 +1,5 @@
 # Convenience wrapper around CMake. `make build` leaves the CLI at build/edgerun.
-.PHONY: build test asan setup clean demo conform
+.PHONY: build check test asan fuzz setup clean demo
 
 JOBS ?= $(shell nproc)
 
@@ -10,13 +10,21 @@ build:
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build build -j $(JOBS)
 
-test: setup build
+# The whole suite: release build, the same suite under ASan+UBSan, and a
+# short libFuzzer run of each fuzz target.
+test: check asan fuzz
+
+check: setup build
 	cd build && ctest --output-on-failure -j $(JOBS)
 
+# -O1 keeps the sanitizer run of the real CNNs to minutes, not tens.
 asan: setup
-	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DER_SANITIZE=ON >/dev/null
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DER_SANITIZE=ON >/dev/null
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS)
+
+fuzz: setup
+	fuzz/run.sh 20
 
 demo: setup build
 	build/edgerun run models/digits/model.onnx --input input=models/digits/sample.npy

@@ -248,9 +248,22 @@ er_status er__graph_infer(er_graph *g, bool fold) {
   for (int32_t i = 0; i < g->n_nodes; i++) {
     er_node *node = &g->nodes[i];
     bool all_const = true, shapes_known = true;
-    /* Subgraphs first, so the node's check can read their output types. */
+    /* Subgraphs first, so the node's check can read their output types. An
+     * If whose condition is a load-time constant never runs the other
+     * branch, so that branch is not checked against shapes it will never
+     * see (ONNX function bodies rely on this). */
+    const char *skip_branch = NULL;
+    if (node->domain[0] == '\0' && strcmp(node->op_type, "If") == 0 && node->n_inputs > 0 &&
+        node->inputs[0] >= 0) {
+      const er_value *cv = &g->values[node->inputs[0]];
+      const er_tensor *c = (cv->kind == ER_VALUE_CONSTANT && value_is_const(g, cv)) ? cv->constant
+                           : (cv->kind == ER_VALUE_OUTER ? cv->constant : NULL);
+      if (c && c->data && c->dtype == ER_DTYPE_BOOL && er__tensor_count(c) == 1)
+        skip_branch = ((const uint8_t *)c->data)[0] ? "else_branch" : "then_branch";
+    }
     for (int a = 0; a < node->n_attrs; a++) {
       er_attr *at = &node->attrs[a];
+      if (skip_branch && strcmp(at->name, skip_branch) == 0) continue;
       if (at->type == ER_ATTR_GRAPH) st = er__graph_infer(at->g, fold);
       if (at->type == ER_ATTR_GRAPHS)
         for (int64_t j = 0; j < at->n && st == ER_STATUS_OK; j++) st = er__graph_infer(at->graphs[j], fold);

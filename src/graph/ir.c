@@ -124,6 +124,50 @@ const er_attr *er__node_attr(const er_node *node, const char *name) {
 /* Validation and topological order                                          */
 /* ======================================================================== */
 
+/* A growable list of value ids. */
+typedef struct id_list {
+  int32_t *v;
+  size_t n, cap;
+  bool oom;
+} id_list;
+
+static void id_push(id_list *l, int32_t id) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 256;
+    int32_t *nv = realloc(l->v, cap * sizeof *nv);
+    if (!nv) {
+      l->oom = true;
+      return;
+    }
+    l->v = nv;
+    l->cap = cap;
+  }
+  l->v[l->n++] = id;
+}
+
+/* Appends the ids of `owner`'s values that subgraph `sub` (or subgraphs
+ * nested in it) capture: a node with a subgraph implicitly reads them. */
+static void add_captures(const er_graph *sub, const er_graph *owner, id_list *out) {
+  for (int32_t v = 0; v < sub->n_values; v++) {
+    const er_graph *gg = sub;
+    int32_t id = v;
+    while (gg != owner && gg->parent && gg->values[id].kind == ER_VALUE_OUTER) {
+      id = gg->values[id].outer;
+      gg = gg->parent;
+    }
+    if (gg == owner && sub != owner) id_push(out, id);
+  }
+  for (int32_t i = 0; i < sub->n_nodes; i++) {
+    const er_node *n = &sub->nodes[i];
+    for (int a = 0; a < n->n_attrs; a++) {
+      const er_attr *at = &n->attrs[a];
+      if (at->type == ER_ATTR_GRAPH) add_captures(at->g, owner, out);
+      if (at->type == ER_ATTR_GRAPHS)
+        for (int64_t j = 0; j < at->n; j++) add_captures(at->graphs[j], owner, out);
+    }
+  }
+}
+
 er_status er__graph_validate(er_graph *g) {
   int32_t n = g->n_nodes;
   er_status st = ER_STATUS_OK;
@@ -145,25 +189,49 @@ er_status er__graph_validate(er_graph *g) {
       goto done;
     }
   }
+  /* Each node's dependencies: its inputs plus the values its subgraphs
+   * capture from this graph. */
+  id_list deps = {0};
+  int32_t *dep_start = malloc(((size_t)n + 1) * sizeof *dep_start);
+  if (!dep_start) {
+    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory validating graph '%s'", g->name);
+    goto done;
+  }
+  for (int32_t i = 0; i < n; i++) {
+    er_node *node = &g->nodes[i];
+    dep_start[i] = (int32_t)deps.n;
+    for (int k = 0; k < node->n_inputs; k++)
+      if (node->inputs[k] >= 0) id_push(&deps, node->inputs[k]);
+    for (int a = 0; a < node->n_attrs; a++) {
+      er_attr *at = &node->attrs[a];
+      if (at->type == ER_ATTR_GRAPH) add_captures(at->g, g, &deps);
+      if (at->type == ER_ATTR_GRAPHS)
+        for (int64_t j = 0; j < at->n; j++) add_captures(at->graphs[j], g, &deps);
+    }
+  }
+  dep_start[n] = (int32_t)deps.n;
+  if (deps.oom) {
+    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory validating graph '%s'", g->name);
+    goto deps_done;
+  }
   /* Count, per value, the nodes consuming it (an edge per distinct use). */
   int64_t edges = 0;
   for (int32_t i = 0; i < n; i++) {
     er_node *node = &g->nodes[i];
-    for (int k = 0; k < node->n_inputs; k++) {
-      int32_t id = node->inputs[k];
-      if (id < 0) continue;
+    for (int32_t k = dep_start[i]; k < dep_start[i + 1]; k++) {
+      int32_t id = deps.v[k];
       er_value *v = &g->values[id];
       if (v->kind == ER_VALUE_INTERMEDIATE) {
         if (v->producer < 0) {
           st = er__error(ER_STATUS_INVALID_GRAPH,
                          "%s node '%s': input '%s' is not produced by any node", node->op_type,
                          node->name, v->name);
-          goto done;
+          goto deps_done;
         }
         if (v->producer == i) {
           st = er__error(ER_STATUS_INVALID_GRAPH, "%s node '%s' consumes its own output '%s' (a cycle)",
                          node->op_type, node->name, v->name);
-          goto done;
+          goto deps_done;
         }
         users_start[id]++;
         pending[i]++;
@@ -174,7 +242,7 @@ er_status er__graph_validate(er_graph *g) {
   users = calloc((size_t)edges + 1, sizeof *users);
   if (!users) {
     st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory validating graph '%s'", g->name);
-    goto done;
+    goto deps_done;
   }
   /* Prefix sums turn counts into start offsets. */
   int32_t run = 0;
@@ -187,18 +255,21 @@ er_status er__graph_validate(er_graph *g) {
     int32_t *fill = calloc((size_t)g->n_values + 1, sizeof *fill);
     if (!fill) {
       st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory validating graph '%s'", g->name);
-      goto done;
+      goto deps_done;
     }
     for (int32_t i = 0; i < n; i++) {
-      er_node *node = &g->nodes[i];
-      for (int k = 0; k < node->n_inputs; k++) {
-        int32_t id = node->inputs[k];
-        if (id < 0 || g->values[id].kind != ER_VALUE_INTERMEDIATE) continue;
+      for (int32_t k = dep_start[i]; k < dep_start[i + 1]; k++) {
+        int32_t id = deps.v[k];
+        if (g->values[id].kind != ER_VALUE_INTERMEDIATE) continue;
         users[users_start[id] + fill[id]++] = i;
       }
     }
     free(fill);
   }
+  free(deps.v);
+  free(dep_start);
+  deps.v = NULL;
+  dep_start = NULL;
   /* Kahn's algorithm; ties keep the model's order (stable), which keeps runs
    * reproducible and error messages predictable. */
   int32_t head = 0, tail = 0;
@@ -248,6 +319,10 @@ er_status er__graph_validate(er_graph *g) {
       if (st != ER_STATUS_OK) er__error_prefix("%s node '%s' attribute '%s'", node->op_type, node->name, at->name);
     }
   }
+  goto done;
+deps_done:
+  free(deps.v);
+  free(dep_start);
 done:
   free(pending);
   free(order);

@@ -421,10 +421,12 @@ static const er_op_def op_flatten = {
 /* ======================================================================== */
 
 /* The axes list: an attribute before opset 13, an input from 13 on (input
- * 1). n = -1 when absent. */
+ * 1). n = -1 when absent. The spec asks for a 1-D axes input, but exporters
+ * (and the ONNX function bodies of AffineGrid) pass a scalar, which
+ * onnxruntime accepts as one axis; so do we. */
 static er_status squeeze_axes(const er_kctx *ctx, ivec *axes) {
   if (version(ctx) < 13) return attr_ivec(ctx, "axes", ER_MAX_RANK, axes);
-  return read_ivec(ctx, 1, "axes", ER_MAX_RANK, false, ER_STATUS_INVALID_SHAPE, axes);
+  return read_ivec(ctx, 1, "axes", ER_MAX_RANK, true, ER_STATUS_INVALID_SHAPE, axes);
 }
 
 static er_status squeeze_check(er_kctx *ctx) {

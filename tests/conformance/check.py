@@ -37,7 +37,12 @@ SUITES = {
     "pytorch-converted": (os.path.join(SHARED, "conformance", "pytorch-converted"), None),
     "pytorch-operator": (os.path.join(SHARED, "conformance", "pytorch-operator"), None),
     "simple": (os.path.join(SHARED, "conformance", "simple"), None),
-    "models": (os.path.join(SHARED, "models"), None),
+    # Whole real models accumulate float32 sums over thousands of terms in
+    # an order that differs between runtimes; onnxruntime's own optimized and
+    # unoptimized runs of mnist-8 differ by 6e-7 (test_data_set_ort's
+    # ort_meta.json). atol 1e-6 admits that and nothing more: the 10 of
+    # 451,584 super-resolution outputs that miss 1e-7 are within 2.3e-7.
+    "models": (os.path.join(SHARED, "models"), ("1e-3", "1e-6")),
     "digits": (os.path.join(ROOT, "models", "digits"), None),
     # Generated models compare against onnxruntime, which accumulates in a
     # different order: the stated tolerance for real models.
