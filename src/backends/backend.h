@@ -15,6 +15,8 @@
 
 #include "graph/ir.h"
 
+struct er_exec;
+
 #define ER_BACKEND_ABI_VERSION 1
 
 typedef struct er_backend er_backend;
@@ -74,9 +76,11 @@ typedef struct er_backend_iface {
    * device); *compiled_out is released with release(). */
   er_status (*compile)(er_backend *be, const er_subgraph *sg, void **compiled_out);
   /* Computes a compiled subgraph. `values` is the frame of the graph's
-   * values (host tensors): inputs of the subgraph are read from it and its
-   * outputs are written to it. Safe to call from several threads at once. */
-  er_status (*compute)(er_backend *be, void *compiled, er_tensor *values);
+   * values (host tensors, graph->n_values of them): inputs of the subgraph
+   * are read from it and its outputs are written to it. `run` is the state
+   * of this run (opaque to backends; passed back to core services). Safe to
+   * call from several threads at once with different `values`. */
+  er_status (*compute)(er_backend *be, void *compiled, struct er_exec *run, er_tensor *values);
   void (*release)(er_backend *be, void *compiled);
 
   /* Frees the backend. (optional) */

@@ -13,7 +13,7 @@
  * er__tensor_release() frees only the latter, so it is safe on both. */
 #include "ops/op.h"
 #include "ops/op-groups.h"
-#include "runtime/exec.h"
+#include "backends/cpu/cpu-exec.h"
 
 #include <stdlib.h>
 

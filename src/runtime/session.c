@@ -13,7 +13,7 @@
 
 #include "backends/backend.h"
 #include "onnx/onnx.h"
-#include "runtime/exec.h"
+#include "backends/cpu/cpu-exec.h"
 
 /* ======================================================================== */
 /* Models                                                                    */
@@ -288,9 +288,14 @@ er_status er_model_node(const er_model *m, size_t index, const char **op_type_ou
 /* Sessions                                                                  */
 /* ======================================================================== */
 
+/* A session: the model's main graph cut into segments, each a maximal run
+ * of consecutive nodes (in topological order) placed on one backend and
+ * compiled by it once. Runs share nothing but this read-only plan. */
 struct er_session {
   const er_model *model;
   er_session_options opts;
+  er_segment *segs;        /* [n_segs] */
+  int n_segs;
 };
 
 void er_session_options_init(er_session_options *o) {
@@ -299,52 +304,102 @@ void er_session_options_init(er_session_options *o) {
   o->allow_fallback = true;
 }
 
+void er_session_free(er_session *s) {
+  if (!s) return;
+  for (int i = 0; i < s->n_segs; i++)
+    if (s->segs[i].backend->iface->release) s->segs[i].backend->iface->release(s->segs[i].backend, s->segs[i].compiled);
+  free(s->segs);
+  free(s);
+}
+
+/* Places every node: the first preferred backend whose supports_op says
+ * yes, else the CPU (when fallback is allowed). place[i] is the backend. */
+static er_status place_nodes(const er_graph *g, const er_session_options *o, er_backend **place) {
+  er_backend *cpu = er__backend_cpu();
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    char reason[256] = "";
+    const er_node *node = &g->nodes[i];
+    place[i] = NULL;
+    for (size_t b = 0; b < o->backend_count && !place[i]; b++) {
+      er_backend *be = er__backend_find(o->backends[b]);
+      if (be == cpu) break;
+      if (be->iface->supports_op(be, g, node, reason, sizeof reason)) place[i] = be;
+    }
+    if (place[i]) continue;
+    bool wanted_accel = o->backend_count > 0 && strcmp(o->backends[0], "cpu") != 0;
+    if (wanted_accel && !o->allow_fallback)
+      return er__error(ER_STATUS_NO_FALLBACK,
+                       "%s node '%s' would run on the CPU (%s), and fallback is disabled", node->op_type,
+                       node->name, reason[0] ? reason : "no preferred backend supports it");
+    if (!cpu->iface->supports_op(cpu, g, node, reason, sizeof reason))
+      return er__error(ER_STATUS_UNSUPPORTED, "%s node '%s': %s", node->op_type, node->name, reason);
+    place[i] = cpu;
+  }
+  return ER_STATUS_OK;
+}
+
 er_status er_session_create(const er_model *model, const er_session_options *opts,
                             er_session **session_out) {
+  er_status st = ER_STATUS_OK;
   if (!model || !session_out) return er__error(ER_STATUS_INVALID_ARGUMENT, "model and session_out must not be NULL");
   er_session_options o;
   er_session_options_init(&o);
   if (opts) o = *opts;
   if (o.threads <= 0) o.threads = 1;
-  /* Every preferred backend must exist; each node must land somewhere. */
   for (size_t i = 0; i < o.backend_count; i++) {
     const char *name = o.backends[i];
     if (!name || !er__backend_find(name))
       return er__error(ER_STATUS_UNSUPPORTED, "backend '%s' is not available in this build",
                        name ? name : "(null)");
   }
-  er_backend *cpu = er__backend_cpu();
   const er_graph *g = model->graph;
-  for (int32_t i = 0; i < g->n_nodes; i++) {
-    char reason[256];
-    const er_node *node = &g->nodes[i];
-    bool accel = false;
-    for (size_t b = 0; b < o.backend_count; b++) {
-      er_backend *be = er__backend_find(o.backends[b]);
-      if (be == cpu) break;
-      if (be->iface->supports_op(be, g, node, reason, sizeof reason)) {
-        accel = true;
-        break;
-      }
-    }
-    if (!accel && o.backend_count > 0 && strcmp(o.backends[0], "cpu") != 0 && !o.allow_fallback)
-      return er__error(ER_STATUS_NO_FALLBACK,
-                       "%s node '%s' would run on the CPU, and fallback is disabled", node->op_type,
-                       node->name);
-    if (!accel && !cpu->iface->supports_op(cpu, g, node, reason, sizeof reason))
-      return er__error(ER_STATUS_UNSUPPORTED, "%s node '%s': %s", node->op_type, node->name, reason);
-  }
   er_session *s = calloc(1, sizeof *s);
-  if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory allocating a session");
+  er_backend **place = calloc((size_t)g->n_nodes + 1, sizeof *place);
+  int32_t *order = calloc((size_t)g->n_nodes + 1, sizeof *order);
+  if (!s || !place || !order) {
+    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory creating a session");
+    goto fail;
+  }
   s->model = model;
   s->opts = o;
   s->opts.backends = NULL;  /* borrowed only for the create */
   s->opts.backend_count = 0;
+  st = place_nodes(g, &o, place);
+  if (st != ER_STATUS_OK) goto fail;
+  /* Cut into maximal runs of one backend and compile each. A graph without
+   * nodes (outputs straight from inputs or constants) has no segment. */
+  s->segs = calloc((size_t)g->n_nodes + 1, sizeof *s->segs);
+  if (!s->segs) {
+    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory creating a session");
+    goto fail;
+  }
+  for (int32_t i = 0; i < g->n_nodes;) {
+    int32_t j = i;
+    while (j < g->n_nodes && place[j] == place[i]) {
+      order[j] = j;
+      j++;
+    }
+    er_subgraph sg = {g, order + i, j - i, NULL, 0, NULL, 0};
+    er_backend *be = place[i];
+    if (!be->iface->compile || !be->iface->compute) {
+      st = er__error(ER_STATUS_BACKEND, "backend '%s' cannot compile subgraphs", be->iface->name);
+      goto fail;
+    }
+    st = be->iface->compile(be, &sg, &s->segs[s->n_segs].compiled);
+    if (st != ER_STATUS_OK) goto fail;
+    s->segs[s->n_segs++].backend = be;
+    i = j;
+  }
+  free(place);
+  free(order);
   *session_out = s;
   return ER_STATUS_OK;
+fail:
+  free(place);
+  free(order);
+  er_session_free(s);
+  return st;
 }
-
-void er_session_free(er_session *s) { free(s); }
 
 static er_status check_input(const er_value *v, const er_tensor *t) {
   char a[160], b[160];
@@ -443,7 +498,8 @@ er_status er_session_run(er_session *s, const er_named_tensor *inputs, size_t n_
   int n_bind = 0;
   for (int32_t k = 0; k < g->n_inputs; k++)
     if (bound[k]) n_bind = k + 1;
-  st = er__exec_graph(&ex, g, NULL, (const er_tensor *const *)bound, n_bind, results);
+  st = er__exec_graph_segments(&ex, g, NULL, (const er_tensor *const *)bound, n_bind, s->segs,
+                               s->n_segs, results);
   if (st != ER_STATUS_OK) goto done;
 
   for (size_t i = 0; i < n_outputs; i++) outputs_out[i] = NULL;

@@ -1,12 +1,13 @@
 /* cpu-backend.c - the CPU backend: always present, registered last, runs
- * every op that has a reference kernel on host memory. Its compute path is
- * the core interpreter (runtime/exec.c), so compile/compute are left NULL:
- * the session runs CPU-placed nodes itself. */
+ * every op that has a reference kernel on host memory. Compiling a subgraph
+ * records its nodes and when each value is last read; computing it runs
+ * those nodes with the interpreter in cpu-exec.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "backends/cpu/cpu-exec.h"
 #include "ops/op.h"
 
 static int cpu_device_count(er_backend *be) {
@@ -79,6 +80,48 @@ static er_status cpu_buffer_read(er_backend *be, const void *buffer, size_t offs
   return ER_STATUS_OK;
 }
 
+/* A compiled CPU subgraph: the nodes to run, and for each value of the
+ * graph the last node reading it (so intermediates are freed early). */
+typedef struct cpu_compiled {
+  const er_graph *graph;
+  int32_t *nodes;     /* [n_nodes] */
+  int32_t n_nodes;
+  int32_t *last_use;  /* [graph->n_values] */
+} cpu_compiled;
+
+static void cpu_release(er_backend *be, void *compiled) {
+  ER_UNUSED(be);
+  cpu_compiled *c = compiled;
+  if (!c) return;
+  free(c->nodes);
+  free(c->last_use);
+  free(c);
+}
+
+static er_status cpu_compile(er_backend *be, const er_subgraph *sg, void **compiled_out) {
+  cpu_compiled *c = calloc(1, sizeof *c);
+  if (!c) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory compiling a CPU subgraph");
+  c->graph = sg->graph;
+  c->n_nodes = sg->n_nodes;
+  c->nodes = malloc(((size_t)sg->n_nodes + 1) * sizeof *c->nodes);
+  c->last_use = malloc(((size_t)sg->graph->n_values + 1) * sizeof *c->last_use);
+  if (!c->nodes || !c->last_use) {
+    cpu_release(be, c);
+    return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory compiling a CPU subgraph");
+  }
+  if (sg->n_nodes) memcpy(c->nodes, sg->nodes, (size_t)sg->n_nodes * sizeof *c->nodes);
+  er__exec_last_use(sg->graph, c->last_use);
+  *compiled_out = c;
+  return ER_STATUS_OK;
+}
+
+static er_status cpu_compute(er_backend *be, void *compiled, struct er_exec *run, er_tensor *values) {
+  ER_UNUSED(be);
+  cpu_compiled *c = compiled;
+  er_frame frame = {c->graph, values, NULL};
+  return er__exec_nodes(run, &frame, c->nodes, c->n_nodes, c->last_use);
+}
+
 static const er_backend_iface cpu_iface = {
     .abi_version = ER_BACKEND_ABI_VERSION,
     .name = "cpu",
@@ -89,9 +132,9 @@ static const er_backend_iface cpu_iface = {
     .buffer_free = cpu_buffer_free,
     .buffer_write = cpu_buffer_write,
     .buffer_read = cpu_buffer_read,
-    .compile = NULL,
-    .compute = NULL,
-    .release = NULL,
+    .compile = cpu_compile,
+    .compute = cpu_compute,
+    .release = cpu_release,
     .destroy = NULL,
 };
 

@@ -1,0 +1,269 @@
+/* cpu-exec.c - the reference interpreter: nodes in topological order, each
+ * checked with its actual inputs, given freshly allocated outputs, and run;
+ * intermediate tensors are freed after their last use. Sessions run the
+ * main graph through backend segments (er__exec_graph_segments); the CPU
+ * backend's compute and the control-flow ops come back here. */
+#include "backends/cpu/cpu-exec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backends/backend.h"
+
+#define ER_MAX_SUBGRAPH_DEPTH 64
+
+/* ======================================================================== */
+/* Last use                                                                  */
+/* ======================================================================== */
+
+/* Marks, for the values of `owner` that `sub` (or subgraphs nested in it)
+ * captures, node_index as a reader. */
+static void mark_captures(const er_graph *sub, int32_t node_index, int32_t *last_use,
+                          const er_graph *owner) {
+  for (int32_t v = 0; v < sub->n_values; v++) {
+    if (sub->values[v].kind != ER_VALUE_OUTER) continue;
+    const er_graph *gg = sub;
+    int32_t id = v;
+    while (gg->parent && gg != owner && gg->values[id].kind == ER_VALUE_OUTER) {
+      id = gg->values[id].outer;
+      gg = gg->parent;
+    }
+    if (gg == owner && last_use[id] < node_index) last_use[id] = node_index;
+  }
+  for (int32_t i = 0; i < sub->n_nodes; i++) {
+    const er_node *n = &sub->nodes[i];
+    for (int a = 0; a < n->n_attrs; a++) {
+      const er_attr *at = &n->attrs[a];
+      if (at->type == ER_ATTR_GRAPH) mark_captures(at->g, node_index, last_use, owner);
+      if (at->type == ER_ATTR_GRAPHS)
+        for (int64_t j = 0; j < at->n; j++) mark_captures(at->graphs[j], node_index, last_use, owner);
+    }
+  }
+}
+
+void er__exec_last_use(const er_graph *g, int32_t *last_use) {
+  for (int32_t v = 0; v < g->n_values; v++) last_use[v] = -1;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const er_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k] >= 0) last_use[n->inputs[k]] = i;
+    for (int a = 0; a < n->n_attrs; a++) {
+      const er_attr *at = &n->attrs[a];
+      if (at->type == ER_ATTR_GRAPH) mark_captures(at->g, i, last_use, g);
+      if (at->type == ER_ATTR_GRAPHS)
+        for (int64_t j = 0; j < at->n; j++) mark_captures(at->graphs[j], i, last_use, g);
+    }
+  }
+  for (int32_t k = 0; k < g->n_outputs; k++) last_use[g->outputs[k]] = INT32_MAX;
+}
+
+/* ======================================================================== */
+/* Running nodes                                                             */
+/* ======================================================================== */
+
+static int node_width(const er_graph *g) {
+  int width = 1;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].n_inputs > width) width = g->nodes[i].n_inputs;
+    if (g->nodes[i].n_outputs > width) width = g->nodes[i].n_outputs;
+  }
+  return width;
+}
+
+static er_status run_node(er_exec *ex, er_frame *frame, int32_t i, er_tensor **inp, er_tensor **outp) {
+  const er_graph *g = frame->g;
+  const er_node *node = &g->nodes[i];
+  er_status st = ER_STATUS_OK;
+  for (int k = 0; k < node->n_inputs; k++) {
+    int32_t id = node->inputs[k];
+    inp[k] = id >= 0 ? &frame->vals[id] : NULL;
+    if (id >= 0 && !frame->vals[id].data)
+      return er__error(ER_STATUS_INTERNAL, "%s node '%s': input '%s' has no data", node->op_type,
+                       node->name, g->values[id].name);
+  }
+  for (int k = 0; k < node->n_outputs; k++) {
+    int32_t id = node->outputs[k];
+    if (id < 0) {
+      outp[k] = NULL;
+      continue;
+    }
+    er__tensor_release(&frame->vals[id]);
+    er__tensor_set(&frame->vals[id], ER_DTYPE_UNDEFINED, -1, NULL);
+    outp[k] = &frame->vals[id];
+  }
+  const er_frame *saved = ex->frame;
+  ex->frame = frame;
+  er_kctx ctx = {node, node->n_inputs, inp, node->n_outputs, outp, false, ex, g};
+  st = node->op->check(&ctx);
+  for (int k = 0; k < node->n_outputs && st == ER_STATUS_OK; k++) {
+    er_tensor *o = outp[k];
+    if (!o || (node->op->flags & ER_OP_DYNAMIC_OUTPUT)) continue;
+    int64_t count = er__tensor_count(o);
+    if (count < 0) {
+      st = er__error(ER_STATUS_INTERNAL, "%s node '%s': output %d has no shape after check",
+                     node->op_type, node->name, k);
+    } else if (count > ER_MAX_RUNTIME_ELEMENTS) {
+      char buf[160];
+      st = er__error(ER_STATUS_LIMIT,
+                     "%s node '%s': output %d of shape %s exceeds %lld elements "
+                     "(ER_MAX_RUNTIME_ELEMENTS)",
+                     node->op_type, node->name, k, er__shape_str(o, buf, sizeof buf),
+                     (long long)ER_MAX_RUNTIME_ELEMENTS);
+    } else {
+      st = er__tensor_alloc(o, 0);
+    }
+  }
+  if (st == ER_STATUS_OK) st = node->op->run(&ctx);
+  ex->frame = saved;
+  for (int k = 0; k < node->n_outputs && st == ER_STATUS_OK; k++)
+    if (outp[k] && !outp[k]->data)
+      st = er__error(ER_STATUS_INTERNAL, "%s node '%s': output %d was not produced", node->op_type,
+                     node->name, k);
+  return st;
+}
+
+er_status er__exec_nodes(er_exec *ex, er_frame *frame, const int32_t *nodes, int32_t n_nodes,
+                         const int32_t *last_use) {
+  const er_graph *g = frame->g;
+  int width = node_width(g);
+  er_tensor **inp = malloc((size_t)width * sizeof *inp);
+  er_tensor **outp = malloc((size_t)width * sizeof *outp);
+  er_status st = ER_STATUS_OK;
+  if (!inp || !outp) {
+    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory running graph '%s'", g->name);
+    goto done;
+  }
+  for (int32_t j = 0; j < n_nodes; j++) {
+    int32_t i = nodes ? nodes[j] : j;
+    const er_node *node = &g->nodes[i];
+    st = run_node(ex, frame, i, inp, outp);
+    if (st != ER_STATUS_OK) break;
+    /* Free what no later node reads. */
+    for (int k = 0; k < node->n_inputs; k++) {
+      int32_t id = node->inputs[k];
+      if (id >= 0 && last_use[id] == i && g->values[id].kind == ER_VALUE_INTERMEDIATE)
+        er__tensor_release(&frame->vals[id]);
+    }
+    for (int k = 0; k < node->n_outputs; k++) {
+      int32_t id = node->outputs[k];
+      if (id >= 0 && last_use[id] < 0) er__tensor_release(&frame->vals[id]);
+    }
+  }
+done:
+  free(inp);
+  free(outp);
+  return st;
+}
+
+/* ======================================================================== */
+/* Graphs                                                                    */
+/* ======================================================================== */
+
+static er_status bind_value(er_frame *f, int32_t id) {
+  const er_value *v = &f->g->values[id];
+  er_tensor *t = &f->vals[id];
+  if (v->kind == ER_VALUE_CONSTANT && !t->data) {
+    er__tensor_borrow(t, v->constant);
+  } else if (v->kind == ER_VALUE_OUTER) {
+    const er_frame *pf = f->parent;
+    if (!pf || !pf->vals[v->outer].data)
+      return er__error(ER_STATUS_INTERNAL, "captured value '%s' has no data", v->name);
+    er__tensor_borrow(t, &pf->vals[v->outer]);
+  }
+  return ER_STATUS_OK;
+}
+
+er_status er__exec_graph_segments(er_exec *ex, const er_graph *g, const er_frame *parent,
+                                  const er_tensor *const *inputs, int n_inputs,
+                                  const er_segment *segs, int n_segs, er_tensor *outputs) {
+  er_status st = ER_STATUS_OK;
+  er_frame frame = {g, NULL, parent};
+  int32_t *last_use = NULL;
+  int made_outputs = 0;
+
+  if (ex->depth > ER_MAX_SUBGRAPH_DEPTH)
+    return er__error(ER_STATUS_LIMIT, "subgraph calls nested more than %d deep", ER_MAX_SUBGRAPH_DEPTH);
+  if (n_inputs > g->n_inputs)
+    return er__error(ER_STATUS_INVALID_ARGUMENT, "graph '%s' takes %d inputs, got %d", g->name,
+                     (int)g->n_inputs, n_inputs);
+  frame.vals = calloc((size_t)g->n_values + 1, sizeof *frame.vals);
+  if (!frame.vals) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory running graph '%s'", g->name);
+
+  /* Bind inputs (borrowed), constants and captured values. */
+  for (int i = 0; i < n_inputs; i++)
+    if (inputs[i]) er__tensor_borrow(&frame.vals[g->inputs[i]], inputs[i]);
+  for (int32_t id = 0; id < g->n_values && st == ER_STATUS_OK; id++)
+    if (!frame.vals[id].data) st = bind_value(&frame, id);
+  if (st != ER_STATUS_OK) goto done;
+  for (int i = n_inputs; i < g->n_inputs; i++) {
+    int32_t id = g->inputs[i];
+    if (!frame.vals[id].data) {
+      st = er__error(ER_STATUS_INVALID_ARGUMENT, "graph '%s': input '%s' was not given", g->name,
+                     g->values[id].name);
+      goto done;
+    }
+  }
+
+  ex->depth++;
+  if (segs) {
+    for (int s = 0; s < n_segs && st == ER_STATUS_OK; s++)
+      st = segs[s].backend->iface->compute(segs[s].backend, segs[s].compiled, ex, frame.vals);
+  } else {
+    last_use = malloc(((size_t)g->n_values + 1) * sizeof *last_use);
+    if (!last_use) {
+      st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory running graph '%s'", g->name);
+    } else {
+      er__exec_last_use(g, last_use);
+      st = er__exec_nodes(ex, &frame, NULL, g->n_nodes, last_use);
+    }
+  }
+  ex->depth--;
+  if (st != ER_STATUS_OK) goto done;
+
+  /* Hand outputs over: move owned data, copy borrowed data. */
+  for (int32_t k = 0; k < g->n_outputs; k++) {
+    int32_t id = g->outputs[k];
+    er_tensor *t = &frame.vals[id];
+    if (!t->data) {
+      st = er__error(ER_STATUS_INTERNAL, "graph '%s': output '%s' has no data", g->name, g->values[id].name);
+      goto done;
+    }
+    bool used_again = false;
+    for (int32_t j = k + 1; j < g->n_outputs; j++)
+      if (g->outputs[j] == id) used_again = true;
+    if ((t->flags & ER_TENSOR_OWNS_DATA) && !used_again) {
+      outputs[k] = *t;
+      t->flags &= ~(uint32_t)ER_TENSOR_OWNS_DATA;
+      t->data = NULL;
+    } else {
+      st = er__tensor_copy(&outputs[k], t);
+      if (st != ER_STATUS_OK) goto done;
+    }
+    made_outputs = k + 1;
+  }
+
+done:
+  if (st != ER_STATUS_OK)
+    for (int k = 0; k < made_outputs; k++) er__tensor_release(&outputs[k]);
+  for (int32_t id = 0; id < g->n_values; id++) er__tensor_release(&frame.vals[id]);
+  free(frame.vals);
+  free(last_use);
+  return st;
+}
+
+er_status er__exec_graph(er_exec *ex, const er_graph *g, const er_frame *parent,
+                         const er_tensor *const *inputs, int n_inputs, er_tensor *outputs) {
+  return er__exec_graph_segments(ex, g, parent, inputs, n_inputs, NULL, 0, outputs);
+}
+
+er_status er__exec_subgraph(const er_kctx *ctx, const er_graph *sub, const er_tensor *const *inputs,
+                            int n_inputs, er_tensor *outputs) {
+  er_exec *ex = ctx->exec;
+  if (!ex)
+    return er__error(ER_STATUS_INTERNAL, "%s '%s': subgraph run without an executor",
+                     ctx->node->op_type, ctx->node->name);
+  const er_frame *saved = ex->frame;
+  er_status st = er__exec_graph(ex, sub, saved, inputs, n_inputs, outputs);
+  ex->frame = saved;
+  return st;
+}
