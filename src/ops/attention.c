@@ -1,6 +1,7 @@
 /* attention.c - operators of the "attention" group: Attention (scaled
  * dot-product attention with grouped KV heads, masks and a KV cache),
- * RotaryEmbedding, TensorScatter (KV-cache writes) and SwiGLU.
+ * RotaryEmbedding, TensorScatter (KV-cache writes), SwiGLU, and the
+ * recurrent-model blocks LinearAttention and CausalConvWithState.
  *
  * Numerics: products are accumulated in double. Where the ONNX function body
  * of an op passes a value between nodes in the tensor's own type (Attention's
@@ -831,11 +832,320 @@ static const er_op_def op_swiglu = {
     .check = swiglu_check, .run = swiglu_run,
 };
 
+/* ======================================================================== */
+/* LinearAttention (27)                                                      */
+/* ======================================================================== */
+
+/* A recurrent state S (d_k x d_v) per (batch, kv head) is updated token by
+ * token and read by each query head of the group:
+ *   linear:      S = S + k v^T
+ *   gated:       S = exp(g) S + k v^T
+ *   delta:       S = S + k (beta (v - S^T k))^T
+ *   gated_delta: S = exp(g) S, then the delta update
+ *   o = scale * S^T q
+ * The chunk_size attribute is a tuning hint only; the reference runs the
+ * recurrence sequentially in double. */
+
+enum { LA_Q, LA_K, LA_V, LA_PAST, LA_DECAY, LA_BETA };
+
+typedef struct la_cfg {
+  bool gating, delta;
+  int64_t q_heads, kv_heads;
+  float scale;
+  int64_t batch, len, dk, dv;  /* -1 while unknown */
+} la_cfg;
+
+static er_status la_setup(const er_kctx *ctx, la_cfg *c) {
+  const er_tensor *q = ctx->in[LA_Q], *k = ctx->in[LA_K], *v = ctx->in[LA_V];
+  const er_tensor *past = er__in(ctx, LA_PAST), *decay = er__in(ctx, LA_DECAY);
+  const er_tensor *beta = er__in(ctx, LA_BETA);
+  const char *rule;
+  int64_t chunk;
+  char a[96], b[96], d[96];
+  ER_CHECK(er__attr_string(ctx, "update_rule", "gated_delta", &rule));
+  ER_CHECK(er__attr_int(ctx, "chunk_size", 64, &chunk));
+  ER_CHECK(er__attr_int(ctx, "q_num_heads", 0, &c->q_heads));
+  ER_CHECK(er__attr_int(ctx, "kv_num_heads", 0, &c->kv_heads));
+  ER_CHECK(er__attr_float(ctx, "scale", 0.0f, &c->scale));
+  if (strcmp(rule, "linear") == 0) {
+    c->gating = c->delta = false;
+  } else if (strcmp(rule, "gated") == 0) {
+    c->gating = true;
+    c->delta = false;
+  } else if (strcmp(rule, "delta") == 0) {
+    c->gating = false;
+    c->delta = true;
+  } else if (strcmp(rule, "gated_delta") == 0) {
+    c->gating = c->delta = true;
+  } else {
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                        "update_rule is '%s'; it must be 'linear', 'gated', 'delta' or "
+                        "'gated_delta'",
+                        rule);
+  }
+  if (c->q_heads <= 0 || c->kv_heads <= 0 || c->q_heads % c->kv_heads)
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                        "q_num_heads (%lld) must be a positive multiple of kv_num_heads (%lld); "
+                        "both are required",
+                        (long long)c->q_heads, (long long)c->kv_heads);
+  if (c->gating != (decay != NULL))
+    return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "update_rule '%s' %s the decay input", rule,
+                        c->gating ? "requires" : "forbids");
+  if (c->delta != (beta != NULL))
+    return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "update_rule '%s' %s the beta input", rule,
+                        c->delta ? "requires" : "forbids");
+  ER_CHECK(er__require_type(ctx, LA_Q, er__types_float));
+  ER_CHECK(er__require_same_type(ctx, LA_Q, LA_K));
+  ER_CHECK(er__require_same_type(ctx, LA_Q, LA_V));
+  if (decay) ER_CHECK(er__require_same_type(ctx, LA_Q, LA_DECAY));
+  if (beta) ER_CHECK(er__require_same_type(ctx, LA_Q, LA_BETA));
+  if (past) ER_CHECK(er__require_type(ctx, LA_PAST, er__types_float));
+  for (int i = 0; i < 3; i++) ER_CHECK(er__require_rank(ctx, i, 3, 3));
+  if (decay) ER_CHECK(er__require_rank(ctx, LA_DECAY, 3, 3));
+  if (beta) ER_CHECK(er__require_rank(ctx, LA_BETA, 3, 3));
+  if (past) ER_CHECK(er__require_rank(ctx, LA_PAST, 4, 4));
+  c->batch = c->len = c->dk = c->dv = -1;
+  int64_t qd = div_dim(dim_of(q, 2), c->q_heads), kd = div_dim(dim_of(k, 2), c->kv_heads);
+  int64_t vd = div_dim(dim_of(v, 2), c->kv_heads);
+  bool ok = qd != -2 && kd != -2 && vd != -2 && unify(&c->dk, qd) && unify(&c->dk, kd) &&
+            unify(&c->dv, vd);
+  for (int i = 0; i < 3; i++)
+    ok = ok && unify(&c->batch, dim_of(ctx->in[i], 0)) && unify(&c->len, dim_of(ctx->in[i], 1));
+  if (!ok)
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                        "query %s, key %s and value %s must be (B, T, q_heads * d_k), (B, T, "
+                        "kv_heads * d_k) and (B, T, kv_heads * d_v) with q_heads %lld, kv_heads "
+                        "%lld",
+                        er__shape_str(q, a, sizeof a), er__shape_str(k, b, sizeof b),
+                        er__shape_str(v, d, sizeof d), (long long)c->q_heads,
+                        (long long)c->kv_heads);
+  if (decay && decay->rank == 3) {
+    int64_t last = decay->dims[2];
+    ok = unify(&c->batch, decay->dims[0]) && unify(&c->len, decay->dims[1]) &&
+         (last < 0 || last == c->kv_heads || c->dk < 0 || last == c->kv_heads * c->dk);
+    if (!ok)
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "decay %s must be (B, T, kv_heads) or (B, T, kv_heads * d_k)",
+                          er__shape_str(decay, a, sizeof a));
+  }
+  if (beta && beta->rank == 3) {
+    int64_t last = beta->dims[2];
+    ok = unify(&c->batch, beta->dims[0]) && unify(&c->len, beta->dims[1]) &&
+         (last < 0 || last == c->kv_heads || last == 1);
+    if (!ok)
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "beta %s must be (B, T, kv_heads) or (B, T, 1)",
+                          er__shape_str(beta, a, sizeof a));
+  }
+  if (past && past->rank == 4) {
+    int64_t heads = c->kv_heads;
+    ok = unify(&c->batch, past->dims[0]) && unify(&heads, past->dims[1]) &&
+         unify(&c->dk, past->dims[2]) && unify(&c->dv, past->dims[3]);
+    if (!ok)
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "past_state %s must be (B, kv_heads, d_k, d_v)",
+                          er__shape_str(past, a, sizeof a));
+  }
+  return ER_STATUS_OK;
+}
+
+static er_status la_check(er_kctx *ctx) {
+  la_cfg c;
+  ER_CHECK(la_setup(ctx, &c));
+  const er_tensor *q = ctx->in[LA_Q], *past = er__in(ctx, LA_PAST);
+  const int64_t y[3] = {c.batch, c.len, c.dv >= 0 ? c.q_heads * c.dv : -1};
+  const int64_t st[4] = {c.batch, c.kv_heads, c.dk, c.dv};
+  er__set_output(ctx, 0, q->dtype, 3, y);
+  /* The state keeps past_state's type, else the query's. */
+  er__set_output(ctx, 1, past ? past->dtype : q->dtype, 4, st);
+  return ER_STATUS_OK;
+}
+
+static er_status la_run(er_kctx *ctx) {
+  la_cfg c;
+  ER_CHECK(la_setup(ctx, &c));
+  const er_tensor *q = ctx->in[LA_Q], *k = ctx->in[LA_K], *v = ctx->in[LA_V];
+  const er_tensor *past = er__in(ctx, LA_PAST), *decay = er__in(ctx, LA_DECAY);
+  const er_tensor *beta = er__in(ctx, LA_BETA);
+  er_tensor *y = ctx->out[0], *present = er__out(ctx, 1);
+  const int64_t B = c.batch, T = c.len, HQ = c.q_heads, HKV = c.kv_heads, DK = c.dk, DV = c.dv;
+  const int64_t group = HQ / HKV;
+  const double scale = c.scale != 0.0f ? (double)c.scale : 1.0 / sqrt((double)DK);
+  const bool decay_per_dim = decay && decay->dims[2] != HKV;
+  const int64_t beta_last = beta ? beta->dims[2] : 0;
+  uint64_t n;
+  if (!er__mul_u64((uint64_t)DK, (uint64_t)DV, &n) ||
+      !er__add_u64(n, (uint64_t)DV + 2 * (uint64_t)DK, &n) ||
+      !er__mul_u64(n, sizeof(double), &n) || n > SIZE_MAX / 2)
+    return er__op_error(ctx, ER_STATUS_LIMIT, "state of %lld x %lld is too large", (long long)DK,
+                        (long long)DV);
+  double *S = er__malloc((size_t)n + 1, "LinearAttention state"); /* [DK, DV] */
+  if (!S) return ER_STATUS_OUT_OF_MEMORY;
+  double *u = S + DK * DV; /* [DV] the value written this step */
+  double *kr = u + DV;     /* [DK] this step's key */
+  double *qr = kr + DK;    /* [DK] one query head's row */
+  for (int64_t b = 0; b < B; b++) {
+    for (int64_t h = 0; h < HKV; h++) {
+      for (int64_t i = 0; i < DK * DV; i++)
+        S[i] = past ? load_f(past, ((b * HKV + h) * DK) * DV + i) : 0.0;
+      for (int64_t t = 0; t < T; t++) {
+        const int64_t kb = (b * T + t) * HKV * DK + h * DK, vb = (b * T + t) * HKV * DV + h * DV;
+        for (int64_t i = 0; i < DK; i++) kr[i] = load_f(k, kb + i);
+        if (c.gating) {
+          for (int64_t i = 0; i < DK; i++) {
+            int64_t gi = decay_per_dim ? kb + i : (b * T + t) * HKV + h;
+            double g = exp(load_f(decay, gi));
+            for (int64_t j = 0; j < DV; j++) S[i * DV + j] *= g;
+          }
+        }
+        for (int64_t j = 0; j < DV; j++) u[j] = load_f(v, vb + j);
+        if (c.delta) {
+          double bt = load_f(beta, (b * T + t) * beta_last + (beta_last == 1 ? 0 : h));
+          for (int64_t j = 0; j < DV; j++) {
+            double r = 0.0;
+            for (int64_t i = 0; i < DK; i++) r += S[i * DV + j] * kr[i];
+            u[j] = bt * (u[j] - r);
+          }
+        }
+        for (int64_t i = 0; i < DK; i++)
+          for (int64_t j = 0; j < DV; j++) S[i * DV + j] += kr[i] * u[j];
+        for (int64_t g = 0; g < group; g++) {
+          const int64_t hq = h * group + g;
+          const int64_t qb = (b * T + t) * HQ * DK + hq * DK, yb = (b * T + t) * HQ * DV + hq * DV;
+          for (int64_t i = 0; i < DK; i++) qr[i] = load_f(q, qb + i);
+          for (int64_t j = 0; j < DV; j++) {
+            double acc = 0.0;
+            for (int64_t i = 0; i < DK; i++) acc += qr[i] * S[i * DV + j];
+            store_f(y, yb + j, scale * acc);
+          }
+        }
+      }
+      if (present)
+        for (int64_t i = 0; i < DK * DV; i++) store_f(present, ((b * HKV + h) * DK) * DV + i, S[i]);
+    }
+  }
+  free(S);
+  return ER_STATUS_OK;
+}
+
+static const er_op_def op_linear_attention = {
+    .name = "LinearAttention", .domain = "", .min_version = 27, .max_version = 27,
+    .min_inputs = 3, .max_inputs = 6, .min_outputs = 1, .max_outputs = 2,
+    .check = la_check, .run = la_run,
+};
+
+/* ======================================================================== */
+/* CausalConvWithState (27)                                                  */
+/* ======================================================================== */
+
+/* Depthwise causal 1-D convolution over (past_state ++ input), where
+ * past_state (zeros when absent) holds the k - 1 positions before the
+ * input; present_state is the last k - 1 positions of that sequence. */
+
+static er_status ccs_setup(const er_kctx *ctx, bool *silu, int64_t *ksize) {
+  const er_tensor *x = ctx->in[0], *w = ctx->in[1], *bias = er__in(ctx, 2);
+  const er_tensor *past = er__in(ctx, 3);
+  const char *act;
+  char a[96], b[96];
+  ER_CHECK(er__attr_string(ctx, "activation", "none", &act));
+  if (strcmp(act, "none") == 0)
+    *silu = false;
+  else if (strcmp(act, "silu") == 0 || strcmp(act, "swish") == 0)
+    *silu = true;
+  else
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                        "activation is '%s'; it must be 'none', 'silu' or 'swish'", act);
+  ER_CHECK(er__require_type(ctx, 0, er__types_float));
+  for (int i = 1; i < 4; i++)
+    if (er__in(ctx, i)) ER_CHECK(er__require_same_type(ctx, 0, i));
+  ER_CHECK(er__require_rank(ctx, 0, 3, 3));
+  ER_CHECK(er__require_rank(ctx, 1, 3, 3));
+  if (bias) ER_CHECK(er__require_rank(ctx, 2, 1, 1));
+  if (past) ER_CHECK(er__require_rank(ctx, 3, 3, 3));
+  int64_t batch = dim_of(x, 0), ch = dim_of(x, 1);
+  *ksize = dim_of(w, 2);
+  if (*ksize == 0)
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "weight %s has an empty kernel",
+                        er__shape_str(w, a, sizeof a));
+  bool ok = unify(&ch, dim_of(w, 0)) && (dim_of(w, 1) < 0 || dim_of(w, 1) == 1);
+  if (!ok)
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                        "weight %s must be (channels, 1, k) for input %s",
+                        er__shape_str(w, a, sizeof a), er__shape_str(x, b, sizeof b));
+  if (bias && !unify(&ch, dim_of(bias, 0)))
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "bias %s must have %lld (channels) values",
+                        er__shape_str(bias, a, sizeof a), (long long)ch);
+  if (past) {
+    int64_t km1 = *ksize >= 0 ? *ksize - 1 : -1;
+    ok = unify(&batch, dim_of(past, 0)) && unify(&ch, dim_of(past, 1)) &&
+         unify(&km1, dim_of(past, 2));
+    if (!ok)
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "past_state %s must be (batch, channels, k - 1) for input %s",
+                          er__shape_str(past, a, sizeof a), er__shape_str(x, b, sizeof b));
+    if (*ksize < 0 && km1 >= 0) *ksize = km1 + 1;
+  }
+  return ER_STATUS_OK;
+}
+
+static er_status ccs_check(er_kctx *ctx) {
+  bool silu;
+  int64_t ksize;
+  ER_CHECK(ccs_setup(ctx, &silu, &ksize));
+  const er_tensor *x = ctx->in[0];
+  er__same_as_input(ctx, 0, 0);
+  const int64_t st[3] = {dim_of(x, 0), dim_of(x, 1) >= 0 ? dim_of(x, 1) : dim_of(ctx->in[1], 0),
+                         ksize >= 0 ? ksize - 1 : -1};
+  er__set_output(ctx, 1, x->dtype, 3, st);
+  return ER_STATUS_OK;
+}
+
+static er_status ccs_run(er_kctx *ctx) {
+  bool silu;
+  int64_t K;
+  ER_CHECK(ccs_setup(ctx, &silu, &K));
+  const er_tensor *x = ctx->in[0], *w = ctx->in[1], *bias = er__in(ctx, 2);
+  const er_tensor *past = er__in(ctx, 3);
+  er_tensor *y = ctx->out[0], *present = er__out(ctx, 1);
+  const int64_t B = x->dims[0], C = x->dims[1], L = x->dims[2], P = K - 1;
+  /* Element p of the padded sequence (length P + L) of (b, c). */
+#define CCS_AT(b, c, p)                                                          \
+  ((p) < P ? (past ? load_f(past, ((b) * C + (c)) * P + (p)) : 0.0)              \
+           : load_f(x, ((b) * C + (c)) * L + (p) - P))
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t c = 0; c < C; c++) {
+      const double bv = bias ? load_f(bias, c) : 0.0;
+      for (int64_t t = 0; t < L; t++) {
+        double acc = bv;
+        for (int64_t j = 0; j < K; j++) acc += load_f(w, c * K + j) * CCS_AT(b, c, t + j);
+        if (silu) {
+          /* The activation reads the convolution rounded to the tensor
+           * type, as the definition casts before it. */
+          acc = round_to(x->dtype, acc);
+          acc = acc >= 0 ? acc / (1.0 + exp(-acc)) : acc * exp(acc) / (1.0 + exp(acc));
+        }
+        store_f(y, (b * C + c) * L + t, acc);
+      }
+      if (present)
+        for (int64_t p = 0; p < P; p++) store_f(present, (b * C + c) * P + p, CCS_AT(b, c, L + p));
+    }
+#undef CCS_AT
+  return ER_STATUS_OK;
+}
+
+static const er_op_def op_causal_conv_with_state = {
+    .name = "CausalConvWithState", .domain = "", .min_version = 27, .max_version = 27,
+    .min_inputs = 2, .max_inputs = 4, .min_outputs = 1, .max_outputs = 2,
+    .check = ccs_check, .run = ccs_run,
+};
+
 const er_op_def *const er__ops_attention[] = {
     &op_attention_23,
     &op_attention_24,
     &op_rotary_embedding,
     &op_tensor_scatter,
     &op_swiglu,
+    &op_linear_attention,
+    &op_causal_conv_with_state,
     NULL,
 };
