@@ -652,8 +652,11 @@ static er_status rope_run(er_kctx *ctx) {
           int64_t i1 = c.interleaved ? 2 * k : k, i2 = c.interleaved ? 2 * k + 1 : k + half;
           double cs = load_f(cosc, crow + k), sn = load_f(sinc, crow + k);
           double x1 = load_f(x, base + i1), x2 = load_f(x, base + i2);
-          store_f(y, base + i1, cs * x1 - sn * x2);
-          store_f(y, base + i2, sn * x1 + cs * x2);
+          /* Each product is rounded to the tensor type, as the
+           * definition's Mul nodes produce it, before the Sub / Add. */
+          const er_dtype t = x->dtype;
+          store_f(y, base + i1, round_to(t, cs * x1) - round_to(t, sn * x2));
+          store_f(y, base + i2, round_to(t, sn * x1) + round_to(t, cs * x2));
         }
       }
     }
