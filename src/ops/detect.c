@@ -286,7 +286,8 @@ typedef struct roi_sample {
 } roi_sample;
 
 static void roi_make_sample(double y, double x, int64_t height, int64_t width, roi_sample *s) {
-  if (y < -1.0 || y > (double)height || x < -1.0 || x > (double)width) {
+  /* Written so that NaN coordinates also count as outside. */
+  if (!(y >= -1.0 && y <= (double)height && x >= -1.0 && x <= (double)width)) {
     memset(s, 0, sizeof *s);
     return;
   }
@@ -354,6 +355,11 @@ static er_status roi_run(er_kctx *ctx) {
     double gw_d = c.sampling > 0 ? (double)c.sampling : ceil(bw);
     int64_t gh = gh_d >= 1.0 && gh_d < 1e6 ? (int64_t)gh_d : 0;
     int64_t gw = gw_d >= 1.0 && gw_d < 1e6 ? (int64_t)gw_d : 0;
+    if (isnan(gh_d) || isnan(gw_d)) {
+      st = er__op_error(ctx, ER_STATUS_OUT_OF_RANGE, "rois[%lld] has a NaN coordinate",
+                        (long long)r);
+      break;
+    }
     if (!(gh_d < 1e6) || !(gw_d < 1e6)) {
       st = er__op_error(ctx, ER_STATUS_LIMIT,
                         "RoI %lld needs %g x %g samples per bin; at most 1e6 each", (long long)r,

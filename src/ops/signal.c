@@ -2,10 +2,9 @@
  * generators (Hann, Hamming, Blackman), MelWeightMatrix and BitCast.
  *
  * Complex numbers travel as a trailing dim of 2 (real, imaginary); a real
- * signal has a trailing dim of 1. Transforms are computed in double: a
- * radix-2 FFT when the length is a power of two, else the direct O(n^2) sum
- * with twiddles taken from a table indexed by (k * n) mod N, which keeps
- * every twiddle exact to the last bit instead of accumulating angle error. */
+ * signal has a trailing dim of 1. Transforms are computed in double with
+ * twiddles from a table indexed by exact integer angles (no accumulated
+ * angle error); see dft_plan for the algorithms. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -53,90 +52,181 @@ static er_status scalar_int(const er_kctx *ctx, int i, const char *what, bool *k
 /* The transform                                                             */
 /* ======================================================================== */
 
-/* Scratch for transforms of one length n. */
+/* Transforms of one length n. Power-of-two lengths use an iterative
+ * radix-2 FFT. Other lengths up to DIRECT_MAX use the direct sum; longer
+ * ones use Bluestein's algorithm, which rewrites the DFT as a circular
+ * convolution of power-of-two length m >= 2n - 1 with the chirp
+ * w[j] = e^{-i pi j^2 / n}, keeping O(n log n) for any n (an STFT frame of
+ * 400 samples is common). Chirp angles use j^2 mod 2n, so they stay exact. */
+#define DIRECT_MAX 64
+
+typedef enum { PLAN_POW2, PLAN_DIRECT, PLAN_BLUESTEIN } plan_kind;
+
 typedef struct dft_plan {
+  plan_kind kind;
   int64_t n;
-  bool pow2;
-  double *cos_t, *sin_t;  /* [n] cos / sin of 2 pi k / n */
-  double *re, *im;        /* [n] work vectors */
-  double *ore, *oim;      /* [n] output of the direct sum */
+  int64_t m;              /* FFT length: n, or the Bluestein length */
+  double *cos_t, *sin_t;  /* [m] cos / sin of 2 pi k / m */
+  double *re, *im;        /* [n] the vector to transform, in place */
+  double *wr, *wi;        /* [m] work (direct output / Bluestein buffer) */
+  double *cr, *ci;        /* [n] Bluestein chirp w[j] */
+  double *br, *bi;        /* [m] FFT of the Bluestein kernel conj(w) */
+  double *mem;
 } dft_plan;
+
+/* In place radix-2 FFT of length m (a power of two) with the table of p:
+ * (re, im) <- sum_j x[j] e^{sign 2 pi i j k / m}, unnormalized. */
+static void fft_pow2(const dft_plan *p, double *re, double *im, int sign) {
+  const int64_t n = p->m;
+  if (n <= 1) return;
+  for (int64_t i = 1, j = 0; i < n; i++) {
+    int64_t bit = n >> 1;
+    for (; j & bit; bit >>= 1) j ^= bit;
+    j |= bit;
+    if (i < j) {
+      double t = re[i];
+      re[i] = re[j];
+      re[j] = t;
+      t = im[i];
+      im[i] = im[j];
+      im[j] = t;
+    }
+  }
+  for (int64_t len = 2; len <= n; len <<= 1) {
+    int64_t step = n / len, half = len / 2;
+    for (int64_t s = 0; s < n; s += len)
+      for (int64_t k = 0; k < half; k++) {
+        double wr = p->cos_t[k * step], wi = sign * p->sin_t[k * step];
+        double xr = re[s + k + half], xi = im[s + k + half];
+        double tr = xr * wr - xi * wi, ti = xr * wi + xi * wr;
+        re[s + k + half] = re[s + k] - tr;
+        im[s + k + half] = im[s + k] - ti;
+        re[s + k] += tr;
+        im[s + k] += ti;
+      }
+  }
+}
 
 static er_status plan_init(const er_kctx *ctx, dft_plan *p, int64_t n) {
   memset(p, 0, sizeof *p);
   p->n = n;
-  p->pow2 = n > 0 && (n & (n - 1)) == 0;
-  if ((uint64_t)n > SIZE_MAX / (6 * sizeof(double)))
+  p->m = n;
+  if (n > 0 && (n & (n - 1)) == 0) {
+    p->kind = PLAN_POW2;
+  } else if (n <= DIRECT_MAX) {
+    p->kind = PLAN_DIRECT;
+  } else {
+    p->kind = PLAN_BLUESTEIN;
+    if (n > (INT64_C(1) << 40))
+      return er__op_error(ctx, ER_STATUS_LIMIT, "transform length %lld is too large",
+                          (long long)n);
+    p->m = 1;
+    while (p->m < 2 * n - 1) p->m <<= 1;
+  }
+  /* Doubles: tables 2m, re/im 2n, work 2m, chirp 2n, kernel 2m. */
+  const uint64_t nn = (uint64_t)(n > 0 ? n : 1), mm = (uint64_t)(p->m > 0 ? p->m : 1);
+  uint64_t total = 6 * mm + 4 * nn;
+  if (total > SIZE_MAX / sizeof(double))
     return er__op_error(ctx, ER_STATUS_LIMIT, "transform length %lld is too large", (long long)n);
-  double *m = er__malloc((size_t)(n > 0 ? n : 1) * 6 * sizeof(double), "DFT scratch");
+  double *m = er__malloc((size_t)total * sizeof(double), "DFT scratch");
   if (!m) return ER_STATUS_OUT_OF_MEMORY;
+  p->mem = m;
   p->cos_t = m;
-  p->sin_t = m + n;
-  p->re = m + 2 * n;
-  p->im = m + 3 * n;
-  p->ore = m + 4 * n;
-  p->oim = m + 5 * n;
-  for (int64_t k = 0; k < n; k++) {
-    double a = 2.0 * PI * (double)k / (double)n;
+  p->sin_t = p->cos_t + mm;
+  p->wr = p->sin_t + mm;
+  p->wi = p->wr + mm;
+  p->br = p->wi + mm;
+  p->bi = p->br + mm;
+  p->re = p->bi + mm;
+  p->im = p->re + nn;
+  p->cr = p->im + nn;
+  p->ci = p->cr + nn;
+  for (int64_t k = 0; k < p->m; k++) {
+    double a = 2.0 * PI * (double)k / (double)p->m;
     p->cos_t[k] = cos(a);
     p->sin_t[k] = sin(a);
+  }
+  if (p->kind == PLAN_BLUESTEIN) {
+    /* w[j] = e^{-i pi (j^2 mod 2n) / n}; j^2 mod 2n advances by 2j - 1. */
+    int64_t sq = 0;
+    for (int64_t j = 0; j < n; j++) {
+      if (j > 0) {
+        sq += 2 * j - 1;
+        sq %= 2 * n;
+      }
+      double a = PI * (double)sq / (double)n;
+      p->cr[j] = cos(a);
+      p->ci[j] = -sin(a);
+    }
+    for (int64_t k = 0; k < p->m; k++) p->br[k] = p->bi[k] = 0.0;
+    for (int64_t j = 0; j < n; j++) {
+      p->br[j] = p->cr[j];
+      p->bi[j] = -p->ci[j];
+      if (j > 0) {
+        p->br[p->m - j] = p->cr[j];
+        p->bi[p->m - j] = -p->ci[j];
+      }
+    }
+    fft_pow2(p, p->br, p->bi, -1);
   }
   return ER_STATUS_OK;
 }
 
-static void plan_free(dft_plan *p) { free(p->cos_t); }
+static void plan_free(dft_plan *p) { free(p->mem); }
 
 /* In place: (re, im) <- sum_j x[j] e^{sign 2 pi i j k / n}, unnormalized.
  * sign is -1 for the forward transform, +1 for the inverse. */
 static void transform(dft_plan *p, int sign) {
-  const int64_t n = p->n;
+  const int64_t n = p->n, m = p->m;
   double *re = p->re, *im = p->im;
   if (n <= 1) return;
-  if (p->pow2) {
-    /* Iterative radix-2: bit-reversal permutation, then butterflies. */
-    for (int64_t i = 1, j = 0; i < n; i++) {
-      int64_t bit = n >> 1;
-      for (; j & bit; bit >>= 1) j ^= bit;
-      j |= bit;
-      if (i < j) {
-        double t = re[i];
-        re[i] = re[j];
-        re[j] = t;
-        t = im[i];
-        im[i] = im[j];
-        im[j] = t;
-      }
-    }
-    for (int64_t len = 2; len <= n; len <<= 1) {
-      int64_t step = n / len, half = len / 2;
-      for (int64_t s = 0; s < n; s += len)
-        for (int64_t k = 0; k < half; k++) {
-          double wr = p->cos_t[k * step], wi = sign * p->sin_t[k * step];
-          double xr = re[s + k + half], xi = im[s + k + half];
-          double tr = xr * wr - xi * wi, ti = xr * wi + xi * wr;
-          re[s + k + half] = re[s + k] - tr;
-          im[s + k + half] = im[s + k] - ti;
-          re[s + k] += tr;
-          im[s + k] += ti;
+  switch (p->kind) {
+    case PLAN_POW2: fft_pow2(p, re, im, sign); return;
+    case PLAN_DIRECT:
+      for (int64_t k = 0; k < n; k++) {
+        double sr = 0.0, si = 0.0;
+        int64_t idx = 0; /* (j * k) mod n */
+        for (int64_t j = 0; j < n; j++) {
+          double wr = p->cos_t[idx], wi = sign * p->sin_t[idx];
+          sr += re[j] * wr - im[j] * wi;
+          si += re[j] * wi + im[j] * wr;
+          idx += k;
+          if (idx >= n) idx -= n;
         }
+        p->wr[k] = sr;
+        p->wi[k] = si;
+      }
+      memcpy(re, p->wr, (size_t)n * sizeof(double));
+      memcpy(im, p->wi, (size_t)n * sizeof(double));
+      return;
+    case PLAN_BLUESTEIN: {
+      /* The inverse is the conjugate of the forward transform of the
+       * conjugate. */
+      const double cs = sign > 0 ? -1.0 : 1.0;
+      for (int64_t j = 0; j < m; j++) {
+        if (j < n) {
+          double xr = re[j], xi = cs * im[j];
+          p->wr[j] = xr * p->cr[j] - xi * p->ci[j];
+          p->wi[j] = xr * p->ci[j] + xi * p->cr[j];
+        } else {
+          p->wr[j] = p->wi[j] = 0.0;
+        }
+      }
+      fft_pow2(p, p->wr, p->wi, -1);
+      for (int64_t j = 0; j < m; j++) {
+        double ar = p->wr[j], ai = p->wi[j];
+        p->wr[j] = ar * p->br[j] - ai * p->bi[j];
+        p->wi[j] = ar * p->bi[j] + ai * p->br[j];
+      }
+      fft_pow2(p, p->wr, p->wi, 1);
+      for (int64_t k = 0; k < n; k++) {
+        double ar = p->wr[k] / (double)m, ai = p->wi[k] / (double)m;
+        re[k] = ar * p->cr[k] - ai * p->ci[k];
+        im[k] = cs * (ar * p->ci[k] + ai * p->cr[k]);
+      }
+      return;
     }
-    return;
   }
-  for (int64_t k = 0; k < n; k++) {
-    double sr = 0.0, si = 0.0;
-    int64_t idx = 0; /* (j * k) mod n */
-    for (int64_t j = 0; j < n; j++) {
-      double wr = p->cos_t[idx], wi = sign * p->sin_t[idx];
-      sr += re[j] * wr - im[j] * wi;
-      si += re[j] * wi + im[j] * wr;
-      idx += k;
-      if (idx >= n) idx -= n;
-    }
-    p->ore[k] = sr;
-    p->oim[k] = si;
-  }
-  memcpy(re, p->ore, (size_t)n * sizeof(double));
-  memcpy(im, p->oim, (size_t)n * sizeof(double));
 }
 
 /* ======================================================================== */
