@@ -122,8 +122,10 @@ static er_status attn_attrs(const er_kctx *ctx, attn_cfg *c) {
   if (!(c->softcap >= 0.0f))
     return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "softcap is %g; it must be >= 0",
                         (double)c->softcap);
-  if (c->has_scale && !(c->scale > 0.0f) && !(c->scale < 0.0f) && c->scale != 0.0f)
-    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "scale is NaN");
+  if (c->has_scale && !(c->scale >= 0.0f))
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                        "scale is %g; it must be >= 0 (Q and K are each scaled by sqrt(scale))",
+                        (double)c->scale);
   switch (sp) {
     case 0: c->softmax_type = ER_DTYPE_UNDEFINED; break;
     case ER_DTYPE_FLOAT:
@@ -423,7 +425,7 @@ static er_status attention_run(er_kctx *ctx) {
   const view4 vpk = view_of(false, HKV, P, D), vpv = view_of(false, HKV, P, DV);
   const view4 vnk = view_of(false, HKV, T, D), vnv = view_of(false, HKV, T, DV);
 
-  /* Scratch: T*D + T*DV + D + 5*T doubles; each factor is a dim of an input
+  /* Scratch: T*D + T*DV + D + 4*T doubles; each factor is a dim of an input
    * whose size is already bounded, but the sum is checked anyway. */
   uint64_t kd, vd, n = 0;
   bool ok = er__mul_u64((uint64_t)T, (uint64_t)D, &kd) &&
