@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   er_tensor t;
   char *name = NULL;
-  if (er__onnx_parse_tensor_file(data, size, 0, &t, &name) == ER_STATUS_OK) {
+  if (er__onnx_parse_tensor_file(data, size, &t, &name) == ER_STATUS_OK) {
     er__tensor_release(&t);
     free(name);
   }

@@ -460,8 +460,10 @@ er_status er__onnx_tensor_from_proto(parse_ctx *pc, const uint8_t *p, size_t len
 
 /* Registers `t` with the model when it owns data, so the model frees it. */
 static er_status adopt_tensor(parse_ctx *pc, er_tensor *t) {
-  if (t->flags & ER_TENSOR_OWNS_DATA) return er__model_own(pc->model, t);
-  return ER_STATUS_OK;
+  if (!(t->flags & ER_TENSOR_OWNS_DATA)) return ER_STATUS_OK;
+  er_status st = er__model_own(pc->model, t);
+  if (st != ER_STATUS_OK) er__tensor_release(t);
+  return st;
 }
 
 static er_status tensor_attr(parse_ctx *pc, const er_pb_field *f, er_tensor **out) {
@@ -950,6 +952,8 @@ static er_status parse_node_inputs(parse_ctx *pc, er_graph *g, int32_t index,
 
 static er_status add_constant_value(parse_ctx *pc, er_graph *g, er_tensor *t, const char *name) {
   int32_t id;
+  /* The model owns the data from here on, whatever happens next. */
+  ER_CHECK(adopt_tensor(pc, t));
   if (!name || !name[0])
     return er__error(ER_STATUS_INVALID_GRAPH, "graph '%s' has an initializer without a name",
                      g->name);
@@ -960,7 +964,7 @@ static er_status add_constant_value(parse_ctx *pc, er_graph *g, er_tensor *t, co
   v->kind = ER_VALUE_CONSTANT;
   v->constant = t;
   er__tensor_set(&v->info, t->dtype, t->rank, t->dims);
-  return adopt_tensor(pc, t);
+  return ER_STATUS_OK;
 }
 
 static er_status parse_graph(parse_ctx *pc, const uint8_t *p, size_t len, er_graph *parent,
@@ -1233,22 +1237,24 @@ er_status er__onnx_parse_model(struct er_model *model) {
 /* Standalone tensor files                                                   */
 /* ======================================================================== */
 
-er_status er__onnx_parse_tensor_file(const void *data, size_t size, uint64_t max_bytes,
-                                     er_tensor *tensor_out, char **name_out) {
+er_status er__onnx_parse_tensor_file(const void *data, size_t size, er_tensor *tensor_out,
+                                     char **name_out) {
   er_arena arena;
   er__arena_init(&arena);
   parse_ctx pc = {NULL, &arena, 0};
   const char *name = NULL;
-  er_tensor t;
-  (void)max_bytes;
+  er_tensor t = {0};
+  /* On failure the parser has already freed anything it allocated. */
   er_status st = er__onnx_tensor_from_proto(&pc, data, size, &t, &name);
   if (st == ER_STATUS_OK && name_out) {
     *name_out = name ? strdup(name) : NULL;
-    if (name && !*name_out) st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory");
+    if (name && !*name_out) {
+      er__tensor_release(&t);
+      st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
   }
   er__arena_free(&arena);
   if (st == ER_STATUS_OK) *tensor_out = t;
-  else if (t.flags & ER_TENSOR_OWNS_DATA) er__tensor_release(&t);
   return st;
 }
 

@@ -13,8 +13,8 @@ er_status er__onnx_parse_model(struct er_model *model);
  * the tensor (never referencing `data`). `name_out` (may be NULL) receives a
  * malloc'd copy of the name or NULL. External data is refused. Used for test
  * data files and the CLI. */
-er_status er__onnx_parse_tensor_file(const void *data, size_t size, uint64_t max_bytes,
-                                     er_tensor *tensor_out, char **name_out);
+er_status er__onnx_parse_tensor_file(const void *data, size_t size, er_tensor *tensor_out,
+                                     char **name_out);
 
 /* Serializes a tensor as a TensorProto (raw_data form) into `w`. */
 er_status er__onnx_write_tensor(er_pbw *w, const er_tensor *t, const char *name);

@@ -165,7 +165,7 @@ er_status er_tensor_read_file(const char *path, er_tensor **tensor_out, char **n
   if (size >= 6 && memcmp(data, "\x93NUMPY", 6) == 0) {
     st = parse_npy(path, data, size, &tmp);
   } else {
-    st = er__onnx_parse_tensor_file(data, size, 0, &tmp, &name);
+    st = er__onnx_parse_tensor_file(data, size, &tmp, &name);
     if (st != ER_STATUS_OK) er__error_prefix("'%s'", path);
   }
   er__aligned_free(data);

@@ -27,7 +27,18 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SHARED = os.path.join(os.path.dirname(ROOT), "shared")
+def find_shared():
+    """../shared beside the checkout; EDGERUN_SHARED overrides it, and a
+    clone made elsewhere (CI clones into a scratch folder) falls back to the
+    workplace's /work/shared."""
+    for cand in (os.environ.get("EDGERUN_SHARED"), os.path.join(os.path.dirname(ROOT), "shared"),
+                 "/work/shared"):
+        if cand and os.path.isdir(os.path.join(cand, "conformance")):
+            return cand
+    return os.path.join(os.path.dirname(ROOT), "shared")
+
+
+SHARED = find_shared()
 PASSING = os.path.join(HERE, "passing.txt")
 REQUIRED_OPS = os.path.join(HERE, "required-ops.txt")
 
