@@ -22,6 +22,7 @@
 #define ER_DEFAULT_MAX_NODES 1000000u
 #define ER_DEFAULT_MAX_NESTING 32u
 #define ER_MAX_NAME_BYTES 4096        /* one name or string attribute */
+#define ER_MAX_META_BYTES (1 << 24)   /* one metadata_props value */
 #define ER_MAX_ATTR_ELEMENTS 1000000  /* ints/floats in one attribute */
 #define ER_MAX_NODE_IO 4096           /* inputs or outputs of one node */
 #define ER_MAX_VALUES 4000000         /* named values in one graph */

@@ -587,8 +587,12 @@ static er_status parse_shape(parse_ctx *pc, const er_pb_field *sf, er_value *v) 
       if (done) break;
       if (d.number == DIM_VALUE && d.wire == ER_PB_VARINT) {
         val = (int64_t)d.value;
-        if (val < 0)
-          return er__error(ER_STATUS_INVALID_SHAPE, "value '%s': dim %d is %lld; dims must be >= 0",
+        /* Some exporters (paddle2onnx) write -1 for a dynamic dim; treat it
+         * as unknown, as onnxruntime does. Other negatives are errors. */
+        if (val < -1)
+          return er__error(ER_STATUS_INVALID_SHAPE,
+                           "value '%s': dim %d is %lld; declared dims must be >= 0 (or -1 for "
+                           "unknown)",
                            v->name, rank, (long long)val);
       } else if (d.number == DIM_PARAM && d.wire == ER_PB_LEN) {
         ER_CHECK(copy_string(pc, &d, "dim_param", &param));
@@ -1149,7 +1153,16 @@ static er_status parse_entry(parse_ctx *pc, const er_pb_field *f, er_meta *m) {
     ER_CHECK(er__pb_next(&pb, &g, &done));
     if (done) break;
     if (g.number == ENTRY_KEY) ER_CHECK(copy_string(pc, &g, "metadata key", &m->key));
-    if (g.number == ENTRY_VALUE) ER_CHECK(copy_string(pc, &g, "metadata value", &m->value));
+    if (g.number == ENTRY_VALUE) {
+      /* Values carry real payloads (OCR models keep their character
+       * dictionary here), so they get their own, larger cap. */
+      ER_CHECK(expect_wire(&g, ER_PB_LEN, "metadata value"));
+      if (g.len > ER_MAX_META_BYTES)
+        return er__error(ER_STATUS_LIMIT, "metadata value is %zu bytes, more than %d (ER_MAX_META_BYTES)",
+                         g.len, ER_MAX_META_BYTES);
+      m->value = er__arena_strndup(pc->arena, (const char *)g.data, g.len);
+      if (!m->value) return ER_STATUS_OUT_OF_MEMORY;
+    }
   }
   return ER_STATUS_OK;
 }

@@ -9,6 +9,7 @@ Suites (folders under ../shared and in the repo):
   models        ../shared/models/* (every test set, official and onnxruntime's)
   digits        models/digits (the bundled example)
   generated     models written by tests/models/gen_models.py (rtol 1e-3, atol 1e-4)
+  real          real models from packages, tests/models/real_models.py (same tolerance)
 
 The run fails when a folder listed in tests/conformance/passing.txt does not
 pass, when edgerun crashes or hangs, or when a result has no message saying
@@ -58,6 +59,9 @@ SUITES = {
     # Generated models compare against onnxruntime, which accumulates in a
     # different order: the stated tolerance for real models.
     "generated": (None, ("1e-3", "1e-4")),
+    # Real models from Python packages (tests/models/real_models.py): the
+    # issue's tolerance for real models against onnxruntime.
+    "real": (None, ("1e-3", "1e-4")),
 }
 
 # The light CNNs (ResNet-50, VGG-19, ...) take most of the time; CI runs
@@ -122,6 +126,8 @@ def main():
     ap.add_argument("--edgerun", default=os.path.join(ROOT, "build", "edgerun"))
     ap.add_argument("--generated", default=os.path.join(ROOT, "build", "test-models"),
                     help="folder of generated models (tests/models/gen_models.py --out)")
+    ap.add_argument("--real", default=os.path.join(ROOT, "build", "real-models"),
+                    help="folder of real models (tests/models/real_models.py --out)")
     ap.add_argument("--suite", action="append", help="run only these suites")
     ap.add_argument("--update", action="store_true", help="add newly passing folders to passing.txt")
     args = ap.parse_args()
@@ -133,6 +139,8 @@ def main():
         path, tol = SUITES[name]
         if name == "generated":
             path = args.generated
+        if name == "real":
+            path = args.real
         if not os.path.isdir(path):
             if any(e.startswith(name + "/") for e in must_pass):
                 failures.append("%s: folder %s is missing" % (name, path))

@@ -269,7 +269,7 @@ static void test_bad_dims(void) {
   /* A graph input declared with a negative dim. */
   er_pbw g = {0}, m4 = {0};
   er_pbw vi = {0}, tt = {0}, type = {0}, shape = {0}, dim = {0};
-  er__pbw_varint_field(&dim, 1, (uint64_t)(int64_t)-5);
+  er__pbw_varint_field(&dim, 1, (uint64_t)(int64_t)-5); /* -1 means unknown; -5 is wrong */
   tb_embed(&shape, 1, &dim);
   er__pbw_varint_field(&tt, 1, 1);
   tb_embed(&tt, 2, &shape);
