@@ -497,7 +497,7 @@ static er_status conv_common(er_kctx *ctx, conv_plan *p) {
     for (int d = 0; d < p->nsp; d++) {
       if (w->dims[2 + d] >= 0 && w->dims[2 + d] != p->win.kernel[d]) {
         char a[160], bb[160];
-        return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "kernel_shape %s does not match weight dims %s",
+        return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "kernel_shape %s does not match weight dims %s",
                             er__dims_str(p->nsp, p->win.kernel, a, sizeof a),
                             er__dims_str(p->nsp, w->dims + 2, bb, sizeof bb));
       }

@@ -768,8 +768,10 @@ static er_status split_plan_make(const er_kctx *ctx, int axis, int64_t dim, spli
       if (!er__add_i64(sum, v, &sum))
         return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "'split' values overflow int64");
     }
+    /* An attribute that disagrees with the input is a bad attribute; a
+     * 'split' input (opset 13+) that does is a bad shape. */
     if (dim >= 0 && sum != dim)
-      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+      return er__op_error(ctx, p->list ? ER_STATUS_INVALID_ATTRIBUTE : ER_STATUS_INVALID_SHAPE,
                           "'split' values sum to %lld but axis %d has dim %lld", (long long)sum,
                           axis, (long long)dim);
     return ER_STATUS_OK;
