@@ -48,6 +48,7 @@ typedef struct er_subgraph {
   const int32_t *outputs;    /* [n_outputs] value ids read outside or
                                 graph outputs */
   int32_t n_outputs;
+  bool force_reference;      /* CPU: use reference kernels only */
 } er_subgraph;
 
 typedef struct er_backend_iface {

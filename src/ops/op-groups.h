@@ -21,7 +21,8 @@
   X(misc)                   \
   X(attention)              \
   X(signal)                 \
-  X(detect)
+  X(detect)                 \
+  X(fused)
 
 #define ER_OP_GROUP_DECL(name) extern const er_op_def *const er__ops_##name[];
 ER_OP_GROUP_LIST(ER_OP_GROUP_DECL)

@@ -14,6 +14,7 @@
 #include "backends/backend.h"
 #include "onnx/onnx.h"
 #include "backends/cpu/cpu-exec.h"
+#include "backends/cpu/cpu-kernels.h"
 
 /* ======================================================================== */
 /* Models                                                                    */
@@ -296,6 +297,7 @@ struct er_session {
   er_session_options opts;
   er_segment *segs;        /* [n_segs] */
   int n_segs;
+  er_thread_pool *pool;    /* opts.threads workers, shared by runs */
 };
 
 void er_session_options_init(er_session_options *o) {
@@ -309,6 +311,7 @@ void er_session_free(er_session *s) {
   for (int i = 0; i < s->n_segs; i++)
     if (s->segs[i].backend->iface->release) s->segs[i].backend->iface->release(s->segs[i].backend, s->segs[i].compiled);
   free(s->segs);
+  er__pool_free(s->pool);
   free(s);
 }
 
@@ -366,6 +369,8 @@ er_status er_session_create(const er_model *model, const er_session_options *opt
   s->opts.backend_count = 0;
   st = place_nodes(g, &o, place);
   if (st != ER_STATUS_OK) goto fail;
+  st = er__pool_create(o.threads, &s->pool);
+  if (st != ER_STATUS_OK) goto fail;
   /* Cut into maximal runs of one backend and compile each. A graph without
    * nodes (outputs straight from inputs or constants) has no segment. */
   s->segs = calloc((size_t)g->n_nodes + 1, sizeof *s->segs);
@@ -379,7 +384,7 @@ er_status er_session_create(const er_model *model, const er_session_options *opt
       order[j] = j;
       j++;
     }
-    er_subgraph sg = {g, order + i, j - i, NULL, 0, NULL, 0};
+    er_subgraph sg = {g, order + i, j - i, NULL, 0, NULL, 0, o.force_reference};
     er_backend *be = place[i];
     if (!be->iface->compile || !be->iface->compute) {
       st = er__error(ER_STATUS_BACKEND, "backend '%s' cannot compile subgraphs", be->iface->name);
@@ -492,7 +497,7 @@ er_status er_session_run(er_session *s, const er_named_tensor *inputs, size_t n_
     for (size_t i = 0; i < n_outputs; i++) want[i] = (int32_t)i;
   }
 
-  er_exec ex = {s->opts.threads, s->opts.force_reference, NULL, 0};
+  er_exec ex = {s->pool, NULL, 0};
   /* Inputs with initializers that were not given fall back to the
    * initializer (bound inside exec). */
   int n_bind = 0;

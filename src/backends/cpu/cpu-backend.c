@@ -8,6 +8,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu-exec.h"
+#include "backends/cpu/cpu-kernels.h"
 #include "ops/op.h"
 
 static int cpu_device_count(er_backend *be) {
@@ -84,18 +85,55 @@ static er_status cpu_buffer_read(er_backend *be, const void *buffer, size_t offs
  * graph the last node reading it (so intermediates are freed early). */
 typedef struct cpu_compiled {
   const er_graph *graph;
-  int32_t *nodes;     /* [n_nodes] */
+  int32_t *nodes;          /* [n_nodes] */
   int32_t n_nodes;
-  int32_t *last_use;  /* [graph->n_values] */
+  int32_t *last_use;       /* [graph->n_values] */
+  er_node_kernel *kernels; /* [graph->n_nodes], by node index */
 } cpu_compiled;
 
 static void cpu_release(er_backend *be, void *compiled) {
   ER_UNUSED(be);
   cpu_compiled *c = compiled;
   if (!c) return;
+  if (c->kernels)
+    for (int32_t i = 0; i < c->graph->n_nodes; i++)
+      if (c->kernels[i].kernel && c->kernels[i].kernel->release) c->kernels[i].kernel->release(c->kernels[i].state);
+  free(c->kernels);
   free(c->nodes);
   free(c->last_use);
   free(c);
+}
+
+/* Chooses and prepares an optimized kernel for node i, if one applies. */
+static er_status pick_kernel(const er_graph *g, int32_t i, er_node_kernel *nk) {
+  const er_node *node = &g->nodes[i];
+  const er_tensor *in[64], *out[64];
+  if (node->n_inputs > 64 || node->n_outputs > 64) return ER_STATUS_OK;
+  for (int k = 0; k < node->n_inputs; k++) {
+    int32_t id = node->inputs[k];
+    in[k] = id < 0 ? NULL : g->values[id].kind == ER_VALUE_CONSTANT && g->values[id].constant &&
+                                    !(g->values[id].is_graph_input && g->model->ir_version >= 4)
+                                ? g->values[id].constant
+                                : &g->values[id].info;
+  }
+  for (int k = 0; k < node->n_outputs; k++)
+    out[k] = node->outputs[k] < 0 ? NULL : &g->values[node->outputs[k]].info;
+  er_kernel_info ki = {node, node->n_inputs, node->n_outputs, in, out, er__cpu_features()};
+  const er_cpu_kernel *k = er__cpu_kernel_pick(&ki);
+  if (!k) return ER_STATUS_OK;
+  void *state = NULL;
+  size_t scratch = 0;
+  if (k->prepare) {
+    er_status st = k->prepare(&ki, &state, &scratch);
+    if (st != ER_STATUS_OK) {
+      er__error_prefix("kernel %s for %s node '%s'", k->name, node->op_type, node->name);
+      return st;
+    }
+  }
+  nk->kernel = k;
+  nk->state = state;
+  nk->scratch_bytes = scratch;
+  return ER_STATUS_OK;
 }
 
 static er_status cpu_compile(er_backend *be, const er_subgraph *sg, void **compiled_out) {
@@ -111,6 +149,20 @@ static er_status cpu_compile(er_backend *be, const er_subgraph *sg, void **compi
   }
   if (sg->n_nodes) memcpy(c->nodes, sg->nodes, (size_t)sg->n_nodes * sizeof *c->nodes);
   er__exec_last_use(sg->graph, c->last_use);
+  if (!sg->force_reference && !er__force_reference_env()) {
+    c->kernels = calloc((size_t)sg->graph->n_nodes + 1, sizeof *c->kernels);
+    if (!c->kernels) {
+      cpu_release(be, c);
+      return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory compiling a CPU subgraph");
+    }
+    for (int32_t j = 0; j < sg->n_nodes; j++) {
+      er_status st = pick_kernel(sg->graph, sg->nodes[j], &c->kernels[sg->nodes[j]]);
+      if (st != ER_STATUS_OK) {
+        cpu_release(be, c);
+        return st;
+      }
+    }
+  }
   *compiled_out = c;
   return ER_STATUS_OK;
 }
@@ -119,7 +171,7 @@ static er_status cpu_compute(er_backend *be, void *compiled, struct er_exec *run
   ER_UNUSED(be);
   cpu_compiled *c = compiled;
   er_frame frame = {c->graph, values, NULL};
-  return er__exec_nodes(run, &frame, c->nodes, c->n_nodes, c->last_use);
+  return er__exec_nodes(run, &frame, c->nodes, c->n_nodes, c->last_use, c->kernels);
 }
 
 static const er_backend_iface cpu_iface = {

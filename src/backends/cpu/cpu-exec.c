@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "backends/backend.h"
+#include "backends/cpu/cpu-kernels.h"
 
 #define ER_MAX_SUBGRAPH_DEPTH 64
 
@@ -70,7 +71,21 @@ static int node_width(const er_graph *g) {
   return width;
 }
 
-static er_status run_node(er_exec *ex, er_frame *frame, int32_t i, er_tensor **inp, er_tensor **outp) {
+/* Runs an optimized kernel with its per-run scratch. */
+static er_status run_kernel(er_exec *ex, er_kctx *ctx, const er_node_kernel *nk) {
+  void *scratch = NULL;
+  if (nk->scratch_bytes) {
+    scratch = er__aligned_alloc(nk->scratch_bytes);
+    if (!scratch) return ER_STATUS_OUT_OF_MEMORY;
+  }
+  er_kernel_run kr = {ctx, nk->state, scratch, nk->scratch_bytes, ex->pool};
+  er_status st = nk->kernel->run(&kr);
+  er__aligned_free(scratch);
+  return st;
+}
+
+static er_status run_node(er_exec *ex, er_frame *frame, int32_t i, er_tensor **inp, er_tensor **outp,
+                          const er_node_kernel *nk) {
   const er_graph *g = frame->g;
   const er_node *node = &g->nodes[i];
   er_status st = ER_STATUS_OK;
@@ -113,7 +128,7 @@ static er_status run_node(er_exec *ex, er_frame *frame, int32_t i, er_tensor **i
       st = er__tensor_alloc(o, 0);
     }
   }
-  if (st == ER_STATUS_OK) st = node->op->run(&ctx);
+  if (st == ER_STATUS_OK) st = nk && nk->kernel ? run_kernel(ex, &ctx, nk) : node->op->run(&ctx);
   ex->frame = saved;
   for (int k = 0; k < node->n_outputs && st == ER_STATUS_OK; k++)
     if (outp[k] && !outp[k]->data)
@@ -123,7 +138,7 @@ static er_status run_node(er_exec *ex, er_frame *frame, int32_t i, er_tensor **i
 }
 
 er_status er__exec_nodes(er_exec *ex, er_frame *frame, const int32_t *nodes, int32_t n_nodes,
-                         const int32_t *last_use) {
+                         const int32_t *last_use, const er_node_kernel *kernels) {
   const er_graph *g = frame->g;
   int width = node_width(g);
   er_tensor **inp = malloc((size_t)width * sizeof *inp);
@@ -136,7 +151,7 @@ er_status er__exec_nodes(er_exec *ex, er_frame *frame, const int32_t *nodes, int
   for (int32_t j = 0; j < n_nodes; j++) {
     int32_t i = nodes ? nodes[j] : j;
     const er_node *node = &g->nodes[i];
-    st = run_node(ex, frame, i, inp, outp);
+    st = run_node(ex, frame, i, inp, outp, kernels ? &kernels[i] : NULL);
     if (st != ER_STATUS_OK) break;
     /* Free what no later node reads. */
     for (int k = 0; k < node->n_inputs; k++) {
@@ -214,7 +229,7 @@ er_status er__exec_graph_segments(er_exec *ex, const er_graph *g, const er_frame
       st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory running graph '%s'", g->name);
     } else {
       er__exec_last_use(g, last_use);
-      st = er__exec_nodes(ex, &frame, NULL, g->n_nodes, last_use);
+      st = er__exec_nodes(ex, &frame, NULL, g->n_nodes, last_use, NULL);
     }
   }
   ex->depth--;

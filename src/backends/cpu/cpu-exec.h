@@ -17,13 +17,22 @@ typedef struct er_frame {
   const struct er_frame *parent; /* frame of the enclosing graph, for OUTER */
 } er_frame;
 
+struct er_thread_pool;
+struct er_cpu_kernel;
+
 /* State of one run; one per er_session_run call (so runs never share). */
 typedef struct er_exec {
-  int threads;
-  bool force_reference;
+  struct er_thread_pool *pool;   /* the session's workers; may be NULL */
   const er_frame *frame;         /* frame of the node being run */
   int depth;                     /* subgraph nesting of the current call */
 } er_exec;
+
+/* An optimized kernel chosen for a node at compile time, with its state. */
+typedef struct er_node_kernel {
+  const struct er_cpu_kernel *kernel;  /* NULL: the op's reference run() */
+  void *state;                         /* from the kernel's prepare() */
+  size_t scratch_bytes;                /* per run */
+} er_node_kernel;
 
 /* A compiled piece of the main graph placed on one backend. */
 typedef struct er_segment {
@@ -38,9 +47,9 @@ void er__exec_last_use(const er_graph *g, int32_t *last_use);
 
 /* Runs nodes[0..n_nodes) (indices into frame->g->nodes; NULL = the first
  * n_nodes nodes in order) in `frame`, freeing intermediates after their last
- * use. */
+ * use. kernels[node index] (may be NULL) names optimized kernels. */
 er_status er__exec_nodes(er_exec *ex, er_frame *frame, const int32_t *nodes, int32_t n_nodes,
-                         const int32_t *last_use);
+                         const int32_t *last_use, const er_node_kernel *kernels);
 
 /* Executes `g`. `inputs[i]` binds g->inputs[i] (borrowed; entries may be
  * NULL and n_inputs may be less than g->n_inputs for inputs that have

@@ -1,0 +1,6 @@
+/* conv.c - optimized CPU kernels of the "conv" group. */
+#include "backends/cpu/kernels/kernel-groups.h"
+
+const er_cpu_kernel *const er__kernels_conv[] = {
+    NULL,
+};

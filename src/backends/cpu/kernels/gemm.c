@@ -1,0 +1,6 @@
+/* gemm.c - optimized CPU kernels of the "gemm" group. */
+#include "backends/cpu/kernels/kernel-groups.h"
+
+const er_cpu_kernel *const er__kernels_gemm[] = {
+    NULL,
+};

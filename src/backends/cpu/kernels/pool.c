@@ -1,0 +1,6 @@
+/* pool.c - optimized CPU kernels of the "pool" group. */
+#include "backends/cpu/kernels/kernel-groups.h"
+
+const er_cpu_kernel *const er__kernels_pool[] = {
+    NULL,
+};
