@@ -258,6 +258,7 @@ typedef struct er_session_options {
   bool allow_fallback;         /* true (default): nodes an accelerator cannot
                                   run go to the CPU; false: that is an error */
   bool force_reference;        /* true: use the reference kernels only */
+  bool profile;                /* true: time every node (er_session_profile) */
 } er_session_options;
 
 ER_API void er_session_options_init(er_session_options *opts);
@@ -289,6 +290,35 @@ ER_API er_status er_session_run(er_session *session,
                                 const er_named_tensor *inputs, size_t n_inputs,
                                 const char *const *output_names,
                                 size_t n_outputs, er_tensor **outputs_out);
+
+/* What a session compiled into. Strings are owned by the session. */
+typedef struct er_session_stats {
+  size_t node_count;           /* nodes of the main graph after optimization */
+  size_t optimized_nodes;      /* nodes running an optimized kernel */
+  uint64_t arena_bytes;        /* peak bytes of the intermediate-tensor plan
+                                  (0 until the first run for dynamic shapes) */
+  int threads;
+} er_session_stats;
+
+ER_API void er_session_stats_get(const er_session *session, er_session_stats *stats_out);
+
+/* Per-node timing, collected when the session was created with
+ * opts.profile. total_us and count accumulate over runs; start_us/dur_us
+ * describe the node in the most recent run (start relative to the run's
+ * start), for trace files. Strings are owned by the session. */
+typedef struct er_node_timing {
+  const char *name;
+  const char *op_type;
+  const char *kernel;          /* optimized kernel name, or "reference" */
+  double total_us;
+  uint64_t count;
+  double start_us, dur_us;
+} er_node_timing;
+
+/* Copies up to `cap` node timings (graph order) into out; *n_out receives
+ * the number of nodes. INVALID_ARGUMENT when profiling was not enabled. */
+ER_API er_status er_session_profile(er_session *session, er_node_timing *out, size_t cap,
+                                    size_t *n_out);
 
 /* ------------------------------------------------------------------------ */
 /* Tensor files (.npy and ONNX TensorProto .pb)                              */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -298,6 +299,10 @@ struct er_session {
   er_segment *segs;        /* [n_segs] */
   int n_segs;
   er_thread_pool *pool;    /* opts.threads workers, shared by runs */
+  /* Profiling (opts.profile): accumulated under prof_lock after each run. */
+  pthread_mutex_t prof_lock;
+  er_node_prof *prof;      /* [n_nodes] */
+  uint64_t arena_bytes;    /* planned intermediate bytes (memory planner) */
 };
 
 void er_session_options_init(er_session_options *o) {
@@ -312,7 +317,45 @@ void er_session_free(er_session *s) {
     if (s->segs[i].backend->iface->release) s->segs[i].backend->iface->release(s->segs[i].backend, s->segs[i].compiled);
   free(s->segs);
   er__pool_free(s->pool);
+  if (s->prof) pthread_mutex_destroy(&s->prof_lock);
+  free(s->prof);
   free(s);
+}
+
+static const char *node_kernel_name(const er_session *s, int32_t i) {
+  for (int k = 0; k < s->n_segs; k++) {
+    if (s->segs[k].backend != er__backend_cpu()) continue;
+    const char *name = er__cpu_compiled_kernel(s->segs[k].compiled, i);
+    if (name) return name;
+  }
+  return "reference";
+}
+
+void er_session_stats_get(const er_session *s, er_session_stats *out) {
+  memset(out, 0, sizeof *out);
+  const er_graph *g = s->model->graph;
+  out->node_count = (size_t)g->n_nodes;
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    if (strcmp(node_kernel_name(s, i), "reference") != 0) out->optimized_nodes++;
+  out->threads = er__pool_threads(s->pool);
+  out->arena_bytes = s->arena_bytes;
+}
+
+er_status er_session_profile(er_session *s, er_node_timing *out, size_t cap, size_t *n_out) {
+  if (!s || !n_out || (cap && !out)) return er__error(ER_STATUS_INVALID_ARGUMENT, "session and n_out must not be NULL");
+  if (!s->prof)
+    return er__error(ER_STATUS_INVALID_ARGUMENT, "the session was created without profiling (opts.profile)");
+  const er_graph *g = s->model->graph;
+  pthread_mutex_lock(&s->prof_lock);
+  for (int32_t i = 0; i < g->n_nodes && (size_t)i < cap; i++) {
+    const er_node *node = &g->nodes[i];
+    const er_node_prof *p = &s->prof[i];
+    out[i] = (er_node_timing){node->name, node->op_type, node_kernel_name(s, i), p->total_ns / 1e3,
+                              p->count, p->start_ns / 1e3, p->dur_ns / 1e3};
+  }
+  pthread_mutex_unlock(&s->prof_lock);
+  *n_out = (size_t)g->n_nodes;
+  return ER_STATUS_OK;
 }
 
 /* Places every node: the first preferred backend whose supports_op says
@@ -371,6 +414,14 @@ er_status er_session_create(const er_model *model, const er_session_options *opt
   if (st != ER_STATUS_OK) goto fail;
   st = er__pool_create(o.threads, &s->pool);
   if (st != ER_STATUS_OK) goto fail;
+  if (o.profile) {
+    s->prof = calloc((size_t)g->n_nodes + 1, sizeof *s->prof);
+    if (!s->prof) {
+      st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory creating a session");
+      goto fail;
+    }
+    pthread_mutex_init(&s->prof_lock, NULL);
+  }
   /* Cut into maximal runs of one backend and compile each. A graph without
    * nodes (outputs straight from inputs or constants) has no segment. */
   s->segs = calloc((size_t)g->n_nodes + 1, sizeof *s->segs);
@@ -497,7 +548,17 @@ er_status er_session_run(er_session *s, const er_named_tensor *inputs, size_t n_
     for (size_t i = 0; i < n_outputs; i++) want[i] = (int32_t)i;
   }
 
-  er_exec ex = {s->pool, NULL, 0};
+  er_exec ex = {s->pool, NULL, 0, NULL, 0};
+  er_node_prof *prof = NULL;
+  if (s->prof) {
+    prof = calloc((size_t)g->n_nodes + 1, sizeof *prof);
+    if (!prof) {
+      st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory profiling a run");
+      goto done;
+    }
+    ex.prof = prof;
+    ex.t0_ns = er__now_ns();
+  }
   /* Inputs with initializers that were not given fall back to the
    * initializer (bound inside exec). */
   int n_bind = 0;
@@ -505,6 +566,19 @@ er_status er_session_run(er_session *s, const er_named_tensor *inputs, size_t n_
     if (bound[k]) n_bind = k + 1;
   st = er__exec_graph_segments(&ex, g, NULL, (const er_tensor *const *)bound, n_bind, s->segs,
                                s->n_segs, results);
+  if (prof) {
+    /* Fold this run's timings into the session's. */
+    pthread_mutex_lock(&s->prof_lock);
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+      s->prof[i].total_ns += prof[i].total_ns;
+      s->prof[i].count += prof[i].count;
+      s->prof[i].start_ns = prof[i].start_ns;
+      s->prof[i].dur_ns = prof[i].dur_ns;
+    }
+    pthread_mutex_unlock(&s->prof_lock);
+    free(prof);
+    prof = NULL;
+  }
   if (st != ER_STATUS_OK) goto done;
 
   for (size_t i = 0; i < n_outputs; i++) outputs_out[i] = NULL;

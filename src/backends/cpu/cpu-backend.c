@@ -192,6 +192,12 @@ static const er_backend_iface cpu_iface = {
 
 static er_backend cpu_backend = {&cpu_iface, NULL};
 
+const char *er__cpu_compiled_kernel(const void *compiled, int32_t node) {
+  const cpu_compiled *c = compiled;
+  if (!c || !c->kernels || node < 0 || node >= c->graph->n_nodes || !c->kernels[node].kernel) return NULL;
+  return c->kernels[node].kernel->name;
+}
+
 er_backend *er__backend_cpu(void) { return &cpu_backend; }
 
 er_backend *er__backend_find(const char *name) {

@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu-kernels.h"
@@ -56,6 +57,12 @@ void er__exec_last_use(const er_graph *g, int32_t *last_use) {
     }
   }
   for (int32_t k = 0; k < g->n_outputs; k++) last_use[g->outputs[k]] = INT32_MAX;
+}
+
+uint64_t er__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* ======================================================================== */
@@ -151,7 +158,17 @@ er_status er__exec_nodes(er_exec *ex, er_frame *frame, const int32_t *nodes, int
   for (int32_t j = 0; j < n_nodes; j++) {
     int32_t i = nodes ? nodes[j] : j;
     const er_node *node = &g->nodes[i];
+    bool timed = ex->prof && !frame->parent;
+    uint64_t t = timed ? er__now_ns() : 0;
     st = run_node(ex, frame, i, inp, outp, kernels ? &kernels[i] : NULL);
+    if (timed) {
+      uint64_t end = er__now_ns();
+      er_node_prof *p = &ex->prof[i];
+      p->start_ns = t - ex->t0_ns;
+      p->dur_ns = end - t;
+      p->total_ns += end - t;
+      p->count++;
+    }
     if (st != ER_STATUS_OK) break;
     /* Free what no later node reads. */
     for (int k = 0; k < node->n_inputs; k++) {

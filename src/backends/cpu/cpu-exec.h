@@ -20,12 +20,23 @@ typedef struct er_frame {
 struct er_thread_pool;
 struct er_cpu_kernel;
 
+/* Timing of one node of the main graph (nanoseconds). */
+typedef struct er_node_prof {
+  uint64_t total_ns, count;
+  uint64_t start_ns, dur_ns;     /* in the last run, start relative to it */
+} er_node_prof;
+
 /* State of one run; one per er_session_run call (so runs never share). */
 typedef struct er_exec {
   struct er_thread_pool *pool;   /* the session's workers; may be NULL */
   const er_frame *frame;         /* frame of the node being run */
   int depth;                     /* subgraph nesting of the current call */
+  er_node_prof *prof;            /* [main graph n_nodes] or NULL */
+  uint64_t t0_ns;                /* run start, for prof start times */
 } er_exec;
+
+/* Monotonic clock in nanoseconds. */
+uint64_t er__now_ns(void);
 
 /* An optimized kernel chosen for a node at compile time, with its state. */
 typedef struct er_node_kernel {
