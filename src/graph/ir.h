@@ -174,4 +174,10 @@ er_status er__graph_bind_ops(er_graph *g);
  * all constants when `fold` is set. */
 er_status er__graph_infer(er_graph *g, bool fold);
 
+/* Load-time rewrites of the main graph (passes.c): BatchNorm folding,
+ * activation/bias/residual fusion into com.edgerun fused ops, LayerNorm and
+ * GELU recognition, Transpose/Reshape chain simplification. Never changes
+ * what a caller can observe beyond float rounding. */
+er_status er__graph_optimize(er_graph *g);
+
 #endif /* ER_IR_H */

@@ -114,6 +114,7 @@ static er_status finish_load(struct er_model *m) {
   ER_CHECK(er__graph_validate(m->graph));
   ER_CHECK(er__graph_bind_ops(m->graph));
   ER_CHECK(er__graph_infer(m->graph, m->limits.optimize > 0));
+  if (m->limits.optimize > 0) ER_CHECK(er__graph_optimize(m->graph));
   for (int32_t i = 0; i < m->graph->n_inputs; i++) {
     const er_value *v = &m->graph->values[m->graph->inputs[i]];
     if (v->kind == ER_VALUE_INPUT && !er__dtype_is_numeric(v->info.dtype))

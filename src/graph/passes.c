@@ -1,0 +1,809 @@
+/* passes.c - load-time graph optimization: patterns of standard ops become
+ * fewer, larger nodes that optimized kernels run in one pass over memory.
+ *
+ *   identity       Identity / inference Dropout removed
+ *   conv_bn        Conv + BatchNormalization folded into the Conv weights
+ *   matmul_bias    MatMul + Add(bias)           -> FusedMatMul
+ *   gemm/conv act  Conv/Gemm/FusedMatMul + activation -> fused activation
+ *                  (Relu, Clip, Sigmoid, Tanh, HardSigmoid, HardSwish,
+ *                   LeakyRelu, x*Sigmoid(x), Gelu and its Erf pattern)
+ *   conv_add       Conv + Add(residual) [+ activation] -> FusedConv
+ *   layernorm      ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div[/Mul/Add]
+ *                  -> LayerNormalization
+ *   gelu           0.5*x*(1+Erf(x/sqrt 2)) -> Gelu
+ *   transpose      Transpose o Transpose composed; identity perms removed
+ *   reshape        Reshape o Reshape -> one Reshape
+ *
+ * Every rewrite requires the values it makes disappear to have no other
+ * reader and not to be graph outputs, so what a caller can observe never
+ * changes. Fused ops' reference kernels run the replaced ops' references,
+ * so outputs stay within float rounding of the unfused graph (the tests in
+ * tests/unit/test-passes.c compare both). Subgraphs are left as written. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "graph/ir.h"
+#include "ops/fused.h"
+
+typedef struct pass_ctx {
+  er_graph *g;
+  int32_t *uses;    /* [cap] readers (nodes and graph outputs) per value */
+  size_t cap;
+  bool *dead;       /* [n_nodes] nodes removed by a rewrite */
+  int changed;
+} pass_ctx;
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static bool is_op(const er_node *n, const char *op) {
+  return n->domain[0] == '\0' && strcmp(n->op_type, op) == 0;
+}
+
+static void count_uses(pass_ctx *pc) {
+  er_graph *g = pc->g;
+  ER_ASSERT((size_t)g->n_values <= pc->cap);
+  memset(pc->uses, 0, (size_t)g->n_values * sizeof *pc->uses);
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    if (pc->dead[i]) continue;
+    const er_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k] >= 0) pc->uses[n->inputs[k]]++;
+    /* Subgraph captures count as uses; such values are never folded away. */
+    for (int a = 0; a < n->n_attrs; a++) {
+      const er_attr *at = &n->attrs[a];
+      int64_t cnt = at->type == ER_ATTR_GRAPH ? 1 : at->type == ER_ATTR_GRAPHS ? at->n : 0;
+      for (int64_t j = 0; j < cnt; j++) {
+        const er_graph *sg = at->type == ER_ATTR_GRAPH ? at->g : at->graphs[j];
+        for (int32_t v = 0; v < sg->n_values; v++)
+          if (sg->values[v].kind == ER_VALUE_OUTER) pc->uses[sg->values[v].outer] += 1000;
+      }
+    }
+  }
+  for (int32_t k = 0; k < g->n_outputs; k++) pc->uses[g->outputs[k]] += 1000;
+}
+
+/* The single node reading value v (and only once), or -1. */
+static int32_t sole_consumer(const pass_ctx *pc, int32_t v) {
+  if (v < 0 || pc->uses[v] != 1) return -1;
+  const er_graph *g = pc->g;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    if (pc->dead[i]) continue;
+    const er_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k] == v) return i;
+  }
+  return -1;
+}
+
+static const er_tensor *const_of(const er_graph *g, int32_t v) {
+  if (v < 0) return NULL;
+  const er_value *val = &g->values[v];
+  if (val->kind != ER_VALUE_CONSTANT || !val->constant) return NULL;
+  if (val->is_graph_input && g->model->ir_version >= 4) return NULL; /* overridable */
+  return val->constant;
+}
+
+/* A float32 scalar-like constant (one element) or NAN. */
+static double const_scalar(const er_graph *g, int32_t v) {
+  const er_tensor *t = const_of(g, v);
+  if (!t || er__tensor_count(t) != 1 || !er__dtype_is_float(t->dtype)) return NAN;
+  return er__load_f64(t->data, t->dtype, 0);
+}
+
+static bool is_float32(const er_graph *g, int32_t v) {
+  return v >= 0 && g->values[v].info.dtype == ER_DTYPE_FLOAT;
+}
+
+/* Makes the value `from` disappear: the node producing it now produces
+ * `to`'s slot instead (used when the consumer of `from` is removed and its
+ * output `to` should come straight from `from`'s producer). */
+static void redirect_output(er_graph *g, int32_t producer, int32_t from, int32_t to) {
+  er_node *p = &g->nodes[producer];
+  for (int k = 0; k < p->n_outputs; k++)
+    if (p->outputs[k] == from) p->outputs[k] = to;
+  g->values[to].producer = producer;
+  g->values[from].producer = -1;
+}
+
+static er_status new_const(er_graph *g, const char *base, er_tensor *t, int32_t *id_out) {
+  char name[256];
+  for (int k = 0;; k++) {
+    snprintf(name, sizeof name, "%s/er_folded%s%d", base, k ? "_" : "", k);
+    if (er__graph_find(g, name) < 0) break;
+  }
+  char *copy = er__arena_strdup(&g->model->arena, name);
+  if (!copy) return ER_STATUS_OUT_OF_MEMORY;
+  er_tensor *heap = er__arena_alloc(&g->model->arena, sizeof *heap);
+  if (!heap) return ER_STATUS_OUT_OF_MEMORY;
+  *heap = *t;
+  ER_CHECK(er__model_own(g->model, heap));
+  int32_t id;
+  ER_CHECK(er__graph_add_value(g, copy, &id));
+  er_value *v = &g->values[id];
+  v->kind = ER_VALUE_CONSTANT;
+  v->constant = heap;
+  er__tensor_set(&v->info, heap->dtype, heap->rank, heap->dims);
+  *id_out = id;
+  return ER_STATUS_OK;
+}
+
+/* Appends attributes to a node (arena copy). */
+static er_status add_attrs(er_graph *g, er_node *n, const er_attr *extra, int n_extra) {
+  er_attr *attrs = er__arena_array(&g->model->arena, (size_t)(n->n_attrs + n_extra) + 1, sizeof *attrs);
+  if (!attrs) return ER_STATUS_OUT_OF_MEMORY;
+  int w = 0;
+  for (int i = 0; i < n->n_attrs; i++) {
+    bool replaced = false;
+    for (int j = 0; j < n_extra; j++)
+      if (strcmp(n->attrs[i].name, extra[j].name) == 0) replaced = true;
+    if (!replaced) attrs[w++] = n->attrs[i];
+  }
+  for (int j = 0; j < n_extra; j++) attrs[w++] = extra[j];
+  n->attrs = attrs;
+  n->n_attrs = w;
+  return ER_STATUS_OK;
+}
+
+static er_status set_inputs(er_graph *g, er_node *n, const int32_t *ids, int count) {
+  int32_t *in = er__arena_array(&g->model->arena, (size_t)count + 1, sizeof *in);
+  if (!in) return ER_STATUS_OUT_OF_MEMORY;
+  memcpy(in, ids, (size_t)count * sizeof *in);
+  n->inputs = in;
+  n->n_inputs = count;
+  return ER_STATUS_OK;
+}
+
+/* Turns node n into the fused op `op` of domain com.edgerun. */
+static er_status make_fused(er_node *n, const char *op) {
+  const er_op_def *def = er__op_find(ER_FUSED_DOMAIN, op, 1);
+  if (!def) return er__error(ER_STATUS_INTERNAL, "fused op %s is missing", op);
+  n->op_type = op;
+  n->domain = ER_FUSED_DOMAIN;
+  n->version = 1;
+  n->op = def;
+  return ER_STATUS_OK;
+}
+
+static er_status make_standard(er_node *n, const char *op, int version) {
+  const er_op_def *def = er__op_find("", op, version);
+  if (!def) return er__error(ER_STATUS_INTERNAL, "op %s version %d is missing", op, version);
+  n->op_type = op;
+  n->domain = "";
+  n->version = version;
+  n->op = def;
+  return ER_STATUS_OK;
+}
+
+/* The activation node `consumer` applies, if it is one fusion supports;
+ * *out_value receives its output. (x * Sigmoid(x) and GELU from
+ * primitives are matched by silu_of and gelu_of.) */
+static bool activation_of(const pass_ctx *pc, int32_t consumer, er_activation *act, int32_t *out_value) {
+  const er_graph *g = pc->g;
+  const er_node *n = &g->nodes[consumer];
+  memset(act, 0, sizeof *act);
+  if (n->n_outputs != 1 || n->outputs[0] < 0) return false;
+  *out_value = n->outputs[0];
+  if (is_op(n, "Relu")) {
+    act->kind = ER_ACT_RELU;
+    return true;
+  }
+  if (is_op(n, "Sigmoid")) {
+    act->kind = ER_ACT_SIGMOID;
+    return true;
+  }
+  if (is_op(n, "Tanh")) {
+    act->kind = ER_ACT_TANH;
+    return true;
+  }
+  if (is_op(n, "HardSwish")) {
+    act->kind = ER_ACT_HARDSWISH;
+    return true;
+  }
+  if (is_op(n, "Gelu")) {
+    const er_attr *a = er__node_attr(n, "approximate");
+    act->kind = a && a->type == ER_ATTR_STRING && strcmp(a->s, "tanh") == 0 ? ER_ACT_GELU_TANH : ER_ACT_GELU;
+    return true;
+  }
+  if (is_op(n, "LeakyRelu")) {
+    const er_attr *a = er__node_attr(n, "alpha");
+    act->kind = ER_ACT_LEAKYRELU;
+    act->p[0] = a && a->type == ER_ATTR_FLOAT ? a->f : 0.01f;
+    return true;
+  }
+  if (is_op(n, "HardSigmoid")) {
+    const er_attr *a = er__node_attr(n, "alpha"), *b = er__node_attr(n, "beta");
+    act->kind = ER_ACT_HARDSIGMOID;
+    act->p[0] = a && a->type == ER_ATTR_FLOAT ? a->f : 0.2f;
+    act->p[1] = b && b->type == ER_ATTR_FLOAT ? b->f : 0.5f;
+    return true;
+  }
+  if (is_op(n, "Clip")) {
+    double lo = -INFINITY, hi = INFINITY;
+    if (n->version < 11) {
+      const er_attr *a = er__node_attr(n, "min"), *b = er__node_attr(n, "max");
+      if (a && a->type == ER_ATTR_FLOAT) lo = a->f;
+      if (b && b->type == ER_ATTR_FLOAT) hi = b->f;
+    } else {
+      if (n->n_inputs > 1 && n->inputs[1] >= 0 && isnan(lo = const_scalar(g, n->inputs[1]))) return false;
+      if (n->n_inputs > 2 && n->inputs[2] >= 0 && isnan(hi = const_scalar(g, n->inputs[2]))) return false;
+    }
+    act->kind = ER_ACT_CLIP;
+    act->p[0] = isinf(lo) ? -INFINITY : (float)lo;
+    act->p[1] = isinf(hi) ? INFINITY : (float)hi;
+    return true;
+  }
+  return false;
+}
+
+/* x * Sigmoid(x): value x read exactly by a Sigmoid s and a Mul m with
+ * inputs (x, s(x)) in either order. Returns the Mul and the Sigmoid. */
+static bool silu_of(const pass_ctx *pc, int32_t x, int32_t *mul_out, int32_t *sig_out) {
+  const er_graph *g = pc->g;
+  if (pc->uses[x] != 2) return false;
+  int32_t sig = -1, mul = -1;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    if (pc->dead[i]) continue;
+    const er_node *n = &g->nodes[i];
+    bool reads = false;
+    for (int k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k] == x) reads = true;
+    if (!reads) continue;
+    if (is_op(n, "Sigmoid")) sig = i;
+    else if (is_op(n, "Mul") && n->n_inputs == 2) mul = i;
+    else return false;
+  }
+  if (sig < 0 || mul < 0) return false;
+  int32_t s_out = g->nodes[sig].outputs[0];
+  const er_node *m = &g->nodes[mul];
+  if (pc->uses[s_out] != 1) return false;
+  if (!((m->inputs[0] == x && m->inputs[1] == s_out) || (m->inputs[1] == x && m->inputs[0] == s_out)))
+    return false;
+  *mul_out = mul;
+  *sig_out = sig;
+  return true;
+}
+
+/* Value v is `Mul(a, b)`'s operand: returns the other operand, or -1. */
+static int32_t mul_other(const er_node *m, int32_t v) {
+  if (!is_op(m, "Mul") || m->n_inputs != 2) return -1;
+  if (m->inputs[0] == v) return m->inputs[1];
+  if (m->inputs[1] == v) return m->inputs[0];
+  return -1;
+}
+
+/* GELU from primitives, as exporters write 0.5 * x * (1 + erf(x / sqrt 2)):
+ * x feeds D = Div(x, sqrt 2) (or Mul(x, 1/sqrt 2)) and one Mul; D -> Erf ->
+ * A = Add(., 1); the two Muls with x and 0.5 then combine in one of three
+ * orders: (x * A) * 0.5, x * (A * 0.5), or (x * 0.5) * A. On success
+ * nodes[] holds the five nodes and *out the final value. */
+static bool gelu_of(const pass_ctx *pc, int32_t x, int32_t nodes[5], int32_t *out) {
+  const er_graph *g = pc->g;
+  if (pc->uses[x] != 2) return false;
+  int32_t div = -1, mulx = -1;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    if (pc->dead[i]) continue;
+    const er_node *n = &g->nodes[i];
+    if (n->n_inputs < 2) continue;
+    if (is_op(n, "Div") && n->inputs[0] == x && fabs(const_scalar(g, n->inputs[1]) - sqrt(2.0)) < 1e-4)
+      div = i;
+    else if (is_op(n, "Mul") && n->inputs[0] == x && fabs(const_scalar(g, n->inputs[1]) - sqrt(0.5)) < 1e-4)
+      div = i;
+    else if (mul_other(n, x) >= 0)
+      mulx = i;
+  }
+  if (div < 0 || mulx < 0) return false;
+  int32_t erf = sole_consumer(pc, g->nodes[div].outputs[0]);
+  if (erf < 0 || !is_op(&g->nodes[erf], "Erf")) return false;
+  int32_t e = g->nodes[erf].outputs[0];
+  int32_t add = sole_consumer(pc, e);
+  if (add < 0 || !is_op(&g->nodes[add], "Add")) return false;
+  const er_node *an = &g->nodes[add];
+  if (fabs(const_scalar(g, an->inputs[0] == e ? an->inputs[1] : an->inputs[0]) - 1.0) > 1e-6) return false;
+  int32_t a = an->outputs[0];
+  const er_node *mx = &g->nodes[mulx];
+  int32_t mx_other = mul_other(mx, x), last = -1;
+  if (mx_other == a) {
+    /* (x * A) * 0.5 */
+    last = sole_consumer(pc, mx->outputs[0]);
+    if (last < 0 || fabs(const_scalar(g, mul_other(&g->nodes[last], mx->outputs[0])) - 0.5) > 1e-6) return false;
+  } else if (fabs(const_scalar(g, mx_other) - 0.5) < 1e-6) {
+    /* (x * 0.5) * A */
+    last = sole_consumer(pc, mx->outputs[0]);
+    if (last < 0 || mul_other(&g->nodes[last], mx->outputs[0]) != a || pc->uses[a] != 1) return false;
+  } else {
+    /* x * (A * 0.5): mulx reads the half-product H = Mul(A, 0.5). */
+    int32_t h = sole_consumer(pc, a);
+    if (h < 0 || fabs(const_scalar(g, mul_other(&g->nodes[h], a)) - 0.5) > 1e-6) return false;
+    if (mx_other != g->nodes[h].outputs[0]) return false;
+    nodes[0] = div, nodes[1] = erf, nodes[2] = add, nodes[3] = h, nodes[4] = mulx;
+    *out = mx->outputs[0];
+    return true;
+  }
+  nodes[0] = div, nodes[1] = erf, nodes[2] = add, nodes[3] = mulx, nodes[4] = last;
+  *out = g->nodes[last].outputs[0];
+  return true;
+}
+
+/* ---- passes ---------------------------------------------------------------- */
+
+static void pass_identity(pass_ctx *pc) {
+  er_graph *g = pc->g;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    if (pc->dead[i]) continue;
+    er_node *n = &g->nodes[i];
+    bool drop = is_op(n, "Identity") ||
+                (is_op(n, "Dropout") && (n->n_outputs < 2 || n->outputs[1] < 0 || pc->uses[n->outputs[1]] == 0) &&
+                 (n->n_inputs < 3 || n->inputs[2] < 0));
+    if (!drop || n->n_inputs < 1 || n->inputs[0] < 0 || n->outputs[0] < 0) continue;
+    int32_t in = n->inputs[0], out = n->outputs[0];
+    if (pc->uses[out] >= 1000) continue; /* graph output or captured */
+    /* Readers of out read in instead. */
+    for (int32_t j = 0; j < g->n_nodes; j++) {
+      if (pc->dead[j]) continue;
+      er_node *m = &g->nodes[j];
+      for (int k = 0; k < m->n_inputs; k++)
+        if (m->inputs[k] == out) m->inputs[k] = in;
+    }
+    pc->dead[i] = true;
+    pc->changed++;
+    count_uses(pc);
+  }
+}
+
+static er_status pass_conv_bn(pass_ctx *pc) {
+  er_graph *g = pc->g;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    if (pc->dead[i]) continue;
+    er_node *conv = &g->nodes[i];
+    if (!is_op(conv, "Conv") || conv->n_outputs != 1 || !is_float32(g, conv->outputs[0])) continue;
+    int32_t b = sole_consumer(pc, conv->outputs[0]);
+    if (b < 0) continue;
+    er_node *bn = &g->nodes[b];
+    if (!is_op(bn, "BatchNormalization") || bn->n_inputs != 5 || bn->inputs[0] != conv->outputs[0]) continue;
+    bool training = false;
+    for (int k = 1; k < bn->n_outputs; k++)
+      if (bn->outputs[k] >= 0) training = true;
+    const er_attr *tm = er__node_attr(bn, "training_mode");
+    if (training || (tm && tm->i)) continue;
+    const er_tensor *w = const_of(g, conv->inputs[1]);
+    const er_tensor *bias = conv->n_inputs > 2 ? const_of(g, conv->inputs[2]) : NULL;
+    if (!w || w->dtype != ER_DTYPE_FLOAT || w->rank < 3 || (conv->n_inputs > 2 && conv->inputs[2] >= 0 && !bias))
+      continue;
+    const er_tensor *sc = const_of(g, bn->inputs[1]), *sh = const_of(g, bn->inputs[2]),
+                    *mean = const_of(g, bn->inputs[3]), *var = const_of(g, bn->inputs[4]);
+    int64_t cout = w->dims[0];
+    if (!sc || !sh || !mean || !var || er__tensor_count(sc) != cout || er__tensor_count(sh) != cout ||
+        er__tensor_count(mean) != cout || er__tensor_count(var) != cout)
+      continue;
+    const er_attr *ea = er__node_attr(bn, "epsilon");
+    double eps = ea && ea->type == ER_ATTR_FLOAT ? ea->f : 1e-5;
+    er_tensor nw, nb;
+    er__tensor_set(&nw, ER_DTYPE_FLOAT, w->rank, w->dims);
+    er__tensor_set(&nb, ER_DTYPE_FLOAT, 1, &cout);
+    ER_CHECK(er__tensor_alloc(&nw, 0));
+    if (er__tensor_alloc(&nb, 0) != ER_STATUS_OK) {
+      er__tensor_release(&nw);
+      return ER_STATUS_OUT_OF_MEMORY;
+    }
+    int64_t per = er__tensor_count(w) / (cout ? cout : 1);
+    for (int64_t c = 0; c < cout; c++) {
+      /* Folded in double so the fold adds no float32 rounding of its own
+       * beyond the final store. */
+      double f = er__load_f64(sc->data, sc->dtype, c) / sqrt(er__load_f64(var->data, var->dtype, c) + eps);
+      for (int64_t k = 0; k < per; k++) ((float *)nw.data)[c * per + k] = (float)(((const float *)w->data)[c * per + k] * f);
+      double b0 = bias ? er__load_f64(bias->data, bias->dtype, c) : 0.0;
+      ((float *)nb.data)[c] =
+          (float)((b0 - er__load_f64(mean->data, mean->dtype, c)) * f + er__load_f64(sh->data, sh->dtype, c));
+    }
+    int32_t wid, bid;
+    ER_CHECK(new_const(g, conv->name[0] ? conv->name : "conv", &nw, &wid));
+    ER_CHECK(new_const(g, conv->name[0] ? conv->name : "conv", &nb, &bid));
+    conv = &g->nodes[i]; /* values may have moved, nodes have not */
+    int32_t ins[3] = {conv->inputs[0], wid, bid};
+    ER_CHECK(set_inputs(g, conv, ins, 3));
+    redirect_output(g, i, conv->outputs[0], bn->outputs[0]);
+    pc->dead[b] = true;
+    pc->changed++;
+    count_uses(pc);
+  }
+  return ER_STATUS_OK;
+}
+
+static er_status pass_matmul_bias(pass_ctx *pc) {
+  er_graph *g = pc->g;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    if (pc->dead[i]) continue;
+    er_node *mm = &g->nodes[i];
+    if (!is_op(mm, "MatMul") || !is_float32(g, mm->outputs[0])) continue;
+    const er_tensor *bt = const_of(g, mm->inputs[1]);
+    const er_value *ov = &g->values[mm->outputs[0]];
+    if (!bt || bt->rank != 2 || ov->info.rank < 2) continue;
+    int32_t a = sole_consumer(pc, mm->outputs[0]);
+    if (a < 0 || !is_op(&g->nodes[a], "Add")) continue;
+    er_node *add = &g->nodes[a];
+    int32_t other = add->inputs[0] == mm->outputs[0] ? add->inputs[1] : add->inputs[0];
+    const er_tensor *bias = const_of(g, other);
+    if (!bias || bias->dtype != ER_DTYPE_FLOAT || er__tensor_count(bias) != bt->dims[1]) continue;
+    /* The bias must broadcast only along the last dim. */
+    bool row = true;
+    for (int d = 0; d + 1 < bias->rank; d++)
+      if (bias->dims[d] != 1) row = false;
+    if (!row || bias->rank > ov->info.rank) continue;
+    int32_t bias_id = other;
+    if (bias->rank != 1) {
+      er_tensor nb;
+      int64_t n = bt->dims[1];
+      er__tensor_set(&nb, ER_DTYPE_FLOAT, 1, &n);
+      ER_CHECK(er__tensor_alloc(&nb, 0));
+      memcpy(nb.data, bias->data, (size_t)n * sizeof(float));
+      ER_CHECK(new_const(g, mm->name[0] ? mm->name : "matmul", &nb, &bias_id));
+      mm = &g->nodes[i];
+      add = &g->nodes[a];
+    }
+    int32_t ins[3] = {mm->inputs[0], mm->inputs[1], bias_id};
+    ER_CHECK(set_inputs(g, mm, ins, 3));
+    ER_CHECK(make_fused(mm, "FusedMatMul"));
+    redirect_output(g, i, mm->outputs[0], add->outputs[0]);
+    pc->dead[a] = true;
+    pc->changed++;
+    count_uses(pc);
+  }
+  return ER_STATUS_OK;
+}
+
+/* Fuses a following activation into Conv/FusedConv/Gemm/FusedGemm/
+ * MatMul/FusedMatMul nodes that have none yet. */
+static er_status pass_activation(pass_ctx *pc) {
+  er_graph *g = pc->g;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    if (pc->dead[i]) continue;
+    er_node *n = &g->nodes[i];
+    bool conv = is_op(n, "Conv") || (strcmp(n->domain, ER_FUSED_DOMAIN) == 0 && strcmp(n->op_type, "FusedConv") == 0);
+    bool gemm = is_op(n, "Gemm") || (strcmp(n->domain, ER_FUSED_DOMAIN) == 0 && strcmp(n->op_type, "FusedGemm") == 0);
+    bool mm = is_op(n, "MatMul") || (strcmp(n->domain, ER_FUSED_DOMAIN) == 0 && strcmp(n->op_type, "FusedMatMul") == 0);
+    if (!(conv || gemm || mm) || n->n_outputs != 1 || !is_float32(g, n->outputs[0])) continue;
+    if (er__node_attr(n, "activation")) continue;
+    int32_t y = n->outputs[0];
+    er_activation act;
+    int32_t out = -1, dead[5] = {-1, -1, -1, -1, -1};
+    int n_dead = 0;
+    int32_t c = sole_consumer(pc, y);
+    if (c >= 0 && activation_of(pc, c, &act, &out)) {
+      dead[n_dead++] = c;
+    } else {
+      int32_t mul, sig, gel[5];
+      if (silu_of(pc, y, &mul, &sig)) {
+        act.kind = ER_ACT_SILU;
+        dead[n_dead++] = mul;
+        dead[n_dead++] = sig;
+        out = g->nodes[mul].outputs[0];
+      } else if (gelu_of(pc, y, gel, &out)) {
+        memset(&act, 0, sizeof act);
+        act.kind = ER_ACT_GELU;
+        for (int k = 0; k < 5; k++) dead[n_dead++] = gel[k];
+      } else {
+        continue;
+      }
+    }
+    if (conv) ER_CHECK(make_fused(n, "FusedConv"));
+    else if (gemm) ER_CHECK(make_fused(n, "FusedGemm"));
+    else ER_CHECK(make_fused(n, "FusedMatMul"));
+    er_attr extra_attrs[2];
+    memset(extra_attrs, 0, sizeof extra_attrs);
+    extra_attrs[0].name = "activation";
+    extra_attrs[0].type = ER_ATTR_STRING;
+    extra_attrs[0].s = er__act_name(act.kind);
+    extra_attrs[0].s_len = strlen(extra_attrs[0].s);
+    int n_extra = 1;
+    int np = act.kind == ER_ACT_CLIP || act.kind == ER_ACT_HARDSIGMOID ? 2 : act.kind == ER_ACT_LEAKYRELU ? 1 : 0;
+    if (np) {
+      float *p = er__arena_array(&g->model->arena, 2, sizeof(float));
+      if (!p) return ER_STATUS_OUT_OF_MEMORY;
+      p[0] = act.p[0];
+      p[1] = act.p[1];
+      extra_attrs[1].name = "activation_params";
+      extra_attrs[1].type = ER_ATTR_FLOATS;
+      extra_attrs[1].floats = p;
+      extra_attrs[1].n = np;
+      n_extra = 2;
+    }
+    ER_CHECK(add_attrs(g, n, extra_attrs, n_extra));
+    redirect_output(g, i, y, out);
+    for (int k = 0; k < n_dead; k++) pc->dead[dead[k]] = true;
+    pc->changed++;
+    count_uses(pc);
+  }
+  return ER_STATUS_OK;
+}
+
+/* Conv + Add(residual): the residual must already exist when the conv
+ * runs, i.e. be produced by an earlier node (or be an input/constant). */
+static er_status pass_conv_add(pass_ctx *pc) {
+  er_graph *g = pc->g;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    if (pc->dead[i]) continue;
+    er_node *n = &g->nodes[i];
+    if (!is_op(n, "Conv") || n->n_outputs != 1 || !is_float32(g, n->outputs[0])) continue;
+    int32_t y = n->outputs[0];
+    int32_t a = sole_consumer(pc, y);
+    if (a < 0 || !is_op(&g->nodes[a], "Add")) continue;
+    er_node *add = &g->nodes[a];
+    int32_t z = add->inputs[0] == y ? add->inputs[1] : add->inputs[0];
+    if (z == y) continue;
+    const er_value *zv = &g->values[z], *yv = &g->values[y];
+    if (zv->info.dtype != ER_DTYPE_FLOAT || zv->info.rank != yv->info.rank || yv->info.rank < 0) continue;
+    bool same = true;
+    for (int d = 0; d < yv->info.rank; d++)
+      if (zv->info.dims[d] < 0 || zv->info.dims[d] != yv->info.dims[d]) same = false;
+    if (!same) continue;
+    if (zv->producer >= i) continue;
+    int32_t ins[4] = {n->inputs[0], n->inputs[1], n->n_inputs > 2 ? n->inputs[2] : -1, z};
+    ER_CHECK(set_inputs(g, n, ins, 4));
+    ER_CHECK(make_fused(n, "FusedConv"));
+    redirect_output(g, i, y, add->outputs[0]);
+    pc->dead[a] = true;
+    pc->changed++;
+    count_uses(pc);
+  }
+  return ER_STATUS_OK;
+}
+
+/* Gelu from Erf primitives not preceded by a fusable producer. */
+static er_status pass_gelu(pass_ctx *pc) {
+  er_graph *g = pc->g;
+  for (int32_t v = 0; v < g->n_values; v++) {
+    int32_t nodes[5], out;
+    if (!is_float32(g, v) || !gelu_of(pc, v, nodes, &out)) continue;
+    /* The last Mul becomes Gelu(x); the other four die. */
+    int32_t last = g->values[out].producer;
+    er_node *n = &g->nodes[last];
+    int32_t ins[1] = {v};
+    ER_CHECK(set_inputs(g, n, ins, 1));
+    ER_CHECK(make_standard(n, "Gelu", 20));
+    n->n_attrs = 0;
+    for (int k = 0; k < 5; k++)
+      if (nodes[k] != last) pc->dead[nodes[k]] = true;
+    pc->changed++;
+    count_uses(pc);
+  }
+  return ER_STATUS_OK;
+}
+
+/* LayerNorm from primitives (PyTorch's export below opset 17):
+ *   m = ReduceMean(x, -1); d = Sub(x, m); v = ReduceMean(Pow(d, 2), -1);
+ *   y = Div(d, Sqrt(Add(v, eps))) [; y = Mul(y, gamma); y = Add(y, beta)] */
+static bool reduce_last_axis(const er_graph *g, const er_node *n, int rank) {
+  if (!is_op(n, "ReduceMean")) return false;
+  const er_attr *kd = er__node_attr(n, "keepdims");
+  if (kd && kd->i == 0) return false;
+  const int64_t *axes = NULL;
+  int64_t n_axes = 0;
+  const er_attr *aa = er__node_attr(n, "axes");
+  if (aa && aa->type == ER_ATTR_INTS) {
+    axes = aa->ints;
+    n_axes = aa->n;
+  } else if (n->n_inputs > 1) {
+    const er_tensor *t = const_of(g, n->inputs[1]);
+    if (!t || t->dtype != ER_DTYPE_INT64) return false;
+    axes = t->data;
+    n_axes = er__tensor_count(t);
+  }
+  return n_axes == 1 && (axes[0] == -1 || axes[0] == rank - 1);
+}
+
+static er_status pass_layernorm(pass_ctx *pc) {
+  er_graph *g = pc->g;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    if (pc->dead[i]) continue;
+    er_node *rm = &g->nodes[i];
+    int32_t x = rm->n_inputs ? rm->inputs[0] : -1;
+    if (x < 0 || !is_float32(g, x) || g->values[x].info.rank < 1) continue;
+    int rank = g->values[x].info.rank;
+    if (!reduce_last_axis(g, rm, rank) || pc->uses[x] != 2) continue;
+    int32_t sub = sole_consumer(pc, rm->outputs[0]);
+    if (sub < 0 || !is_op(&g->nodes[sub], "Sub") || g->nodes[sub].inputs[0] != x ||
+        g->nodes[sub].inputs[1] != rm->outputs[0])
+      continue;
+    int32_t d = g->nodes[sub].outputs[0];
+    if (pc->uses[d] != 2) continue;
+    int32_t pow = -1, div = -1;
+    for (int32_t j = 0; j < g->n_nodes; j++) {
+      if (pc->dead[j]) continue;
+      const er_node *m = &g->nodes[j];
+      if (m->n_inputs >= 1 && m->inputs[0] == d) {
+        if (is_op(m, "Pow") && fabs(const_scalar(g, m->inputs[1]) - 2.0) < 1e-6) pow = j;
+        if (is_op(m, "Div")) div = j;
+      }
+    }
+    if (pow < 0 || div < 0) continue;
+    int32_t rm2 = sole_consumer(pc, g->nodes[pow].outputs[0]);
+    if (rm2 < 0 || !reduce_last_axis(g, &g->nodes[rm2], rank)) continue;
+    int32_t add = sole_consumer(pc, g->nodes[rm2].outputs[0]);
+    if (add < 0 || !is_op(&g->nodes[add], "Add")) continue;
+    double eps = const_scalar(g, g->nodes[add].inputs[1]);
+    if (isnan(eps)) eps = const_scalar(g, g->nodes[add].inputs[0]);
+    if (isnan(eps) || eps < 0) continue;
+    int32_t sq = sole_consumer(pc, g->nodes[add].outputs[0]);
+    if (sq < 0 || !is_op(&g->nodes[sq], "Sqrt")) continue;
+    if (g->nodes[div].inputs[1] != g->nodes[sq].outputs[0] || pc->uses[g->nodes[sq].outputs[0]] != 1) continue;
+    int32_t y = g->nodes[div].outputs[0];
+    int64_t hidden = g->values[x].info.dims[rank - 1];
+    if (hidden <= 0) continue;
+    /* Optional affine: Mul(gamma) then Add(beta), both 1-D of hidden. */
+    int32_t mul = sole_consumer(pc, y), gamma = -1, beta = -1, last = div, addb = -1;
+    if (mul >= 0 && is_op(&g->nodes[mul], "Mul")) {
+      const er_node *m = &g->nodes[mul];
+      int32_t o = m->inputs[0] == y ? m->inputs[1] : m->inputs[0];
+      const er_tensor *t = const_of(g, o);
+      if (t && t->dtype == ER_DTYPE_FLOAT && er__tensor_count(t) == hidden && t->rank == 1) {
+        gamma = o;
+        last = mul;
+        addb = sole_consumer(pc, m->outputs[0]);
+        if (addb >= 0 && is_op(&g->nodes[addb], "Add")) {
+          const er_node *ab = &g->nodes[addb];
+          int32_t ob = ab->inputs[0] == m->outputs[0] ? ab->inputs[1] : ab->inputs[0];
+          const er_tensor *tb = const_of(g, ob);
+          if (tb && tb->dtype == ER_DTYPE_FLOAT && er__tensor_count(tb) == hidden && tb->rank == 1) {
+            beta = ob;
+            last = addb;
+          }
+        }
+      }
+    }
+    if (gamma < 0) {
+      /* LayerNormalization needs a scale: use ones. */
+      er_tensor ones;
+      er__tensor_set(&ones, ER_DTYPE_FLOAT, 1, &hidden);
+      ER_CHECK(er__tensor_alloc(&ones, 0));
+      for (int64_t k = 0; k < hidden; k++) ((float *)ones.data)[k] = 1.0f;
+      ER_CHECK(new_const(g, "layernorm", &ones, &gamma));
+    }
+    int32_t out = g->nodes[last].outputs[0];
+    er_node *ln = &g->nodes[last];
+    int32_t ins[3] = {x, gamma, beta};
+    ER_CHECK(set_inputs(g, ln, ins, beta >= 0 ? 3 : 2));
+    ER_CHECK(make_standard(ln, "LayerNormalization", 17));
+    er_attr attrs[2];
+    memset(attrs, 0, sizeof attrs);
+    attrs[0].name = "axis";
+    attrs[0].type = ER_ATTR_INT;
+    attrs[0].i = -1;
+    attrs[1].name = "epsilon";
+    attrs[1].type = ER_ATTR_FLOAT;
+    attrs[1].f = (float)eps;
+    ln->n_attrs = 0;
+    ER_CHECK(add_attrs(g, ln, attrs, 2));
+    ln->outputs[0] = out;
+    int32_t all[9] = {i, sub, pow, rm2, add, sq, div, gamma >= 0 && last != div ? mul : -1, beta >= 0 ? addb : -1};
+    for (int k = 0; k < 9; k++)
+      if (all[k] >= 0 && all[k] != last) pc->dead[all[k]] = true;
+    pc->changed++;
+    count_uses(pc);
+  }
+  return ER_STATUS_OK;
+}
+
+static er_status pass_transpose(pass_ctx *pc) {
+  er_graph *g = pc->g;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    if (pc->dead[i]) continue;
+    er_node *t1 = &g->nodes[i];
+    if (!is_op(t1, "Transpose")) continue;
+    const er_attr *p1 = er__node_attr(t1, "perm");
+    if (!p1 || p1->type != ER_ATTR_INTS || p1->n > ER_MAX_RANK) continue;
+    int32_t c = sole_consumer(pc, t1->outputs[0]);
+    if (c < 0 || !is_op(&g->nodes[c], "Transpose")) continue;
+    er_node *t2 = &g->nodes[c];
+    const er_attr *p2 = er__node_attr(t2, "perm");
+    if (!p2 || p2->type != ER_ATTR_INTS || p2->n != p1->n) continue;
+    /* out[k] = in1[p2[k]] = x[p1[p2[k]]] */
+    int64_t *perm = er__arena_array(&g->model->arena, (size_t)p1->n + 1, sizeof *perm);
+    if (!perm) return ER_STATUS_OUT_OF_MEMORY;
+    bool identity = true, ok = true;
+    for (int64_t k = 0; k < p1->n; k++) {
+      int64_t q = p2->ints[k];
+      if (q < 0 || q >= p1->n) ok = false;
+      else perm[k] = p1->ints[q];
+      if (ok && perm[k] != k) identity = false;
+    }
+    if (!ok) continue;
+    if (identity && pc->uses[t2->outputs[0]] < 1000) {
+      /* Both vanish: readers of t2's output read t1's input. */
+      int32_t in = t1->inputs[0], out = t2->outputs[0];
+      for (int32_t j = 0; j < g->n_nodes; j++) {
+        if (pc->dead[j]) continue;
+        er_node *m = &g->nodes[j];
+        for (int k = 0; k < m->n_inputs; k++)
+          if (m->inputs[k] == out) m->inputs[k] = in;
+      }
+      pc->dead[i] = pc->dead[c] = true;
+    } else {
+      er_attr a;
+      memset(&a, 0, sizeof a);
+      a.name = "perm";
+      a.type = ER_ATTR_INTS;
+      a.ints = perm;
+      a.n = p1->n;
+      ER_CHECK(add_attrs(g, t2, &a, 1));
+      t2->inputs[0] = t1->inputs[0];
+      pc->dead[i] = true;
+    }
+    pc->changed++;
+    count_uses(pc);
+  }
+  return ER_STATUS_OK;
+}
+
+static er_status pass_reshape(pass_ctx *pc) {
+  er_graph *g = pc->g;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    if (pc->dead[i]) continue;
+    er_node *r1 = &g->nodes[i];
+    if (!is_op(r1, "Reshape") || r1->version < 5) continue;
+    int32_t c = sole_consumer(pc, r1->outputs[0]);
+    if (c < 0 || !is_op(&g->nodes[c], "Reshape") || g->nodes[c].inputs[0] != r1->outputs[0]) continue;
+    er_node *r2 = &g->nodes[c];
+    /* The second reshape's shape must not copy dims (0) from the first's
+     * output unless allowzero is set; with a constant shape free of 0 the
+     * first reshape is irrelevant. */
+    const er_tensor *s = const_of(g, r2->inputs[1]);
+    if (!s) continue;
+    const er_attr *az = er__node_attr(r2, "allowzero");
+    bool copies = false;
+    for (int64_t k = 0; k < er__tensor_count(s); k++)
+      if (er__get_i64(s, k) == 0 && !(az && az->i)) copies = true;
+    if (copies) continue;
+    r2->inputs[0] = r1->inputs[0];
+    pc->dead[i] = true;
+    pc->changed++;
+    count_uses(pc);
+  }
+  return ER_STATUS_OK;
+}
+
+/* ---- driver ------------------------------------------------------------------ */
+
+er_status er__graph_optimize(er_graph *g) {
+  pass_ctx pc = {g, NULL, 0, NULL, 0};
+  er_status st = ER_STATUS_OK;
+  /* Rewrites add values (folded weights and biases): at most three per
+   * node over all rounds, so this capacity never runs out. */
+  pc.cap = (size_t)g->n_values + 3 * (size_t)g->n_nodes + 64;
+  pc.uses = calloc(pc.cap, sizeof *pc.uses);
+  pc.dead = calloc((size_t)g->n_nodes + 1, sizeof *pc.dead);
+  if (!pc.uses || !pc.dead) {
+    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory optimizing graph '%s'", g->name);
+    goto done;
+  }
+  count_uses(&pc);
+  pass_identity(&pc);
+  for (int round = 0; round < 3 && st == ER_STATUS_OK; round++) {
+    int before = pc.changed;
+    st = pass_conv_bn(&pc);
+    if (st == ER_STATUS_OK) st = pass_layernorm(&pc);
+    if (st == ER_STATUS_OK) st = pass_matmul_bias(&pc);
+    if (st == ER_STATUS_OK) st = pass_conv_add(&pc);
+    if (st == ER_STATUS_OK) st = pass_activation(&pc);
+    if (st == ER_STATUS_OK) st = pass_gelu(&pc);
+    if (st == ER_STATUS_OK) st = pass_transpose(&pc);
+    if (st == ER_STATUS_OK) st = pass_reshape(&pc);
+    if (pc.changed == before) break;
+  }
+  if (st == ER_STATUS_OK && pc.changed) {
+    /* Drop dead nodes; order is preserved, so it stays topological. */
+    int32_t w = 0;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+      if (pc.dead[i]) continue;
+      g->nodes[w] = g->nodes[i];
+      for (int k = 0; k < g->nodes[w].n_outputs; k++)
+        if (g->nodes[w].outputs[k] >= 0) g->values[g->nodes[w].outputs[k]].producer = w;
+      w++;
+    }
+    g->n_nodes = w;
+  }
+done:
+  free(pc.uses);
+  free(pc.dead);
+  return st;
+}

@@ -1,0 +1,376 @@
+/* test-passes.c - each load-time graph pass on a graph that contains its
+ * pattern (the rewrite happens) and on one that nearly does (it must not):
+ * the optimized model's node list is checked, and its outputs are compared
+ * with the same model loaded as written (optimize = -1). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "harness.h"
+#include "onnx-builder.h"
+
+static uint64_t rng_state = 12345;
+
+static float frand(void) {
+  rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (float)((rng_state >> 40) / 16777216.0 * 2.0 - 1.0);
+}
+
+static void add_weight(er_pbw *g, const char *name, int rank, const int64_t *dims, float scale, float offset) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; i++) n *= dims[i];
+  float *v = malloc((size_t)n * sizeof *v);
+  for (int64_t i = 0; i < n; i++) v[i] = frand() * scale + offset;
+  er_pbw t = {0};
+  tb_tensor(&t, name, 1, rank, dims, v, (size_t)n * sizeof *v);
+  tb_graph_initializer(g, &t);
+  er__pbw_free(&t);
+  free(v);
+}
+
+static void add_scalar(er_pbw *g, const char *name, float v) {
+  er_pbw t = {0};
+  tb_tensor(&t, name, 1, 0, NULL, &v, sizeof v);
+  tb_graph_initializer(g, &t);
+  er__pbw_free(&t);
+}
+
+static er_model *load(const er_pbw *m, int optimize) {
+  er_load_options o;
+  er_load_options_init(&o);
+  o.optimize = optimize;
+  er_model *model = NULL;
+  CHECK_STATUS(er_model_load_buffer(m->buf, m->len, NULL, &o, &model), ER_STATUS_OK);
+  return model;
+}
+
+/* Number of nodes of op type `op` in the loaded model. */
+static int count_op(const er_model *m, const char *op) {
+  er_model_summary s;
+  er_model_summary_get(m, &s);
+  int n = 0;
+  for (size_t i = 0; i < s.node_count; i++) {
+    const char *t, *name;
+    er_model_node(m, i, &t, &name);
+    if (strcmp(t, op) == 0) n++;
+  }
+  return n;
+}
+
+static size_t node_count(const er_model *m) {
+  er_model_summary s;
+  er_model_summary_get(m, &s);
+  return s.node_count;
+}
+
+/* Runs both models on the same random input x of `dims`; the outputs must
+ * agree within rtol 1e-4 / atol 1e-5 (float rounding of the rewrite). */
+static void same_outputs(er_model *a, er_model *b, int rank, const int64_t *dims) {
+  er_session *sa = NULL, *sb = NULL;
+  CHECK_STATUS(er_session_create(a, NULL, &sa), ER_STATUS_OK);
+  CHECK_STATUS(er_session_create(b, NULL, &sb), ER_STATUS_OK);
+  er_tensor *x;
+  er_tensor_create(ER_DTYPE_FLOAT, rank, dims, &x);
+  float *xv = er_tensor_data(x);
+  for (int64_t i = 0; i < er_tensor_count(x); i++) xv[i] = frand() * 2;
+  er_named_tensor in = {"x", x};
+  er_tensor *ya = NULL, *yb = NULL;
+  CHECK_STATUS(er_session_run(sa, &in, 1, NULL, 1, &ya), ER_STATUS_OK);
+  CHECK_STATUS(er_session_run(sb, &in, 1, NULL, 1, &yb), ER_STATUS_OK);
+  if (ya && yb) {
+    CHECK(er_tensor_count(ya) == er_tensor_count(yb));
+    const float *pa = er_tensor_cdata(ya), *pb = er_tensor_cdata(yb);
+    int bad = 0;
+    for (int64_t i = 0; i < er_tensor_count(ya); i++)
+      if (!(fabsf(pa[i] - pb[i]) <= 1e-5f + 1e-4f * fabsf(pb[i]))) bad++;
+    CHECK(bad == 0);
+  }
+  er_tensor_free(ya);
+  er_tensor_free(yb);
+  er_tensor_free(x);
+  er_session_free(sa);
+  er_session_free(sb);
+}
+
+/* ---- Conv + BatchNormalization (+ Relu / Add) --------------------------- */
+
+/* x [1,3,8,8] -> Conv -> BN -> [act] -> y; `extra_use` also makes the conv
+ * output a second graph output (so BN must not be folded into it). */
+static void conv_bn_model(er_pbw *m, const char *act, bool extra_use) {
+  er_pbw g = {0};
+  const int64_t x[4] = {1, 3, 8, 8}, w[4] = {4, 3, 3, 3}, c[1] = {4};
+  add_weight(&g, "W", 4, w, 0.5f, 0);
+  add_weight(&g, "B", 1, c, 0.1f, 0);
+  add_weight(&g, "scale", 1, c, 0.2f, 1);
+  add_weight(&g, "shift", 1, c, 0.1f, 0);
+  add_weight(&g, "mean", 1, c, 0.1f, 0);
+  add_weight(&g, "var", 1, c, 0.2f, 1);
+  er_pbw a = {0};
+  tb_attr_ints(&a, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+  tb_node(&g, "Conv", "conv", (const char *const[]){"x", "W", "B", NULL}, (const char *const[]){"c", NULL}, &a);
+  tb_node(&g, "BatchNormalization", "bn", (const char *const[]){"c", "scale", "shift", "mean", "var", NULL},
+          (const char *const[]){act ? "b" : "y", NULL}, NULL);
+  if (act) tb_node(&g, act, "act", (const char *const[]){"b", NULL}, (const char *const[]){"y", NULL}, NULL);
+  tb_graph_input(&g, "x", 1, 4, x);
+  tb_graph_output(&g, "y", 1, -1, NULL);
+  if (extra_use) tb_graph_output(&g, "c", 1, -1, NULL);
+  tb_model(m, 8, 14, &g); /* HardSwish needs opset 14 */
+  er__pbw_free(&g);
+  er__pbw_free(&a);
+}
+
+static void test_conv_bn(void) {
+  const int64_t x[4] = {1, 3, 8, 8};
+  er_pbw m = {0};
+  conv_bn_model(&m, NULL, false);
+  er_model *opt = load(&m, 1), *plain = load(&m, -1);
+  CHECK(count_op(opt, "BatchNormalization") == 0 && node_count(opt) == 1);
+  CHECK(count_op(plain, "BatchNormalization") == 1);
+  same_outputs(opt, plain, 4, x);
+  er_model_free(opt);
+  er_model_free(plain);
+  er__pbw_free(&m);
+  /* Conv + BN + Relu: one fused node. */
+  er_pbw m2 = {0};
+  conv_bn_model(&m2, "Relu", false);
+  opt = load(&m2, 1);
+  plain = load(&m2, -1);
+  CHECK(node_count(opt) == 1 && count_op(opt, "FusedConv") == 1);
+  same_outputs(opt, plain, 4, x);
+  er_model_free(opt);
+  er_model_free(plain);
+  er__pbw_free(&m2);
+  /* Near miss: the conv output is also a graph output. */
+  er_pbw m3 = {0};
+  conv_bn_model(&m3, NULL, true);
+  opt = load(&m3, 1);
+  CHECK(count_op(opt, "BatchNormalization") == 1 && count_op(opt, "Conv") == 1);
+  er_model_free(opt);
+  er__pbw_free(&m3);
+}
+
+/* ---- activations ----------------------------------------------------------------- */
+
+static void test_conv_activations(void) {
+  const int64_t x[4] = {1, 3, 8, 8};
+  const char *acts[] = {"Relu", "Sigmoid", "Tanh", "HardSwish", "LeakyRelu", "HardSigmoid"};
+  for (size_t i = 0; i < ER_ARRAY_LEN(acts); i++) {
+    er_pbw m = {0};
+    conv_bn_model(&m, acts[i], false);
+    er_model *opt = load(&m, 1), *plain = load(&m, -1);
+    CHECK(node_count(opt) == 1 && count_op(opt, "FusedConv") == 1);
+    same_outputs(opt, plain, 4, x);
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&m);
+  }
+  /* Near miss: an activation we do not fuse (Softplus) stays. */
+  er_pbw m = {0};
+  conv_bn_model(&m, "Softplus", false);
+  er_model *opt = load(&m, 1);
+  CHECK(count_op(opt, "Softplus") == 1 && count_op(opt, "Conv") == 1);
+  er_model_free(opt);
+  er__pbw_free(&m);
+}
+
+/* x -> Conv -> c; SiLU: c * Sigmoid(c); and Clip(0, 6) as constant inputs. */
+static void test_silu_and_clip(void) {
+  const int64_t x[4] = {1, 3, 8, 8}, w[4] = {4, 3, 3, 3};
+  for (int variant = 0; variant < 3; variant++) {
+    er_pbw g = {0}, m = {0};
+    add_weight(&g, "W", 4, w, 0.5f, 0);
+    add_scalar(&g, "lo", 0.0f);
+    add_scalar(&g, "hi", 6.0f);
+    tb_node(&g, "Conv", "conv", (const char *const[]){"x", "W", NULL}, (const char *const[]){"c", NULL}, NULL);
+    if (variant == 0) {
+      tb_node(&g, "Sigmoid", "s", (const char *const[]){"c", NULL}, (const char *const[]){"s", NULL}, NULL);
+      tb_node(&g, "Mul", "m", (const char *const[]){"s", "c", NULL}, (const char *const[]){"y", NULL}, NULL);
+    } else if (variant == 1) {
+      tb_node(&g, "Clip", "clip", (const char *const[]){"c", "lo", "hi", NULL}, (const char *const[]){"y", NULL}, NULL);
+    } else {
+      /* Near miss: Sigmoid of c times something else. */
+      tb_node(&g, "Sigmoid", "s", (const char *const[]){"c", NULL}, (const char *const[]){"s", NULL}, NULL);
+      tb_node(&g, "Mul", "m", (const char *const[]){"s", "x2", NULL}, (const char *const[]){"y", NULL}, NULL);
+      tb_node(&g, "Relu", "r", (const char *const[]){"c", NULL}, (const char *const[]){"x2", NULL}, NULL);
+    }
+    tb_graph_input(&g, "x", 1, 4, x);
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    tb_model(&m, 8, 13, &g);
+    er_model *opt = load(&m, 1), *plain = load(&m, -1);
+    if (variant < 2) CHECK(node_count(opt) == 1 && count_op(opt, "FusedConv") == 1);
+    else CHECK(count_op(opt, "Sigmoid") == 1 && count_op(opt, "FusedConv") == 0);
+    same_outputs(opt, plain, 4, x);
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+  }
+}
+
+/* ---- residual ------------------------------------------------------------------- */
+
+static void test_conv_residual(void) {
+  const int64_t x[4] = {1, 4, 6, 6}, w[4] = {4, 4, 3, 3};
+  for (int variant = 0; variant < 2; variant++) {
+    er_pbw g = {0}, m = {0}, a = {0};
+    add_weight(&g, "W", 4, w, 0.3f, 0);
+    tb_attr_ints(&a, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+    tb_node(&g, "Conv", "conv", (const char *const[]){"x", "W", NULL}, (const char *const[]){"c", NULL}, &a);
+    if (variant == 0) {
+      tb_node(&g, "Add", "add", (const char *const[]){"c", "x", NULL}, (const char *const[]){"s", NULL}, NULL);
+    } else {
+      /* Near miss: the residual broadcasts ([4,1,1]), it is not the same shape. */
+      add_weight(&g, "z", 3, (const int64_t[]){4, 1, 1}, 1, 0);
+      tb_node(&g, "Add", "add", (const char *const[]){"c", "z", NULL}, (const char *const[]){"s", NULL}, NULL);
+    }
+    tb_node(&g, "Relu", "r", (const char *const[]){"s", NULL}, (const char *const[]){"y", NULL}, NULL);
+    tb_graph_input(&g, "x", 1, 4, x);
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    tb_model(&m, 8, 13, &g);
+    er_model *opt = load(&m, 1), *plain = load(&m, -1);
+    if (variant == 0) CHECK(node_count(opt) == 1 && count_op(opt, "FusedConv") == 1);
+    else CHECK(count_op(opt, "Add") == 1);
+    same_outputs(opt, plain, 4, x);
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+    er__pbw_free(&a);
+  }
+}
+
+/* ---- MatMul + bias + GELU, LayerNorm ---------------------------------------------- */
+
+/* x [1,5,8] -> MatMul(W [8,16]) + b -> GELU from Erf (variant order) -> y */
+static void test_matmul_gelu(void) {
+  const int64_t x[3] = {1, 5, 8}, w[2] = {8, 16}, b[1] = {16};
+  for (int variant = 0; variant < 4; variant++) {
+    er_pbw g = {0}, m = {0};
+    add_weight(&g, "W", 2, w, 0.4f, 0);
+    add_weight(&g, "b", 1, b, 0.1f, 0);
+    add_scalar(&g, "sqrt2", 1.41421356f);
+    add_scalar(&g, "one", 1.0f);
+    add_scalar(&g, "half", 0.5f);
+    add_scalar(&g, "three", 3.0f);
+    tb_node(&g, "MatMul", "mm", (const char *const[]){"x", "W", NULL}, (const char *const[]){"p", NULL}, NULL);
+    tb_node(&g, "Add", "bias", (const char *const[]){"p", "b", NULL}, (const char *const[]){"h", NULL}, NULL);
+    tb_node(&g, "Div", "d", (const char *const[]){"h", variant == 3 ? "three" : "sqrt2", NULL},
+            (const char *const[]){"d", NULL}, NULL);
+    tb_node(&g, "Erf", "e", (const char *const[]){"d", NULL}, (const char *const[]){"e", NULL}, NULL);
+    tb_node(&g, "Add", "a1", (const char *const[]){"e", "one", NULL}, (const char *const[]){"a", NULL}, NULL);
+    if (variant == 0 || variant == 3) {
+      tb_node(&g, "Mul", "m1", (const char *const[]){"h", "a", NULL}, (const char *const[]){"m", NULL}, NULL);
+      tb_node(&g, "Mul", "m2", (const char *const[]){"m", "half", NULL}, (const char *const[]){"y", NULL}, NULL);
+    } else if (variant == 1) {
+      tb_node(&g, "Mul", "m1", (const char *const[]){"a", "half", NULL}, (const char *const[]){"m", NULL}, NULL);
+      tb_node(&g, "Mul", "m2", (const char *const[]){"h", "m", NULL}, (const char *const[]){"y", NULL}, NULL);
+    } else {
+      tb_node(&g, "Mul", "m1", (const char *const[]){"h", "half", NULL}, (const char *const[]){"m", NULL}, NULL);
+      tb_node(&g, "Mul", "m2", (const char *const[]){"m", "a", NULL}, (const char *const[]){"y", NULL}, NULL);
+    }
+    tb_graph_input(&g, "x", 1, 3, x);
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    tb_model(&m, 8, 13, &g);
+    er_model *opt = load(&m, 1), *plain = load(&m, -1);
+    if (variant < 3) {
+      CHECK(node_count(opt) == 1 && count_op(opt, "FusedMatMul") == 1);
+    } else {
+      /* Near miss: divides by 3, not sqrt 2: only the bias fuses. */
+      CHECK(count_op(opt, "FusedMatMul") == 1 && count_op(opt, "Erf") == 1);
+    }
+    same_outputs(opt, plain, 3, x);
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+  }
+}
+
+static void test_layernorm(void) {
+  const int64_t x[3] = {2, 3, 16}, h[1] = {16};
+  for (int variant = 0; variant < 2; variant++) {
+    er_pbw g = {0}, m = {0}, ra = {0};
+    add_weight(&g, "gamma", 1, h, 0.2f, 1);
+    add_weight(&g, "beta", 1, h, 0.1f, 0);
+    add_scalar(&g, "two", 2.0f);
+    add_scalar(&g, "eps", 1e-5f);
+    tb_attr_ints(&ra, "axes", (const int64_t[]){variant == 0 ? -1 : 1}, 1);
+    tb_node(&g, "ReduceMean", "rm1", (const char *const[]){"x", NULL}, (const char *const[]){"mean", NULL}, &ra);
+    tb_node(&g, "Sub", "sub", (const char *const[]){"x", "mean", NULL}, (const char *const[]){"d", NULL}, NULL);
+    tb_node(&g, "Pow", "pow", (const char *const[]){"d", "two", NULL}, (const char *const[]){"d2", NULL}, NULL);
+    tb_node(&g, "ReduceMean", "rm2", (const char *const[]){"d2", NULL}, (const char *const[]){"var", NULL}, &ra);
+    tb_node(&g, "Add", "ae", (const char *const[]){"var", "eps", NULL}, (const char *const[]){"ve", NULL}, NULL);
+    tb_node(&g, "Sqrt", "sq", (const char *const[]){"ve", NULL}, (const char *const[]){"sd", NULL}, NULL);
+    tb_node(&g, "Div", "div", (const char *const[]){"d", "sd", NULL}, (const char *const[]){"n", NULL}, NULL);
+    tb_node(&g, "Mul", "mg", (const char *const[]){"n", "gamma", NULL}, (const char *const[]){"ng", NULL}, NULL);
+    tb_node(&g, "Add", "ab", (const char *const[]){"ng", "beta", NULL}, (const char *const[]){"y", NULL}, NULL);
+    tb_graph_input(&g, "x", 1, 3, x);
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    tb_model(&m, 8, 13, &g);
+    er_model *opt = load(&m, 1), *plain = load(&m, -1);
+    if (variant == 0) CHECK(node_count(opt) == 1 && count_op(opt, "LayerNormalization") == 1);
+    /* Near miss: reduces over axis 1, not the last axis. */
+    else CHECK(count_op(opt, "LayerNormalization") == 0 && count_op(opt, "ReduceMean") == 2);
+    same_outputs(opt, plain, 3, x);
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+    er__pbw_free(&ra);
+  }
+}
+
+/* ---- layout chains ------------------------------------------------------------- */
+
+static void test_transpose_reshape(void) {
+  const int64_t x[3] = {2, 3, 4};
+  for (int variant = 0; variant < 3; variant++) {
+    er_pbw g = {0}, m = {0}, a1 = {0}, a2 = {0};
+    tb_attr_ints(&a1, "perm", (const int64_t[]){1, 0, 2}, 3);
+    tb_attr_ints(&a2, "perm", variant == 0 ? (const int64_t[]){1, 0, 2} : (const int64_t[]){2, 0, 1}, 3);
+    if (variant < 2) {
+      tb_node(&g, "Transpose", "t1", (const char *const[]){"x", NULL}, (const char *const[]){"t", NULL}, &a1);
+      tb_node(&g, "Transpose", "t2", (const char *const[]){"t", NULL}, (const char *const[]){"u", NULL}, &a2);
+      tb_node(&g, "Relu", "r", (const char *const[]){"u", NULL}, (const char *const[]){"y", NULL}, NULL);
+    } else {
+      er_pbw s1 = {0}, s2 = {0};
+      const int64_t one[1] = {2};
+      const int64_t v1[2] = {6, 4}, v2[2] = {4, 6};
+      tb_tensor(&s1, "s1", 7, 1, one, v1, sizeof v1);
+      tb_tensor(&s2, "s2", 7, 1, one, v2, sizeof v2);
+      tb_graph_initializer(&g, &s1);
+      tb_graph_initializer(&g, &s2);
+      er__pbw_free(&s1);
+      er__pbw_free(&s2);
+      tb_node(&g, "Reshape", "r1", (const char *const[]){"x", "s1", NULL}, (const char *const[]){"t", NULL}, NULL);
+      tb_node(&g, "Reshape", "r2", (const char *const[]){"t", "s2", NULL}, (const char *const[]){"u", NULL}, NULL);
+      tb_node(&g, "Relu", "r", (const char *const[]){"u", NULL}, (const char *const[]){"y", NULL}, NULL);
+    }
+    tb_graph_input(&g, "x", 1, 3, x);
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    tb_model(&m, 8, 13, &g);
+    er_model *opt = load(&m, 1), *plain = load(&m, -1);
+    if (variant == 0) CHECK(node_count(opt) == 1 && count_op(opt, "Transpose") == 0);
+    if (variant == 1) CHECK(count_op(opt, "Transpose") == 1);
+    if (variant == 2) CHECK(count_op(opt, "Reshape") == 1);
+    same_outputs(opt, plain, 3, x);
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+    er__pbw_free(&a1);
+    er__pbw_free(&a2);
+  }
+}
+
+int main(int argc, char **argv) {
+  static const er_test_case cases[] = {
+      {"conv_bn", test_conv_bn},
+      {"conv_activations", test_conv_activations},
+      {"silu_and_clip", test_silu_and_clip},
+      {"conv_residual", test_conv_residual},
+      {"matmul_gelu", test_matmul_gelu},
+      {"layernorm", test_layernorm},
+      {"transpose_reshape", test_transpose_reshape},
+  };
+  return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);
+}
