@@ -291,6 +291,15 @@ ER_API er_status er_session_run(er_session *session,
                                 const char *const *output_names,
                                 size_t n_outputs, er_tensor **outputs_out);
 
+/* Like er_session_run, but writes the outputs into caller tensors
+ * (borrowed; each must already have the output's type and shape, e.g. from
+ * a previous run or from er_model_output_info for static models). With
+ * static shapes, a run then allocates no memory at all: intermediates live
+ * in the session's planned arena, reused from run to run. */
+ER_API er_status er_session_run_into(er_session *session, const er_named_tensor *inputs,
+                                     size_t n_inputs, const char *const *output_names,
+                                     size_t n_outputs, er_tensor *const *outputs);
+
 /* What a session compiled into. Strings are owned by the session. */
 typedef struct er_session_stats {
   size_t node_count;           /* nodes of the main graph after optimization */

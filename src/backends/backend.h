@@ -98,6 +98,9 @@ er_backend *er__backend_cpu(void);
 /* The optimized kernel a compiled CPU subgraph runs for node `node` (index
  * in its graph), or NULL for the reference kernel or a node not in it. */
 const char *er__cpu_compiled_kernel(const void *compiled, int32_t node);
+/* The largest per-run scratch (bytes) any kernel of a compiled CPU subgraph
+ * declared. */
+size_t er__cpu_compiled_scratch(const void *compiled);
 
 /* Finds a registered backend by name; NULL when it is not available. */
 er_backend *er__backend_find(const char *name);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "graph/planner.h"
 #include "onnx/onnx.h"
 #include "backends/cpu/cpu-exec.h"
 #include "backends/cpu/cpu-kernels.h"
@@ -303,8 +304,158 @@ struct er_session {
   /* Profiling (opts.profile): accumulated under prof_lock after each run. */
   pthread_mutex_t prof_lock;
   er_node_prof *prof;      /* [n_nodes] */
-  uint64_t arena_bytes;    /* planned intermediate bytes (memory planner) */
+  uint64_t arena_bytes;    /* largest arena any run context planned */
+  int32_t *last_use;       /* [n_values] last reader of each value */
+  size_t scratch_bytes;    /* largest kernel scratch of any node */
+  pthread_mutex_t ctx_lock;
+  struct run_ctx *free_ctx; /* idle run contexts */
 };
+
+/* ======================================================================== */
+/* Run contexts: the memory one run uses, kept for the next                   */
+/* ======================================================================== */
+
+/* Everything a run needs besides the compiled plan: the value frame, the
+ * arena with its layout, operand arrays, kernel scratch. A session keeps
+ * idle contexts on a free list, so steady-state runs allocate nothing;
+ * concurrent runs each take their own. */
+typedef struct run_ctx {
+  struct run_ctx *next;
+  er_tensor *vals;              /* [n_values] */
+  int64_t *offset;              /* [n_values] planned offsets */
+  uint64_t *capacity;           /* [n_values] */
+  uint64_t *need;               /* [n_values] bytes seen per value */
+  uint8_t *arena;
+  uint64_t arena_bytes;
+  er_tensor **bound_out;        /* [n_values] caller outputs (run_into) */
+  const er_tensor **bound_in;   /* [n_inputs] */
+  int32_t *want;                /* [n_outputs] */
+  er_run_mem mem;
+} run_ctx;
+
+static void ctx_free(run_ctx *c) {
+  if (!c) return;
+  free(c->vals);
+  free(c->offset);
+  free(c->capacity);
+  free(c->need);
+  er__aligned_free(c->arena);
+  free(c->bound_out);
+  free(c->bound_in);
+  free(c->want);
+  er__aligned_free(c->mem.scratch);
+  free(c->mem.inp);
+  free(c->mem.outp);
+  free(c);
+}
+
+/* A value the planner places: produced by a node of the main graph, not a
+ * graph output (those go to the caller), of a fixed-size type. */
+static bool plannable(const er_graph *g, int32_t v) {
+  const er_value *val = &g->values[v];
+  return val->kind == ER_VALUE_INTERMEDIATE && val->producer >= 0 && !val->is_graph_output;
+}
+
+/* (Re)plans the arena from the larger of what the model declares and what
+ * runs needed. */
+static er_status ctx_plan(const er_session *s, run_ctx *c) {
+  const er_graph *g = s->model->graph;
+  int32_t n = g->n_values;
+  int32_t *first = malloc(((size_t)n + 1) * sizeof *first);
+  int32_t *last = malloc(((size_t)n + 1) * sizeof *last);
+  uint64_t *bytes = malloc(((size_t)n + 1) * sizeof *bytes);
+  er_status st = ER_STATUS_OK;
+  if (!first || !last || !bytes) {
+    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory planning memory");
+    goto done;
+  }
+  for (int32_t v = 0; v < n; v++) {
+    first[v] = last[v] = -1;
+    bytes[v] = 0;
+    if (!plannable(g, v)) continue;
+    int64_t count = er__tensor_count(&g->values[v].info);
+    uint64_t known = count >= 0 ? (uint64_t)count * er_dtype_size(g->values[v].info.dtype) : 0;
+    bytes[v] = known > c->need[v] ? known : c->need[v];
+    first[v] = g->values[v].producer;
+    last[v] = s->last_use[v] >= first[v] ? s->last_use[v] : first[v];
+  }
+  uint64_t total = 0;
+  st = er__plan_memory(n, first, last, bytes, c->offset, &total);
+  if (st != ER_STATUS_OK) goto done;
+  if (total > c->arena_bytes || !c->arena) {
+    uint8_t *arena = er__aligned_alloc(total ? total : 64);
+    if (!arena) {
+      st = ER_STATUS_OUT_OF_MEMORY;
+      goto done;
+    }
+    er__aligned_free(c->arena);
+    c->arena = arena;
+    c->arena_bytes = total;
+  }
+  for (int32_t v = 0; v < n; v++) c->capacity[v] = bytes[v];
+  c->mem.offset = c->offset;
+  c->mem.capacity = c->capacity;
+  c->mem.arena = c->arena;
+done:
+  free(first);
+  free(last);
+  free(bytes);
+  return st;
+}
+
+static er_status ctx_new(er_session *s, run_ctx **out) {
+  const er_graph *g = s->model->graph;
+  size_t n = (size_t)g->n_values + 1;
+  run_ctx *c = calloc(1, sizeof *c);
+  if (!c) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory creating a run context");
+  c->vals = calloc(n, sizeof *c->vals);
+  c->offset = calloc(n, sizeof *c->offset);
+  c->capacity = calloc(n, sizeof *c->capacity);
+  c->need = calloc(n, sizeof *c->need);
+  c->bound_out = calloc(n, sizeof *c->bound_out);
+  c->bound_in = calloc((size_t)g->n_inputs + 1, sizeof *c->bound_in);
+  c->want = calloc((size_t)g->n_outputs + 1, sizeof *c->want);
+  c->mem.width = er__graph_width(g);
+  c->mem.inp = calloc((size_t)c->mem.width, sizeof *c->mem.inp);
+  c->mem.outp = calloc((size_t)c->mem.width, sizeof *c->mem.outp);
+  c->mem.need = c->need;
+  c->mem.bound_outputs = c->bound_out;
+  c->mem.scratch_bytes = s->scratch_bytes;
+  c->mem.scratch = s->scratch_bytes ? er__aligned_alloc(s->scratch_bytes) : NULL;
+  if (!c->vals || !c->offset || !c->capacity || !c->need || !c->bound_out || !c->bound_in || !c->want ||
+      !c->mem.inp || !c->mem.outp || (s->scratch_bytes && !c->mem.scratch)) {
+    ctx_free(c);
+    return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory creating a run context");
+  }
+  er_status st = ctx_plan(s, c);
+  if (st != ER_STATUS_OK) {
+    ctx_free(c);
+    return st;
+  }
+  *out = c;
+  return ER_STATUS_OK;
+}
+
+static er_status ctx_take(er_session *s, run_ctx **out) {
+  pthread_mutex_lock(&s->ctx_lock);
+  run_ctx *c = s->free_ctx;
+  if (c) s->free_ctx = c->next;
+  pthread_mutex_unlock(&s->ctx_lock);
+  if (c) {
+    *out = c;
+    return ER_STATUS_OK;
+  }
+  return ctx_new(s, out);
+}
+
+static void ctx_give(er_session *s, run_ctx *c) {
+  pthread_mutex_lock(&s->ctx_lock);
+  c->next = s->free_ctx;
+  s->free_ctx = c;
+  if (c->arena_bytes > s->arena_bytes) s->arena_bytes = c->arena_bytes;
+  pthread_mutex_unlock(&s->ctx_lock);
+}
+
 
 void er_session_options_init(er_session_options *o) {
   memset(o, 0, sizeof *o);
@@ -317,6 +468,13 @@ void er_session_free(er_session *s) {
   for (int i = 0; i < s->n_segs; i++)
     if (s->segs[i].backend->iface->release) s->segs[i].backend->iface->release(s->segs[i].backend, s->segs[i].compiled);
   free(s->segs);
+  while (s->free_ctx) {
+    struct run_ctx *next = s->free_ctx->next;
+    ctx_free(s->free_ctx);
+    s->free_ctx = next;
+  }
+  pthread_mutex_destroy(&s->ctx_lock);
+  free(s->last_use);
   er__pool_free(s->pool);
   if (s->prof) pthread_mutex_destroy(&s->prof_lock);
   free(s->prof);
@@ -409,6 +567,13 @@ er_status er_session_create(const er_model *model, const er_session_options *opt
   }
   s->model = model;
   s->opts = o;
+  pthread_mutex_init(&s->ctx_lock, NULL);
+  s->last_use = malloc(((size_t)g->n_values + 1) * sizeof *s->last_use);
+  if (!s->last_use) {
+    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory creating a session");
+    goto fail;
+  }
+  er__exec_last_use(g, s->last_use);
   s->opts.backends = NULL;  /* borrowed only for the create */
   s->opts.backend_count = 0;
   st = place_nodes(g, &o, place);
@@ -445,10 +610,25 @@ er_status er_session_create(const er_model *model, const er_session_options *opt
     st = be->iface->compile(be, &sg, &s->segs[s->n_segs].compiled);
     if (st != ER_STATUS_OK) goto fail;
     s->segs[s->n_segs++].backend = be;
+    if (be == er__backend_cpu()) {
+      size_t sb = er__cpu_compiled_scratch(s->segs[s->n_segs - 1].compiled);
+      if (sb > s->scratch_bytes) s->scratch_bytes = sb;
+    }
     i = j;
   }
   free(place);
   free(order);
+  /* One run context made now: the arena of a model with static shapes is
+   * planned (and reported) before the first run. */
+  {
+    struct run_ctx *c;
+    st = ctx_new(s, &c);
+    if (st != ER_STATUS_OK) {
+      er_session_free(s);
+      return st;
+    }
+    ctx_give(s, c);
+  }
   *session_out = s;
   return ER_STATUS_OK;
 fail:
@@ -474,99 +654,67 @@ static er_status check_input(const er_value *v, const er_tensor *t) {
   return ER_STATUS_OK;
 }
 
-er_status er_session_run(er_session *s, const er_named_tensor *inputs, size_t n_inputs,
-                         const char *const *output_names, size_t n_outputs, er_tensor **outputs_out) {
-  er_status st = ER_STATUS_OK;
-  if (!s || (!inputs && n_inputs) || !outputs_out)
-    return er__error(ER_STATUS_INVALID_ARGUMENT, "session, inputs and outputs_out must not be NULL");
+/* ======================================================================== */
+/* Running                                                                   */
+/* ======================================================================== */
+
+/* One run into `c`: inputs by name, outputs resolved into c->want. */
+static er_status run_in_ctx(er_session *s, run_ctx *c, const er_named_tensor *inputs, size_t n_inputs,
+                            const char *const *output_names, size_t n_outputs) {
   const er_graph *g = s->model->graph;
-  const er_tensor **bound = calloc((size_t)g->n_inputs + 1, sizeof *bound);
-  er_tensor *results = calloc((size_t)g->n_outputs + 1, sizeof *results);
-  int32_t *want = calloc(n_outputs + 1, sizeof *want);
-  if (!bound || !results || !want) {
-    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory starting a run");
-    goto done;
-  }
-  /* Match inputs by name. */
+  memset(c->bound_in, 0, ((size_t)g->n_inputs + 1) * sizeof *c->bound_in);
   for (size_t i = 0; i < n_inputs; i++) {
     const char *name = inputs[i].name;
     const er_tensor *t = inputs[i].tensor;
-    if (!name || !t) {
-      st = er__error(ER_STATUS_INVALID_ARGUMENT, "input %zu has a NULL name or tensor", i);
-      goto done;
-    }
+    if (!name || !t) return er__error(ER_STATUS_INVALID_ARGUMENT, "input %zu has a NULL name or tensor", i);
     int32_t slot = -1;
     for (int32_t k = 0; k < g->n_inputs; k++)
       if (strcmp(g->values[g->inputs[k]].name, name) == 0) slot = k;
-    if (slot < 0) {
-      st = er__error(ER_STATUS_NOT_FOUND, "the model has no input named '%s'", name);
-      goto done;
-    }
+    if (slot < 0) return er__error(ER_STATUS_NOT_FOUND, "the model has no input named '%s'", name);
     const er_value *v = &g->values[g->inputs[slot]];
-    if (v->kind == ER_VALUE_CONSTANT && s->model->ir_version < 4) {
-      st = er__error(ER_STATUS_INVALID_ARGUMENT,
-                     "input '%s' is an initializer of an IR %lld model and cannot be overridden",
-                     name, (long long)s->model->ir_version);
-      goto done;
-    }
-    if (bound[slot]) {
-      st = er__error(ER_STATUS_INVALID_ARGUMENT, "input '%s' is given twice", name);
-      goto done;
-    }
-    if (!t->data && t->nbytes) {
-      st = er__error(ER_STATUS_INVALID_ARGUMENT, "input '%s' has no data", name);
-      goto done;
-    }
-    st = check_input(v, t);
-    if (st != ER_STATUS_OK) goto done;
-    bound[slot] = t;
+    if (v->kind == ER_VALUE_CONSTANT && s->model->ir_version < 4)
+      return er__error(ER_STATUS_INVALID_ARGUMENT,
+                       "input '%s' is an initializer of an IR %lld model and cannot be overridden", name,
+                       (long long)s->model->ir_version);
+    if (c->bound_in[slot]) return er__error(ER_STATUS_INVALID_ARGUMENT, "input '%s' is given twice", name);
+    if (!t->data && t->nbytes) return er__error(ER_STATUS_INVALID_ARGUMENT, "input '%s' has no data", name);
+    ER_CHECK(check_input(v, t));
+    c->bound_in[slot] = t;
   }
   for (int32_t k = 0; k < g->n_inputs; k++) {
     const er_value *v = &g->values[g->inputs[k]];
-    if (!bound[k] && v->kind == ER_VALUE_INPUT) {
-      st = er__error(ER_STATUS_NOT_FOUND, "input '%s' is required but was not given", v->name);
-      goto done;
-    }
+    if (!c->bound_in[k] && v->kind == ER_VALUE_INPUT)
+      return er__error(ER_STATUS_NOT_FOUND, "input '%s' is required but was not given", v->name);
   }
-  /* Resolve requested outputs. */
   if (output_names) {
     for (size_t i = 0; i < n_outputs; i++) {
-      want[i] = -1;
+      c->want[i] = -1;
       for (int32_t k = 0; k < g->n_outputs; k++)
-        if (output_names[i] && strcmp(g->values[g->outputs[k]].name, output_names[i]) == 0) want[i] = k;
-      if (want[i] < 0) {
-        st = er__error(ER_STATUS_NOT_FOUND, "the model has no output named '%s'",
-                       output_names[i] ? output_names[i] : "(null)");
-        goto done;
-      }
+        if (output_names[i] && strcmp(g->values[g->outputs[k]].name, output_names[i]) == 0) c->want[i] = k;
+      if (c->want[i] < 0)
+        return er__error(ER_STATUS_NOT_FOUND, "the model has no output named '%s'",
+                         output_names[i] ? output_names[i] : "(null)");
     }
   } else {
-    if (n_outputs != (size_t)g->n_outputs) {
-      st = er__error(ER_STATUS_INVALID_ARGUMENT, "n_outputs is %zu but the model has %d outputs",
-                     n_outputs, (int)g->n_outputs);
-      goto done;
-    }
-    for (size_t i = 0; i < n_outputs; i++) want[i] = (int32_t)i;
+    if (n_outputs != (size_t)g->n_outputs)
+      return er__error(ER_STATUS_INVALID_ARGUMENT, "n_outputs is %zu but the model has %d outputs", n_outputs,
+                       (int)g->n_outputs);
+    for (size_t i = 0; i < n_outputs; i++) c->want[i] = (int32_t)i;
   }
 
-  er_exec ex = {s->pool, NULL, 0, NULL, 0};
+  er_exec ex = {s->pool, NULL, 0, NULL, 0, &c->mem};
   er_node_prof *prof = NULL;
   if (s->prof) {
     prof = calloc((size_t)g->n_nodes + 1, sizeof *prof);
-    if (!prof) {
-      st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory profiling a run");
-      goto done;
-    }
+    if (!prof) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory profiling a run");
     ex.prof = prof;
     ex.t0_ns = er__now_ns();
   }
-  /* Inputs with initializers that were not given fall back to the
-   * initializer (bound inside exec). */
   int n_bind = 0;
   for (int32_t k = 0; k < g->n_inputs; k++)
-    if (bound[k]) n_bind = k + 1;
-  st = er__exec_graph_segments(&ex, g, NULL, (const er_tensor *const *)bound, n_bind, s->segs,
-                               s->n_segs, results);
+    if (c->bound_in[k]) n_bind = k + 1;
+  c->mem.overflow = false;
+  er_status st = er__exec_main(&ex, g, c->vals, c->bound_in, n_bind, s->segs, s->n_segs);
   if (prof) {
     /* Fold this run's timings into the session's. */
     pthread_mutex_lock(&s->prof_lock);
@@ -578,40 +726,102 @@ er_status er_session_run(er_session *s, const er_named_tensor *inputs, size_t n_
     }
     pthread_mutex_unlock(&s->prof_lock);
     free(prof);
-    prof = NULL;
   }
-  if (st != ER_STATUS_OK) goto done;
+  return st;
+}
 
+/* Releases what a run left in the context and grows the plan if a value
+ * needed more than its slot, so the next run fits. */
+static er_status ctx_finish(er_session *s, run_ctx *c) {
+  const er_graph *g = s->model->graph;
+  for (int32_t id = 0; id < g->n_values; id++) {
+    er__tensor_release(&c->vals[id]);
+    memset(&c->vals[id], 0, sizeof c->vals[id]);
+    c->bound_out[id] = NULL;
+  }
+  bool grow = false;
+  for (int32_t v = 0; v < g->n_values && !grow; v++)
+    if (plannable(g, v) && c->need[v] > c->capacity[v]) grow = true;
+  return grow ? ctx_plan(s, c) : ER_STATUS_OK;
+}
+
+er_status er_session_run(er_session *s, const er_named_tensor *inputs, size_t n_inputs,
+                         const char *const *output_names, size_t n_outputs, er_tensor **outputs_out) {
+  if (!s || (!inputs && n_inputs) || !outputs_out)
+    return er__error(ER_STATUS_INVALID_ARGUMENT, "session, inputs and outputs_out must not be NULL");
+  const er_graph *g = s->model->graph;
+  run_ctx *c;
+  ER_CHECK(ctx_take(s, &c));
+  er_status st = run_in_ctx(s, c, inputs, n_inputs, output_names, n_outputs);
   for (size_t i = 0; i < n_outputs; i++) outputs_out[i] = NULL;
-  for (size_t i = 0; i < n_outputs; i++) {
+  for (size_t i = 0; i < n_outputs && st == ER_STATUS_OK; i++) {
+    er_tensor *r = &c->vals[g->outputs[c->want[i]]];
     er_tensor *t = er__tensor_new();
     if (!t) {
       st = ER_STATUS_OUT_OF_MEMORY;
-      for (size_t j = 0; j < i; j++) {
-        er_tensor_free(outputs_out[j]);
-        outputs_out[j] = NULL;
-      }
-      goto done;
+      break;
     }
-    er_tensor *r = &results[want[i]];
-    if (r->flags & ER_TENSOR_OWNS_DATA) {
+    /* Each requested output is moved out when this run owns it and no
+     * later request names it again; otherwise copied. */
+    bool again = false;
+    for (size_t j = i + 1; j < n_outputs; j++)
+      if (c->want[j] == c->want[i]) again = true;
+    if ((r->flags & ER_TENSOR_OWNS_DATA) && !again) {
       *t = *r;
       r->flags &= ~(uint32_t)ER_TENSOR_OWNS_DATA;
       r->data = NULL;
-    } else {
-      st = er__tensor_copy(t, r);
-      if (st != ER_STATUS_OK) {
-        free(t);
-        goto done;
-      }
+    } else if ((st = er__tensor_copy(t, r)) != ER_STATUS_OK) {
+      free(t);
+      break;
     }
     outputs_out[i] = t;
   }
-done:
-  if (results)
-    for (int32_t k = 0; k < g->n_outputs; k++) er__tensor_release(&results[k]);
-  free(bound);
-  free(results);
-  free(want);
-  return st;
+  if (st != ER_STATUS_OK)
+    for (size_t i = 0; i < n_outputs; i++) {
+      er_tensor_free(outputs_out[i]);
+      outputs_out[i] = NULL;
+    }
+  er_status fst = ctx_finish(s, c);
+  ctx_give(s, c);
+  return st != ER_STATUS_OK ? st : fst;
+}
+
+er_status er_session_run_into(er_session *s, const er_named_tensor *inputs, size_t n_inputs,
+                              const char *const *output_names, size_t n_outputs, er_tensor *const *outputs) {
+  if (!s || (!inputs && n_inputs) || !outputs)
+    return er__error(ER_STATUS_INVALID_ARGUMENT, "session, inputs and outputs must not be NULL");
+  const er_graph *g = s->model->graph;
+  run_ctx *c;
+  ER_CHECK(ctx_take(s, &c));
+  /* Outputs are written straight into the caller's tensors when shapes
+   * match; the names are resolved first so the binding is by value. */
+  er_status st = ER_STATUS_OK;
+  for (size_t i = 0; i < n_outputs && st == ER_STATUS_OK; i++) {
+    int32_t k = -1;
+    if (output_names) {
+      for (int32_t j = 0; j < g->n_outputs; j++)
+        if (output_names[i] && strcmp(g->values[g->outputs[j]].name, output_names[i]) == 0) k = j;
+    } else if (i < (size_t)g->n_outputs) {
+      k = (int32_t)i;
+    }
+    if (!outputs[i]) st = er__error(ER_STATUS_INVALID_ARGUMENT, "output tensor %zu is NULL", i);
+    else if (k >= 0) c->bound_out[g->outputs[k]] = outputs[i];
+  }
+  if (st == ER_STATUS_OK) st = run_in_ctx(s, c, inputs, n_inputs, output_names, n_outputs);
+  for (size_t i = 0; i < n_outputs && st == ER_STATUS_OK; i++) {
+    const er_tensor *r = &c->vals[g->outputs[c->want[i]]];
+    er_tensor *o = outputs[i];
+    if (r->data == o->data) continue; /* written in place */
+    char a[160], b[160];
+    if (r->dtype != o->dtype || r->nbytes != o->nbytes || r->rank != o->rank ||
+        memcmp(r->dims, o->dims, sizeof(int64_t) * (size_t)(r->rank > 0 ? r->rank : 0)) != 0)
+      st = er__error(ER_STATUS_INVALID_SHAPE, "output '%s' is %s %s but the tensor given for it is %s %s",
+                     g->values[g->outputs[c->want[i]]].name, er_dtype_name(r->dtype),
+                     er__shape_str(r, a, sizeof a), er_dtype_name(o->dtype), er__shape_str(o, b, sizeof b));
+    else if (r->nbytes)
+      memcpy(o->data, r->data, r->nbytes);
+  }
+  er_status fst = ctx_finish(s, c);
+  ctx_give(s, c);
+  return st != ER_STATUS_OK ? st : fst;
 }

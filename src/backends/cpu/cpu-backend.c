@@ -170,7 +170,9 @@ static er_status cpu_compile(er_backend *be, const er_subgraph *sg, void **compi
 static er_status cpu_compute(er_backend *be, void *compiled, struct er_exec *run, er_tensor *values) {
   ER_UNUSED(be);
   cpu_compiled *c = compiled;
-  er_frame frame = {c->graph, values, NULL};
+  /* Segments belong to the main graph, whose reusable memory the run
+   * carries. */
+  er_frame frame = {c->graph, values, NULL, run->mem};
   return er__exec_nodes(run, &frame, c->nodes, c->n_nodes, c->last_use, c->kernels);
 }
 
@@ -191,6 +193,15 @@ static const er_backend_iface cpu_iface = {
 };
 
 static er_backend cpu_backend = {&cpu_iface, NULL};
+
+size_t er__cpu_compiled_scratch(const void *compiled) {
+  const cpu_compiled *c = compiled;
+  size_t most = 0;
+  if (c && c->kernels)
+    for (int32_t i = 0; i < c->graph->n_nodes; i++)
+      if (c->kernels[i].kernel && c->kernels[i].scratch_bytes > most) most = c->kernels[i].scratch_bytes;
+  return most;
+}
 
 const char *er__cpu_compiled_kernel(const void *compiled, int32_t node) {
   const cpu_compiled *c = compiled;

@@ -69,7 +69,7 @@ uint64_t er__now_ns(void) {
 /* Running nodes                                                             */
 /* ======================================================================== */
 
-static int node_width(const er_graph *g) {
+int er__graph_width(const er_graph *g) {
   int width = 1;
   for (int32_t i = 0; i < g->n_nodes; i++) {
     if (g->nodes[i].n_inputs > width) width = g->nodes[i].n_inputs;
@@ -78,21 +78,61 @@ static int node_width(const er_graph *g) {
   return width;
 }
 
-/* Runs an optimized kernel with its per-run scratch. */
-static er_status run_kernel(er_exec *ex, er_kctx *ctx, const er_node_kernel *nk) {
-  void *scratch = NULL;
+/* Runs an optimized kernel with its per-run scratch: the run context's
+ * buffer when there is one (sized at compile time), else a fresh one. */
+static er_status run_kernel(er_exec *ex, er_frame *frame, er_kctx *ctx, const er_node_kernel *nk) {
+  void *scratch = NULL, *own = NULL;
   if (nk->scratch_bytes) {
-    scratch = er__aligned_alloc(nk->scratch_bytes);
-    if (!scratch) return ER_STATUS_OUT_OF_MEMORY;
+    if (frame->mem && frame->mem->scratch_bytes >= nk->scratch_bytes) {
+      scratch = frame->mem->scratch;
+    } else {
+      scratch = own = er__aligned_alloc(nk->scratch_bytes);
+      if (!scratch) return ER_STATUS_OUT_OF_MEMORY;
+    }
   }
   er_kernel_run kr = {ctx, nk->state, scratch, nk->scratch_bytes, ex->pool};
   er_status st = nk->kernel->run(&kr);
-  er__aligned_free(scratch);
+  er__aligned_free(own);
   return st;
+}
+
+/* Gives output value `id` (shape set by check) its memory: a caller's
+ * output tensor, a planned arena slot, or a fresh allocation. Reference
+ * kernels get zeroed memory, as op.h promises; optimized kernels write
+ * every element themselves. */
+static er_status place_output(er_frame *frame, int32_t id, er_tensor *o, bool zero) {
+  er_run_mem *mem = frame->mem;
+  int64_t count = er__tensor_count(o);
+  size_t es = er_dtype_size(o->dtype);
+  uint64_t bytes = (uint64_t)count * es;
+  if (mem && es && count >= 0) {
+    er_tensor *b = mem->bound_outputs ? mem->bound_outputs[id] : NULL;
+    if (b && b->dtype == o->dtype && b->rank == o->rank && b->nbytes == bytes &&
+        memcmp(b->dims, o->dims, sizeof(int64_t) * (size_t)o->rank) == 0) {
+      o->data = b->data;
+      o->nbytes = (size_t)bytes;
+      o->flags = 0;
+      if (zero && bytes) memset(o->data, 0, (size_t)bytes);
+      return ER_STATUS_OK;
+    }
+    if (mem->need && bytes > mem->need[id]) mem->need[id] = bytes;
+    if (mem->offset && mem->offset[id] >= 0) {
+      if (bytes <= mem->capacity[id]) {
+        o->data = mem->arena + mem->offset[id];
+        o->nbytes = (size_t)bytes;
+        o->flags = 0;
+        if (zero && bytes) memset(o->data, 0, (size_t)bytes);
+        return ER_STATUS_OK;
+      }
+      mem->overflow = true; /* the plan grows after this run */
+    }
+  }
+  return er__tensor_alloc(o, 0);
 }
 
 static er_status run_node(er_exec *ex, er_frame *frame, int32_t i, er_tensor **inp, er_tensor **outp,
                           const er_node_kernel *nk) {
+  bool optimized = nk && nk->kernel;
   const er_graph *g = frame->g;
   const er_node *node = &g->nodes[i];
   er_status st = ER_STATUS_OK;
@@ -132,10 +172,10 @@ static er_status run_node(er_exec *ex, er_frame *frame, int32_t i, er_tensor **i
                      node->op_type, node->name, k, er__shape_str(o, buf, sizeof buf),
                      (long long)ER_MAX_RUNTIME_ELEMENTS);
     } else {
-      st = er__tensor_alloc(o, 0);
+      st = place_output(frame, node->outputs[k], o, !optimized);
     }
   }
-  if (st == ER_STATUS_OK) st = nk && nk->kernel ? run_kernel(ex, &ctx, nk) : node->op->run(&ctx);
+  if (st == ER_STATUS_OK) st = optimized ? run_kernel(ex, frame, &ctx, nk) : node->op->run(&ctx);
   ex->frame = saved;
   for (int k = 0; k < node->n_outputs && st == ER_STATUS_OK; k++)
     if (outp[k] && !outp[k]->data)
@@ -147,13 +187,19 @@ static er_status run_node(er_exec *ex, er_frame *frame, int32_t i, er_tensor **i
 er_status er__exec_nodes(er_exec *ex, er_frame *frame, const int32_t *nodes, int32_t n_nodes,
                          const int32_t *last_use, const er_node_kernel *kernels) {
   const er_graph *g = frame->g;
-  int width = node_width(g);
-  er_tensor **inp = malloc((size_t)width * sizeof *inp);
-  er_tensor **outp = malloc((size_t)width * sizeof *outp);
+  er_tensor **inp = NULL, **outp = NULL, **own_in = NULL, **own_out = NULL;
   er_status st = ER_STATUS_OK;
-  if (!inp || !outp) {
-    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory running graph '%s'", g->name);
-    goto done;
+  if (frame->mem && frame->mem->inp) {
+    inp = frame->mem->inp;
+    outp = frame->mem->outp;
+  } else {
+    int width = er__graph_width(g);
+    inp = own_in = malloc((size_t)width * sizeof *inp);
+    outp = own_out = malloc((size_t)width * sizeof *outp);
+    if (!inp || !outp) {
+      st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory running graph '%s'", g->name);
+      goto done;
+    }
   }
   for (int32_t j = 0; j < n_nodes; j++) {
     int32_t i = nodes ? nodes[j] : j;
@@ -182,8 +228,8 @@ er_status er__exec_nodes(er_exec *ex, er_frame *frame, const int32_t *nodes, int
     }
   }
 done:
-  free(inp);
-  free(outp);
+  free(own_in);
+  free(own_out);
   return st;
 }
 
@@ -209,7 +255,7 @@ er_status er__exec_graph_segments(er_exec *ex, const er_graph *g, const er_frame
                                   const er_tensor *const *inputs, int n_inputs,
                                   const er_segment *segs, int n_segs, er_tensor *outputs) {
   er_status st = ER_STATUS_OK;
-  er_frame frame = {g, NULL, parent};
+  er_frame frame = {g, NULL, parent, NULL};
   int32_t *last_use = NULL;
   int made_outputs = 0;
 
@@ -280,6 +326,31 @@ done:
   for (int32_t id = 0; id < g->n_values; id++) er__tensor_release(&frame.vals[id]);
   free(frame.vals);
   free(last_use);
+  return st;
+}
+
+er_status er__exec_main(er_exec *ex, const er_graph *g, er_tensor *vals, const er_tensor *const *inputs,
+                        int n_inputs, const er_segment *segs, int n_segs) {
+  er_status st = ER_STATUS_OK;
+  er_frame frame = {g, vals, NULL, ex->mem};
+  if (n_inputs > g->n_inputs)
+    return er__error(ER_STATUS_INVALID_ARGUMENT, "graph '%s' takes %d inputs, got %d", g->name,
+                     (int)g->n_inputs, n_inputs);
+  for (int i = 0; i < n_inputs; i++)
+    if (inputs[i]) er__tensor_borrow(&vals[g->inputs[i]], inputs[i]);
+  for (int32_t id = 0; id < g->n_values && st == ER_STATUS_OK; id++)
+    if (!vals[id].data) st = bind_value(&frame, id);
+  if (st != ER_STATUS_OK) return st;
+  for (int i = n_inputs; i < g->n_inputs; i++) {
+    int32_t id = g->inputs[i];
+    if (!vals[id].data)
+      return er__error(ER_STATUS_INVALID_ARGUMENT, "graph '%s': input '%s' was not given", g->name,
+                       g->values[id].name);
+  }
+  ex->depth++;
+  for (int k = 0; k < n_segs && st == ER_STATUS_OK; k++)
+    st = segs[k].backend->iface->compute(segs[k].backend, segs[k].compiled, ex, vals);
+  ex->depth--;
   return st;
 }
 

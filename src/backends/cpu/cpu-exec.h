@@ -10,11 +10,33 @@
 
 struct er_backend;
 
+/* Memory a run of the main graph reuses from one run to the next (owned by
+ * a session's run context): with a plan, intermediates live in `arena` at
+ * planned offsets and a run allocates nothing. */
+typedef struct er_run_mem {
+  const int64_t *offset;         /* [n_values] arena offset, -1 = not planned;
+                                    NULL = no plan yet */
+  const uint64_t *capacity;      /* [n_values] bytes reserved at offset */
+  uint8_t *arena;
+  uint64_t *need;                /* [n_values] bytes each value took (max),
+                                    recorded to build or grow the plan */
+  bool overflow;                 /* a value outgrew its slot this run */
+  void *scratch;                 /* kernel scratch, scratch_bytes */
+  size_t scratch_bytes;
+  er_tensor **inp, **outp;       /* [width] operand pointer arrays */
+  int width;
+  /* Caller-provided output tensors (er_session_run_into), by value id;
+   * NULL entries are allocated as usual. */
+  er_tensor *const *bound_outputs;
+} er_run_mem;
+
 /* Values of one graph during one execution. */
 typedef struct er_frame {
   const er_graph *g;
   er_tensor *vals;               /* [g->n_values] */
   const struct er_frame *parent; /* frame of the enclosing graph, for OUTER */
+  er_run_mem *mem;               /* reusable memory of the main graph; NULL
+                                    for subgraphs (they allocate) */
 } er_frame;
 
 struct er_thread_pool;
@@ -33,7 +55,11 @@ typedef struct er_exec {
   int depth;                     /* subgraph nesting of the current call */
   er_node_prof *prof;            /* [main graph n_nodes] or NULL */
   uint64_t t0_ns;                /* run start, for prof start times */
+  er_run_mem *mem;               /* the main graph's run memory, or NULL */
 } er_exec;
+
+/* The widest node (inputs or outputs) of g: the size of operand arrays. */
+int er__graph_width(const er_graph *g);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t er__now_ns(void);
@@ -73,6 +99,13 @@ er_status er__exec_graph(er_exec *ex, const er_graph *g, const er_frame *parent,
 er_status er__exec_graph_segments(er_exec *ex, const er_graph *g, const er_frame *parent,
                                   const er_tensor *const *inputs, int n_inputs,
                                   const er_segment *segs, int n_segs, er_tensor *outputs);
+
+/* Runs the main graph in `vals` (g->n_values tensors, all released; the
+ * caller's run context owns them) with ex->mem's memory: binds inputs and
+ * constants, computes the segments, and leaves the graph outputs in vals
+ * (owned there, or written into mem->bound_outputs). */
+er_status er__exec_main(er_exec *ex, const er_graph *g, er_tensor *vals, const er_tensor *const *inputs,
+                        int n_inputs, const er_segment *segs, int n_segs);
 
 /* For control-flow ops: runs subgraph `sub` of the node being executed with
  * the given inputs; outputs as in er__exec_graph. */
