@@ -253,10 +253,10 @@ static er_status mm_run(const er_kernel_run *kr) {
     gemm_problem(s, a, b, c, y->data, &p);
     mb.batch = 1;
   } else {
-    if (!matmul_batch(a, b, &mb)) return ctx->node->op->run(ctx);
+    if (!matmul_batch(a, b, &mb)) return er__kr_reference(kr);
     matmul_problem(s, &mb, a, b, s->kind == MM_FUSED_MATMUL ? c : NULL, y->data, &p);
   }
-  if (p.b.packed && (s->k != p.k || s->n != p.n)) return ctx->node->op->run(ctx);
+  if (p.b.packed && (s->k != p.k || s->n != p.n)) return er__kr_reference(kr);
   void *scratch = NULL, *owned = NULL;
   int slots = 1;
   ER_CHECK(er__kr_scratch(kr, er__sgemm_scratch_floats(&p) * sizeof(float), &scratch, &slots, &owned));

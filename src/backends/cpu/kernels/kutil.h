@@ -86,4 +86,14 @@ static inline er_status er__kr_scratch(const er_kernel_run *kr, size_t slot_byte
   return ER_STATUS_OK;
 }
 
+/* Runs the node's reference kernel, for shapes a kernel's fast path does
+ * not cover at run time. Reference kernels expect zeroed outputs (they
+ * accumulate into them); planned outputs may hold old data. */
+static inline er_status er__kr_reference(const er_kernel_run *kr) {
+  er_kctx *ctx = kr->ctx;
+  for (int i = 0; i < ctx->n_out; i++)
+    if (ctx->out[i] && ctx->out[i]->data) memset(ctx->out[i]->data, 0, ctx->out[i]->nbytes);
+  return ctx->node->op->run(ctx);
+}
+
 #endif /* ER_KERNELS_KUTIL_H */

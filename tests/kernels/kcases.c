@@ -1,0 +1,7 @@
+/* kcases.c - the list of case generator tables. */
+#include "kcases.h"
+
+const case_gen *const kcase_groups[] = {
+    kcases_gemm,
+    NULL,
+};
