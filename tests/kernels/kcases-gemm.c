@@ -1,5 +1,5 @@
 /* kcases-gemm.c - cases for MatMul, Gemm, FusedMatMul and FusedGemm:
- * sizes below, at and above the tiles (12x32 and 6x16) and the blocks
+ * sizes below, at and above the tiles (14x32 and 6x16) and the blocks
  * (MC 252/144, KC 256, NC 512), odd sizes, M = 1 (GEMV), K = 0, batches
  * with each broadcast form, transposes, every C shape, every activation,
  * constant (prepacked) and run-time weights, and dims unknown at compile

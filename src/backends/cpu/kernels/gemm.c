@@ -283,11 +283,11 @@ static er_status mm_run(const er_kernel_run *kr) {
                                          mm_run, mm_release};
 
 #if defined(__x86_64__) || defined(__i386__)
-DEFINE_MM_KERNEL(MM_MATMUL, "MatMul", "", f32_matmul_12x32__avx512, er__sgemm_avx512, er__cpu_has_avx512)
-DEFINE_MM_KERNEL(MM_GEMM, "Gemm", "", f32_gemm_12x32__avx512, er__sgemm_avx512, er__cpu_has_avx512)
-DEFINE_MM_KERNEL(MM_FUSED_MATMUL, "FusedMatMul", ER_FUSED_DOMAIN, f32_fused_matmul_12x32__avx512,
+DEFINE_MM_KERNEL(MM_MATMUL, "MatMul", "", f32_matmul_14x32__avx512, er__sgemm_avx512, er__cpu_has_avx512)
+DEFINE_MM_KERNEL(MM_GEMM, "Gemm", "", f32_gemm_14x32__avx512, er__sgemm_avx512, er__cpu_has_avx512)
+DEFINE_MM_KERNEL(MM_FUSED_MATMUL, "FusedMatMul", ER_FUSED_DOMAIN, f32_fused_matmul_14x32__avx512,
                  er__sgemm_avx512, er__cpu_has_avx512)
-DEFINE_MM_KERNEL(MM_FUSED_GEMM, "FusedGemm", ER_FUSED_DOMAIN, f32_fused_gemm_12x32__avx512,
+DEFINE_MM_KERNEL(MM_FUSED_GEMM, "FusedGemm", ER_FUSED_DOMAIN, f32_fused_gemm_14x32__avx512,
                  er__sgemm_avx512, er__cpu_has_avx512)
 DEFINE_MM_KERNEL(MM_MATMUL, "MatMul", "", f32_matmul_6x16__avx2, er__sgemm_avx2, er__cpu_has_avx2)
 DEFINE_MM_KERNEL(MM_GEMM, "Gemm", "", f32_gemm_6x16__avx2, er__sgemm_avx2, er__cpu_has_avx2)
@@ -308,10 +308,10 @@ DEFINE_MM_KERNEL(MM_FUSED_GEMM, "FusedGemm", ER_FUSED_DOMAIN, f32_fused_gemm_8x8
 
 const er_cpu_kernel *const er__kernels_gemm[] = {
 #if defined(__x86_64__) || defined(__i386__)
-    &k_f32_matmul_12x32__avx512,
-    &k_f32_gemm_12x32__avx512,
-    &k_f32_fused_matmul_12x32__avx512,
-    &k_f32_fused_gemm_12x32__avx512,
+    &k_f32_matmul_14x32__avx512,
+    &k_f32_gemm_14x32__avx512,
+    &k_f32_fused_matmul_14x32__avx512,
+    &k_f32_fused_gemm_14x32__avx512,
     &k_f32_matmul_6x16__avx2,
     &k_f32_gemm_6x16__avx2,
     &k_f32_fused_matmul_6x16__avx2,

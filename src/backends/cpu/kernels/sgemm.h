@@ -53,7 +53,7 @@ typedef void (*er_gemm_tile_fn)(const er_gemm_tile *t);
 
 /* One ISA's microkernel and its block sizes. */
 typedef struct er_sgemm_isa {
-  const char *name;      /* "12x32__avx512" */
+  const char *name;      /* "14x32__avx512" */
   int mr, nr;            /* tile rows and columns */
   int64_t mc, kc, nc;    /* block sizes: multiples of mr / any / multiples of nr */
   er_gemm_tile_fn tile;
