@@ -3,5 +3,7 @@
 
 const case_gen *const kcase_groups[] = {
     kcases_gemm,
+    kcases_conv,
+    kcases_pool,
     NULL,
 };

@@ -13,5 +13,7 @@ extern const int er_kcases_n_activations;
 void er_kcases_activation(int i, kcase *c, char *label, size_t size);
 
 extern const case_gen kcases_gemm[];
+extern const case_gen kcases_conv[];
+extern const case_gen kcases_pool[];
 
 #endif
