@@ -1,6 +1,417 @@
-/* conv.c - optimized CPU kernels of the "conv" group. */
+/* conv.c - optimized CPU kernels of the "conv" group: float32 Conv and
+ * FusedConv over NCHW (1-D and 2-D).
+ *
+ *  - f32_dwconv__<isa>: depthwise (group == C == M) as a direct kernel
+ *    (vec-impl.h), with bias, residual and activation fused.
+ *  - f32_conv_gemm_<tile>__<isa>: everything else as one GEMM per image
+ *    and group, Y[Mg, OH*OW] = W[Mg, Cg*kh*kw] X'[Cg*kh*kw, OH*OW]: the
+ *    weights are packed once at compile time as the GEMM's A; X' is never
+ *    materialized: a 1x1 stride-1 convolution packs X itself (it already
+ *    is X' in NCHW), any other packs its patches block by block straight
+ *    from the image (im2col fused into the packing, so no column buffer);
+ *    bias (per output channel), residual and activation are the GEMM
+ *    epilogue. */
 #include "backends/cpu/kernels/kernel-groups.h"
+#include "backends/cpu/kernels/kutil.h"
+#include "backends/cpu/kernels/sgemm.h"
+#include "backends/cpu/kernels/vec.h"
+#include "backends/cpu/kernels/window.h"
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* What both kernels accept: float32 tensors of rank 3 or 4 with
+ * attributes the window code reads. */
+static bool conv_common_ok(const er_kernel_info *ki, bool fused) {
+  if (!er__ki_f32(ki, 0) || !er__ki_f32(ki, 1) || !er__ki_out_f32(ki)) return false;
+  for (int i = 2; i < ki->n_in; i++)
+    if (ki->in[i] && ki->in[i]->dtype != ER_DTYPE_FLOAT) return false;
+  if (!fused && ki->n_in > 3) return false;
+  const er_tensor *x = ki->in[0], *w = ki->in[1];
+  if (x->rank != w->rank || (x->rank != 3 && x->rank != 4)) return false;
+  er_kctx ctx = er__ki_ctx(ki);
+  if (!er__window_attrs_ok(&ctx, x->rank)) return false;
+  if (fused) {
+    er_activation act;
+    if (er__act_from_node(&ctx, &act) != ER_STATUS_OK) {
+      er__error_clear();
+      return false;
+    }
+  }
+  return true;
+}
+
+static bool is_fused(const er_kernel_info *ki) { return strcmp(ki->node->domain, ER_FUSED_DOMAIN) == 0; }
+
+static er_activation node_act(const er_kctx *ctx) {
+  er_activation act;
+  memset(&act, 0, sizeof act);
+  if (strcmp(ctx->node->domain, ER_FUSED_DOMAIN) == 0 && er__act_from_node(ctx, &act) != ER_STATUS_OK) {
+    er__error_clear();
+    memset(&act, 0, sizeof act);
+  }
+  return act;
+}
+
+/* ======================================================================== */
+/* Convolution as GEMM                                                       */
+/* ======================================================================== */
+
+typedef struct conv_state {
+  const er_sgemm_isa *isa;
+  er_activation act;
+  float *packed_w;    /* per group, group g at packed_w + g * gstride */
+  size_t gstride;     /* floats */
+  int64_t m, kg, group;
+  int slots;
+} conv_state;
+
+/* The patch matrix of one image and group, packed on demand. */
+typedef struct im2col {
+  const float *x;     /* [Cg, H, W] */
+  const er_window *g;
+  int nr;
+} im2col;
+
+/* Writes `count` values (src[0], src[stride], ...; NULL: zeros) to
+ * columns [jj, jj + count) of row kk of the panel block (panels [q][kc][nr]). */
+static void put_run(float *dst, int64_t kc, int nr, int64_t kk, int64_t jj, const float *src, int64_t stride,
+                    int64_t count) {
+  while (count > 0) {
+    int64_t q = jj / nr, lane = jj % nr;
+    int64_t n = min64(count, nr - lane);
+    float *d = dst + (q * kc + kk) * nr + lane;
+    if (!src) {
+      for (int64_t i = 0; i < n; i++) d[i] = 0.0f;
+    } else if (stride == 1) {
+      memcpy(d, src, (size_t)n * sizeof *d);
+      src += n;
+    } else {
+      for (int64_t i = 0; i < n; i++) d[i] = src[i * stride];
+      src += n * stride;
+    }
+    jj += n;
+    count -= n;
+  }
+}
+
+/* The B block [k0, k0 + kc) x [j0, j0 + nc) of the patch matrix: row k is
+ * (channel, ky, kx), column j the output position (oy, ox). */
+static void conv_pack(const void *vctx, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst) {
+  const im2col *ic = vctx;
+  const er_window *g = ic->g;
+  const int nr = ic->nr;
+  const int64_t khw = g->kh * g->kw, ow = g->ow, hw = g->h * g->w;
+  const int64_t ncp = (nc + nr - 1) / nr * nr;
+  for (int64_t kk = 0; kk < kc; kk++) {
+    int64_t k = k0 + kk, c = k / khw, r = k % khw, ky = r / g->kw, kx = r % g->kw;
+    const float *xc = ic->x + c * hw;
+    int64_t xoff = kx * g->dw - g->pl; /* ix = ox * sw + xoff */
+    int64_t lo = xoff >= 0 ? 0 : (-xoff + g->sw - 1) / g->sw;
+    int64_t hi = g->w - xoff > 0 ? (g->w - xoff + g->sw - 1) / g->sw : 0;
+    lo = min64(lo, ow);
+    hi = max64(min64(hi, ow), lo);
+    int64_t jj = 0, oy = j0 / ow, ox = j0 % ow;
+    while (jj < nc) {
+      int64_t seg = min64(ow - ox, nc - jj);
+      int64_t iy = oy * g->sh - g->pt + ky * g->dh;
+      if (iy < 0 || iy >= g->h) {
+        put_run(dst, kc, nr, kk, jj, NULL, 0, seg);
+      } else {
+        const float *row = xc + iy * g->w;
+        int64_t a = max64(ox, lo), b = min64(ox + seg, hi);
+        if (b < a) b = a;
+        put_run(dst, kc, nr, kk, jj, NULL, 0, a - ox);
+        if (b > a) put_run(dst, kc, nr, kk, jj + (a - ox), row + a * g->sw + xoff, g->sw, b - a);
+        put_run(dst, kc, nr, kk, jj + (b - ox), NULL, 0, ox + seg - b);
+      }
+      jj += seg;
+      oy++;
+      ox = 0;
+    }
+    put_run(dst, kc, nr, kk, nc, NULL, 0, ncp - nc);
+  }
+}
+
+/* The GEMM of image n, group gi. */
+static void conv_problem(const conv_state *s, const er_window *g, const float *x, const float *w,
+                         const float *bias, const float *z, float *y, int64_t n, int64_t gi, im2col *ic,
+                         er_gemm_problem *p) {
+  int64_t cg = g->c / g->group, mg = g->m / g->group, kg = cg * g->kh * g->kw;
+  int64_t hw = g->h * g->w, ohw = g->oh * g->ow;
+  bool pointwise = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 &&
+                   g->oh == g->h && g->ow == g->w;
+  memset(p, 0, sizeof *p);
+  p->isa = s->isa;
+  p->m = mg;
+  p->n = ohw;
+  p->k = kg;
+  if (s->packed_w) {
+    p->a.packed = s->packed_w + (size_t)gi * s->gstride;
+  } else {
+    p->a.data = w + gi * mg * kg;
+    p->a.rs = kg;
+    p->a.cs = 1;
+  }
+  p->scale = 1.0f;
+  const float *xg = x + (n * g->c + gi * cg) * hw;
+  if (pointwise) {
+    p->b.data = xg;
+    p->b.rs = hw;
+    p->b.cs = 1;
+  } else {
+    ic->x = xg;
+    ic->g = g;
+    ic->nr = s->isa->nr;
+    p->b.pack = conv_pack;
+    p->b.pack_ctx = ic;
+  }
+  p->c = y + (n * g->m + gi * mg) * ohw;
+  p->ldc = ohw;
+  p->epi.act = s->act;
+  if (bias) {
+    p->epi.bias = bias + gi * mg;
+    p->epi.bias_rows = true;
+  }
+  if (z) {
+    p->epi.add = z + (n * g->m + gi * mg) * ohw;
+    p->epi.add_rs = ohw;
+    p->epi.add_cs = 1;
+    p->epi.beta = 1.0f;
+  }
+}
+
+static bool conv_gemm_supports(const er_kernel_info *ki, const er_sgemm_isa *isa, bool isa_ok) {
+  if (!isa_ok) return false;
+  ER_UNUSED(isa);
+  return conv_common_ok(ki, is_fused(ki));
+}
+
+static er_status conv_gemm_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa, void **state_out,
+                                   size_t *scratch_out) {
+  conv_state *s = calloc(1, sizeof *s);
+  if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for a Conv kernel");
+  er_kctx ctx = er__ki_ctx(ki);
+  s->isa = isa;
+  s->act = node_act(&ctx);
+  s->slots = er__ki_slots(ki);
+  const er_tensor *x = ki->in[0], *w = ki->in[1], *y = ki->out[0];
+  int64_t group = 1;
+  er__attr_int(&ctx, "group", 1, &group);
+  if (w->data && er__tensor_shape_known(w) && group >= 1 && w->dims[0] % group == 0) {
+    int64_t m = w->dims[0], kg = 1;
+    for (int d = 1; d < w->rank; d++) kg *= w->dims[d];
+    int64_t mg = m / group;
+    s->gstride = (er__sgemm_packed_a_floats(isa, mg, kg) + 15) / 16 * 16;
+    s->packed_w = er__aligned_alloc(s->gstride * (size_t)group * sizeof(float));
+    if (!s->packed_w) {
+      free(s);
+      return er__error(ER_STATUS_OUT_OF_MEMORY, "Conv '%s': out of memory packing weights", ki->node->name);
+    }
+    for (int64_t gi = 0; gi < group; gi++)
+      er__sgemm_pack_a(isa, (const float *)w->data + gi * mg * kg, kg, 1, mg, kg, 1.0f,
+                       s->packed_w + (size_t)gi * s->gstride);
+    s->m = m;
+    s->kg = kg;
+    s->group = group;
+  }
+  *scratch_out = 0;
+  er_window g;
+  if (er__tensor_shape_known(x) && er__tensor_shape_known(w) && er__tensor_shape_known(y) &&
+      er__window_get(&ctx, x, w, y, &g)) {
+    er_gemm_problem p;
+    im2col ic;
+    conv_problem(s, &g, NULL, NULL, NULL, NULL, NULL, 0, 0, &ic, &p);
+    *scratch_out = er__sgemm_scratch_floats(&p) * sizeof(float) * (size_t)s->slots;
+  }
+  *state_out = s;
+  return ER_STATUS_OK;
+}
+
+static void conv_gemm_release(void *state) {
+  conv_state *s = state;
+  if (!s) return;
+  er__aligned_free(s->packed_w);
+  free(s);
+}
+
+static er_status conv_gemm_run(const er_kernel_run *kr) {
+  const conv_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *x = ctx->in[0], *w = ctx->in[1], *b = er__in(ctx, 2), *z = er__in(ctx, 3);
+  er_tensor *y = ctx->out[0];
+  er_window g;
+  if (!er__window_get(ctx, x, w, y, &g)) return er__kr_reference(kr);
+  int64_t kg = (g.c / g.group) * g.kh * g.kw;
+  if (s->packed_w && (s->m != g.m || s->kg != kg || s->group != g.group)) return er__kr_reference(kr);
+  if (er__tensor_count(y) == 0) return ER_STATUS_OK;
+  er_gemm_problem p;
+  im2col ic;
+  conv_problem(s, &g, x->data, w->data, b ? b->data : NULL, z ? z->data : NULL, y->data, 0, 0, &ic, &p);
+  void *scratch = NULL, *owned = NULL;
+  int slots = 1;
+  ER_CHECK(er__kr_scratch(kr, er__sgemm_scratch_floats(&p) * sizeof(float), &scratch, &slots, &owned));
+  for (int64_t n = 0; n < g.n; n++) {
+    for (int64_t gi = 0; gi < g.group; gi++) {
+      conv_problem(s, &g, x->data, w->data, b ? b->data : NULL, z ? z->data : NULL, y->data, n, gi, &ic, &p);
+      er__sgemm_run(&p, kr->pool, scratch, slots);
+    }
+  }
+  er__aligned_free(owned);
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
+/* Depthwise convolution                                                     */
+/* ======================================================================== */
+
+typedef struct dw_state {
+  const er_vec_ops *ops;
+  er_activation act;
+  int slots;
+} dw_state;
+
+static bool dw_supports(const er_kernel_info *ki, bool isa_ok) {
+  if (!isa_ok || !conv_common_ok(ki, is_fused(ki))) return false;
+  const er_tensor *w = ki->in[1];
+  er_kctx ctx = er__ki_ctx(ki);
+  int64_t group = 1;
+  if (er__attr_int(&ctx, "group", 1, &group) != ER_STATUS_OK) return false;
+  /* One filter per channel: W [C, 1, kh, kw] with group = C. */
+  return group > 1 && w->dims[0] == group && w->dims[1] == 1;
+}
+
+static bool dw_args(const er_kernel_run *kr, const er_window *g, er_dw_args *a) {
+  const er_kctx *ctx = kr->ctx;
+  const dw_state *s = kr->state;
+  const er_tensor *x = ctx->in[0], *w = ctx->in[1], *b = er__in(ctx, 2), *z = er__in(ctx, 3);
+  memset(a, 0, sizeof *a);
+  a->x = x->data;
+  a->w = w->data;
+  a->bias = b ? b->data : NULL;
+  a->add = z ? z->data : NULL;
+  a->y = ctx->out[0]->data;
+  a->h = g->h;
+  a->w_ = g->w;
+  a->oh = g->oh;
+  a->ow = g->ow;
+  a->kh = g->kh;
+  a->kw = g->kw;
+  a->sh = g->sh;
+  a->sw = g->sw;
+  a->dh = g->dh;
+  a->dw = g->dw;
+  a->pt = g->pt;
+  a->pl = g->pl;
+  a->act = s->act;
+  return g->group == g->c && g->m == g->c;
+}
+
+static er_status dw_prepare_common(const er_kernel_info *ki, const er_vec_ops *ops, void **state_out,
+                                   size_t *scratch_out) {
+  dw_state *s = calloc(1, sizeof *s);
+  if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for a Conv kernel");
+  er_kctx ctx = er__ki_ctx(ki);
+  s->ops = ops;
+  s->act = node_act(&ctx);
+  s->slots = er__ki_slots(ki);
+  *scratch_out = 0;
+  er_window g;
+  const er_tensor *x = ki->in[0], *w = ki->in[1], *y = ki->out[0];
+  if (er__tensor_shape_known(x) && er__tensor_shape_known(w) && er__tensor_shape_known(y) &&
+      er__window_get(&ctx, x, w, y, &g)) {
+    er_dw_args a;
+    memset(&a, 0, sizeof a);
+    a.oh = g.oh, a.ow = g.ow, a.kh = g.kh, a.kw = g.kw, a.sh = g.sh, a.sw = g.sw, a.dh = g.dh, a.dw = g.dw;
+    *scratch_out = er__dw_scratch_floats(&a, ops->vn) * sizeof(float) * (size_t)s->slots;
+  }
+  *state_out = s;
+  return ER_STATUS_OK;
+}
+
+typedef struct dw_job {
+  const er_dw_args *a;
+  const er_vec_ops *ops;
+  float *scratch;
+  size_t slot_floats;
+  int64_t planes;     /* channels of one image */
+  int chunks;
+} dw_job;
+
+static void dw_chunk(void *arg, int64_t begin, int64_t end) {
+  const dw_job *j = arg;
+  for (int64_t c = begin; c < end; c++) {
+    int64_t lo = j->planes * c / j->chunks, hi = j->planes * (c + 1) / j->chunks;
+    j->ops->dw(j->a, lo, hi, j->scratch + (size_t)c * j->slot_floats);
+  }
+}
+
+static er_status dw_run(const er_kernel_run *kr) {
+  const dw_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  er_window g;
+  er_dw_args a;
+  if (!er__window_get(ctx, ctx->in[0], ctx->in[1], ctx->out[0], &g) || !dw_args(kr, &g, &a))
+    return er__kr_reference(kr);
+  if (er__tensor_count(ctx->out[0]) == 0) return ER_STATUS_OK;
+  size_t slot_floats = (er__dw_scratch_floats(&a, s->ops->vn) + 15) / 16 * 16;
+  void *scratch = NULL, *owned = NULL;
+  int slots = 1;
+  ER_CHECK(er__kr_scratch(kr, slot_floats * sizeof(float), &scratch, &slots, &owned));
+  int64_t work = g.c * g.oh * g.ow * g.kh * g.kw;
+  int chunks = (int)min64(min64(slots, g.c), max64(1, work >> 15));
+  for (int64_t n = 0; n < g.n; n++) {
+    er_dw_args an = a;
+    an.x = a.x + n * g.c * g.h * g.w;
+    an.y = a.y + n * g.c * g.oh * g.ow;
+    if (a.add) an.add = a.add + n * g.c * g.oh * g.ow;
+    dw_job j = {&an, s->ops, scratch, slot_floats, g.c, chunks};
+    er__parallel_for(kr->pool, chunks, 1, dw_chunk, &j);
+  }
+  er__aligned_free(owned);
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
+/* The kernel table                                                          */
+/* ======================================================================== */
+
+#define DEFINE_CONV_KERNELS(OP, DOMAIN, PREFIX, SFX, TILE, ISA, SG, VO, ISA_OK)                               \
+  static bool gemm_supports_##SFX(const er_kernel_info *ki) { return conv_gemm_supports(ki, &SG, ISA_OK(ki->cpu)); } \
+  static er_status gemm_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {          \
+    return conv_gemm_prepare(ki, &SG, st, scratch);                                                    \
+  }                                                                                                    \
+  static const er_cpu_kernel k_gemm_##SFX = {"f32_" PREFIX "conv_gemm_" TILE "__" ISA, OP, DOMAIN,               \
+                                            gemm_supports_##SFX, gemm_prepare_##SFX, conv_gemm_run,    \
+                                            conv_gemm_release};                                        \
+  static bool dw_supports_##SFX(const er_kernel_info *ki) { return dw_supports(ki, ISA_OK(ki->cpu)); }  \
+  static er_status dw_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {            \
+    return dw_prepare_common(ki, &VO, st, scratch);                                                    \
+  }                                                                                                    \
+  static const er_cpu_kernel k_dw_##SFX = {"f32_" PREFIX "dwconv__" ISA, OP, DOMAIN, dw_supports_##SFX,          \
+                                          dw_prepare_##SFX, dw_run, free};
+
+#if defined(__x86_64__) || defined(__i386__)
+DEFINE_CONV_KERNELS("Conv", "", "", conv_avx512, "14x32", "avx512", er__sgemm_avx512, er__vec_avx512, er__cpu_has_avx512)
+DEFINE_CONV_KERNELS("FusedConv", ER_FUSED_DOMAIN, "fused_", fconv_avx512, "14x32", "avx512", er__sgemm_avx512, er__vec_avx512,
+                    er__cpu_has_avx512)
+DEFINE_CONV_KERNELS("Conv", "", "", conv_avx2, "6x16", "avx2", er__sgemm_avx2, er__vec_avx2, er__cpu_has_avx2)
+DEFINE_CONV_KERNELS("FusedConv", ER_FUSED_DOMAIN, "fused_", fconv_avx2, "6x16", "avx2", er__sgemm_avx2, er__vec_avx2,
+                    er__cpu_has_avx2)
+#endif
+#if defined(__aarch64__)
+static bool has_neon(const er_cpu_features *c) { return c->neon; }
+DEFINE_CONV_KERNELS("Conv", "", "", conv_neon, "8x8", "neon", er__sgemm_neon, er__vec_neon, has_neon)
+DEFINE_CONV_KERNELS("FusedConv", ER_FUSED_DOMAIN, "fused_", fconv_neon, "8x8", "neon", er__sgemm_neon, er__vec_neon, has_neon)
+#endif
 
 const er_cpu_kernel *const er__kernels_conv[] = {
+#if defined(__x86_64__) || defined(__i386__)
+    &k_dw_conv_avx512,   &k_dw_fconv_avx512,   &k_gemm_conv_avx512, &k_gemm_fconv_avx512,
+    &k_dw_conv_avx2,     &k_dw_fconv_avx2,     &k_gemm_conv_avx2,   &k_gemm_fconv_avx2,
+#endif
+#if defined(__aarch64__)
+    &k_dw_conv_neon,     &k_dw_fconv_neon,     &k_gemm_conv_neon,   &k_gemm_fconv_neon,
+#endif
     NULL,
 };

@@ -1,0 +1,142 @@
+/* sgemm-impl.h - the SGEMM tile (microkernel) written once over simd.h,
+ * instantiated per ISA by sgemm-<isa>.c, which defines MR (tile rows) and
+ * NV (vectors per tile row; NR = NV * VN columns) before including it.
+ *
+ * Per k step the tile loads NV vectors of the packed B row, broadcasts MR
+ * values of the packed A column and issues MR * NV FMAs into accumulators
+ * that live in registers (MR * NV + NV + 1 of them must fit the register
+ * file: 12 x 2 + 3 = 27 of AVX-512's 32, 6 x 2 + 3 = 15 of AVX2's 16).
+ * One copy of the loop is compiled per row count 1..MR so that partial
+ * tiles at the bottom edge (and GEMV-shaped products with M = 1) do no
+ * wasted work. */
+#ifndef MR
+#error "define MR and NV before including sgemm-impl.h"
+#endif
+
+#define NR (NV * VN)
+
+/* Adds, scales, biases, activates and stores an accumulated tile that went
+ * through memory: the general path (partial columns, first and last
+ * k-blocks). */
+static void tile_epilogue(const er_gemm_tile *t, const float *acc /* [MR][NR] */) {
+  const int mr = t->mr, nr = t->nr;
+  const vf beta = v_set(t->beta);
+  for (int r = 0; r < mr; r++) {
+    float *c = t->c + r * t->ldc;
+    const float *add = t->add ? t->add + r * t->add_rs : NULL;
+    for (int col = 0; col < nr; col += VN) {
+      int n = nr - col;
+      bool full = n >= VN;
+      vf x = v_ld(acc + r * NR + col);
+      if (t->load_c) {
+        x = v_add(x, full ? v_ld(c + col) : v_ld_n(c + col, n));
+      } else if (add) {
+        vf d = t->add_cs == 0 ? v_set(add[0]) : full ? v_ld(add + col) : v_ld_n(add + col, n);
+        x = v_fma(beta, d, x);
+      }
+      if (t->finish) {
+        if (t->bias)
+          x = v_add(x, t->bias_rows ? v_set(t->bias[r]) : full ? v_ld(t->bias + col) : v_ld_n(t->bias + col, n));
+        x = v_act(x, t->act);
+      }
+      if (full) v_st(c + col, x);
+      else v_st_n(c + col, x, n);
+    }
+  }
+}
+
+static inline __attribute__((always_inline)) void tile_rows(const er_gemm_tile *t, const int R) {
+  vf acc[MR][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+      if (r < R) acc[r][v] = v_zero();
+  const float *a = t->a, *b = t->b;
+  for (int64_t k = 0; k < t->kc; k++) {
+    vf bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) bv[v] = v_ld(b + v * VN);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; r++) {
+      if (r < R) {
+        vf ar = v_set(a[r]);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) acc[r][v] = v_fma(ar, bv[v], acc[r][v]);
+      }
+    }
+    a += MR;
+    b += NR;
+  }
+  if (!t->finish && !t->add && t->nr == NR) {
+    /* A middle k-block of a full-width tile: add to C in place. */
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; r++) {
+      if (r < R) {
+        float *c = t->c + r * t->ldc;
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+          vf x = acc[r][v];
+          if (t->load_c) x = v_add(x, v_ld(c + v * VN));
+          v_st(c + v * VN, x);
+        }
+      }
+    }
+    return;
+  }
+  float tmp[MR * NR] __attribute__((aligned(64)));
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+      if (r < R) v_st(tmp + r * NR + v * VN, acc[r][v]);
+  tile_epilogue(t, tmp);
+}
+
+#define DEFINE_TILE_ROWS(R) \
+  static void tile_##R(const er_gemm_tile *t) { tile_rows(t, R); }
+DEFINE_TILE_ROWS(1)
+DEFINE_TILE_ROWS(2)
+DEFINE_TILE_ROWS(3)
+DEFINE_TILE_ROWS(4)
+#if MR > 4
+DEFINE_TILE_ROWS(5)
+DEFINE_TILE_ROWS(6)
+#endif
+#if MR > 6
+DEFINE_TILE_ROWS(7)
+DEFINE_TILE_ROWS(8)
+#endif
+#if MR > 8
+DEFINE_TILE_ROWS(9)
+DEFINE_TILE_ROWS(10)
+DEFINE_TILE_ROWS(11)
+DEFINE_TILE_ROWS(12)
+#endif
+#if MR > 12
+DEFINE_TILE_ROWS(13)
+DEFINE_TILE_ROWS(14)
+#endif
+#if MR > 14 || MR % 2 != 0 || (MR != 4 && MR != 6 && MR != 8 && MR != 12 && MR != 14)
+#error "MR must be one of 4, 6, 8, 12, 14"
+#endif
+#undef DEFINE_TILE_ROWS
+
+static void tile(const er_gemm_tile *t) {
+  static void (*const by_rows[])(const er_gemm_tile *) = {
+      NULL, tile_1, tile_2, tile_3, tile_4,
+#if MR > 4
+      tile_5, tile_6,
+#endif
+#if MR > 6
+      tile_7, tile_8,
+#endif
+#if MR > 8
+      tile_9, tile_10, tile_11, tile_12,
+#endif
+#if MR > 12
+      tile_13, tile_14,
+#endif
+  };
+  by_rows[t->mr](t);
+}

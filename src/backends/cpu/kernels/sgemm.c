@@ -1,0 +1,302 @@
+/* sgemm.c - the float32 GEMM driver: packing, cache blocking and the split
+ * over threads (see sgemm.h). Plain C; the ISA files supply the tiles. */
+#include "backends/cpu/kernels/sgemm.h"
+
+/* Below this many multiply-adds per worker a split costs more in wake-ups
+ * than it saves. */
+#define SGEMM_MIN_MACS_PER_WORKER (INT64_C(1) << 16)
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+
+const er_sgemm_isa *er__sgemm_best(const er_cpu_features *cpu) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512dq) return &er__sgemm_avx512;
+  if (cpu->avx2 && cpu->fma) return &er__sgemm_avx2;
+#elif defined(__aarch64__)
+  if (cpu->neon) return &er__sgemm_neon;
+#endif
+  ER_UNUSED(cpu);
+  return NULL;
+}
+
+/* ======================================================================== */
+/* Packing                                                                   */
+/* ======================================================================== */
+
+/* A's rows [i0, i0 + mc) and columns [k0, k0 + kc) as MR-high panels
+ * [p][kc][MR], times scale; rows past m are zero. */
+static void pack_a_block(int mr, const float *a, int64_t rs, int64_t cs, int64_t m, int64_t i0,
+                         int64_t mc, int64_t k0, int64_t kc, float scale, float *dst) {
+  for (int64_t p = 0; p < mc; p += mr) {
+    int rows = (int)min64(mr, m - (i0 + p));
+    if (rows < 0) rows = 0;
+    for (int r = 0; r < rows; r++) {
+      const float *src = a + (i0 + p + r) * rs + k0 * cs;
+      float *d = dst + r;
+      if (cs == 1) {
+        if (scale == 1.0f)
+          for (int64_t k = 0; k < kc; k++) d[k * mr] = src[k];
+        else
+          for (int64_t k = 0; k < kc; k++) d[k * mr] = scale * src[k];
+      } else {
+        for (int64_t k = 0; k < kc; k++) d[k * mr] = scale * src[k * cs];
+      }
+    }
+    for (int r = rows; r < mr; r++)
+      for (int64_t k = 0; k < kc; k++) dst[k * mr + r] = 0.0f;
+    dst += kc * mr;
+  }
+}
+
+void er__sgemm_pack_b_block(int nr, const float *b, int64_t rs, int64_t cs, int64_t n, int64_t k0,
+                            int64_t kc, int64_t j0, int64_t nc, float *dst) {
+  for (int64_t q = 0; q < nc; q += nr) {
+    int64_t j = j0 + q;
+    int cols = (int)min64(nr, n - j);
+    if (cols < 0) cols = 0;
+    if (cs == 1) {
+      for (int64_t k = 0; k < kc; k++) {
+        float *d = dst + k * nr;
+        memcpy(d, b + (k0 + k) * rs + j, (size_t)cols * sizeof *d);
+        for (int c = cols; c < nr; c++) d[c] = 0.0f;
+      }
+    } else {
+      /* Transposed B (Gemm transB): walk each column along k. */
+      for (int c = 0; c < cols; c++) {
+        const float *src = b + (j + c) * cs + k0 * rs;
+        for (int64_t k = 0; k < kc; k++) dst[k * nr + c] = src[k * rs];
+      }
+      for (int64_t k = 0; k < kc; k++)
+        for (int c = cols; c < nr; c++) dst[k * nr + c] = 0.0f;
+    }
+    dst += kc * nr;
+  }
+}
+
+size_t er__sgemm_packed_a_floats(const er_sgemm_isa *isa, int64_t m, int64_t k) {
+  return (size_t)(round_up(m > 0 ? m : 1, isa->mr) * (k > 0 ? k : 1));
+}
+
+size_t er__sgemm_packed_b_floats(const er_sgemm_isa *isa, int64_t k, int64_t n) {
+  return (size_t)(round_up(n > 0 ? n : 1, isa->nr) * (k > 0 ? k : 1));
+}
+
+void er__sgemm_pack_a(const er_sgemm_isa *isa, const float *a, int64_t rs, int64_t cs, int64_t m,
+                      int64_t k, float scale, float *dst) {
+  pack_a_block(isa->mr, a, rs, cs, m, 0, round_up(m, isa->mr), 0, k, scale, dst);
+}
+
+void er__sgemm_pack_b(const er_sgemm_isa *isa, const float *b, int64_t rs, int64_t cs, int64_t k,
+                      int64_t n, float *dst) {
+  er__sgemm_pack_b_block(isa->nr, b, rs, cs, n, 0, k, 0, round_up(n, isa->nr), dst);
+}
+
+/* ======================================================================== */
+/* Blocking                                                                  */
+/* ======================================================================== */
+
+static int64_t block_nc(const er_gemm_problem *p) {
+  return min64(p->isa->nc, round_up(p->n > 0 ? p->n : 1, p->isa->nr));
+}
+static int64_t block_mc(const er_gemm_problem *p) {
+  return min64(p->isa->mc, round_up(p->m > 0 ? p->m : 1, p->isa->mr));
+}
+static int64_t block_kc(const er_gemm_problem *p) {
+  return min64(p->isa->kc, p->k > 0 ? p->k : 1);
+}
+
+size_t er__sgemm_scratch_floats(const er_gemm_problem *p) {
+  size_t n = 0;
+  if (!p->b.packed) n += (size_t)(block_kc(p) * block_nc(p));
+  if (!p->a.packed) n += (size_t)(block_kc(p) * block_mc(p));
+  /* Keep every slot 64-byte aligned. */
+  return (n + 15) / 16 * 16;
+}
+
+/* Computes rows [m0, m1) x columns [n0, n1) of the problem (both aligned
+ * to the tile) with the given scratch. */
+static void sgemm_part(const er_gemm_problem *p, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
+                       float *scratch) {
+  const er_sgemm_isa *isa = p->isa;
+  const int mr = isa->mr, nr = isa->nr;
+  const int64_t K = p->k, KC = block_kc(p), NC = block_nc(p), MC = block_mc(p);
+  float *bbuf = scratch, *abuf = scratch + (p->b.packed ? 0 : KC * NC);
+  const er_gemm_epilogue *e = &p->epi;
+  er_gemm_tile t;
+  memset(&t, 0, sizeof t);
+  t.act = &e->act;
+  t.beta = e->beta;
+  t.add_cs = e->add_cs;
+  t.add_rs = e->add_rs;
+  t.bias_rows = e->bias_rows;
+  t.ldc = p->ldc;
+  for (int64_t j0 = n0; j0 < n1; j0 += NC) {
+    int64_t nc = min64(NC, n1 - j0);
+    for (int64_t k0 = 0; k0 < K || (K == 0 && k0 == 0); k0 += KC) {
+      int64_t kc = min64(KC, K - k0);
+      if (kc < 0) kc = 0;
+      const float *bp;
+      int64_t b_panel;  /* floats between consecutive B panels */
+      if (p->b.packed) {
+        bp = p->b.packed + j0 * K + k0 * nr;
+        b_panel = nr * K;
+      } else {
+        if (p->b.pack) p->b.pack(p->b.pack_ctx, k0, kc, j0, nc, bbuf);
+        else er__sgemm_pack_b_block(nr, p->b.data, p->b.rs, p->b.cs, p->n, k0, kc, j0, nc, bbuf);
+        bp = bbuf;
+        b_panel = nr * kc;
+      }
+      t.kc = kc;
+      t.load_c = k0 > 0;
+      t.finish = k0 + kc >= K;
+      for (int64_t i0 = m0; i0 < m1; i0 += MC) {
+        int64_t mc = min64(MC, m1 - i0);
+        const float *ap;
+        int64_t a_panel;
+        if (p->a.packed) {
+          ap = p->a.packed + i0 * K + k0 * mr;
+          a_panel = mr * K;
+        } else {
+          pack_a_block(mr, p->a.data, p->a.rs, p->a.cs, p->m, i0, round_up(mc, mr), k0, kc, p->scale, abuf);
+          ap = abuf;
+          a_panel = mr * kc;
+        }
+        /* The A panel (MR x kc) stays in L1 while the B panels of the
+         * block stream past it from L2. */
+        for (int64_t ir = 0; ir < mc; ir += mr) {
+          int64_t i = i0 + ir;
+          t.a = ap + (ir / mr) * a_panel;
+          t.mr = (int)min64(mr, p->m - i);
+          for (int64_t jr = 0; jr < nc; jr += nr) {
+            int64_t j = j0 + jr;
+            t.b = bp + (jr / nr) * b_panel;
+            t.nr = (int)min64(nr, p->n - j);
+            t.c = p->c + i * p->ldc + j;
+            t.add = e->add && !t.load_c ? e->add + i * e->add_rs + j * e->add_cs : NULL;
+            t.bias = e->bias && t.finish ? e->bias + (e->bias_rows ? i : j) : NULL;
+            isa->tile(&t);
+          }
+        }
+      }
+    }
+  }
+}
+
+/* ======================================================================== */
+/* Splitting over workers                                                    */
+/* ======================================================================== */
+
+typedef struct split {
+  int chunks;
+  bool along_n;          /* chunks split the columns (else the rows) */
+  int64_t panels;        /* tiles along the split dimension */
+} split;
+
+/* Chooses how many chunks and along which dimension: the one whose
+ * largest chunk has the least work, preferring the split that packs
+ * nothing twice (the dimension of the prepacked operand, when there is
+ * one). */
+static split choose_split(const er_gemm_problem *p, int workers) {
+  split s = {1, true, 1};
+  int64_t mp = (p->m + p->isa->mr - 1) / p->isa->mr, np = (p->n + p->isa->nr - 1) / p->isa->nr;
+  int64_t macs = p->m * p->n * (p->k > 0 ? p->k : 1);
+  int64_t by_work = macs / SGEMM_MIN_MACS_PER_WORKER;
+  int chunks = (int)min64(workers, by_work > 1 ? by_work : 1);
+  if (chunks <= 1 || (mp <= 1 && np <= 1)) return s;
+  int64_t cn = min64(chunks, np), cm = min64(chunks, mp);
+  int64_t work_n = (np + cn - 1) / cn * mp, work_m = (mp + cm - 1) / cm * np;
+  bool prefer_n = p->a.packed && !p->b.packed;
+  bool prefer_m = p->b.packed && !p->a.packed;
+  bool along_n;
+  if (work_n < work_m) along_n = true;
+  else if (work_m < work_n) along_n = false;
+  else along_n = prefer_n || (!prefer_m && np >= mp);
+  s.along_n = along_n;
+  s.panels = along_n ? np : mp;
+  s.chunks = (int)(along_n ? cn : cm);
+  return s;
+}
+
+typedef struct run_args {
+  const er_gemm_problem *p;
+  split s;
+  float *scratch;
+  size_t slot_floats;
+} run_args;
+
+static void run_chunks(void *arg, int64_t begin, int64_t end) {
+  const run_args *ra = arg;
+  const er_gemm_problem *p = ra->p;
+  for (int64_t c = begin; c < end; c++) {
+    int64_t lo = ra->s.panels * c / ra->s.chunks, hi = ra->s.panels * (c + 1) / ra->s.chunks;
+    float *scratch = ra->scratch + (size_t)c * ra->slot_floats;
+    if (ra->s.along_n)
+      sgemm_part(p, 0, p->m, lo * p->isa->nr, min64(hi * p->isa->nr, p->n), scratch);
+    else
+      sgemm_part(p, lo * p->isa->mr, min64(hi * p->isa->mr, p->m), 0, p->n, scratch);
+  }
+}
+
+void er__sgemm_run(const er_gemm_problem *p, er_thread_pool *pool, float *scratch, int slots) {
+  if (p->m <= 0 || p->n <= 0) return;
+  int workers = er__pool_threads(pool);
+  if (workers > slots) workers = slots;
+  if (workers > ER_SGEMM_MAX_SLOTS) workers = ER_SGEMM_MAX_SLOTS;
+  run_args ra = {p, choose_split(p, workers), scratch, er__sgemm_scratch_floats(p)};
+  if (ra.s.chunks <= 1) {
+    sgemm_part(p, 0, p->m, 0, p->n, scratch);
+    return;
+  }
+  er__parallel_for(pool, ra.s.chunks, 1, run_chunks, &ra);
+}
+
+typedef struct batch_args {
+  const er_gemm_problem *p;
+  int64_t batch, a_bs, b_bs, c_bs, add_bs;
+  float *scratch;
+  size_t slot_floats;
+  int chunks;
+} batch_args;
+
+static er_gemm_problem batch_item(const batch_args *ba, int64_t i) {
+  er_gemm_problem q = *ba->p;
+  if (q.a.packed) q.a.packed += i * ba->a_bs;
+  else q.a.data += i * ba->a_bs;
+  if (q.b.packed) q.b.packed += i * ba->b_bs;
+  else q.b.data += i * ba->b_bs;
+  q.c += i * ba->c_bs;
+  if (q.epi.add) q.epi.add += i * ba->add_bs;
+  return q;
+}
+
+static void run_batch_chunks(void *arg, int64_t begin, int64_t end) {
+  const batch_args *ba = arg;
+  for (int64_t c = begin; c < end; c++) {
+    float *scratch = ba->scratch + (size_t)c * ba->slot_floats;
+    for (int64_t i = ba->batch * c / ba->chunks; i < ba->batch * (c + 1) / ba->chunks; i++) {
+      er_gemm_problem q = batch_item(ba, i);
+      sgemm_part(&q, 0, q.m, 0, q.n, scratch);
+    }
+  }
+}
+
+void er__sgemm_run_batch(const er_gemm_problem *p, int64_t batch, int64_t a_bs, int64_t b_bs,
+                         int64_t c_bs, int64_t add_bs, er_thread_pool *pool, float *scratch,
+                         int slots) {
+  if (p->m <= 0 || p->n <= 0 || batch <= 0) return;
+  int workers = er__pool_threads(pool);
+  if (workers > slots) workers = slots;
+  if (workers > ER_SGEMM_MAX_SLOTS) workers = ER_SGEMM_MAX_SLOTS;
+  batch_args ba = {p, batch, a_bs, b_bs, c_bs, add_bs, scratch, er__sgemm_scratch_floats(p), 1};
+  int64_t macs = batch * p->m * p->n * (p->k > 0 ? p->k : 1);
+  if (batch >= workers && workers > 1 && macs / workers >= SGEMM_MIN_MACS_PER_WORKER) {
+    ba.chunks = workers;
+    er__parallel_for(pool, workers, 1, run_batch_chunks, &ba);
+    return;
+  }
+  for (int64_t i = 0; i < batch; i++) {
+    er_gemm_problem q = batch_item(&ba, i);
+    er__sgemm_run(&q, pool, scratch, slots);
+  }
+}

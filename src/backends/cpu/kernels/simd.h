@@ -1,0 +1,210 @@
+/* simd.h - one small vector vocabulary over AVX-512, AVX2+FMA and NEON, so
+ * that the elementwise, activation, normalization, pooling and depthwise
+ * kernels are written once (vec-impl.h) and compiled once per ISA.
+ *
+ * Include it only from an ISA file (*-avx512.c, *-avx2.c, *-neon.c), after
+ * defining exactly one of ER_SIMD_AVX512, ER_SIMD_AVX2 or ER_SIMD_NEON; the
+ * CMake rules give those files the matching -m flags. Everything here is
+ * static inline, so the same names compile to different code per file.
+ *
+ * Conventions: vf is a vector of VN floats, vm a lane mask. v_max(a, b) and
+ * v_min(a, b) follow the x86 rule "a > b ? a : b": when either lane is NaN
+ * they return b, so callers put the data operand second to propagate NaN
+ * (as the reference kernels do). Partial loads read only the first n lanes
+ * and fill the rest with zeros; partial stores write only the first n. */
+#ifndef ER_KERNELS_SIMD_H
+#define ER_KERNELS_SIMD_H
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(ER_SIMD_AVX512)
+/* ======================================================================== */
+/* AVX-512 (F, BW, VL, DQ): 16 lanes                                         */
+/* ======================================================================== */
+#include <immintrin.h>
+
+#define ER_ISA_NAME "avx512"
+#define ER_ISA_FN(name) name##__avx512
+#define VN 16
+
+typedef __m512 vf;
+typedef __mmask16 vm;
+typedef __m512i vi;
+
+static inline __mmask16 tail_mask(int n) { return (__mmask16)((1u << n) - 1u); }
+static inline vf v_ld(const float *p) { return _mm512_loadu_ps(p); }
+static inline vf v_ld_n(const float *p, int n) { return _mm512_maskz_loadu_ps(tail_mask(n), p); }
+static inline void v_st(float *p, vf v) { _mm512_storeu_ps(p, v); }
+static inline void v_st_n(float *p, vf v, int n) { _mm512_mask_storeu_ps(p, tail_mask(n), v); }
+static inline vf v_set(float x) { return _mm512_set1_ps(x); }
+static inline vf v_zero(void) { return _mm512_setzero_ps(); }
+static inline vf v_add(vf a, vf b) { return _mm512_add_ps(a, b); }
+static inline vf v_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
+static inline vf v_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+static inline vf v_div(vf a, vf b) { return _mm512_div_ps(a, b); }
+static inline vf v_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }   /* a*b + c */
+static inline vf v_fnma(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); } /* c - a*b */
+static inline vf v_max(vf a, vf b) { return _mm512_max_ps(a, b); }
+static inline vf v_min(vf a, vf b) { return _mm512_min_ps(a, b); }
+static inline vf v_sqrt(vf a) { return _mm512_sqrt_ps(a); }
+static inline vf v_abs(vf a) { return _mm512_abs_ps(a); }
+static inline vf v_neg(vf a) {
+  return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32(INT32_MIN)));
+}
+/* Copies the sign of s onto the magnitude of m. */
+static inline vf v_copysign(vf m, vf s) {
+  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_set1_epi32(INT32_MAX),
+                                                       _mm512_castps_si512(m),
+                                                       _mm512_castps_si512(s), 0xca));
+}
+static inline vm v_lt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+static inline vm v_le(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ); }
+static inline vm v_ge(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
+static inline vm v_isnan(vf a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
+static inline vf v_sel(vm m, vf if_false, vf if_true) { return _mm512_mask_blend_ps(m, if_false, if_true); }
+/* Round to nearest, ties to even. */
+static inline vf v_round(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vf v_floor(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
+/* 2^n for integer-valued n in [-126, 127]. */
+static inline vf v_pow2i(vf n) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+}
+static inline float v_hsum(vf a) { return _mm512_reduce_add_ps(a); }
+static inline float v_hmax(vf a) { return _mm512_reduce_max_ps(a); }
+/* Loads VN floats at p[0], p[s], p[2s], ... */
+static inline vf v_ld_stride(const float *p, int64_t s) {
+  if (s == 1) return v_ld(p);
+  vi idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                              _mm512_set1_epi32((int)s));
+  return _mm512_i32gather_ps(idx, p, 4);
+}
+
+#elif defined(ER_SIMD_AVX2)
+/* ======================================================================== */
+/* AVX2 + FMA: 8 lanes                                                       */
+/* ======================================================================== */
+#include <immintrin.h>
+
+#define ER_ISA_NAME "avx2"
+#define ER_ISA_FN(name) name##__avx2
+#define VN 8
+
+typedef __m256 vf;
+typedef __m256 vm;
+typedef __m256i vi;
+
+static inline __m256i tail_mask(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+static inline vf v_ld(const float *p) { return _mm256_loadu_ps(p); }
+static inline vf v_ld_n(const float *p, int n) { return _mm256_maskload_ps(p, tail_mask(n)); }
+static inline void v_st(float *p, vf v) { _mm256_storeu_ps(p, v); }
+static inline void v_st_n(float *p, vf v, int n) { _mm256_maskstore_ps(p, tail_mask(n), v); }
+static inline vf v_set(float x) { return _mm256_set1_ps(x); }
+static inline vf v_zero(void) { return _mm256_setzero_ps(); }
+static inline vf v_add(vf a, vf b) { return _mm256_add_ps(a, b); }
+static inline vf v_sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
+static inline vf v_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+static inline vf v_div(vf a, vf b) { return _mm256_div_ps(a, b); }
+static inline vf v_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+static inline vf v_fnma(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
+static inline vf v_max(vf a, vf b) { return _mm256_max_ps(a, b); }
+static inline vf v_min(vf a, vf b) { return _mm256_min_ps(a, b); }
+static inline vf v_sqrt(vf a) { return _mm256_sqrt_ps(a); }
+static inline vf v_abs(vf a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+static inline vf v_neg(vf a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
+static inline vf v_copysign(vf m, vf s) {
+  __m256 sign = _mm256_set1_ps(-0.0f);
+  return _mm256_or_ps(_mm256_andnot_ps(sign, m), _mm256_and_ps(sign, s));
+}
+static inline vm v_lt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+static inline vm v_le(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LE_OQ); }
+static inline vm v_ge(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
+static inline vm v_isnan(vf a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
+static inline vf v_sel(vm m, vf if_false, vf if_true) { return _mm256_blendv_ps(if_false, if_true, m); }
+static inline vf v_round(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vf v_floor(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
+static inline vf v_pow2i(vf n) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+}
+static inline float v_hsum(vf a) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+static inline float v_hmax(vf a) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+static inline vf v_ld_stride(const float *p, int64_t s) {
+  if (s == 1) return v_ld(p);
+  __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)s));
+  return _mm256_i32gather_ps(p, idx, 4);
+}
+
+#elif defined(ER_SIMD_NEON)
+/* ======================================================================== */
+/* AArch64 NEON: 4 lanes                                                     */
+/* ======================================================================== */
+#include <arm_neon.h>
+
+#define ER_ISA_NAME "neon"
+#define ER_ISA_FN(name) name##__neon
+#define VN 4
+
+typedef float32x4_t vf;
+typedef uint32x4_t vm;
+
+static inline vf v_ld(const float *p) { return vld1q_f32(p); }
+static inline vf v_ld_n(const float *p, int n) {
+  float t[4] = {0, 0, 0, 0};
+  memcpy(t, p, (size_t)n * sizeof *t);
+  return vld1q_f32(t);
+}
+static inline void v_st(float *p, vf v) { vst1q_f32(p, v); }
+static inline void v_st_n(float *p, vf v, int n) {
+  float t[4];
+  vst1q_f32(t, v);
+  memcpy(p, t, (size_t)n * sizeof *t);
+}
+static inline vf v_set(float x) { return vdupq_n_f32(x); }
+static inline vf v_zero(void) { return vdupq_n_f32(0.0f); }
+static inline vf v_add(vf a, vf b) { return vaddq_f32(a, b); }
+static inline vf v_sub(vf a, vf b) { return vsubq_f32(a, b); }
+static inline vf v_mul(vf a, vf b) { return vmulq_f32(a, b); }
+static inline vf v_div(vf a, vf b) { return vdivq_f32(a, b); }
+static inline vf v_fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); }
+static inline vf v_fnma(vf a, vf b, vf c) { return vfmsq_f32(c, a, b); }
+/* The x86 rule, so NaN handling matches the other ISAs. */
+static inline vf v_max(vf a, vf b) { return vbslq_f32(vcgtq_f32(a, b), a, b); }
+static inline vf v_min(vf a, vf b) { return vbslq_f32(vcltq_f32(a, b), a, b); }
+static inline vf v_sqrt(vf a) { return vsqrtq_f32(a); }
+static inline vf v_abs(vf a) { return vabsq_f32(a); }
+static inline vf v_neg(vf a) { return vnegq_f32(a); }
+static inline vf v_copysign(vf m, vf s) { return vbslq_f32(vdupq_n_u32(0x80000000u), s, m); }
+static inline vm v_lt(vf a, vf b) { return vcltq_f32(a, b); }
+static inline vm v_le(vf a, vf b) { return vcleq_f32(a, b); }
+static inline vm v_ge(vf a, vf b) { return vcgeq_f32(a, b); }
+static inline vm v_isnan(vf a) { return vmvnq_u32(vceqq_f32(a, a)); }
+static inline vf v_sel(vm m, vf if_false, vf if_true) { return vbslq_f32(m, if_true, if_false); }
+static inline vf v_round(vf a) { return vrndnq_f32(a); }
+static inline vf v_floor(vf a) { return vrndmq_f32(a); }
+static inline vf v_pow2i(vf n) {
+  return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23));
+}
+static inline float v_hsum(vf a) { return vaddvq_f32(a); }
+static inline float v_hmax(vf a) { return vmaxvq_f32(a); }
+static inline vf v_ld_stride(const float *p, int64_t s) {
+  float t[4] = {p[0], p[s], p[2 * s], p[3 * s]};
+  return vld1q_f32(t);
+}
+
+#else
+#error "define ER_SIMD_AVX512, ER_SIMD_AVX2 or ER_SIMD_NEON before including simd.h"
+#endif
+
+#endif /* ER_KERNELS_SIMD_H */

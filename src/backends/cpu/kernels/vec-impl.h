@@ -1,0 +1,255 @@
+/* vec-impl.h - the vectorized non-GEMM kernels of vec.h, written once over
+ * simd.h and vmath.h; vec-<isa>.c includes it to build er__vec_<isa>. */
+#include <math.h>
+
+#include "backends/cpu/kernels/vec.h"
+
+/* ======================================================================== */
+/* Depthwise convolution and 2-D pooling                                     */
+/* ======================================================================== */
+
+/* Each plane is first copied into scratch with its padding made explicit
+ * and, for a horizontal stride s, its columns split into s phases (phase p
+ * holds padded columns p, p + s, ...). Then the input of output column ox
+ * at tap kx is phase (kx*dw) % s at index ox + (kx*dw) / s: consecutive
+ * output columns read consecutive floats, so every tap is one vector load
+ * and one FMA per VN outputs, whatever the stride, with no bounds tests.
+ * Two output rows by two vectors are computed at once so that four
+ * independent accumulation chains hide the FMA latency. */
+
+typedef struct dw_plane {
+  float *p;                   /* [Hp][s][L] */
+  int64_t hp, wp, len, rs;    /* padded rows and columns, phase length, row stride */
+} dw_plane;
+
+static void dw_build_plane(const er_dw_args *a, const float *x, float fill, dw_plane *pl) {
+  int64_t s = a->sw;
+  pl->hp = (a->oh - 1) * a->sh + (a->kh - 1) * a->dh + 1;
+  pl->wp = (a->ow - 1) * s + (a->kw - 1) * a->dw + 1;
+  pl->len = (pl->wp + s - 1) / s + VN;
+  pl->rs = s * pl->len;
+  for (int64_t r = 0; r < pl->hp; r++) {
+    float *row = pl->p + r * pl->rs;
+    int64_t iy = r - a->pt;
+    if (iy < 0 || iy >= a->h) {
+      for (int64_t i = 0; i < pl->rs; i++) row[i] = fill;
+      continue;
+    }
+    const float *src = x + iy * a->w_;
+    /* Padded columns [0, wp) map to input columns q - pl. */
+    int64_t lo = a->pl, hi = a->pl + a->w_; /* padded columns holding input */
+    if (hi > pl->wp) hi = pl->wp;
+    if (s == 1) {
+      int64_t q = 0;
+      for (; q < lo && q < pl->wp; q++) row[q] = fill;
+      if (hi > q) {
+        memcpy(row + q, src + (q - a->pl), (size_t)(hi - q) * sizeof *row);
+        q = hi;
+      }
+      for (; q < pl->len; q++) row[q] = fill;
+    } else {
+      for (int64_t ph = 0; ph < s; ph++) {
+        float *d = row + ph * pl->len;
+        int64_t i = 0;
+        for (int64_t q = ph; q < pl->wp; q += s, i++) d[i] = q >= lo && q < hi ? src[q - a->pl] : fill;
+        for (; i < pl->len; i++) d[i] = fill;
+      }
+    }
+  }
+}
+
+/* Taps inside [0, in) (valid) and inside [-pad_begin, in + pad_end)
+ * (padded) of the window of output position o along one axis. */
+static void window_counts(int64_t o, int64_t stride, int64_t pb, int64_t pe, int64_t dil, int64_t k, int64_t in,
+                          int64_t *valid, int64_t *padded) {
+  int64_t st = o * stride - pb;
+  int64_t lo = st >= 0 ? 0 : (-st + dil - 1) / dil;
+  int64_t hi = in - st > 0 ? (in - st + dil - 1) / dil : 0;
+  int64_t hp = in + pe - st > 0 ? (in + pe - st + dil - 1) / dil : 0;
+  if (hi > k) hi = k;
+  if (lo > k) lo = k;
+  if (hi < lo) hi = lo;
+  if (hp > k) hp = k;
+  *valid = hi - lo;
+  *padded = hp;
+}
+
+/* The reference's max of one window: NaN is skipped unless every tap is
+ * NaN; an empty window is -inf. Used for the rare lanes whose vector max
+ * came out -inf. */
+static float max_window_scalar(const er_dw_args *a, const float *x, int64_t oy, int64_t ox) {
+  float acc = -INFINITY;
+  bool any = false;
+  for (int64_t ky = 0; ky < a->kh; ky++) {
+    int64_t iy = oy * a->sh - a->pt + ky * a->dh;
+    if (iy < 0 || iy >= a->h) continue;
+    for (int64_t kx = 0; kx < a->kw; kx++) {
+      int64_t ix = ox * a->sw - a->pl + kx * a->dw;
+      if (ix < 0 || ix >= a->w_) continue;
+      float v = x[iy * a->w_ + ix];
+      if (!any || v > acc || acc != acc) acc = v;
+      any = true;
+    }
+  }
+  return acc;
+}
+
+static inline __attribute__((always_inline)) void dw_block(const er_dw_args *a, const dw_plane *pl,
+                                                          const float *wc, int64_t oy, int64_t ox0,
+                                                          const int ROWS, const int NVEC,
+                                                          vf *out /* [ROWS][2] */) {
+  vf acc[2][2];
+  vf init = a->pool == 1 ? v_set(-INFINITY) : v_zero();
+#pragma GCC unroll 2
+  for (int r = 0; r < 2; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; v++) acc[r][v] = init;
+  for (int64_t ky = 0; ky < a->kh; ky++) {
+    const float *rows[2];
+#pragma GCC unroll 2
+    for (int r = 0; r < ROWS; r++) rows[r] = pl->p + ((oy + r) * a->sh + ky * a->dh) * pl->rs;
+    for (int64_t kx = 0; kx < a->kw; kx++) {
+      int64_t t = kx * a->dw;
+      int64_t off = (t % a->sw) * pl->len + ox0 + t / a->sw;
+      if (a->pool == 0) {
+        vf wv = v_set(wc[ky * a->kw + kx]);
+#pragma GCC unroll 2
+        for (int r = 0; r < ROWS; r++)
+#pragma GCC unroll 2
+          for (int v = 0; v < NVEC; v++) acc[r][v] = v_fma(wv, v_ld(rows[r] + off + v * VN), acc[r][v]);
+      } else if (a->pool == 1) {
+#pragma GCC unroll 2
+        for (int r = 0; r < ROWS; r++)
+#pragma GCC unroll 2
+          for (int v = 0; v < NVEC; v++) acc[r][v] = v_max(v_ld(rows[r] + off + v * VN), acc[r][v]);
+      } else {
+#pragma GCC unroll 2
+        for (int r = 0; r < ROWS; r++)
+#pragma GCC unroll 2
+          for (int v = 0; v < NVEC; v++) acc[r][v] = v_add(acc[r][v], v_ld(rows[r] + off + v * VN));
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int r = 0; r < ROWS; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < NVEC; v++) out[r * 2 + v] = acc[r][v];
+}
+
+static void dw_plane_run(const er_dw_args *a, int64_t c, float *scratch) {
+  const float *x = a->x + c * a->h * a->w_;
+  float *y = a->y + c * a->oh * a->ow;
+  const float *wc = a->w ? a->w + c * a->kh * a->kw : NULL;
+  const float *add = a->add ? a->add + c * a->oh * a->ow : NULL;
+  dw_plane pl;
+  pl.p = scratch;
+  dw_build_plane(a, x, a->pool == 1 ? -INFINITY : 0.0f, &pl);
+  /* Average pools: per-column tap counts (as floats), after the plane. */
+  float *cx = scratch + pl.hp * pl.rs;
+  if (a->pool == 2) {
+    for (int64_t ox = 0; ox < a->ow; ox++) {
+      int64_t valid, padded;
+      window_counts(ox, a->sw, a->pl, a->pr, a->dw, a->kw, a->w_, &valid, &padded);
+      cx[ox] = (float)(a->count_include_pad ? padded : valid);
+    }
+    for (int64_t ox = a->ow; ox < a->ow + VN; ox++) cx[ox] = 1.0f;
+  }
+  vf bias = v_set(a->bias ? a->bias[c] : 0.0f);
+  int rows;
+  for (int64_t oy = 0; oy < a->oh; oy += rows) {
+    rows = a->oh - oy >= 2 ? 2 : 1;
+    float cy = 1.0f;
+    if (a->pool == 2) {
+      int64_t v0, p0, v1, p1;
+      window_counts(oy, a->sh, a->pt, a->pb, a->dh, a->kh, a->h, &v0, &p0);
+      cy = (float)(a->count_include_pad ? p0 : v0);
+      if (rows == 2) {
+        window_counts(oy + 1, a->sh, a->pt, a->pb, a->dh, a->kh, a->h, &v1, &p1);
+        if ((a->count_include_pad ? p1 : v1) != (a->count_include_pad ? p0 : v0)) rows = 1;
+      }
+    }
+    for (int64_t ox0 = 0; ox0 < a->ow; ox0 += 2 * VN) {
+      int64_t left = a->ow - ox0;
+      int nvec = left > VN ? 2 : 1;
+      vf out[4];
+      if (rows == 2 && nvec == 2) dw_block(a, &pl, wc, oy, ox0, 2, 2, out);
+      else if (rows == 2) dw_block(a, &pl, wc, oy, ox0, 2, 1, out);
+      else if (nvec == 2) dw_block(a, &pl, wc, oy, ox0, 1, 2, out);
+      else dw_block(a, &pl, wc, oy, ox0, 1, 1, out);
+      for (int r = 0; r < rows; r++) {
+        for (int v = 0; v < nvec; v++) {
+          int64_t ox = ox0 + v * VN;
+          int n = left - v * VN >= VN ? VN : (int)(left - v * VN);
+          float *dst = y + (oy + r) * a->ow + ox;
+          vf o = out[r * 2 + v];
+          if (a->pool == 0) {
+            o = v_add(o, bias);
+            if (add) o = v_add(o, n == VN ? v_ld(add + (oy + r) * a->ow + ox) : v_ld_n(add + (oy + r) * a->ow + ox, n));
+            o = v_act(o, &a->act);
+          } else if (a->pool == 2) {
+            o = v_div(o, v_mul(v_set(cy), v_ld(cx + ox)));
+          }
+          if (n == VN) v_st(dst, o);
+          else v_st_n(dst, o, n);
+          if (a->pool == 1) {
+            for (int i = 0; i < n; i++)
+              if (dst[i] == -INFINITY) dst[i] = max_window_scalar(a, x, oy + r, ox + i);
+          }
+        }
+      }
+    }
+  }
+}
+
+static void vec_dw(const er_dw_args *a, int64_t c0, int64_t c1, float *scratch) {
+  for (int64_t c = c0; c < c1; c++) dw_plane_run(a, c, scratch);
+}
+
+/* ======================================================================== */
+/* Global pooling                                                            */
+/* ======================================================================== */
+
+/* Four accumulators per plane keep the adds independent. Max skips NaN
+ * like the reference unless every element is NaN (fixed up in scalar code
+ * when the vector result is -inf, which all-NaN planes produce). */
+static void vec_global_pool(const float *x, float *y, int64_t size, int64_t p0, int64_t p1, bool max) {
+  for (int64_t p = p0; p < p1; p++) {
+    const float *src = x + p * size;
+    vf init = max ? v_set(-INFINITY) : v_zero();
+    vf a0 = init, a1 = init, a2 = init, a3 = init;
+    int64_t i = 0;
+    if (max) {
+      for (; i + 4 * VN <= size; i += 4 * VN) {
+        a0 = v_max(v_ld(src + i), a0);
+        a1 = v_max(v_ld(src + i + VN), a1);
+        a2 = v_max(v_ld(src + i + 2 * VN), a2);
+        a3 = v_max(v_ld(src + i + 3 * VN), a3);
+      }
+      for (; i + VN <= size; i += VN) a0 = v_max(v_ld(src + i), a0);
+      a0 = v_max(a1, a0);
+      a2 = v_max(a3, a2);
+      a0 = v_max(a2, a0);
+      float m = v_hmax(a0);
+      for (; i < size; i++)
+        if (src[i] > m) m = src[i];
+      if (m == -INFINITY && size > 0) {
+        float acc = src[0];
+        for (int64_t j = 1; j < size; j++)
+          if (src[j] > acc || acc != acc) acc = src[j];
+        m = acc;
+      }
+      y[p] = m;
+    } else {
+      for (; i + 4 * VN <= size; i += 4 * VN) {
+        a0 = v_add(a0, v_ld(src + i));
+        a1 = v_add(a1, v_ld(src + i + VN));
+        a2 = v_add(a2, v_ld(src + i + 2 * VN));
+        a3 = v_add(a3, v_ld(src + i + 3 * VN));
+      }
+      for (; i + VN <= size; i += VN) a0 = v_add(a0, v_ld(src + i));
+      if (i < size) a1 = v_add(a1, v_ld_n(src + i, (int)(size - i)));
+      float s = v_hsum(v_add(v_add(a0, a1), v_add(a2, a3)));
+      y[p] = (float)((double)s / (double)size);
+    }
+  }
+}

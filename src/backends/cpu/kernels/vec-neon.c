@@ -1,0 +1,13 @@
+/* vec-neon.c - the vectorized non-GEMM kernels (vec-impl.h) for neon.
+ * Called only when er__cpu_features() reports the ISA. */
+#define ER_SIMD_NEON 1
+#include "backends/cpu/kernels/simd.h"
+#include "backends/cpu/kernels/vmath.h"
+#include "backends/cpu/kernels/vec-impl.h"
+
+const er_vec_ops er__vec_neon = {
+    .isa = ER_ISA_NAME,
+    .vn = VN,
+    .dw = vec_dw,
+    .global_pool = vec_global_pool,
+};

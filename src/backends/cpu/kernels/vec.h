@@ -1,0 +1,56 @@
+/* vec.h - the vectorized non-GEMM kernels (depthwise convolution, pooling,
+ * elementwise, activations, softmax, normalization), written once in
+ * vec-impl.h over simd.h and compiled per ISA into a table of functions.
+ * The generic kernel files choose a table by CPU feature and call through
+ * it; everything here works on float32 and on ranges, so the callers split
+ * work over threads. */
+#ifndef ER_KERNELS_VEC_H
+#define ER_KERNELS_VEC_H
+
+#include "backends/cpu/cpu-kernels.h"
+#include "ops/fused.h"
+
+/* One depthwise (or pooling) job: planes [c0, c1) of one image. */
+typedef struct er_dw_args {
+  const float *x;              /* [C, H, W] */
+  const float *w;              /* [C, kh, kw]; NULL for pools */
+  const float *bias;           /* [C] or NULL */
+  const float *add;            /* [C, OH, OW] residual or NULL */
+  float *y;                    /* [C, OH, OW] */
+  int64_t h, w_, oh, ow;
+  int64_t kh, kw, sh, sw, dh, dw, pt, pl;
+  er_activation act;
+  /* Pools: */
+  int pool;                    /* 0 conv, 1 max, 2 average */
+  bool count_include_pad;
+  int64_t pb, pr;              /* padding after (average divisor) */
+} er_dw_args;
+
+/* Scratch floats one worker needs for er_dw_args a: the padded,
+ * phase-split plane (see vec-impl.h) and a row of divisors. */
+static inline size_t er__dw_scratch_floats(const er_dw_args *a, int vn) {
+  int64_t hp = (a->oh - 1) * a->sh + (a->kh - 1) * a->dh + 1;
+  int64_t wp = (a->ow - 1) * a->sw + (a->kw - 1) * a->dw + 1;
+  int64_t len = (wp + a->sw - 1) / a->sw + vn;
+  return (size_t)(hp * a->sw * len + a->ow + vn + 16);
+}
+
+typedef struct er_vec_ops {
+  const char *isa;
+  int vn;                      /* floats per vector */
+  /* Depthwise convolution or 2-D pooling over planes [c0, c1). */
+  void (*dw)(const er_dw_args *a, int64_t c0, int64_t c1, float *scratch);
+  /* Global average (max = false) or max pooling of planes [p0, p1) of
+   * `size` floats each: y[p] = mean or max of x[p * size ...]. */
+  void (*global_pool)(const float *x, float *y, int64_t size, int64_t p0, int64_t p1, bool max);
+} er_vec_ops;
+
+#if defined(__x86_64__) || defined(__i386__)
+extern const er_vec_ops er__vec_avx512;
+extern const er_vec_ops er__vec_avx2;
+#endif
+#if defined(__aarch64__)
+extern const er_vec_ops er__vec_neon;
+#endif
+
+#endif /* ER_KERNELS_VEC_H */

@@ -1,0 +1,155 @@
+/* kcases-conv.c - cases for Conv and FusedConv: pointwise, KxK with
+ * strides, pads (symmetric, asymmetric, auto_pad), dilations, groups,
+ * depthwise 3x3 / 5x5 / other, 1-D, batches, K and N beyond the GEMM
+ * blocks, bias, residual, every activation, constant and run-time weights,
+ * dims unknown at compile time. */
+#include "kcases.h"
+
+typedef struct conv_spec {
+  int64_t n, c, h, w, m, kh, kw;
+  int64_t sh, sw, dh, dw;
+  int64_t pads[4];        /* top, left, bottom, right */
+  int64_t group;
+  const char *auto_pad;   /* NULL = explicit pads */
+} conv_spec;
+
+static const conv_spec specs[] = {
+    /* n  c   h   w   m  kh kw sh sw dh dw  pads        group auto_pad */
+    {1, 16, 7, 9, 33, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, NULL},       /* pointwise */
+    {1, 64, 14, 14, 40, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, NULL},     /* pointwise, N < NR*... */
+    {1, 300, 6, 6, 17, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, NULL},      /* pointwise, K over KC */
+    {1, 8, 30, 31, 20, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, NULL},      /* pointwise, N over NC */
+    {1, 16, 9, 11, 24, 1, 1, 2, 2, 1, 1, {0, 0, 0, 0}, 1, NULL},      /* strided pointwise */
+    {1, 8, 14, 14, 16, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+    {1, 3, 23, 17, 64, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+    {1, 5, 15, 16, 7, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 1, NULL},
+    {1, 3, 32, 32, 20, 7, 7, 2, 2, 1, 1, {3, 3, 3, 3}, 1, NULL},      /* ResNet stem */
+    {1, 4, 13, 12, 6, 5, 5, 1, 1, 2, 2, {4, 4, 4, 4}, 1, NULL},       /* dilated */
+    {1, 6, 10, 9, 5, 3, 2, 1, 2, 1, 1, {1, 0, 2, 1}, 1, NULL},        /* asymmetric */
+    {1, 6, 11, 10, 5, 3, 3, 2, 1, 1, 1, {0, 0, 0, 0}, 1, "SAME_UPPER"},
+    {1, 6, 11, 10, 5, 4, 4, 2, 2, 1, 1, {0, 0, 0, 0}, 1, "SAME_LOWER"},
+    {1, 6, 11, 10, 5, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, 1, "VALID"},
+    {1, 8, 9, 9, 12, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 2, NULL},        /* groups */
+    {1, 12, 8, 8, 12, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 3, NULL},       /* ShuffleNet-style */
+    {1, 64, 10, 10, 260, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},    /* M over MC, K over KC */
+    {2, 7, 9, 8, 11, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},        /* batch */
+    {1, 16, 7, 7, 32, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},       /* N = 49 */
+    {1, 2, 1, 1, 3, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, NULL},         /* 1x1 image */
+    /* depthwise */
+    {1, 33, 7, 7, 33, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 33, NULL},
+    {1, 32, 15, 16, 32, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 32, NULL},
+    {1, 8, 56, 56, 8, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 8, NULL},
+    {1, 17, 19, 21, 17, 5, 5, 1, 1, 1, 1, {2, 2, 2, 2}, 17, NULL},
+    {1, 16, 19, 20, 16, 5, 5, 2, 2, 1, 1, {2, 2, 2, 2}, 16, NULL},
+    {1, 6, 12, 13, 6, 3, 3, 1, 1, 2, 2, {2, 2, 2, 2}, 6, NULL},       /* dilated */
+    {1, 6, 12, 13, 6, 3, 3, 2, 2, 1, 1, {0, 1, 1, 0}, 6, NULL},       /* asymmetric */
+    {1, 5, 9, 40, 5, 3, 7, 1, 3, 1, 1, {1, 3, 1, 3}, 5, NULL},        /* odd taps, stride 3 */
+    {1, 4, 9, 9, 4, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, 4, "SAME_UPPER"},
+    {2, 9, 5, 6, 9, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 9, NULL},         /* batch */
+    {1, 4, 3, 2, 4, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 4, NULL},         /* image smaller than window */
+};
+
+static void add_conv_attrs(kcase *c, const conv_spec *s, bool one_d) {
+  if (one_d) {
+    kc_attr_ints(c, "kernel_shape", 1, DIMS(s->kw));
+    kc_attr_ints(c, "strides", 1, DIMS(s->sw));
+    kc_attr_ints(c, "dilations", 1, DIMS(s->dw));
+    if (!s->auto_pad) kc_attr_ints(c, "pads", 2, DIMS(s->pads[1], s->pads[3]));
+  } else {
+    kc_attr_ints(c, "kernel_shape", 2, DIMS(s->kh, s->kw));
+    kc_attr_ints(c, "strides", 2, DIMS(s->sh, s->sw));
+    kc_attr_ints(c, "dilations", 2, DIMS(s->dh, s->dw));
+    if (!s->auto_pad) kc_attr_ints(c, "pads", 4, s->pads);
+  }
+  if (s->auto_pad) kc_attr_string(c, "auto_pad", s->auto_pad);
+  if (s->group != 1) kc_attr_int(c, "group", s->group);
+}
+
+/* Output extent along one axis, as the Conv shape rule computes it. */
+static int64_t out_extent(const conv_spec *s, int axis) {
+  int64_t in = axis ? s->w : s->h, k = axis ? s->kw : s->kh, st = axis ? s->sw : s->sh;
+  int64_t d = axis ? s->dw : s->dh, pb = s->pads[axis], pe = s->pads[axis + 2];
+  if (s->auto_pad && strcmp(s->auto_pad, "VALID") != 0) return (in + st - 1) / st;
+  if (s->auto_pad) pb = pe = 0;
+  return (in + pb + pe - (k - 1) * d - 1) / st + 1;
+}
+
+static void gen_conv_family(case_fn fn, void *arg, bool fused) {
+  const char *op = fused ? "FusedConv" : "Conv", *domain = fused ? "com.edgerun" : "";
+  int version = fused ? 1 : 11;
+  kcase c;
+  char act[32];
+  for (size_t i = 0; i < ER_ARRAY_LEN(specs); i++) {
+    const conv_spec *s = &specs[i];
+    int64_t cg = s->c / s->group;
+    for (int variant = 0; variant < 3; variant++) {
+      /* 0: constant weights and bias; 1: run-time weights, no bias;
+       * 2: dims unknown at compile time. Fused cases add a residual on
+       * variant 1 and rotate through the activations. */
+      int a = (int)((i * 3 + (size_t)variant) % (size_t)er_kcases_n_activations);
+      if (fused) er_kcases_activation(a, NULL, act, sizeof act);
+      else snprintf(act, sizeof act, "-");
+      kc_begin(&c, op, domain, version,
+               "%s x[%lld,%lld,%lld,%lld] w[%lld,%lld,%lld,%lld] s%lldx%lld d%lldx%lld p%lld,%lld,%lld,%lld g%lld %s v%d %s",
+               op, (long long)s->n, (long long)s->c, (long long)s->h, (long long)s->w, (long long)s->m, (long long)cg,
+               (long long)s->kh, (long long)s->kw, (long long)s->sh, (long long)s->sw, (long long)s->dh,
+               (long long)s->dw, (long long)s->pads[0], (long long)s->pads[1], (long long)s->pads[2],
+               (long long)s->pads[3], (long long)s->group, s->auto_pad ? s->auto_pad : "", variant, act);
+      kc_input(&c, 4, DIMS(s->n, s->c, s->h, s->w), -1, 1, false);
+      kc_input(&c, 4, DIMS(s->m, cg, s->kh, s->kw), -1, 1, variant != 1);
+      if (variant != 1 || fused) kc_input(&c, 1, DIMS(s->m), -1, 1, variant != 1);
+      if (fused && variant == 1)
+        kc_input(&c, 4, DIMS(s->n, s->m, out_extent(s, 0), out_extent(s, 1)), -1, 1, false);
+      add_conv_attrs(&c, s, false);
+      if (fused) er_kcases_activation(a, &c, act, sizeof act);
+      c.dynamic = variant == 2;
+      fn(&c, arg);
+    }
+  }
+  /* 1-D convolutions. */
+  static const conv_spec specs1[] = {
+      {1, 4, 1, 50, 6, 1, 3, 1, 1, 1, 1, {0, 1, 0, 1}, 1, NULL},
+      {2, 6, 1, 33, 6, 1, 5, 1, 2, 1, 2, {0, 4, 0, 3}, 6, NULL},
+      {1, 8, 1, 20, 8, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, NULL},
+  };
+  for (size_t i = 0; i < ER_ARRAY_LEN(specs1); i++) {
+    const conv_spec *s = &specs1[i];
+    kc_begin(&c, op, domain, version, "%s 1-D x[%lld,%lld,%lld] w[%lld,%lld,%lld] s%lld d%lld g%lld", op,
+             (long long)s->n, (long long)s->c, (long long)s->w, (long long)s->m, (long long)(s->c / s->group),
+             (long long)s->kw, (long long)s->sw, (long long)s->dw, (long long)s->group);
+    kc_input(&c, 3, DIMS(s->n, s->c, s->w), -1, 1, false);
+    kc_input(&c, 3, DIMS(s->m, s->c / s->group, s->kw), -1, 1, true);
+    kc_input(&c, 1, DIMS(s->m), -1, 1, true);
+    add_conv_attrs(&c, s, true);
+    if (fused) kc_attr_string(&c, "activation", "Relu");
+    fn(&c, arg);
+  }
+  /* A residual with every activation, on a depthwise and a dense layer. */
+  if (fused) {
+    for (int a = 0; a < er_kcases_n_activations; a++) {
+      for (int dw = 0; dw < 2; dw++) {
+        er_kcases_activation(a, NULL, act, sizeof act);
+        int64_t ch = 24, m = dw ? 24 : 40;
+        kc_begin(&c, op, domain, version, "FusedConv %s 3x3 residual %s", dw ? "depthwise" : "dense", act);
+        kc_input(&c, 4, DIMS(1, ch, 10, 11), -3, 3, false);
+        kc_input(&c, 4, DIMS(m, dw ? 1 : ch, 3, 3), -0.5f, 0.5f, true);
+        kc_input(&c, 1, DIMS(m), -1, 1, true);
+        kc_input(&c, 4, DIMS(1, m, 10, 11), -1, 1, false);
+        kc_attr_ints(&c, "kernel_shape", 2, DIMS(3, 3));
+        kc_attr_ints(&c, "pads", 4, DIMS(1, 1, 1, 1));
+        if (dw) kc_attr_int(&c, "group", ch);
+        er_kcases_activation(a, &c, act, sizeof act);
+        fn(&c, arg);
+      }
+    }
+  }
+}
+
+static void gen_conv(case_fn fn, void *arg) { gen_conv_family(fn, arg, false); }
+static void gen_fused_conv(case_fn fn, void *arg) { gen_conv_family(fn, arg, true); }
+
+const case_gen kcases_conv[] = {
+    {"Conv", "", gen_conv},
+    {"FusedConv", "com.edgerun", gen_fused_conv},
+    {NULL, NULL, NULL},
+};

@@ -1,0 +1,9 @@
+/* kcases.c - the list of case generator tables. */
+#include "kcases.h"
+
+const case_gen *const kcase_groups[] = {
+    kcases_gemm,
+    kcases_conv,
+    kcases_pool,
+    NULL,
+};
