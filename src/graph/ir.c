@@ -1,9 +1,12 @@
 /* ir.c - building the IR: values, name lookup, outer-scope capture, and
  * structural validation with a topological sort. */
+#define _DEFAULT_SOURCE /* madvise */
 #include "graph/ir.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 er_graph *er__graph_new(struct er_model *model, er_graph *parent, const char *name) {
   er_graph *g = er__arena_alloc(&model->arena, sizeof *g);
@@ -100,6 +103,15 @@ er_status er__graph_resolve(er_graph *g, const char *name, int32_t *id_out) {
   v->info.flags = 0;
   *id_out = id;
   return ER_STATUS_OK;
+}
+
+void er__model_release_pages(const struct er_model *m, const void *p, size_t n) {
+  if (!m->map_is_mmap || !p || !n) return;
+  uintptr_t lo = (uintptr_t)m->map, hi = lo + m->map_size, a = (uintptr_t)p, b = a + n;
+  if (a < lo || b > hi) return;
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t start = (a + page - 1) & ~(page - 1), end = b & ~(page - 1);
+  if (end > start) madvise((void *)start, end - start, MADV_DONTNEED);
 }
 
 er_status er__model_own(struct er_model *model, er_tensor *t) {

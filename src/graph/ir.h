@@ -155,6 +155,12 @@ er_status er__graph_add_value(er_graph *g, const char *name, int32_t *id_out);
  * enclosing graph captured as an OUTER value (created on first use, through
  * every graph in between). NOT_FOUND when no graph defines it. */
 er_status er__graph_resolve(er_graph *g, const char *name, int32_t *id_out);
+/* Tells the OS that the mapped model bytes [p, p + n) are not needed now
+ * (whole pages inside the range only). Always safe: the mapping is private
+ * and never written, so a later read faults the page back in from the file.
+ * Used after weights are folded or packed elsewhere, to keep peak RSS near
+ * one copy of the weights. No-op for models loaded from memory. */
+void er__model_release_pages(const struct er_model *m, const void *p, size_t n);
 /* Registers a tensor whose data the model must free. */
 er_status er__model_own(struct er_model *model, er_tensor *t);
 

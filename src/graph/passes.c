@@ -378,26 +378,34 @@ static er_status pass_conv_bn(pass_ctx *pc) {
       continue;
     const er_attr *ea = er__node_attr(bn, "epsilon");
     double eps = ea && ea->type == ER_ATTR_FLOAT ? ea->f : 1e-5;
+    /* Weights the model already owns (made by load-time folding) and only
+     * this conv reads are rescaled in place: no second copy. Weights in
+     * the mapped file are copied once and their pages released. */
+    bool in_place = (w->flags & ER_TENSOR_OWNS_DATA) && pc->uses[conv->inputs[1]] == 1;
     er_tensor nw, nb;
     er__tensor_set(&nw, ER_DTYPE_FLOAT, w->rank, w->dims);
     er__tensor_set(&nb, ER_DTYPE_FLOAT, 1, &cout);
-    ER_CHECK(er__tensor_alloc(&nw, 0));
+    if (!in_place) ER_CHECK(er__tensor_alloc(&nw, 0));
     if (er__tensor_alloc(&nb, 0) != ER_STATUS_OK) {
       er__tensor_release(&nw);
       return ER_STATUS_OUT_OF_MEMORY;
     }
+    float *dst = in_place ? (float *)w->data : (float *)nw.data;
     int64_t per = er__tensor_count(w) / (cout ? cout : 1);
     for (int64_t c = 0; c < cout; c++) {
       /* Folded in double so the fold adds no float32 rounding of its own
        * beyond the final store. */
       double f = er__load_f64(sc->data, sc->dtype, c) / sqrt(er__load_f64(var->data, var->dtype, c) + eps);
-      for (int64_t k = 0; k < per; k++) ((float *)nw.data)[c * per + k] = (float)(((const float *)w->data)[c * per + k] * f);
+      for (int64_t k = 0; k < per; k++) dst[c * per + k] = (float)(((const float *)w->data)[c * per + k] * f);
       double b0 = bias ? er__load_f64(bias->data, bias->dtype, c) : 0.0;
       ((float *)nb.data)[c] =
           (float)((b0 - er__load_f64(mean->data, mean->dtype, c)) * f + er__load_f64(sh->data, sh->dtype, c));
     }
-    int32_t wid, bid;
-    ER_CHECK(new_const(g, conv->name[0] ? conv->name : "conv", &nw, &wid));
+    int32_t wid = conv->inputs[1], bid;
+    if (!in_place) {
+      er__model_release_pages(g->model, w->data, w->nbytes);
+      ER_CHECK(new_const(g, conv->name[0] ? conv->name : "conv", &nw, &wid));
+    }
     ER_CHECK(new_const(g, conv->name[0] ? conv->name : "conv", &nb, &bid));
     conv = &g->nodes[i]; /* values may have moved, nodes have not */
     int32_t ins[3] = {conv->inputs[0], wid, bid};

@@ -618,6 +618,13 @@ er_status er_session_create(const er_model *model, const er_session_options *opt
   }
   free(place);
   free(order);
+  /* Compiling copied what the kernels want (packed weights) and the passes
+   * folded what they could; the file's pages are now mostly dead weight.
+   * Dropping them from the mapping costs nothing: the mapping is private
+   * and never written, so a page a reference kernel still reads faults
+   * back in from the file. This keeps peak RSS near one copy of the
+   * weights. */
+  er__model_release_pages(model, model->map, model->map_size);
   /* One run context made now: the arena of a model with static shapes is
    * planned (and reported) before the first run. */
   {

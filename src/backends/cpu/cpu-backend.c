@@ -133,6 +133,11 @@ static er_status pick_kernel(const er_graph *g, int32_t i, er_node_kernel *nk) {
   nk->kernel = k;
   nk->state = state;
   nk->scratch_bytes = scratch;
+  /* A kernel with state has packed what it needs from its constant
+   * inputs; the file's pages of those can go. */
+  if (state)
+    for (int j = 0; j < node->n_inputs; j++)
+      if (in[j] && in[j]->data) er__model_release_pages(g->model, in[j]->data, in[j]->nbytes);
   return ER_STATUS_OK;
 }
 
