@@ -33,6 +33,7 @@
 #define RETRY_AFTER_LOADING "2"     /* seconds; a load takes a moment */
 #define WATCHDOG_PERIOD_MS 100
 #define CONN_MEMORY_LIMIT (64u << 10) /* bytes per connection for headers */
+#define FLOOD_FACTOR 8                /* body bytes read past the cap, as a multiple of it */
 
 /* ========================================================================
  * Connection tracking and the deadline watchdog
@@ -741,7 +742,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     uint64_t cap = rc->route == R_INFER ? srv->opt.max_body_bytes : srv->opt.max_json_bytes;
     *upload_size = 0;
     rc->body_seen += n;
-    if (rc->body_seen > 2 * cap) return MHD_NO;  /* a flood past twice the cap: hang up */
+    /* Past the cap the body is read and dropped so the client still gets
+     * its 413 (libmicrohttpd cannot answer before the body ends); a flood
+     * past FLOOD_FACTOR times the cap is not worth reading: hang up. */
+    if (rc->body_seen > FLOOD_FACTOR * cap) return MHD_NO;
     if (rc->too_big) return MHD_YES;
     if (rc->body_len + n > cap) {
       rc->too_big = true;

@@ -122,7 +122,7 @@ void er__log(int level, const char *event, json_t *fields, const char *fmt, ...)
   er__sb_puts(&line, ",\"msg\":");
   er__sb_json_str(&line, msg);
   if (fields && json_is_object(fields)) {
-    char *extra = json_dumps(fields, JSON_COMPACT);
+    char *extra = json_dumps(fields, JSON_COMPACT | JSON_REAL_PRECISION(6));
     /* Splice the fields object's members in after msg. */
     if (extra && strlen(extra) > 2) {
       er__sb_puts(&line, ",");
