@@ -594,6 +594,16 @@ static enum MHD_Result infer_error(req_ctx *rc, int status, const char *msg) {
   return send_error(rc, status, msg);
 }
 
+/* Runs under the model queue's lock when the job is accepted. */
+static void suspend_for_job(void *arg) {
+  req_ctx *rc = arg;
+  rc->inflight = true;
+  atomic_fetch_add(&rc->model->m.inflight, 1);
+  atomic_fetch_add(&rc->srv->inflight, 1);
+  atomic_store(&rc->state, S_WAITING);
+  MHD_suspend_connection(rc->conn);
+}
+
 static enum MHD_Result infer_start(req_ctx *rc) {
   er__server *srv = rc->srv;
   char err[ER_SERVE_ERR];
@@ -637,25 +647,11 @@ static enum MHD_Result infer_start(req_ctx *rc) {
     return infer_error(rc, status, err);
   }
   rc->job = job;
-  rc->inflight = true;
-  atomic_fetch_add(&rc->model->m.inflight, 1);
-  atomic_fetch_add(&srv->inflight, 1);
-  atomic_store(&rc->state, S_WAITING);
-  /* Suspend before queueing: the worker's resume must find the
-   * connection suspended. */
-  MHD_suspend_connection(rc->conn);
-  status = er__sched_submit(rc->model, job, err, sizeof err);
+  status = er__sched_submit(rc->model, job, suspend_for_job, rc, err, sizeof err);
   if (status) {
     rc->job = NULL;
     er__job_free(job);
-    job = calloc(1, sizeof *job);
-    if (job) {
-      job->status = status;
-      snprintf(job->err, sizeof job->err, "%s", err);
-    }
-    rc->job = job;
-    atomic_store(&rc->state, S_DONE);
-    MHD_resume_connection(rc->conn);
+    return infer_error(rc, status, err);
   }
   return MHD_YES;
 }

@@ -306,7 +306,8 @@ void er__sched_stop(er__model *m) {
   }
 }
 
-int er__sched_submit(er__model *m, er__job *job, char *err, size_t errsz) {
+int er__sched_submit(er__model *m, er__job *job, void (*on_accept)(void *arg), void *arg,
+                     char *err, size_t errsz) {
   int64_t now = er__now_us();
   pthread_mutex_lock(&m->lock);
   int status = 0;
@@ -325,6 +326,9 @@ int er__sched_submit(er__model *m, er__job *job, char *err, size_t errsz) {
                          "timeout of %lld ms", m->name, est_us / 1000.0,
              (long long)m->cfg.timeout_ms);
   } else {
+    /* Called under the lock: no worker can take (and finish) the job before
+     * the caller has suspended its connection. */
+    if (on_accept) on_accept(arg);
     job->t_enqueue = now;
     job->deadline = now + m->cfg.timeout_ms * 1000;
     job->next = NULL;

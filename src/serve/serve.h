@@ -308,9 +308,11 @@ er__version *er__model_acquire(er__model *m, int64_t version, int *status, char 
 /* Starts a model's workers; stops and joins them (answering queued jobs). */
 bool er__sched_start(er__model *m, int instances);
 void er__sched_stop(er__model *m);
-/* Queues a job or refuses it: returns 0 when queued (done() will be called),
- * else the HTTP status (429/503) with a message; the job is then untouched. */
-int er__sched_submit(er__model *m, er__job *job, char *err, size_t errsz);
+/* Queues a job or refuses it at once: returns 0 when queued (on_accept ran
+ * first, under the queue's lock, and done() will be called), else the HTTP
+ * status (429/503) with a message; the job is then untouched. */
+int er__sched_submit(er__model *m, er__job *job, void (*on_accept)(void *arg), void *arg,
+                     char *err, size_t errsz);
 /* Wakes every model's workers (after a throttle change or at drain). */
 void er__sched_kick(er__server *srv);
 

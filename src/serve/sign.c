@@ -153,6 +153,10 @@ bool er__sign_verify_bytes(const unsigned char (*keys)[32], int n_keys, const vo
     snprintf(err, errsz, "no trusted public key to verify %s with", sig_path);
     return false;
   }
+  if (access(sig_path, F_OK) != 0) {
+    snprintf(err, errsz, "no signature: %s is missing and --require-signed is on", sig_path);
+    return false;
+  }
   if (!read_tagged(sig_path, TAG_SIG, sig, sizeof sig, err, errsz)) return false;
   for (int k = 0; k < n_keys; k++) {
     crypto_sign_state st;
