@@ -146,6 +146,7 @@ typedef struct req_ctx {
   er__infer_req ireq;
   er__load_task task;
   bool inflight;
+  bool arriving;             /* counted in model->arriving */
   int status;                /* for the completion log */
 } req_ctx;
 
@@ -581,6 +582,12 @@ static void task_done(er__load_task *task, void *arg) {
   MHD_resume_connection(rc->conn);
 }
 
+static void end_arriving(req_ctx *rc) {
+  if (!rc->arriving) return;
+  rc->arriving = false;
+  atomic_fetch_sub(&rc->model->arriving, 1);
+}
+
 static void end_inflight(req_ctx *rc) {
   if (!rc->inflight) return;
   rc->inflight = false;
@@ -589,6 +596,7 @@ static void end_inflight(req_ctx *rc) {
 }
 
 static enum MHD_Result infer_error(req_ctx *rc, int status, const char *msg) {
+  end_arriving(rc);
   er__metrics_request(&rc->model->m, status, er__now_us() - rc->t_start);
   end_inflight(rc);
   return send_error(rc, status, msg);
@@ -647,6 +655,9 @@ static enum MHD_Result infer_start(req_ctx *rc) {
     return infer_error(rc, status, err);
   }
   rc->job = job;
+  /* No longer "on its way" once queued: a batching worker must not wait
+   * for this request after it has taken it. */
+  end_arriving(rc);
   status = er__sched_submit(rc->model, job, suspend_for_job, rc, err, sizeof err);
   if (status) {
     rc->job = NULL;
@@ -704,6 +715,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
       return send_error(rc, 401, "missing or wrong API key; send 'Authorization: Bearer <key>'");
     if (!known) return send_error(rc, 405, "method not allowed");
     if (st) return send_error(rc, st, err);
+    if (rc->route == R_INFER) {   /* tells batching workers a request is coming */
+      rc->arriving = true;
+      atomic_fetch_add(&rc->model->arriving, 1);
+    }
     const char *enc = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                   MHD_HTTP_HEADER_CONTENT_ENCODING);
     if (enc && strcasecmp(enc, "identity") != 0)
@@ -840,7 +855,10 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
                         (double)(er__now_us() - rc->t_start) / 1000.0),
               "request answered");
     }
-    if (rc->route == R_INFER) end_inflight(rc);
+    if (rc->route == R_INFER) {
+      end_arriving(rc);
+      end_inflight(rc);
+    }
     er__job_free(rc->job);
     free(rc->body);
     free(rc);

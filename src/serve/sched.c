@@ -5,7 +5,7 @@
  * A worker takes the oldest job; when the model's inputs and outputs all
  * have a dynamic first dimension and max_batch > 1, it also takes later jobs
  * whose other dims match, waiting at most batch_delay_us after the first
- * job arrived, concatenates their inputs along dim 0, runs once and splits
+ * job arrived (and only while more requests are being received), concatenates their inputs along dim 0, runs once and splits
  * every output back by rows. Admission is decided at once, in the HTTP
  * thread: a full queue or an estimated wait past the deadline is refused
  * with 429 instead of growing the queue (so overload costs microseconds). */
@@ -184,8 +184,10 @@ static void *worker_main(void *p) {
   er__job *batch[ER_SERVE_MAX_BATCH];
   pthread_mutex_lock(&m->lock);
   for (;;) {
+    m->idle++;
     while (!m->stop && (m->q_len == 0 || index >= active_workers(m)))
       pthread_cond_wait(&m->q_cond, &m->lock);
+    m->idle--;
     if (m->stop) break;
     er__job *job = m->q_head;
     m->q_head = job->next;
@@ -226,8 +228,15 @@ static void *worker_main(void *p) {
             link = &c->next;
           }
         }
+        /* Wait for more only while requests are on their way (received or
+         * being decoded) and no other worker is idle: with nothing coming,
+         * waiting adds latency and merges nothing; with an idle worker,
+         * running now uses it. So a quiet service answers at once, and a
+         * busy one (every worker running) fills its batches from the queue
+         * that builds meanwhile. */
         if (rows >= max_rows || n == ER_SERVE_MAX_BATCH || m->stop ||
-            atomic_load(&m->srv->draining) || er__now_us() >= until)
+            atomic_load(&m->srv->draining) || er__now_us() >= until ||
+            atomic_load(&m->arriving) == 0 || m->idle > 0)
           break;
         struct timespec ts;
         abs_deadline(&ts, until);

@@ -259,6 +259,8 @@ struct er__model {
   double job_us;             /* moving average of run time per job */
   pthread_t workers[ER_SERVE_MAX_INSTANCES];
   int n_workers;
+  atomic_int arriving;       /* infer requests past their headers, not yet queued */
+  int idle;                  /* workers waiting for a job */
   bool stop;
   er__model_metrics m;
 };
