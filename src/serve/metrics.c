@@ -350,8 +350,8 @@ void er__metrics_write(er__server *srv, er__sb *o) {
     er__sb_printf(o, "edgerun_effective_max_batch{model=\"%s\"} %d\n", m->name, b);
   }
   head(o, "edgerun_ready", "gauge", "1 while the server reports ready.");
-  bool ready = atomic_load(&srv->scanned) && !atomic_load(&srv->draining);
-  er__sb_printf(o, "edgerun_ready %d\n", ready ? 1 : 0);
+  char why[ER_SERVE_ERR];
+  er__sb_printf(o, "edgerun_ready %d\n", er__server_ready(srv, why, sizeof why) ? 1 : 0);
   head(o, "edgerun_uptime_seconds", "gauge", "Seconds since the service started.");
   er__sb_printf(o, "edgerun_uptime_seconds %.1f\n", er__wall_s() - srv->start_wall);
 }

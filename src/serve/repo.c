@@ -39,6 +39,7 @@ void er__config_defaults(er__model_config *cfg) {
   snprintf(cfg->backends[0], sizeof cfg->backends[0], "cpu");
   cfg->n_backends = 1;
   cfg->threads = 1;
+  cfg->allow_fallback = true;
   cfg->instances = 2;
   cfg->max_batch = 1;
   cfg->batch_delay_us = 0;
@@ -199,6 +200,10 @@ bool er__config_parse(const char *text, size_t len, er__model_config *cfg, char 
       }
       if (!ok) snprintf(err, errsz, "config.json: \"backends\" must list 1..4 backend names");
       else cfg->n_backends = (int)json_array_size(v);
+    } else if (strcmp(key, "allow_fallback") == 0) {
+      ok = json_is_boolean(v);
+      if (!ok) snprintf(err, errsz, "config.json: \"allow_fallback\" must be true or false");
+      cfg->allow_fallback = json_is_true(v);
     } else if (strcmp(key, "threads") == 0) {
       ok = get_int(v, key, 1, MAX_THREADS, &n, err, errsz);
       cfg->threads = (int)n;
@@ -225,7 +230,7 @@ bool er__config_parse(const char *text, size_t len, er__model_config *cfg, char 
     } else if (strcmp(key, "preprocess") == 0) {
       ok = parse_pre(v, cfg, err, errsz);
     } else {
-      snprintf(err, errsz, "config.json: unknown key \"%s\" (known: backends, threads, "
+      snprintf(err, errsz, "config.json: unknown key \"%s\" (known: backends, allow_fallback, threads, "
                            "instances, max_batch, batch_delay_us, timeout_ms, queue_size, "
                            "warmup_runs, version_policy, preprocess)", key);
       ok = false;
@@ -235,9 +240,13 @@ bool er__config_parse(const char *text, size_t len, er__model_config *cfg, char 
   return ok;
 }
 
+/* A fingerprint of a file's identity and content age, to tell "the same
+ * files that failed before" (unsigned arithmetic: it may wrap). */
 static int64_t file_stamp(const struct stat *sb) {
-  return (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec + (int64_t)sb->st_size * 31 +
-         (int64_t)sb->st_ino * 131;
+  uint64_t h = (uint64_t)sb->st_mtim.tv_sec * 1000000000u + (uint64_t)sb->st_mtim.tv_nsec;
+  h = h * 31u + (uint64_t)sb->st_size;
+  h = h * 131u + (uint64_t)sb->st_ino;
+  return (int64_t)(h >> 1);
 }
 
 bool er__config_read(const char *repo, const char *model, er__model_config *cfg, int64_t *stamp,
@@ -322,7 +331,7 @@ static int64_t version_stamp(const char *repo, const char *model, int64_t number
   if (stat(path, &sb) == 0) stamp = file_stamp(&sb);
   snprintf(path, sizeof path, "%s/%s/%lld/%s%s", repo, model, (long long)number, MODEL_FILE,
            ER_SIGN_SUFFIX);
-  if (stat(path, &sb) == 0) stamp ^= file_stamp(&sb) * 7;
+  if (stat(path, &sb) == 0) stamp ^= (int64_t)(((uint64_t)file_stamp(&sb) * 7u) >> 1);
   return stamp;
 }
 
@@ -474,6 +483,7 @@ er__version *er__version_load(const char *repo, const char *model, int64_t numbe
   const char *backends[4];
   for (int b = 0; b < cfg->n_backends; b++) backends[b] = cfg->backends[b];
   so.threads = cfg->threads;
+  so.allow_fallback = cfg->allow_fallback;
   so.backends = backends;
   so.backend_count = (size_t)cfg->n_backends;
   st = er_session_create(v->model, &so, &v->session);
@@ -526,11 +536,10 @@ void er__version_ref(er__version *v) { atomic_fetch_add(&v->refs, 1); }
 
 void er__version_unref(er__version *v) {
   if (v && atomic_fetch_sub(&v->refs, 1) == 1) {
-    er__log(ER__LOG_INFO, "version_retired",
-            json_pack("{s:s,s:I}", "model", v->owner ? v->owner->name : "", "version",
-                      (json_int_t)v->number),
-            "version %lld of '%s' retired", (long long)v->number,
-            v->owner ? v->owner->name : "");
+    if (v->owner)   /* only versions that were served are worth a log line */
+      er__log(ER__LOG_INFO, "version_retired",
+              json_pack("{s:s,s:I}", "model", v->owner->name, "version", (json_int_t)v->number),
+              "version %lld of '%s' retired", (long long)v->number, v->owner->name);
     version_destroy(v);
   }
 }

@@ -145,6 +145,7 @@ typedef struct er__model_config {
   char backends[4][16];      /* preferred backends, in order */
   int n_backends;
   int threads;               /* threads per run */
+  bool allow_fallback;       /* nodes an accelerator cannot run go to the CPU */
   int instances;             /* runs at once */
   int max_batch;             /* rows per merged run; 1 = no batching */
   int64_t batch_delay_us;    /* longest wait for a batch to fill */

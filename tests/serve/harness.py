@@ -185,6 +185,13 @@ class Server:
                     return int(line.split()[1])
         return 0
 
+    def sanitized(self):
+        """True when the server runs under AddressSanitizer, whose quarantine
+        keeps freed memory resident by design: RSS says nothing about leaks
+        there, and LeakSanitizer checks them at exit instead."""
+        with open(f"/proc/{self.proc.pid}/maps") as f:
+            return "libasan" in f.read()
+
     def fd_count(self):
         return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
