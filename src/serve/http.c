@@ -157,6 +157,7 @@ static void count_code(er__server *srv, int status) {
 static enum MHD_Result send_buf(req_ctx *rc, int status, const char *ctype, char *buf, size_t len,
                                 const char *retry_after, int64_t infer_hdr_len) {
   /* buf is malloc'd (or NULL for an empty body) and passes to the response. */
+  if (!buf) len = 0;
   struct MHD_Response *r =
       MHD_create_response_from_buffer(len, buf ? buf : (char *)"", buf ? MHD_RESPMEM_MUST_FREE
                                                                        : MHD_RESPMEM_PERSISTENT);
@@ -867,7 +868,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
   track_phase(conn, PH_HEADERS);   /* a kept-alive connection waits for its next request */
 }
 
-static void mhd_log(void *cls, const char *fmt, va_list ap) {
+__attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap) {
   char msg[512];
   (void)cls;
   vsnprintf(msg, sizeof msg, fmt, ap);

@@ -684,6 +684,15 @@ static void sync_model(er__server *srv, er__model *m) {
     for (int i = 0; i < n_avail; i++) want[n_want++] = avail[i];
   }
   int need = (!pinned && cfg.policy == ER__POLICY_LATEST) ? cfg.latest_n : n_want;
+  /* Versions whose folders are gone leave the index. */
+  pthread_mutex_lock(&m->lock);
+  for (int i = 0; i < m->n_seen;) {
+    bool present = false;
+    for (int k = 0; k < n_avail; k++) present |= avail[k] == m->seen[i].number;
+    if (present || is_live(m, m->seen[i].number)) i++;
+    else m->seen[i] = m->seen[--m->n_seen];
+  }
+  pthread_mutex_unlock(&m->lock);
 
   er__version *chosen[ER_SERVE_MAX_VERSIONS];
   int n_chosen = 0;
