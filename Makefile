@@ -1,5 +1,5 @@
 # Convenience wrapper around CMake. `make build` leaves the CLI at build/edgerun.
-.PHONY: build check test asan fuzz setup clean demo
+.PHONY: build check test asan fuzz setup clean demo serve-demo
 
 JOBS ?= $(shell nproc)
 
@@ -28,6 +28,10 @@ fuzz: setup
 
 demo: setup build
 	build/edgerun run models/digits/model.onnx --input input=models/digits/sample.npy
+
+# Starts the inference service on the bundled model, sends one request, stops it.
+serve-demo: setup build
+	scripts/serve-demo.sh
 
 clean:
 	rm -rf build build-asan

@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS="build-essential cmake clang python3 python3-venv python3-dev pkg-config"
+PKGS="build-essential cmake clang python3 python3-venv python3-dev pkg-config
+  libmicrohttpd-dev libjansson-dev libsodium-dev chromium systemd curl"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -23,7 +24,7 @@ fi
 if [ ! -x .venv/bin/python ]; then
   /usr/bin/python3 -m venv .venv
 fi
-if ! .venv/bin/python -c "import numpy, onnx, onnxruntime, sklearn" 2>/dev/null; then
+if ! .venv/bin/python -c "import numpy, onnx, onnxruntime, sklearn, tritonclient.http, prometheus_client" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check -r scripts/requirements.txt
 fi
 # Real models used as test data ship inside these packages; their own

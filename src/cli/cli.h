@@ -35,5 +35,15 @@ int er_cmd_inspect(int argc, char **argv);
 void er_cmd_inspect_help(FILE *out);
 int er_cmd_bench(int argc, char **argv);
 void er_cmd_bench_help(FILE *out);
+int er_cmd_serve(int argc, char **argv);
+void er_cmd_serve_help(FILE *out);
+int er_cmd_repo(int argc, char **argv);
+void er_cmd_repo_help(FILE *out);
+int er_cmd_keygen(int argc, char **argv);
+void er_cmd_keygen_help(FILE *out);
+int er_cmd_sign(int argc, char **argv);
+void er_cmd_sign_help(FILE *out);
+int er_cmd_verify(int argc, char **argv);
+void er_cmd_verify_help(FILE *out);
 
 #endif /* ER_CLI_H */

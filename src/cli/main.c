@@ -11,6 +11,11 @@ static const er_cli_cmd commands[] = {
     {"conform", "run ONNX test-data folders and report pass/fail", er_cmd_conform, er_cmd_conform_help},
     {"inspect", "describe a model: inputs, outputs, ops, weights", er_cmd_inspect, er_cmd_inspect_help},
     {"bench", "measure load time, latency percentiles, throughput and memory", er_cmd_bench, er_cmd_bench_help},
+    {"serve", "serve a model repository over HTTP (KServe v2)", er_cmd_serve, er_cmd_serve_help},
+    {"repo", "roll back, pin or list versions in a model repository", er_cmd_repo, er_cmd_repo_help},
+    {"keygen", "create an Ed25519 key pair for signing models", er_cmd_keygen, er_cmd_keygen_help},
+    {"sign", "sign model files (FILE.sig)", er_cmd_sign, er_cmd_sign_help},
+    {"verify", "check model files' signatures", er_cmd_verify, er_cmd_verify_help},
 };
 
 int er_cli_fail(const char *cmd, const char *fmt, ...) {
