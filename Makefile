@@ -26,8 +26,11 @@ asan: setup
 fuzz: setup
 	fuzz/run.sh 20
 
+# The main job on the bundled model: one inference from the command line,
+# then the same model served on loopback, asked once, and drained.
 demo: setup build
 	build/edgerun run models/digits/model.onnx --input input=models/digits/sample.npy
+	scripts/serve-demo.sh
 
 # Starts the inference service on the bundled model, sends one request, stops it.
 serve-demo: setup build
