@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "backends/partition.h"
 #include "onnx/onnx.h"
 #include "backends/cpu/cpu-exec.h"
 
@@ -288,12 +289,13 @@ er_status er_model_node(const er_model *m, size_t index, const char **op_type_ou
 /* Sessions                                                                  */
 /* ======================================================================== */
 
-/* A session: the model's main graph cut into segments, each a maximal run
- * of consecutive nodes (in topological order) placed on one backend and
- * compiled by it once. Runs share nothing but this read-only plan. */
+/* A session: the model's main graph cut into segments, each a maximal
+ * group of nodes placed on one backend (backends/partition.h) and compiled
+ * by it once. Runs share nothing but this read-only plan. */
 struct er_session {
   const er_model *model;
   er_session_options opts;
+  er_plan *plan;           /* placement, segments, fallback report */
   er_segment *segs;        /* [n_segs] */
   int n_segs;
 };
@@ -309,33 +311,37 @@ void er_session_free(er_session *s) {
   for (int i = 0; i < s->n_segs; i++)
     if (s->segs[i].backend->iface->release) s->segs[i].backend->iface->release(s->segs[i].backend, s->segs[i].compiled);
   free(s->segs);
+  er__plan_free(s->plan);
   free(s);
 }
 
-/* Places every node: the first preferred backend whose supports_op says
- * yes, else the CPU (when fallback is allowed). place[i] is the backend. */
-static er_status place_nodes(const er_graph *g, const er_session_options *o, er_backend **place) {
+/* Logs each kind of CPU fallback once (op type and reason, with a count),
+ * then the share of compute it carries, as a warning above
+ * ER_FALLBACK_WARN_SHARE. */
+static void log_fallbacks(const er_graph *g, const er_plan *p) {
+  const er_partition_summary *sum = &p->summary;
+  if (!sum->fallback_nodes) return;
   er_backend *cpu = er__backend_cpu();
   for (int32_t i = 0; i < g->n_nodes; i++) {
-    char reason[256] = "";
-    const er_node *node = &g->nodes[i];
-    place[i] = NULL;
-    for (size_t b = 0; b < o->backend_count && !place[i]; b++) {
-      er_backend *be = er__backend_find(o->backends[b]);
-      if (be == cpu) break;
-      if (be->iface->supports_op(be, g, node, reason, sizeof reason)) place[i] = be;
+    if (p->place[i] != cpu) continue;
+    bool seen = false;
+    int count = 0;
+    for (int32_t j = 0; j < g->n_nodes; j++) {
+      if (p->place[j] != cpu || strcmp(g->nodes[j].op_type, g->nodes[i].op_type) != 0 ||
+          strcmp(p->reason[j], p->reason[i]) != 0)
+        continue;
+      if (j < i) seen = true;
+      count++;
     }
-    if (place[i]) continue;
-    bool wanted_accel = o->backend_count > 0 && strcmp(o->backends[0], "cpu") != 0;
-    if (wanted_accel && !o->allow_fallback)
-      return er__error(ER_STATUS_NO_FALLBACK,
-                       "%s node '%s' would run on the CPU (%s), and fallback is disabled", node->op_type,
-                       node->name, reason[0] ? reason : "no preferred backend supports it");
-    if (!cpu->iface->supports_op(cpu, g, node, reason, sizeof reason))
-      return er__error(ER_STATUS_UNSUPPORTED, "%s node '%s': %s", node->op_type, node->name, reason);
-    place[i] = cpu;
+    if (seen) continue;
+    er__log(ER_LOG_WARNING, "%d %s node%s (first: '%s') fall back from %s to the CPU: %s", count,
+            g->nodes[i].op_type, count == 1 ? "" : "s", g->nodes[i].name, sum->preferred, p->reason[i]);
   }
-  return ER_STATUS_OK;
+  er__log(sum->fallback_share > ER_FALLBACK_WARN_SHARE ? ER_LOG_WARNING : ER_LOG_INFO,
+          "%zu of %zu nodes run on the CPU instead of %s: %.1f%% of the compute (%llu of %llu MACs)%s",
+          sum->fallback_nodes, sum->node_count, sum->preferred, 100.0 * sum->fallback_share,
+          (unsigned long long)sum->fallback_macs, (unsigned long long)sum->total_macs,
+          sum->fallback_share > ER_FALLBACK_WARN_SHARE ? ", more than the 20% edgerun warns at" : "");
 }
 
 er_status er_session_create(const er_model *model, const er_session_options *opts,
@@ -346,59 +352,69 @@ er_status er_session_create(const er_model *model, const er_session_options *opt
   er_session_options_init(&o);
   if (opts) o = *opts;
   if (o.threads <= 0) o.threads = 1;
-  for (size_t i = 0; i < o.backend_count; i++) {
-    const char *name = o.backends[i];
-    if (!name || !er__backend_find(name))
-      return er__error(ER_STATUS_UNSUPPORTED, "backend '%s' is not available in this build",
-                       name ? name : "(null)");
-  }
+  if (o.backend_count > ER_MAX_PREFERRED_BACKENDS)
+    return er__error(ER_STATUS_LIMIT, "%zu preferred backends given; at most %d (ER_MAX_PREFERRED_BACKENDS)",
+                     o.backend_count, ER_MAX_PREFERRED_BACKENDS);
+  if (o.backend_count && !o.backends)
+    return er__error(ER_STATUS_INVALID_ARGUMENT, "backend_count is %zu but backends is NULL", o.backend_count);
+  er_backend *prefs[ER_MAX_PREFERRED_BACKENDS];
+  for (size_t i = 0; i < o.backend_count; i++) ER_CHECK(er__backend_require(o.backends[i], &prefs[i]));
   const er_graph *g = model->graph;
   er_session *s = calloc(1, sizeof *s);
-  er_backend **place = calloc((size_t)g->n_nodes + 1, sizeof *place);
-  int32_t *order = calloc((size_t)g->n_nodes + 1, sizeof *order);
-  if (!s || !place || !order) {
-    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory creating a session");
-    goto fail;
-  }
+  if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory creating a session");
   s->model = model;
   s->opts = o;
   s->opts.backends = NULL;  /* borrowed only for the create */
   s->opts.backend_count = 0;
-  st = place_nodes(g, &o, place);
+  st = er__plan_build(g, prefs, o.backend_count, o.allow_fallback, &s->plan);
   if (st != ER_STATUS_OK) goto fail;
-  /* Cut into maximal runs of one backend and compile each. A graph without
-   * nodes (outputs straight from inputs or constants) has no segment. */
-  s->segs = calloc((size_t)g->n_nodes + 1, sizeof *s->segs);
+  /* Compile each segment. A graph without nodes (outputs straight from
+   * inputs or constants) has no segment. */
+  s->segs = calloc((size_t)s->plan->n_segs + 1, sizeof *s->segs);
   if (!s->segs) {
     st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory creating a session");
     goto fail;
   }
-  for (int32_t i = 0; i < g->n_nodes;) {
-    int32_t j = i;
-    while (j < g->n_nodes && place[j] == place[i]) {
-      order[j] = j;
-      j++;
-    }
-    er_subgraph sg = {g, order + i, j - i, NULL, 0, NULL, 0};
-    er_backend *be = place[i];
+  for (int k = 0; k < s->plan->n_segs; k++) {
+    const er_plan_segment *ps = &s->plan->segs[k];
+    er_subgraph sg = {g, ps->nodes, ps->n_nodes, ps->inputs, ps->n_inputs, ps->outputs, ps->n_outputs};
+    er_backend *be = ps->backend;
     if (!be->iface->compile || !be->iface->compute) {
       st = er__error(ER_STATUS_BACKEND, "backend '%s' cannot compile subgraphs", be->iface->name);
       goto fail;
     }
     st = be->iface->compile(be, &sg, &s->segs[s->n_segs].compiled);
     if (st != ER_STATUS_OK) goto fail;
-    s->segs[s->n_segs++].backend = be;
-    i = j;
+    s->segs[s->n_segs].backend = be;
+    s->segs[s->n_segs].release = ps->release;
+    s->segs[s->n_segs].n_release = ps->n_release;
+    s->n_segs++;
   }
-  free(place);
-  free(order);
+  log_fallbacks(g, s->plan);
   *session_out = s;
   return ER_STATUS_OK;
 fail:
-  free(place);
-  free(order);
   er_session_free(s);
   return st;
+}
+
+void er_session_partition(const er_session *s, er_partition_summary *out) {
+  *out = s->plan->summary;
+}
+
+er_status er_session_placement(const er_session *s, size_t index, er_placement *out) {
+  const er_graph *g = s->model->graph;
+  if (index >= (size_t)g->n_nodes)
+    return er__error(ER_STATUS_NOT_FOUND, "node index %zu is out of range (the graph has %d nodes)", index,
+                     (int)g->n_nodes);
+  const er_node *n = &g->nodes[index];
+  out->op_type = n->op_type;
+  out->node_name = n->name;
+  out->backend = s->plan->place[index]->iface->name;
+  out->reason = s->plan->reason[index];
+  out->macs = s->plan->macs[index];
+  out->segment = s->plan->segment[index];
+  return ER_STATUS_OK;
 }
 
 static er_status check_input(const er_value *v, const er_tensor *t) {

@@ -8,6 +8,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu-exec.h"
+#include "backends/partition.h"
 #include "ops/op.h"
 
 static int cpu_device_count(er_backend *be) {
@@ -87,6 +88,8 @@ typedef struct cpu_compiled {
   int32_t *nodes;     /* [n_nodes] */
   int32_t n_nodes;
   int32_t *last_use;  /* [graph->n_values] */
+  const er_custom_kernel **kernels;  /* [n_nodes] registered CPU kernels
+                                        overriding standard ops, or NULL */
 } cpu_compiled;
 
 static void cpu_release(er_backend *be, void *compiled) {
@@ -95,7 +98,31 @@ static void cpu_release(er_backend *be, void *compiled) {
   if (!c) return;
   free(c->nodes);
   free(c->last_use);
+  free(c->kernels);
   free(c);
+}
+
+/* When each value can be freed inside the segment: after its last reader
+ * among the segment's nodes (in their execution order), unless a later
+ * segment or the caller needs it (the subgraph's outputs) or it came from
+ * outside (the session frees those after their last segment). -1: nothing
+ * in the segment reads it (freed as soon as it is produced). */
+static void segment_last_use(const er_subgraph *sg, int32_t *last_use) {
+  const er_graph *g = sg->graph;
+  er_id_list reads = {0};
+  for (int32_t v = 0; v < g->n_values; v++) last_use[v] = -1;
+  for (int32_t j = 0; j < sg->n_nodes; j++) {
+    if (!er__node_reads(g, sg->nodes[j], &reads)) {
+      /* Out of memory: free nothing early (correct, only less thrifty). */
+      for (int32_t v = 0; v < g->n_values; v++) last_use[v] = INT32_MAX;
+      break;
+    }
+    for (int32_t k = 0; k < reads.n; k++) last_use[reads.v[k]] = sg->nodes[j];
+  }
+  for (int32_t k = 0; k < g->n_outputs; k++) last_use[g->outputs[k]] = INT32_MAX;
+  for (int32_t k = 0; k < sg->n_outputs; k++) last_use[sg->outputs[k]] = INT32_MAX;
+  for (int32_t k = 0; k < sg->n_inputs; k++) last_use[sg->inputs[k]] = INT32_MAX;
+  free(reads.v);
 }
 
 static er_status cpu_compile(er_backend *be, const er_subgraph *sg, void **compiled_out) {
@@ -105,12 +132,24 @@ static er_status cpu_compile(er_backend *be, const er_subgraph *sg, void **compi
   c->n_nodes = sg->n_nodes;
   c->nodes = malloc(((size_t)sg->n_nodes + 1) * sizeof *c->nodes);
   c->last_use = malloc(((size_t)sg->graph->n_values + 1) * sizeof *c->last_use);
-  if (!c->nodes || !c->last_use) {
+  c->kernels = calloc((size_t)sg->n_nodes + 1, sizeof *c->kernels);
+  if (!c->nodes || !c->last_use || !c->kernels) {
     cpu_release(be, c);
     return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory compiling a CPU subgraph");
   }
   if (sg->n_nodes) memcpy(c->nodes, sg->nodes, (size_t)sg->n_nodes * sizeof *c->nodes);
-  er__exec_last_use(sg->graph, c->last_use);
+  segment_last_use(sg, c->last_use);
+  /* Kernels the application registered for the CPU (overrides of
+   * standard ops, and the newest kernel of a custom op). */
+  bool any = false;
+  for (int32_t j = 0; j < sg->n_nodes; j++) {
+    c->kernels[j] = er__custom_kernel_find("cpu", &sg->graph->nodes[sg->nodes[j]]);
+    any = any || c->kernels[j];
+  }
+  if (!any) {
+    free(c->kernels);
+    c->kernels = NULL;
+  }
   *compiled_out = c;
   return ER_STATUS_OK;
 }
@@ -119,7 +158,7 @@ static er_status cpu_compute(er_backend *be, void *compiled, struct er_exec *run
   ER_UNUSED(be);
   cpu_compiled *c = compiled;
   er_frame frame = {c->graph, values, NULL};
-  return er__exec_nodes(run, &frame, c->nodes, c->n_nodes, c->last_use);
+  return er__exec_nodes_with(run, &frame, c->nodes, c->n_nodes, c->last_use, c->kernels);
 }
 
 static const er_backend_iface cpu_iface = {
@@ -141,8 +180,3 @@ static const er_backend_iface cpu_iface = {
 static er_backend cpu_backend = {&cpu_iface, NULL};
 
 er_backend *er__backend_cpu(void) { return &cpu_backend; }
-
-er_backend *er__backend_find(const char *name) {
-  if (strcmp(name, "cpu") == 0) return &cpu_backend;
-  return NULL;
-}

@@ -70,7 +70,8 @@ static int node_width(const er_graph *g) {
   return width;
 }
 
-static er_status run_node(er_exec *ex, er_frame *frame, int32_t i, er_tensor **inp, er_tensor **outp) {
+static er_status run_node(er_exec *ex, er_frame *frame, int32_t i, er_tensor **inp, er_tensor **outp,
+                          const er_custom_kernel *kernel) {
   const er_graph *g = frame->g;
   const er_node *node = &g->nodes[i];
   er_status st = ER_STATUS_OK;
@@ -113,7 +114,7 @@ static er_status run_node(er_exec *ex, er_frame *frame, int32_t i, er_tensor **i
       st = er__tensor_alloc(o, 0);
     }
   }
-  if (st == ER_STATUS_OK) st = node->op->run(&ctx);
+  if (st == ER_STATUS_OK) st = kernel ? er__custom_kernel_run(kernel, &ctx, NULL) : node->op->run(&ctx);
   ex->frame = saved;
   for (int k = 0; k < node->n_outputs && st == ER_STATUS_OK; k++)
     if (outp[k] && !outp[k]->data)
@@ -124,6 +125,11 @@ static er_status run_node(er_exec *ex, er_frame *frame, int32_t i, er_tensor **i
 
 er_status er__exec_nodes(er_exec *ex, er_frame *frame, const int32_t *nodes, int32_t n_nodes,
                          const int32_t *last_use) {
+  return er__exec_nodes_with(ex, frame, nodes, n_nodes, last_use, NULL);
+}
+
+er_status er__exec_nodes_with(er_exec *ex, er_frame *frame, const int32_t *nodes, int32_t n_nodes,
+                              const int32_t *last_use, const er_custom_kernel *const *kernels) {
   const er_graph *g = frame->g;
   int width = node_width(g);
   er_tensor **inp = malloc((size_t)width * sizeof *inp);
@@ -136,7 +142,7 @@ er_status er__exec_nodes(er_exec *ex, er_frame *frame, const int32_t *nodes, int
   for (int32_t j = 0; j < n_nodes; j++) {
     int32_t i = nodes ? nodes[j] : j;
     const er_node *node = &g->nodes[i];
-    st = run_node(ex, frame, i, inp, outp);
+    st = run_node(ex, frame, i, inp, outp, kernels ? kernels[j] : NULL);
     if (st != ER_STATUS_OK) break;
     /* Free what no later node reads. */
     for (int k = 0; k < node->n_inputs; k++) {
@@ -206,8 +212,12 @@ er_status er__exec_graph_segments(er_exec *ex, const er_graph *g, const er_frame
 
   ex->depth++;
   if (segs) {
-    for (int s = 0; s < n_segs && st == ER_STATUS_OK; s++)
+    for (int s = 0; s < n_segs && st == ER_STATUS_OK; s++) {
       st = segs[s].backend->iface->compute(segs[s].backend, segs[s].compiled, ex, frame.vals);
+      /* Free what no later segment reads (a device segment leaves its
+       * inputs in the frame). */
+      for (int32_t r = 0; r < segs[s].n_release; r++) er__tensor_release(&frame.vals[segs[s].release[r]]);
+    }
   } else {
     last_use = malloc(((size_t)g->n_values + 1) * sizeof *last_use);
     if (!last_use) {

@@ -29,6 +29,9 @@ typedef struct er_exec {
 typedef struct er_segment {
   struct er_backend *backend;
   void *compiled;                /* from backend->iface->compile */
+  const int32_t *release;        /* [n_release] intermediates to free after
+                                    the segment (their last reader ran) */
+  int32_t n_release;
 } er_segment;
 
 /* last_use[v] = index of the last node of g that reads value v (a node
@@ -41,6 +44,11 @@ void er__exec_last_use(const er_graph *g, int32_t *last_use);
  * use. */
 er_status er__exec_nodes(er_exec *ex, er_frame *frame, const int32_t *nodes, int32_t n_nodes,
                          const int32_t *last_use);
+/* The same, with kernels[j] (when not NULL) replacing nodes[j]'s own
+ * reference kernel: custom kernels registered for the CPU. */
+struct er_custom_kernel;
+er_status er__exec_nodes_with(er_exec *ex, er_frame *frame, const int32_t *nodes, int32_t n_nodes,
+                              const int32_t *last_use, const struct er_custom_kernel *const *kernels);
 
 /* Executes `g`. `inputs[i]` binds g->inputs[i] (borrowed; entries may be
  * NULL and n_inputs may be less than g->n_inputs for inputs that have
