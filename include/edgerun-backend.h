@@ -316,6 +316,10 @@ typedef struct er_backend_plugin {
  * host->set_error explaining) when it cannot work here. */
 typedef er_status (*er_backend_plugin_init_fn)(const er_host_api *host,
                                                er_backend_plugin *plugin_out);
+/* Declared here so a plugin's definition is checked against it; the core
+ * never defines it. */
+ER_PLUGIN_EXPORT er_status er_backend_plugin_init(const er_host_api *host,
+                                                  er_backend_plugin *plugin_out);
 
 /* ------------------------------------------------------------------------ */
 /* Loading and listing backends                                              */

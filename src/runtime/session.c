@@ -334,8 +334,12 @@ static void log_fallbacks(const er_graph *g, const er_plan *p) {
       count++;
     }
     if (seen) continue;
-    er__log(ER_LOG_WARNING, "%d %s node%s (first: '%s') fall back from %s to the CPU: %s", count,
-            g->nodes[i].op_type, count == 1 ? "" : "s", g->nodes[i].name, sum->preferred, p->reason[i]);
+    if (count == 1)
+      er__log(ER_LOG_WARNING, "%s node '%s' falls back from %s to the CPU: %s", g->nodes[i].op_type,
+              g->nodes[i].name, sum->preferred, p->reason[i]);
+    else
+      er__log(ER_LOG_WARNING, "%d %s nodes (the first '%s') fall back from %s to the CPU: %s", count,
+              g->nodes[i].op_type, g->nodes[i].name, sum->preferred, p->reason[i]);
   }
   er__log(sum->fallback_share > ER_FALLBACK_WARN_SHARE ? ER_LOG_WARNING : ER_LOG_INFO,
           "%zu of %zu nodes run on the CPU instead of %s: %.1f%% of the compute (%llu of %llu MACs)%s",
