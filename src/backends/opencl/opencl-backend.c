@@ -217,7 +217,8 @@ static er_status ocl_device_desc(er_backend *be, int index, er_device_desc *d) {
 
 typedef enum kind {
   OP_UNARY, OP_BINARY, OP_VARIADIC, OP_AFFINE, OP_CONV, OP_POOL, OP_GEMM, OP_MATMUL, OP_CONCAT,
-  OP_ALIAS, OP_TRANSPOSE, OP_SOFTMAX, OP_LRN, OP_QUANT, OP_DEQUANT, OP_QCONV, OP_QMATMUL, OP_CUSTOM
+  OP_ALIAS, OP_TRANSPOSE, OP_SOFTMAX, OP_LRN, OP_QUANT, OP_DEQUANT, OP_QCONV, OP_QMATMUL, OP_FILL,
+  OP_CUSTOM
 } kind;
 
 /* Codes shared with opencl-kernels.cl. */
@@ -261,6 +262,7 @@ static const struct op_entry {
     {"LogSoftmax", OP_SOFTMAX, 1},       {"LRN", OP_LRN, 0},
     {"QuantizeLinear", OP_QUANT, 0},     {"DequantizeLinear", OP_DEQUANT, 0},
     {"QLinearConv", OP_QCONV, 0},        {"QLinearMatMul", OP_QMATMUL, 0},
+    {"ConstantOfShape", OP_FILL, 0},
 };
 
 static const struct op_entry *find_op(const er_node *n) {
@@ -291,6 +293,20 @@ static float attr_f(const er_node *n, const char *name, float def) {
   const er_attr *a = er__node_attr(n, name);
   return a && a->type == ER_ATTR_FLOAT ? a->f : def;
 }
+/* True when nothing reads value `id` (no node input, not a graph output,
+ * and no subgraph that could capture it). */
+static bool value_unused(const er_graph *g, int32_t id) {
+  if (g->values[id].is_graph_output) return false;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const er_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k] == id) return false;
+    for (int a = 0; a < n->n_attrs; a++)
+      if (n->attrs[a].type == ER_ATTR_GRAPH || n->attrs[a].type == ER_ATTR_GRAPHS) return false;
+  }
+  return true;
+}
+
 static bool is_q8(er_dtype t) { return t == ER_DTYPE_INT8 || t == ER_DTYPE_UINT8; }
 
 #define NO(...)                         \
@@ -313,7 +329,7 @@ static bool ocl_supports_op(er_backend *be, const er_graph *g, const er_node *n,
   for (int k = 0; k < n->n_inputs; k++)
     if (n->inputs[k] >= 0 && g->values[n->inputs[k]].info.rank < 0)
       NO("the rank of input %d is unknown at load", k);
-  bool quant = e->k == OP_DEQUANT || e->k == OP_QCONV || e->k == OP_QMATMUL;
+  bool quant = e->k == OP_DEQUANT || e->k == OP_QCONV || e->k == OP_QMATMUL || e->k == OP_FILL;
   if (e->k != OP_ALIAS && e->k != OP_CONCAT && e->k != OP_TRANSPOSE && !quant &&
       in_type(g, n, 0) != ER_DTYPE_FLOAT)
     NO("input type %s; the OpenCL kernels compute float32", er_dtype_name(in_type(g, n, 0)));
@@ -379,7 +395,8 @@ static bool ocl_supports_op(er_backend *be, const er_graph *g, const er_node *n,
     case OP_ALIAS:
       if (!es) NO("type %s cannot be moved", er_dtype_name(in_type(g, n, 0)));
       if (e->k == OP_ALIAS && strcmp(n->op_type, "Dropout") == 0) {
-        if (n->n_outputs > 1 && n->outputs[1] >= 0) NO("Dropout with a mask output");
+        if (n->n_outputs > 1 && n->outputs[1] >= 0 && !value_unused(g, n->outputs[1]))
+          NO("Dropout with a mask output that is used");
         if (!in_fixed(g, n, 2)) NO("Dropout training_mode decided at run time");
         const er_tensor *tm = in_const(g, n, 2);
         if (tm && er__load_i64(tm->data, tm->dtype, 0)) NO("Dropout in training mode");
@@ -412,6 +429,12 @@ static bool ocl_supports_op(er_backend *be, const er_graph *g, const er_node *n,
         if (k != 3 && !in_const(g, n, k)) NO("QLinearMatMul input %d is not a constant", k);
       if (in_const(g, n, 1)->dtype != ER_DTYPE_FLOAT) NO("QLinearMatMul scales are not float32");
       return true;
+    case OP_FILL: {
+      const er_attr *v = er__node_attr(n, "value");
+      if (v && (v->type != ER_ATTR_TENSOR || !v->t || er_dtype_size(v->t->dtype) == 0))
+        NO("ConstantOfShape value of a type that cannot be filled");
+      return true;
+    }
     case OP_CUSTOM:
       return true;
   }
@@ -1077,6 +1100,16 @@ static er_status run_node(run *r, const onode *o) {
       size_t global[2] = {(size_t)N, (size_t)M};
       cl_int e = clEnqueueNDRangeKernel(r->s->queue, k, 2, NULL, global, NULL, 0, NULL, NULL);
       return e == CL_SUCCESS ? ER_STATUS_OK : cl_fail(e, "qmatmul", node);
+    }
+    case OP_FILL: {
+      /* The attribute's one element, repeated (OpenCL 1.2 fills by pattern). */
+      const er_attr *v = er__node_attr(node, "value");
+      uint8_t zero[16] = {0};
+      const void *pat = v && v->t && v->t->data ? v->t->data : zero;
+      size_t es = er_dtype_size(y->t.dtype);
+      if (!y->t.nbytes) return ER_STATUS_OK;
+      cl_int e = clEnqueueFillBuffer(r->s->queue, y->mem, pat, es, 0, y->t.nbytes, 0, NULL, NULL);
+      return e == CL_SUCCESS ? ER_STATUS_OK : cl_fail(e, "clEnqueueFillBuffer", node);
     }
     case OP_ALIAS:
     case OP_CUSTOM:
