@@ -24,3 +24,8 @@ else()
   set(ER_HAVE_OPENCL OFF)
   message(STATUS "edgerun: OpenCL backend: not built (install ocl-icd-opencl-dev and opencl-headers)")
 endif()
+
+# ---- target profiles (inspect --target) read JSON with jansson ---------------
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
+target_link_libraries(libedgerun PUBLIC PkgConfig::JANSSON)

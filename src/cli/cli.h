@@ -49,6 +49,14 @@ int er_cli_backend_load(const char *cmd, const er_cli_backend *b);
  * outlive the session creation). */
 void er_cli_backend_apply(const er_cli_backend *b, er_session_options *o);
 
+/* The accelerator sections of inspect (cmd-inspect-accel.c): 0, or the
+ * exit code after printing the error. JSON output continues an open
+ * object (each section starts with ",\n"); first/last bracket the
+ * "targets" list. */
+int er_cli_inspect_placement(FILE *o, const er_model *m, const er_cli_backend *be, bool json);
+int er_cli_inspect_target(FILE *o, const er_model *m, const char *profile, bool assume_quantized,
+                          bool json, bool first, bool last);
+
 int er_cmd_run(int argc, char **argv);
 void er_cmd_run_help(FILE *out);
 int er_cmd_conform(int argc, char **argv);
