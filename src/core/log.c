@@ -28,7 +28,7 @@ void er_log_set_callback(er_log_fn fn, void *user, er_log_level min_level) {
   pthread_mutex_lock(&log_lock);
   log_fn = fn;
   log_user = user;
-  log_min = fn ? (int)min_level : -1;
+  log_min = (int)min_level;
   pthread_mutex_unlock(&log_lock);
 }
 

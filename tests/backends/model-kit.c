@@ -91,11 +91,15 @@ void mk_attr_floats(er_pbw *attrs, const char *name, const float *v, int n) {
   er__pbw_free(&a);
 }
 
+/* splitmix64: consecutive seeds give unrelated streams (a plain xorshift
+ * started from seeds 1 and 2 yields nearly equal first numbers, which
+ * made two inputs of a case almost the same). */
 float mk_uniform(mk_rng *r, float lo, float hi) {
-  r->s ^= r->s << 13;
-  r->s ^= r->s >> 7;
-  r->s ^= r->s << 17;
-  return lo + (hi - lo) * (float)((r->s >> 40) & 0xffffff) / (float)0x1000000;
+  uint64_t z = (r->s += UINT64_C(0x9e3779b97f4a7c15));
+  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+  z ^= z >> 31;
+  return lo + (hi - lo) * (float)(z >> 40) / (float)0x1000000;
 }
 
 void mk_fill(mk_rng *r, float *x, int64_t n, float lo, float hi) {

@@ -32,7 +32,7 @@ er_status mk_load(mk_model *m, int64_t opset, er_model **model_out);
 void mk_attr_string(er_pbw *attrs, const char *name, const char *v);
 void mk_attr_floats(er_pbw *attrs, const char *name, const float *v, int n);
 
-/* Deterministic pseudo-random numbers (xorshift), so failures reproduce. */
+/* Deterministic pseudo-random numbers (splitmix64), so failures reproduce. */
 typedef struct mk_rng {
   uint64_t s;
 } mk_rng;
