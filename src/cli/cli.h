@@ -63,5 +63,9 @@ int er_cmd_conform(int argc, char **argv);
 void er_cmd_conform_help(FILE *out);
 int er_cmd_inspect(int argc, char **argv);
 void er_cmd_inspect_help(FILE *out);
+int er_cmd_devices(int argc, char **argv);
+void er_cmd_devices_help(FILE *out);
+int er_cmd_bench(int argc, char **argv);
+void er_cmd_bench_help(FILE *out);
 
 #endif /* ER_CLI_H */

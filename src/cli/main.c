@@ -10,6 +10,8 @@ static const er_cli_cmd commands[] = {
     {"run", "run a model once on input files and write its outputs", er_cmd_run, er_cmd_run_help},
     {"conform", "run ONNX test-data folders and report pass/fail", er_cmd_conform, er_cmd_conform_help},
     {"inspect", "describe a model: inputs, outputs, ops, weights", er_cmd_inspect, er_cmd_inspect_help},
+    {"devices", "list the CPU, accelerators, memory and temperatures", er_cmd_devices, er_cmd_devices_help},
+    {"bench", "measure latency on a backend, optionally against the CPU", er_cmd_bench, er_cmd_bench_help},
 };
 
 int er_cli_fail(const char *cmd, const char *fmt, ...) {

@@ -192,12 +192,20 @@ static er_status ocl_device_desc(er_backend *be, int index, er_device_desc *d) {
     return er__error(ER_STATUS_NOT_FOUND, "opencl has %d devices; %d does not exist", s->n_devices, index);
   memset(d, 0, sizeof *d);
   cl_device_id dev = s->devices[index];
-  char ver[64] = "", drv[64] = "";
-  clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof d->name - 1, d->name, NULL);
-  clGetDeviceInfo(dev, CL_DEVICE_VENDOR, sizeof d->vendor - 1, d->vendor, NULL);
+  /* Queries fail outright when the buffer is too small, so read into
+   * roomy buffers and cut to the descriptor's fields. */
+  char name[512] = "", vendor[256] = "", plat[256] = "", ver[512] = "", drv[256] = "";
+  clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name - 1, name, NULL);
+  clGetDeviceInfo(dev, CL_DEVICE_VENDOR, sizeof vendor - 1, vendor, NULL);
+  clGetPlatformInfo(s->dev_platform[index], CL_PLATFORM_NAME, sizeof plat - 1, plat, NULL);
   clGetDeviceInfo(dev, CL_DEVICE_VERSION, sizeof ver - 1, ver, NULL);
   clGetDeviceInfo(dev, CL_DRIVER_VERSION, sizeof drv - 1, drv, NULL);
-  snprintf(d->driver, sizeof d->driver, "%s, driver %s", ver, drv);
+  /* "OpenCL 3.0 PoCL HSTR: ..." - the version words come first. */
+  char *cut = strstr(ver, " HSTR:");
+  if (cut) *cut = '\0';
+  snprintf(d->name, sizeof d->name, "%s", name);
+  snprintf(d->vendor, sizeof d->vendor, "%s; platform %s", vendor, plat);
+  snprintf(d->driver, sizeof d->driver, "%s, driver %s%s", ver, drv, index == s->chosen ? " (used)" : "");
   cl_device_type t = 0;
   clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof t, &t, NULL);
   d->kind = (t & CL_DEVICE_TYPE_GPU) ? ER_DEVICE_GPU : (t & CL_DEVICE_TYPE_CPU) ? ER_DEVICE_CPU
