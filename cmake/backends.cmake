@@ -2,6 +2,9 @@
 # missing toolkit leaves a clear "not available in this build" message at
 # run time (src/backends/registry.c), never a build failure.
 
+# The host side every GPU backend shares (no toolkit needed to build it).
+target_sources(libedgerun PRIVATE src/backends/gpu/gpu-common.c)
+
 # ---- OpenCL 1.2 through the ICD loader ---------------------------------------
 option(ER_OPENCL "Build the OpenCL backend when OpenCL headers and the ICD loader are found" ON)
 if(ER_OPENCL)
