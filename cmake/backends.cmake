@@ -32,3 +32,37 @@ endif()
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
 target_link_libraries(libedgerun PUBLIC PkgConfig::JANSSON)
+
+# ---- CUDA: built when nvcc is found; never a build failure without it -------
+option(ER_CUDA "Build the CUDA backend when the CUDA toolkit (nvcc) is found" ON)
+set(ER_HAVE_CUDA OFF)
+if(ER_CUDA AND NOT ER_SANITIZE AND NOT ER_FUZZ)
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    # Turing to Hopper; override with -DCMAKE_CUDA_ARCHITECTURES=native on a
+    # machine with a GPU. Set before enable_language, which reads it.
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 75 80 90)
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit)
+  endif()
+  if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND)
+    target_sources(libedgerun PRIVATE src/backends/cuda/cuda-backend.c src/backends/cuda/cuda-kernels.cu)
+    # The library target exists before CUDA is enabled, so it does not pick
+    # up the default architectures by itself.
+    set_target_properties(libedgerun PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
+    target_include_directories(libedgerun PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+    # The static runtime: the binary runs (and reports "no device") on
+    # machines without the toolkit's shared libraries.
+    target_link_libraries(libedgerun PUBLIC CUDA::cudart_static)
+    target_compile_definitions(libedgerun PRIVATE ER_HAVE_CUDA=1)
+    set(ER_HAVE_CUDA ON)
+    message(STATUS "edgerun: CUDA backend: built (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES})")
+  else()
+    message(STATUS "edgerun: CUDA backend: not built (no nvcc found; install the CUDA toolkit to build it)")
+  endif()
+else()
+  message(STATUS "edgerun: CUDA backend: not built (disabled, or a sanitizer/fuzz build)")
+endif()
