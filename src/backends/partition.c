@@ -101,6 +101,17 @@ static uint64_t sat_mul(uint64_t a, uint64_t b) {
   return er__mul_u64(a, b, &r) ? r : UINT64_MAX;
 }
 
+static uint64_t sat_add(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return er__add_u64(a, b, &r) ? r : UINT64_MAX;
+}
+
+static uint64_t graph_macs(const er_graph *g) {
+  uint64_t m = 0;
+  for (int32_t i = 0; i < g->n_nodes; i++) m = sat_add(m, er__node_macs(g, &g->nodes[i]));
+  return m;
+}
+
 uint64_t er__node_macs(const er_graph *g, const er_node *n) {
   const char *op = n->op_type;
   const er_tensor *y = value_info(g, n, 0, true);
@@ -129,6 +140,17 @@ uint64_t er__node_macs(const er_graph *g, const er_node *n) {
     }
     return sat_mul(out, k > 0 ? (uint64_t)k : 1);
   }
+  /* Control flow: the work is in the subgraphs (If: the larger branch;
+   * Loop and Scan: one pass of the body, as the trip count is a run-time
+   * value). */
+  uint64_t sub = 0;
+  for (int a = 0; a < n->n_attrs; a++) {
+    const er_attr *at = &n->attrs[a];
+    uint64_t m = at->type == ER_ATTR_GRAPH ? graph_macs(at->g) : 0;
+    for (int64_t j = 0; at->type == ER_ATTR_GRAPHS && j < at->n; j++) m = sat_add(m, graph_macs(at->graphs[j]));
+    sub = std && strcmp(op, "If") == 0 ? (m > sub ? m : sub) : sat_add(sub, m);
+  }
+  if (sub) return sub;
   /* Recurrent ops and the rest: one unit per output element (the share
    * they contribute is small in the CNNs and transformers this reports on,
    * and an over-precise guess would hide that it is an estimate). */
