@@ -64,5 +64,9 @@ if(ER_CUDA AND NOT ER_SANITIZE AND NOT ER_FUZZ)
     message(STATUS "edgerun: CUDA backend: not built (no nvcc found; install the CUDA toolkit to build it)")
   endif()
 else()
-  message(STATUS "edgerun: CUDA backend: not built (disabled, or a sanitizer/fuzz build)")
+  # nvcc takes neither the sanitizer nor the fuzzer flags; those builds test
+  # the shared GPU code through OpenCL.
+  target_compile_definitions(libedgerun PRIVATE
+    ER_CUDA_NOT_BUILT_WHY="CUDA is left out of sanitizer and fuzz builds, and when ER_CUDA is OFF")
+  message(STATUS "edgerun: CUDA backend: not built (ER_CUDA is OFF, or a sanitizer/fuzz build)")
 endif()

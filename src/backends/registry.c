@@ -24,8 +24,12 @@ static const struct builtin {
      "edgerun was built without OpenCL (install the Debian packages ocl-icd-opencl-dev and "
      "opencl-headers, then configure and build again)"},
     {"cuda", er__backend_cuda,
+#ifdef ER_CUDA_NOT_BUILT_WHY
+     "edgerun was built without CUDA (" ER_CUDA_NOT_BUILT_WHY ")"},
+#else
      "edgerun was built without CUDA (no nvcc was found when CMake configured the build; "
      "install the CUDA toolkit and configure again)"},
+#endif
 };
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
