@@ -150,6 +150,7 @@ LAUNCHER(cu_binary, er_gpu_binary, er__cuda_binary)
 LAUNCHER(cu_affine, er_gpu_affine, er__cuda_affine)
 LAUNCHER(cu_conv, er_gpu_conv, er__cuda_conv)
 LAUNCHER(cu_pool, er_gpu_pool, er__cuda_pool)
+LAUNCHER(cu_im2col, er_gpu_im2col, er__cuda_im2col)
 LAUNCHER(cu_gemm, er_gpu_gemm, er__cuda_gemm)
 LAUNCHER(cu_concat, er_gpu_concat, er__cuda_concat)
 LAUNCHER(cu_transpose, er_gpu_transpose, er__cuda_transpose)
@@ -164,13 +165,14 @@ static const er_gpu_api cu_api = {
     .alloc = cu_alloc,         .free = cu_free,           .download = cu_download,
     .copy = cu_copy,           .fill = cu_fill,           .finish = cu_finish,
     .stream = cu_stream,       .unary = cu_unary,         .binary = cu_binary,
-    .affine = cu_affine,       .conv = cu_conv,           .pool = cu_pool,
+    .affine = cu_affine,       .conv = cu_conv,           .im2col = cu_im2col,
+    .pool = cu_pool,
     .gemm = cu_gemm,           .concat = cu_concat,       .transpose = cu_transpose,
     .softmax = cu_softmax,     .lrn = cu_lrn,             .quantize = cu_quantize,
     .dequantize = cu_dequantize, .qconv = cu_qconv,       .qmatmul = cu_qmatmul,
 };
 
-static er_gpu gpu = {"cuda", &cu_api, &state, PTHREAD_MUTEX_INITIALIZER};
+static er_gpu gpu = {"cuda", &cu_api, &state, PTHREAD_MUTEX_INITIALIZER, false};
 
 /* ---- the backend ------------------------------------------------------------ */
 
@@ -179,12 +181,16 @@ static bool cu_supports_op(er_backend *be, const er_graph *g, const er_node *n, 
   return er__gpu_supports_op(&gpu, g, n, why, size);
 }
 
+static void configure(void) { er__gpu_configure(&gpu); }
+
 static er_status cu_compile(er_backend *be, const er_subgraph *sg, void **out) {
   ER_UNUSED(be);
   cuda_state *s = get_state();
   if (s->why[0]) return er__error(ER_STATUS_BACKEND, "cuda: %s", s->why);
   /* The runtime binds the current device per thread. */
   cudaSetDevice(s->device);
+  static pthread_once_t configured = PTHREAD_ONCE_INIT;
+  pthread_once(&configured, configure);
   return er__gpu_compile(&gpu, sg, out);
 }
 

@@ -120,6 +120,19 @@ __global__ static void conv2d_f32(const er_gpu_conv p) {
   ((float *)p.y)[i] = acc;
 }
 
+__global__ static void im2col_f32(const er_gpu_im2col p) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= p.n) return;
+  int C = p.p[1], H = p.p[2], W = p.p[3], OH = p.p[5], OW = p.p[6], KH = p.p[7];
+  int KW = p.p[8], SH = p.p[9], SW = p.p[10], PT = p.p[11], PL = p.p[12], DH = p.p[13], DW = p.p[14];
+  int L = OH * OW, K = C * KH * KW;
+  int l = i % L, k = (i / L) % K, b = i / (L * K);
+  int ow = l % OW, oh = l / OW;
+  int kw = k % KW, kh = (k / KW) % KH, c = k / (KW * KH);
+  int ih = oh * SH - PT + kh * DH, iw = ow * SW - PL + kw * DW;
+  ((float *)p.col)[i] = ih >= 0 && ih < H && iw >= 0 && iw < W ? ((const float *)p.x)[((b * C + c) * H + ih) * W + iw] : 0.0f;
+}
+
 __global__ static void pool2d_f32(const er_gpu_pool p) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= p.n) return;
@@ -310,6 +323,7 @@ int er__cuda_binary(const er_gpu_binary *p, void *stream) { LAUNCH1(binary_f32, 
 int er__cuda_affine(const er_gpu_affine *p, void *stream) { LAUNCH1(affine_f32, p->n, *p); }
 int er__cuda_conv(const er_gpu_conv *p, void *stream) { LAUNCH1(conv2d_f32, p->n, *p); }
 int er__cuda_pool(const er_gpu_pool *p, void *stream) { LAUNCH1(pool2d_f32, p->n, *p); }
+int er__cuda_im2col(const er_gpu_im2col *p, void *stream) { LAUNCH1(im2col_f32, p->n, *p); }
 int er__cuda_concat(const er_gpu_concat *p, void *stream) { LAUNCH1(concat_copy, p->bytes, *p); }
 int er__cuda_transpose(const er_gpu_transpose *p, void *stream) { LAUNCH1(transpose_bytes, p->n, *p); }
 int er__cuda_softmax(const er_gpu_softmax *p, void *stream) { LAUNCH1(softmax_f32, p->rows, *p); }

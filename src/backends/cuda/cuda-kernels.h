@@ -16,6 +16,7 @@ int er__cuda_binary(const er_gpu_binary *p, void *stream);
 int er__cuda_affine(const er_gpu_affine *p, void *stream);
 int er__cuda_conv(const er_gpu_conv *p, void *stream);
 int er__cuda_pool(const er_gpu_pool *p, void *stream);
+int er__cuda_im2col(const er_gpu_im2col *p, void *stream);
 int er__cuda_gemm(const er_gpu_gemm *p, void *stream);
 int er__cuda_concat(const er_gpu_concat *p, void *stream);
 int er__cuda_transpose(const er_gpu_transpose *p, void *stream);

@@ -229,6 +229,11 @@ bool er__gpu_supports_op(er_gpu *gpu, const er_graph *g, const er_node *n, char 
   NO("not supported");
 }
 
+void er__gpu_configure(er_gpu *gpu) {
+  const char *e = getenv("EDGERUN_GPU_DIRECT_CONV");
+  gpu->direct_conv = e && e[0] == '1';
+}
+
 /* ======================================================================== */
 /* Compile                                                                   */
 /* ======================================================================== */
@@ -605,6 +610,66 @@ static er_status run_gemm(run *r, const onode *o, dval *a, dval *b, dval *cv, dv
   return r->gpu->api->gemm(r->gpu->ctx, &p);
 }
 
+/* A group-1 convolution as one batched GEMM: Y[b] (M x OH*OW) = W (M x
+ * C*KH*KW) times the im2col matrix of x[b] (C*KH*KW x OH*OW), plus the bias
+ * per row. A pointwise convolution (1x1, stride 1, no padding) needs no
+ * im2col: x[b] already is that matrix. Grouped and depthwise convolutions,
+ * and ones whose im2col matrix would pass ER_GPU_IM2COL_MAX_BYTES, use the
+ * direct kernel. */
+#define ER_GPU_IM2COL_MAX_BYTES (UINT64_C(64) << 20)
+
+static er_status conv(run *r, const er_gpu_conv *c) {
+  const er_gpu_api *api = r->gpu->api;
+  void *ctx = r->gpu->ctx;
+  int N = c->p[0], C = c->p[1], H = c->p[2], W = c->p[3], M = c->p[4], OH = c->p[5], OW = c->p[6];
+  int KH = c->p[7], KW = c->p[8], G = c->p[15];
+  int64_t K = (int64_t)C * KH * KW, L = (int64_t)OH * OW;
+  bool pointwise = KH == 1 && KW == 1 && c->p[9] == 1 && c->p[10] == 1 && c->p[11] == 0 && c->p[12] == 0 &&
+                   OH == H && OW == W;
+  uint64_t col_bytes = (uint64_t)N * (uint64_t)K * (uint64_t)L * sizeof(float);
+  if (G != 1 || !api->im2col || (!pointwise && col_bytes > ER_GPU_IM2COL_MAX_BYTES) || r->gpu->direct_conv)
+    return api->conv(ctx, c);
+  void *col = c->x;
+  er_status st = ER_STATUS_OK;
+  if (!pointwise) {
+    st = api->alloc(ctx, col_bytes, NULL, &col);
+    if (st != ER_STATUS_OK) return st;
+    er_gpu_im2col ic = {c->x, col, N * K * L, {0}};
+    memcpy(ic.p, c->p, sizeof ic.p);
+    st = api->im2col(ctx, &ic);
+  }
+  if (st == ER_STATUS_OK) {
+    er_gpu_gemm g;
+    memset(&g, 0, sizeof g);
+    g.a = c->w;
+    g.b = col;
+    g.c = c->bias;
+    g.y = c->y;
+    g.has_c = c->has_bias;
+    g.M = M;
+    g.N = (int)L;
+    g.K = (int)K;
+    g.sai = (int)K;
+    g.sak = 1;
+    g.sbk = (int)L;
+    g.sbj = 1;
+    g.sci = 1;  /* bias[m] for every column */
+    g.scj = 0;
+    g.alpha = g.beta = 1;
+    g.brank = 1;
+    g.bdims[0] = N;
+    for (int d = 1; d < 8; d++) g.bdims[d] = 1;
+    g.bsa[0] = 0;  /* one weight matrix for every batch item */
+    g.bsb[0] = (int)(K * L);
+    g.batch = N;
+    st = api->gemm(ctx, &g);
+  }
+  /* Freeing is safe with the GEMM still queued: OpenCL releases a buffer
+   * when the commands using it are done, and cudaFree waits for the device. */
+  if (!pointwise) api->free(ctx, col);
+  return st;
+}
+
 static int64_t prod(const int64_t *d, int from, int to) {
   int64_t p = 1;
   for (int i = from; i < to; i++) p *= d[i];
@@ -657,7 +722,7 @@ static er_status run_node(run *r, const onode *o) {
       dval *b = node->n_inputs > 2 && node->inputs[2] >= 0 ? &r->v[node->inputs[2]] : NULL;
       er_gpu_conv p = {mem(x), mem(w), b ? mem(b) : mem(w), mem(y), b != NULL, n, {0}};
       conv_params(node, &x->t, &w->t, &y->t, p.p);
-      return n ? api->conv(ctx, &p) : ER_STATUS_OK;
+      return n ? conv(r, &p) : ER_STATUS_OK;
     }
     case OP_POOL:
       return run_pool(r, o, x, y);

@@ -33,6 +33,7 @@ typedef struct er_gpu_api {
   er_status (*binary)(void *ctx, const er_gpu_binary *p);
   er_status (*affine)(void *ctx, const er_gpu_affine *p);
   er_status (*conv)(void *ctx, const er_gpu_conv *p);
+  er_status (*im2col)(void *ctx, const er_gpu_im2col *p);
   er_status (*pool)(void *ctx, const er_gpu_pool *p);
   er_status (*gemm)(void *ctx, const er_gpu_gemm *p);
   er_status (*concat)(void *ctx, const er_gpu_concat *p);
@@ -53,7 +54,11 @@ typedef struct er_gpu {
   const er_gpu_api *api;
   void *ctx;
   pthread_mutex_t lock;
+  bool direct_conv;          /* EDGERUN_GPU_DIRECT_CONV=1: no im2col + GEMM */
 } er_gpu;
+
+/* Reads the environment switches into gpu (call once at backend init). */
+void er__gpu_configure(er_gpu *gpu);
 
 bool er__gpu_supports_op(er_gpu *gpu, const er_graph *g, const er_node *n, char *why, size_t size);
 er_status er__gpu_compile(er_gpu *gpu, const er_subgraph *sg, void **compiled_out);

@@ -56,6 +56,15 @@ typedef struct er_gpu_conv {
   int p[16];
 } er_gpu_conv;
 
+/* im2col for a group-1 convolution: col[b, (c*KH + kh)*KW + kw, oh*OW + ow]
+ * = x[b, c, ih, iw] (0 in the padding); p as er_gpu_conv. n = N * C * KH *
+ * KW * OH * OW. The product with the weights is then one batched GEMM. */
+typedef struct er_gpu_im2col {
+  void *x, *col;
+  int64_t n;
+  int p[16];
+} er_gpu_im2col;
+
 /* Pooling: p = PB PR H W | OH OW KH KW | SH SW PT PL | DH DW
  * count_include_pad is_max (PB, PR: end pads). */
 typedef struct er_gpu_pool {

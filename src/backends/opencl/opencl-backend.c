@@ -30,12 +30,12 @@ extern const char er__opencl_source[];
 
 enum {
   K_UNARY, K_BINARY, K_AFFINE, K_CONV, K_POOL, K_GEMM, K_CONCAT, K_TRANSPOSE, K_SOFTMAX, K_LRN,
-  K_QUANT, K_DEQUANT, K_QCONV, K_QMATMUL, K_COUNT
+  K_QUANT, K_DEQUANT, K_QCONV, K_QMATMUL, K_IM2COL, K_COUNT
 };
 static const char *const kernel_names[K_COUNT] = {
     "unary_f32",   "binary_f32",      "channel_affine_f32", "conv2d_f32", "pool2d_f32",
     "gemm_f32",    "concat_copy",     "transpose_bytes",    "softmax_f32", "lrn_f32",
-    "quantize_f32", "dequantize_f32", "qconv2d",            "qmatmul"};
+    "quantize_f32", "dequantize_f32", "qconv2d",            "qmatmul",     "im2col_f32"};
 
 typedef struct ocl {
   pthread_once_t once;
@@ -300,9 +300,16 @@ static er_status go(ocl *s, int kern, args *a, cl_uint dims, const size_t *globa
   return ER_STATUS_OK;
 }
 
+/* One work item per element, in work groups of ER_OCL_GROUP (the kernels
+ * return for items past n): implementations left to choose a group size
+ * for an odd global size may pick 1, and PoCL then runs one item at a
+ * time instead of vectorizing a group. */
+#define ER_OCL_GROUP 64
 static er_status go1(ocl *s, int kern, args *a, int64_t n) {
-  size_t g = (size_t)n;
-  return go(s, kern, a, 1, &g, NULL);
+  arg_int(a, (int)n);
+  size_t local = s->max_wg >= ER_OCL_GROUP ? ER_OCL_GROUP : 1;
+  size_t g = ((size_t)n + local - 1) / local * local;
+  return go(s, kern, a, 1, &g, &local);
 }
 
 #define ARGS(kern) args a = {s->k[kern], 0, CL_SUCCESS}
@@ -354,6 +361,15 @@ static er_status ocl_conv(void *ctx, const er_gpu_conv *p) {
   arg_mem(&a, p->y);
   arg_int16(&a, p->p);
   return go1(s, K_CONV, &a, p->n);
+}
+
+static er_status ocl_im2col(void *ctx, const er_gpu_im2col *p) {
+  ocl *s = ctx;
+  ARGS(K_IM2COL);
+  arg_mem(&a, p->x);
+  arg_mem(&a, p->col);
+  arg_int16(&a, p->p);
+  return go1(s, K_IM2COL, &a, p->n);
 }
 
 static er_status ocl_pool(void *ctx, const er_gpu_pool *p) {
@@ -491,13 +507,14 @@ static const er_gpu_api ocl_api = {
     .alloc = ocl_alloc,         .free = ocl_free,         .download = ocl_download,
     .copy = ocl_copy,           .fill = ocl_fill,         .finish = ocl_finish,
     .stream = ocl_stream,       .unary = ocl_unary,       .binary = ocl_binary,
-    .affine = ocl_affine,       .conv = ocl_conv,         .pool = ocl_pool,
+    .affine = ocl_affine,       .conv = ocl_conv,         .im2col = ocl_im2col,
+    .pool = ocl_pool,
     .gemm = ocl_gemm,           .concat = ocl_concat,     .transpose = ocl_transpose,
     .softmax = ocl_softmax,     .lrn = ocl_lrn,           .quantize = ocl_quantize,
     .dequantize = ocl_dequantize, .qconv = ocl_qconv,     .qmatmul = ocl_qmatmul,
 };
 
-static er_gpu gpu = {"opencl", &ocl_api, &state, PTHREAD_MUTEX_INITIALIZER};
+static er_gpu gpu = {"opencl", &ocl_api, &state, PTHREAD_MUTEX_INITIALIZER, false};
 
 /* ======================================================================== */
 /* The backend                                                               */
@@ -508,10 +525,14 @@ static bool ocl_supports_op(er_backend *be, const er_graph *g, const er_node *n,
   return er__gpu_supports_op(&gpu, g, n, why, size);
 }
 
+static void configure(void) { er__gpu_configure(&gpu); }
+
 static er_status ocl_compile(er_backend *be, const er_subgraph *sg, void **out) {
   ER_UNUSED(be);
   ocl *s = get_state();
   if (s->why[0]) return er__error(ER_STATUS_BACKEND, "opencl: %s", s->why);
+  static pthread_once_t configured = PTHREAD_ONCE_INIT;
+  pthread_once(&configured, configure);
   return er__gpu_compile(&gpu, sg, out);
 }
 

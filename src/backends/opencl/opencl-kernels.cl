@@ -16,8 +16,9 @@ enum {
   U_SOFTPLUS, U_SOFTSIGN, U_IDENTITY, U_SIN, U_COS, U_ROUND
 };
 
-__kernel void unary_f32(__global const float *x, __global float *y, int op, float a, float b) {
+__kernel void unary_f32(__global const float *x, __global float *y, int op, float a, float b, int n_items) {
   int i = get_global_id(0);
+  if (i >= n_items) return;  /* the launch rounds up to whole work groups */
   float v = x[i], r;
   switch (op) {
     case U_RELU: r = fmax(v, 0.0f); break;
@@ -70,8 +71,9 @@ inline int bcast_offset(int i, int rank, int8 dims, int8 strides) {
 }
 
 __kernel void binary_f32(__global const float *a, __global const float *b, __global float *y, int op,
-                         int rank, int8 dims, int8 sa, int8 sb) {
+                         int rank, int8 dims, int8 sa, int8 sb, int n_items) {
   int i = get_global_id(0);
+  if (i >= n_items) return;  /* the launch rounds up to whole work groups */
   float x = a[bcast_offset(i, rank, dims, sa)], z = b[bcast_offset(i, rank, dims, sb)], r;
   switch (op) {
     case B_ADD: r = x + z; break;
@@ -91,8 +93,9 @@ __kernel void binary_f32(__global const float *a, __global const float *b, __glo
 /* y = x * scale[c] + shift[c] over [N, C, inner]: inference BatchNorm. */
 __kernel void channel_affine_f32(__global const float *x, __global float *y,
                                  __global const float *scale, __global const float *shift, int c,
-                                 int inner) {
+                                 int inner, int n_items) {
   int i = get_global_id(0);
+  if (i >= n_items) return;  /* the launch rounds up to whole work groups */
   int ch = (i / inner) % c;
   y[i] = x[i] * scale[ch] + shift[ch];
 }
@@ -101,10 +104,11 @@ __kernel void channel_affine_f32(__global const float *x, __global float *y,
 
 /* p: N C H W | M OH OW KH | KW SH SW PT | PL DH DW G */
 __kernel void conv2d_f32(__global const float *x, __global const float *w, __global const float *bias,
-                         int has_bias, __global float *y, int16 p) {
+                         int has_bias, __global float *y, int16 p, int n_items) {
   int N = p.s0, C = p.s1, H = p.s2, W = p.s3, M = p.s4, OH = p.s5, OW = p.s6, KH = p.s7;
   int KW = p.s8, SH = p.s9, SW = p.sa, PT = p.sb, PL = p.sc, DH = p.sd, DW = p.se, G = p.sf;
   int i = get_global_id(0);
+  if (i >= n_items) return;  /* the launch rounds up to whole work groups */
   int ow = i % OW, oh = (i / OW) % OH, m = (i / (OW * OH)) % M, n = i / (OW * OH * M);
   int cg = C / G, mg = M / G, g = m / mg;
   float acc = has_bias ? bias[m] : 0.0f;
@@ -125,13 +129,29 @@ __kernel void conv2d_f32(__global const float *x, __global const float *w, __glo
   y[i] = acc;
 }
 
+/* col[b, (c*KH + kh)*KW + kw, oh*OW + ow] = x[b, c, ih, iw], 0 in the
+ * padding; p as conv2d_f32 (groups of 1). */
+__kernel void im2col_f32(__global const float *x, __global float *col, int16 p, int n_items) {
+  int C = p.s1, H = p.s2, W = p.s3, OH = p.s5, OW = p.s6, KH = p.s7;
+  int KW = p.s8, SH = p.s9, SW = p.sa, PT = p.sb, PL = p.sc, DH = p.sd, DW = p.se;
+  int i = get_global_id(0);
+  if (i >= n_items) return;  /* the launch rounds up to whole work groups */
+  int L = OH * OW, K = C * KH * KW;
+  int l = i % L, k = (i / L) % K, b = i / (L * K);
+  int ow = l % OW, oh = l / OW;
+  int kw = k % KW, kh = (k / KW) % KH, c = k / (KW * KH);
+  int ih = oh * SH - PT + kh * DH, iw = ow * SW - PL + kw * DW;
+  col[i] = ih >= 0 && ih < H && iw >= 0 && iw < W ? x[((b * C + c) * H + ih) * W + iw] : 0.0f;
+}
+
 /* p: PB PR H W | OH OW KH KW | SH SW PT PL | DH DW count_include_pad is_max
  * (PB, PR: the end pads, for count_include_pad) */
-__kernel void pool2d_f32(__global const float *x, __global float *y, int16 p) {
+__kernel void pool2d_f32(__global const float *x, __global float *y, int16 p, int n_items) {
   int PB = p.s0, PR = p.s1, H = p.s2, W = p.s3, OH = p.s4, OW = p.s5, KH = p.s6, KW = p.s7;
   int SH = p.s8, SW = p.s9, PT = p.sa, PL = p.sb, DH = p.sc, DW = p.sd, inc_pad = p.se,
       is_max = p.sf;
   int i = get_global_id(0);
+  if (i >= n_items) return;  /* the launch rounds up to whole work groups */
   int ow = i % OW, oh = (i / OW) % OH, nc = i / (OW * OH);
   __global const float *xc = x + nc * H * W;
   float acc = is_max ? -INFINITY : 0.0f;
@@ -191,8 +211,9 @@ __kernel void gemm_f32(__global const float *a, __global const float *b, __globa
 /* Copies one input of a Concat: [outer, inner_src] into [outer, inner_dst]
  * at column `offset` (units of bytes). */
 __kernel void concat_copy(__global const uchar *src, __global uchar *dst, int inner_src,
-                          int inner_dst, int offset) {
+                          int inner_dst, int offset, int n_items) {
   int i = get_global_id(0);
+  if (i >= n_items) return;  /* the launch rounds up to whole work groups */
   int o = i / inner_src, r = i % inner_src;
   dst[o * inner_dst + offset + r] = src[i];
 }
@@ -200,8 +221,9 @@ __kernel void concat_copy(__global const uchar *src, __global uchar *dst, int in
 /* y[i] = x[perm offset]: out dims and the input strides permuted into the
  * output's order; es = bytes per element. */
 __kernel void transpose_bytes(__global const uchar *x, __global uchar *y, int rank, int8 dims,
-                              int8 strides, int es) {
+                              int8 strides, int es, int n_items) {
   int i = get_global_id(0);
+  if (i >= n_items) return;  /* the launch rounds up to whole work groups */
   int off = bcast_offset(i, rank, dims, strides);
   for (int k = 0; k < es; k++) y[i * es + k] = x[off * es + k];
 }
@@ -210,8 +232,9 @@ __kernel void transpose_bytes(__global const uchar *x, __global uchar *y, int ra
 
 /* One work item per (outer, inner) row of `len` elements strided by inner. */
 __kernel void softmax_f32(__global const float *x, __global float *y, int len, int inner,
-                          int log_softmax) {
+                          int log_softmax, int n_items) {
   int r = get_global_id(0);
+  if (r >= n_items) return;  /* the launch rounds up to whole work groups */
   int o = r / inner, in = r % inner;
   __global const float *xr = x + o * len * inner + in;
   __global float *yr = y + o * len * inner + in;
@@ -227,8 +250,9 @@ __kernel void softmax_f32(__global const float *x, __global float *y, int len, i
 
 /* Local response normalization across channels of [N, C, inner]. */
 __kernel void lrn_f32(__global const float *x, __global float *y, int C, int inner, int size,
-                      float alpha, float beta, float bias) {
+                      float alpha, float beta, float bias, int n_items) {
   int i = get_global_id(0);
+  if (i >= n_items) return;  /* the launch rounds up to whole work groups */
   int c = (i / inner) % C;
   int base = i - c * inner;
   int lo = c - (size - 1) / 2, hi = c + size / 2;
@@ -258,8 +282,9 @@ inline uchar store_q(float v, int zp, int is_signed) {
  * channel is (i / inner) % axis_len. */
 __kernel void quantize_f32(__global const float *x, __global uchar *y, __global const float *scale,
                            __global const uchar *zp, int has_zp, int is_signed, int axis_len,
-                           int inner) {
+                           int inner, int n_items) {
   int i = get_global_id(0);
+  if (i >= n_items) return;  /* the launch rounds up to whole work groups */
   int c = axis_len > 1 ? (i / inner) % axis_len : 0;
   int z = has_zp ? load_q(zp, c, is_signed) : 0;
   y[i] = store_q(x[i] / scale[c], z, is_signed);
@@ -267,8 +292,9 @@ __kernel void quantize_f32(__global const float *x, __global uchar *y, __global 
 
 __kernel void dequantize_f32(__global const uchar *x, __global float *y, __global const float *scale,
                              __global const uchar *zp, int has_zp, int is_signed, int axis_len,
-                             int inner) {
+                             int inner, int n_items) {
   int i = get_global_id(0);
+  if (i >= n_items) return;  /* the launch rounds up to whole work groups */
   int c = axis_len > 1 ? (i / inner) % axis_len : 0;
   int z = has_zp ? load_q(zp, c, is_signed) : 0;
   y[i] = (float)(load_q(x, i, is_signed) - z) * scale[c];
@@ -279,11 +305,12 @@ __kernel void dequantize_f32(__global const uchar *x, __global float *y, __globa
  * q: x_signed w_signed y_signed w_per_channel zx zy has_bias. */
 __kernel void qconv2d(__global const uchar *x, __global const uchar *w, __global const int *bias,
                       __global uchar *y, __global const float *wscale, __global const uchar *wzp,
-                      float xscale, float yscale, int16 p, int8 q) {
+                      float xscale, float yscale, int16 p, int8 q, int n_items) {
   int C = p.s1, H = p.s2, W = p.s3, M = p.s4, OH = p.s5, OW = p.s6, KH = p.s7;
   int KW = p.s8, SH = p.s9, SW = p.sa, PT = p.sb, PL = p.sc, DH = p.sd, DW = p.se, G = p.sf;
   int xs = q.s0, ws = q.s1, ys = q.s2, per_ch = q.s3, zx = q.s4, zy = q.s5, has_bias = q.s6;
   int i = get_global_id(0);
+  if (i >= n_items) return;  /* the launch rounds up to whole work groups */
   int ow = i % OW, oh = (i / OW) % OH, m = (i / (OW * OH)) % M, n = i / (OW * OH * M);
   int cg = C / G, mg = M / G, g = m / mg;
   int zw = load_q(wzp, per_ch ? m : 0, ws);
