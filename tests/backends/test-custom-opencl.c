@@ -138,6 +138,89 @@ static void test_custom_on_opencl(void) {
   er_model_free(model);
 }
 
+/* Four threads run one OpenCL session at once; every result equals the
+ * CPU's (the backend serializes its queue; runs share only weights). */
+#include <pthread.h>
+typedef struct worker_arg {
+  er_session *s;
+  const float *ref;
+  int bad;
+} worker_arg;
+
+static void *worker(void *p) {
+  worker_arg *a = p;
+  float x[2 * 3 * 8 * 8];
+  mk_rng r = {99};
+  mk_fill(&r, x, 2 * 3 * 8 * 8, -1, 1);
+  for (int it = 0; it < 20; it++) {
+    er_tensor *t, *y = NULL;
+    er_tensor_wrap(ER_DTYPE_FLOAT, 4, (int64_t[]){2, 3, 8, 8}, x, sizeof x, &t);
+    er_named_tensor in = {"x", t};
+    if (er_session_run(a->s, &in, 1, NULL, 1, &y) != ER_STATUS_OK) a->bad++;
+    else
+      for (int64_t i = 0; i < er_tensor_count(y); i++)
+        if (fabsf(((const float *)er_tensor_cdata(y))[i] - a->ref[i]) > 1e-4f) a->bad++;
+    er_tensor_free(y);
+    er_tensor_free(t);
+  }
+  return NULL;
+}
+
+static void test_concurrent_runs(void) {
+  mk_model m;
+  mk_begin(&m, "cnn");
+  mk_input(&m, "x", ER_DTYPE_FLOAT, 4, (int64_t[]){2, 3, 8, 8});
+  float w[4 * 3 * 3 * 3], b[4];
+  mk_rng r = {5};
+  mk_fill(&r, w, 108, -1, 1);
+  mk_fill(&r, b, 4, -1, 1);
+  mk_const(&m, "w", ER_DTYPE_FLOAT, 4, (int64_t[]){4, 3, 3, 3}, w);
+  mk_const(&m, "b", ER_DTYPE_FLOAT, 1, (int64_t[]){4}, b);
+  er_pbw a = {0};
+  tb_attr_ints(&a, "pads", (int64_t[]){1, 1, 1, 1}, 4);
+  mk_node(&m, "Conv", "conv", "x,w,b", "c", &a);
+  er__pbw_free(&a);
+  mk_node(&m, "Relu", "relu", "c", "r", NULL);
+  mk_node(&m, "GlobalAveragePool", "gap", "r", "y", NULL);
+  mk_output(&m, "y", ER_DTYPE_FLOAT, -1, NULL);
+  er_model *model = NULL;
+  CHECK_STATUS(mk_load(&m, 13, &model), ER_STATUS_OK);
+  if (!model) return;
+  er_session *cpu = NULL, *gpu = NULL;
+  er_session_options o;
+  er_session_options_init(&o);
+  CHECK_STATUS(er_session_create(model, &o, &cpu), ER_STATUS_OK);
+  const char *names[1] = {"opencl"};
+  o.backends = names;
+  o.backend_count = 1;
+  o.allow_fallback = false;
+  CHECK_STATUS(er_session_create(model, &o, &gpu), ER_STATUS_OK);
+  float x[2 * 3 * 8 * 8];
+  mk_rng rx = {99};
+  mk_fill(&rx, x, 2 * 3 * 8 * 8, -1, 1);
+  er_tensor *t, *ref = NULL;
+  er_tensor_wrap(ER_DTYPE_FLOAT, 4, (int64_t[]){2, 3, 8, 8}, x, sizeof x, &t);
+  er_named_tensor in = {"x", t};
+  if (cpu) CHECK_STATUS(er_session_run(cpu, &in, 1, NULL, 1, &ref), ER_STATUS_OK);
+  if (gpu && ref) {
+    worker_arg args[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+      args[i] = (worker_arg){gpu, er_tensor_cdata(ref), 0};
+      pthread_create(&th[i], NULL, worker, &args[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+      pthread_join(th[i], NULL);
+      CHECK(args[i].bad == 0);
+    }
+  }
+  er_tensor_free(ref);
+  er_tensor_free(t);
+  er_session_free(cpu);
+  er_session_free(gpu);
+  er_model_free(model);
+}
+
 int main(int argc, char **argv) {
   er_backend_info info = {0};
   for (size_t i = 0; i < er_backend_count(); i++) {
@@ -149,6 +232,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   er_log_set_callback(NULL, NULL, ER_LOG_ERROR);
-  static const er_test_case cases[] = {{"custom_on_opencl", test_custom_on_opencl}};
-  return er_test_run(cases, 1, argc, argv);
+  static const er_test_case cases[] = {{"concurrent_runs", test_concurrent_runs},
+                                       {"custom_on_opencl", test_custom_on_opencl}};
+  return er_test_run(cases, 2, argc, argv);
 }
