@@ -129,8 +129,10 @@ typedef struct er_subgraph {
  * pointers and the cudaStream_t. Plugin backends claim ops through their
  * own supports_op and are not dispatched here.
  *
- * Operators must be registered before the models that use them are loaded
- * (loading binds each node to its implementation). */
+ * New operators must be registered before the models that use them are
+ * loaded (loading binds each node to its implementation); kernels for a
+ * backend, before the sessions that should use them are created (sessions
+ * pick kernels when they compile). */
 typedef struct er_custom_op {
   uint32_t abi_version;      /* ER_PLUGIN_ABI_VERSION */
   uint32_t struct_size;      /* sizeof(er_custom_op) */

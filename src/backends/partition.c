@@ -194,21 +194,23 @@ static er_status place_node(er_plan *p, const er_graph *g, int32_t i, er_backend
   er_backend *cpu = er__backend_cpu();
   const er_node *node = &g->nodes[i];
   char *why = p->reason[i];
-  size_t used = 0;
+  size_t used = 0, n_accel = 0;
   why[0] = '\0';
+  /* With several accelerators preferred, each reason names its backend. */
+  while (n_accel < n_prefs && prefs[n_accel] != cpu) n_accel++;
   for (size_t b = 0; b < n_prefs; b++) {
     er_backend *be = prefs[b];
     if (be == cpu) break;
     char r[ER_PLACE_REASON_BYTES] = "";
     if (be->iface->supports_op(be, g, node, r, sizeof r)) {
+      /* Placed; the reasons of the backends preferred before it stay. */
       p->place[i] = be;
-      why[0] = '\0';
       return ER_STATUS_OK;
     }
     if (!r[0]) snprintf(r, sizeof r, "not supported");
     if (used < ER_PLACE_REASON_BYTES)
       used += (size_t)snprintf(why + used, ER_PLACE_REASON_BYTES - used, "%s%s%s%s", used ? "; " : "",
-                               n_prefs > 2 ? be->iface->name : "", n_prefs > 2 ? ": " : "", r);
+                               n_accel > 1 ? be->iface->name : "", n_accel > 1 ? ": " : "", r);
   }
   char r[ER_PLACE_REASON_BYTES] = "";
   if (!cpu->iface->supports_op(cpu, g, node, r, sizeof r))
