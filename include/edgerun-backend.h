@@ -390,7 +390,21 @@ typedef struct er_partition_summary {
 /* Above this share of compute on the CPU, session creation logs a warning. */
 #define ER_FALLBACK_WARN_SHARE 0.20
 
+/* One value moved between host memory and a device per run: the session
+ * uploads a device segment's inputs before it runs and downloads its
+ * outputs after (intermediates inside a segment stay on the device). */
+typedef struct er_transfer {
+  const char *value;         /* the value's name (owned by the model) */
+  int segment;               /* the device segment it enters or leaves */
+  const char *backend;       /* that segment's backend */
+  bool to_device;            /* true: host -> device; false: device -> host */
+  uint64_t bytes;            /* from the shape known at load (dynamic dims
+                                counted as 1) */
+} er_transfer;
+
 ER_API void er_session_partition(const er_session *session, er_partition_summary *summary_out);
+/* Transfer `index` (0 .. summary.transfers-1), in execution order. */
+ER_API er_status er_session_transfer(const er_session *session, size_t index, er_transfer *transfer_out);
 /* Placement of node `index` (0 .. node_count-1, in the model's order). */
 ER_API er_status er_session_placement(const er_session *session, size_t index,
                                       er_placement *placement_out);

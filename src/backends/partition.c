@@ -162,8 +162,7 @@ uint64_t er__node_macs(const er_graph *g, const er_node *n) {
   return total ? total : 1;
 }
 
-/* Bytes of a value from its load-time shape (unknown dims count as 1). */
-static uint64_t value_bytes(const er_graph *g, int32_t id) {
+uint64_t er__value_bytes(const er_graph *g, int32_t id) {
   const er_tensor *t = &g->values[id].info;
   return sat_mul(known_product(t, 0), er_dtype_size(t->dtype));
 }
@@ -439,11 +438,11 @@ static void summarize(er_plan *p, const er_graph *g, er_backend *const *prefs, s
     if (seg->backend == cpu) continue;
     for (int32_t j = 0; j < seg->n_inputs; j++) {
       s->transfers++;
-      er__add_u64(s->transfer_bytes, value_bytes(g, seg->inputs[j]), &s->transfer_bytes);
+      er__add_u64(s->transfer_bytes, er__value_bytes(g, seg->inputs[j]), &s->transfer_bytes);
     }
     for (int32_t j = 0; j < seg->n_outputs; j++) {
       s->transfers++;
-      er__add_u64(s->transfer_bytes, value_bytes(g, seg->outputs[j]), &s->transfer_bytes);
+      er__add_u64(s->transfer_bytes, er__value_bytes(g, seg->outputs[j]), &s->transfer_bytes);
     }
   }
 }

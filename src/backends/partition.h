@@ -75,6 +75,9 @@ bool er__node_reads(const er_graph *g, int32_t i, er_id_list *reads);
  * reduction inside. */
 uint64_t er__node_macs(const er_graph *g, const er_node *node);
 
+/* Bytes of a value from its load-time shape (unknown dims count as 1). */
+uint64_t er__value_bytes(const er_graph *g, int32_t id);
+
 /* Whether value `id` of the main graph is fixed at load (a weight or a
  * folded constant that no caller can override). */
 bool er__value_is_fixed(const er_graph *g, int32_t id);

@@ -43,6 +43,17 @@ int er_cli_inspect_placement(FILE *o, const er_model *m, const er_cli_backend *b
       er_cli_json_string(o, p.reason);
       fprintf(o, "}");
     }
+    fprintf(o, "],\n  \"transfer_list\": [");
+    for (size_t i = 0; i < sum.transfers; i++) {
+      er_transfer t;
+      if (er_session_transfer(s, i, &t) != ER_STATUS_OK) break;
+      fprintf(o, "%s\n   {\"value\": ", i ? "," : "");
+      er_cli_json_string(o, t.value);
+      fprintf(o, ", \"segment\": %d, \"backend\": ", t.segment);
+      er_cli_json_string(o, t.backend);
+      fprintf(o, ", \"direction\": \"%s\", \"bytes\": %llu}", t.to_device ? "to_device" : "to_host",
+              (unsigned long long)t.bytes);
+    }
     fprintf(o, "]}");
   } else {
     fprintf(o, "placement (preferred backend: %s):\n", sum.preferred);
@@ -59,6 +70,12 @@ int er_cli_inspect_placement(FILE *o, const er_model *m, const er_cli_backend *b
             (unsigned long long)sum.fallback_macs, (unsigned long long)sum.total_macs);
     fprintf(o, "segments:     %zu; %zu transfers between host and device per run (%llu bytes)\n",
             sum.segments, sum.transfers, (unsigned long long)sum.transfer_bytes);
+    for (size_t i = 0; i < sum.transfers; i++) {
+      er_transfer t;
+      if (er_session_transfer(s, i, &t) != ER_STATUS_OK) break;
+      fprintf(o, "  segment %-3d %-8s %s %-30s %12llu bytes\n", t.segment, t.backend,
+              t.to_device ? "<- host  " : "-> host  ", t.value, (unsigned long long)t.bytes);
+    }
     if (warn)
       fprintf(o, "WARNING: more than %.0f%% of the compute falls back to the CPU\n",
               100.0 * ER_FALLBACK_WARN_SHARE);

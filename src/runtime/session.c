@@ -406,6 +406,31 @@ void er_session_partition(const er_session *s, er_partition_summary *out) {
   *out = s->plan->summary;
 }
 
+er_status er_session_transfer(const er_session *s, size_t index, er_transfer *out) {
+  const er_graph *g = s->model->graph;
+  er_backend *cpu = er__backend_cpu();
+  size_t k = 0;
+  for (int i = 0; i < s->plan->n_segs; i++) {
+    const er_plan_segment *seg = &s->plan->segs[i];
+    if (seg->backend == cpu) continue;
+    for (int dir = 0; dir < 2; dir++) {
+      const int32_t *ids = dir == 0 ? seg->inputs : seg->outputs;
+      int32_t n = dir == 0 ? seg->n_inputs : seg->n_outputs;
+      for (int32_t j = 0; j < n; j++, k++) {
+        if (k != index) continue;
+        const er_value *v = &g->values[ids[j]];
+        out->value = v->name;
+        out->segment = i;
+        out->backend = seg->backend->iface->name;
+        out->to_device = dir == 0;
+        out->bytes = er__value_bytes(g, ids[j]);
+        return ER_STATUS_OK;
+      }
+    }
+  }
+  return er__error(ER_STATUS_NOT_FOUND, "transfer index %zu is out of range (the session has %zu)", index, k);
+}
+
 er_status er_session_placement(const er_session *s, size_t index, er_placement *out) {
   const er_graph *g = s->model->graph;
   if (index >= (size_t)g->n_nodes)
