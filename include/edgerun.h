@@ -135,8 +135,12 @@ typedef struct er_load_options {
   uint64_t max_total_bytes;    /* all initializers together; default 8 GiB */
   uint32_t max_nodes;          /* nodes in one graph; default 1,000,000 */
   uint32_t max_nesting;        /* subgraph and message nesting; default 32 */
-  int optimize;                /* 1 = constant folding etc. at load (default);
-                                  -1 = load the graph exactly as written */
+  int optimize;                /* load-time rewrites: 2 = constant folding,
+                                  dead nodes, BatchNorm folding and operator
+                                  fusion (default); 1 = constant folding and
+                                  dead nodes only (the graph's operators as
+                                  written, e.g. to check an NPU profile);
+                                  -1 = the graph exactly as written */
 } er_load_options;
 
 /* Fills *opts with the defaults. */

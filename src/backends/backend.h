@@ -13,6 +13,8 @@
 #ifndef ER_BACKEND_H
 #define ER_BACKEND_H
 
+#include "edgerun-backend.h"
+#include "core/log.h"
 #include "graph/ir.h"
 
 struct er_exec;
@@ -21,35 +23,8 @@ struct er_exec;
 
 typedef struct er_backend er_backend;
 
-typedef enum er_device_kind {
-  ER_DEVICE_CPU = 0,
-  ER_DEVICE_GPU = 1,
-  ER_DEVICE_NPU = 2,
-  ER_DEVICE_OTHER = 3,
-} er_device_kind;
-
-typedef struct er_device_desc {
-  char name[128];            /* "Intel(R) Xeon(R) ...", "pthread-cpu" */
-  char vendor[64];
-  char driver[64];           /* driver or runtime version text */
-  er_device_kind kind;
-  uint64_t memory_bytes;     /* 0 when unknown */
-  int compute_units;         /* cores / SMs / CUs; 0 when unknown */
-} er_device_desc;
-
-/* A subgraph handed to a backend: node indices of one graph, in
- * topological order, with the values that cross its boundary. */
-typedef struct er_subgraph {
-  const er_graph *graph;
-  const int32_t *nodes;      /* [n_nodes] indices into graph->nodes */
-  int32_t n_nodes;
-  const int32_t *inputs;     /* [n_inputs] value ids read from outside */
-  int32_t n_inputs;
-  const int32_t *outputs;    /* [n_outputs] value ids read outside or
-                                graph outputs */
-  int32_t n_outputs;
-  bool force_reference;      /* CPU: use reference kernels only */
-} er_subgraph;
+/* er_device_kind, er_device_desc and er_subgraph are public (the plugin
+ * ABI, include/edgerun-backend.h); the core's own backends use them too. */
 
 typedef struct er_backend_iface {
   uint32_t abi_version;      /* ER_BACKEND_ABI_VERSION */
@@ -86,6 +61,10 @@ typedef struct er_backend_iface {
 
   /* Frees the backend. (optional) */
   void (*destroy)(er_backend *be);
+
+  /* Why the backend cannot be used here ("no OpenCL platform found"), or
+   * NULL when it can. Called before device_count. (optional) */
+  const char *(*unavailable)(er_backend *be);
 } er_backend_iface;
 
 struct er_backend {
@@ -95,6 +74,13 @@ struct er_backend {
 
 /* Built-in backends. */
 er_backend *er__backend_cpu(void);
+/* NULL when the backend was not compiled in (no OpenCL headers, no CUDA
+ * toolkit at build time). */
+er_backend *er__backend_opencl(void);
+er_backend *er__backend_cuda(void);
+/* The CPU backend's compile with its own option: force_reference keeps
+ * every node on its reference kernel (the iface's compile passes false). */
+er_status er__cpu_compile(const er_subgraph *sg, bool force_reference, void **compiled_out);
 /* The optimized kernel a compiled CPU subgraph runs for node `node` (index
  * in its graph), or NULL for the reference kernel or a node not in it. */
 const char *er__cpu_compiled_kernel(const void *compiled, int32_t node);
@@ -102,7 +88,20 @@ const char *er__cpu_compiled_kernel(const void *compiled, int32_t node);
  * declared. */
 size_t er__cpu_compiled_scratch(const void *compiled);
 
-/* Finds a registered backend by name; NULL when it is not available. */
+/* Finds a registered backend by name (built in or loaded); NULL when none
+ * has that name. registry.c. */
 er_backend *er__backend_find(const char *name);
+/* Whether a backend of this name is usable: OK, or UNSUPPORTED naming the
+ * reason (not built, no device, unknown name) with the message set. */
+er_status er__backend_require(const char *name, er_backend **backend_out);
+
+/* The registered custom kernel for a node on a backend ("cpu", "opencl",
+ * "cuda"), or NULL (custom-op.c). The result stays valid for the life of
+ * the process. */
+typedef struct er_custom_kernel er_custom_kernel;
+const er_custom_kernel *er__custom_kernel_find(const char *backend, const er_node *node);
+/* Runs a custom kernel for a node whose inputs and outputs are in `ctx`
+ * (outputs allocated). `stream` is the device queue (NULL on the CPU). */
+er_status er__custom_kernel_run(const er_custom_kernel *k, struct er_kctx *ctx, void *stream);
 
 #endif /* ER_BACKEND_H */

@@ -8,12 +8,13 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "edgerun-backend.h"
 
 void er_cmd_bench_help(FILE *out) {
   fprintf(out,
           "usage: edgerun bench MODEL [--threads T] [--warmup N] [--iterations N] [--json]\n"
           "                     [--profile trace.json] [--dim NAME=V ...] [--input NAME=FILE ...]\n"
-          "                     [--reference] [--seed S]\n\n"
+          "                     [--reference] [--seed S] [--compare BACKEND] [backend options]\n\n"
           "Measures MODEL on this machine: load time (file to ready session), the first run,\n"
           "then N timed runs after the warm-up: p50/p95/p99/mean latency, throughput, peak\n"
           "RSS and the memory plan's arena bytes. Inputs are seeded random values of the\n"
@@ -22,7 +23,11 @@ void er_cmd_bench_help(FILE *out) {
           "writes a Chrome trace (chrome://tracing, Perfetto) of the last run and prints\n"
           "per-op totals. --reference uses the reference kernels only.\n"
           "--json prints one object with load_ms, first_run_ms, p50_ms, p95_ms, p99_ms,\n"
-          "mean_ms, min_ms, throughput_ips, peak_rss_kb, arena_bytes and more.\n");
+          "mean_ms, min_ms, throughput_ips, peak_rss_kb, arena_bytes and more.\n"
+          "--compare BACKEND (e.g. cpu) also measures the model on BACKEND in the same\n"
+          "process and prints the p50 ratio and the largest difference between the two\n"
+          "backends' outputs; the placement summary (fallback share) is reported.\n\n%s",
+          er_cli_backend_help);
 }
 
 #define MAX_DIMS 32
@@ -106,9 +111,18 @@ int er_cmd_bench(int argc, char **argv) {
   const char *in_names[MAX_INPUTS], *in_files[MAX_INPUTS];
   int n_files = 0;
 
+  er_cli_backend be;
+  er_cli_backend_init(&be);
+  const char *compare = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (strcmp(a, "--threads") == 0) {
+    int used = er_cli_backend_arg("bench", &be, argc, argv, &i);
+    if (used < 0) return 1;
+    if (used) continue;
+    if (strcmp(a, "--compare") == 0) {
+      if (++i >= argc) return er_cli_fail("bench", "--compare needs a backend name");
+      compare = argv[i];
+    } else if (strcmp(a, "--threads") == 0) {
       if (++i >= argc || !er_cli_parse_int(argv[i], &threads) || threads < 1)
         return er_cli_fail("bench", "--threads needs a positive integer");
     } else if (strcmp(a, "--warmup") == 0) {
@@ -152,6 +166,7 @@ int er_cmd_bench(int argc, char **argv) {
     }
   }
   if (!path) return er_cli_fail("bench", "no MODEL given (see edgerun bench --help)");
+  if (er_cli_backend_load("bench", &be)) return 1;
 
   er_model *model = NULL;
   er_session *session = NULL;
@@ -169,6 +184,7 @@ int er_cmd_bench(int argc, char **argv) {
   opts.threads = threads;
   opts.force_reference = reference;
   opts.profile = trace != NULL;
+  er_cli_backend_apply(&be, &opts);
   st = er_session_create(model, &opts, &session);
   if (st != ER_STATUS_OK) {
     rc = er_cli_fail_status("bench", st, "creating a session");
@@ -245,10 +261,12 @@ int er_cmd_bench(int argc, char **argv) {
       rc = er_cli_fail_status("bench", st, "running the model");
       goto done;
     }
-    for (size_t k = 0; k < n_out; k++) {
-      er_tensor_free(outputs[k]);
-      outputs[k] = NULL;
-    }
+    /* The last run's outputs are kept for --compare. */
+    if (it + 1 < warmup + iterations)
+      for (size_t k = 0; k < n_out; k++) {
+        er_tensor_free(outputs[k]);
+        outputs[k] = NULL;
+      }
     if (it >= warmup) lat[it - warmup] = ms;
   }
   double mean = 0;
@@ -259,7 +277,54 @@ int er_cmd_bench(int argc, char **argv) {
          p99 = percentile(lat, iterations, 99);
   er_session_stats stats;
   er_session_stats_get(session, &stats);
+  er_partition_summary part;
+  er_session_partition(session, &part);
   long rss = peak_rss_kb();
+
+  /* --compare: the same model and inputs on a second backend, measured the
+   * same way in this process. */
+  double p50c = 0, max_diff = 0;
+  if (compare) {
+    er_session_options co = opts;
+    const char *names[1] = {compare};
+    co.backends = names;
+    co.backend_count = 1;
+    co.allow_fallback = true;
+    co.profile = false;
+    er_session *cs = NULL;
+    er_tensor **couts = calloc(n_out + 1, sizeof *couts);
+    double *clat = calloc((size_t)iterations, sizeof *clat);
+    st = couts && clat ? er_session_create(model, &co, &cs) : ER_STATUS_OUT_OF_MEMORY;
+    for (int it = 0; st == ER_STATUS_OK && it < warmup + iterations + 1; it++) {
+      for (size_t k = 0; k < n_out; k++) {
+        er_tensor_free(couts[k]);
+        couts[k] = NULL;
+      }
+      t0 = now_ms();
+      st = er_session_run(cs, named, n_in, NULL, n_out, couts);
+      if (it > warmup) clat[it - warmup - 1] = now_ms() - t0;
+    }
+    if (st == ER_STATUS_OK) {
+      qsort(clat, (size_t)iterations, sizeof *clat, cmp_double);
+      p50c = percentile(clat, iterations, 50);
+      for (size_t k = 0; k < n_out; k++) {
+        if (er_tensor_dtype(couts[k]) != ER_DTYPE_FLOAT || er_tensor_dtype(outputs[k]) != ER_DTYPE_FLOAT ||
+            er_tensor_count(couts[k]) != er_tensor_count(outputs[k]))
+          continue;
+        const float *a = er_tensor_cdata(outputs[k]), *b = er_tensor_cdata(couts[k]);
+        for (int64_t e = 0; e < er_tensor_count(couts[k]); e++)
+          if (fabs((double)a[e] - b[e]) > max_diff) max_diff = fabs((double)a[e] - b[e]);
+      }
+    }
+    for (size_t k = 0; couts && k < n_out; k++) er_tensor_free(couts[k]);
+    free(couts);
+    free(clat);
+    er_session_free(cs);
+    if (st != ER_STATUS_OK) {
+      rc = er_cli_fail_status("bench", st, compare);
+      goto done;
+    }
+  }
 
   size_t n_nodes = 0;
   op_total *totals = NULL;
@@ -298,6 +363,14 @@ int er_cmd_bench(int argc, char **argv) {
            "\"optimized_nodes\": %zu",
            stats.threads, iterations, load_ms, first_ms, p50, p95, p99, mean, lat[0], 1000.0 / mean, rss,
            (unsigned long long)stats.arena_bytes, stats.node_count, stats.optimized_nodes);
+    printf(", \"backend\": ");
+    er_cli_json_string(stdout, part.preferred ? part.preferred : "cpu");
+    printf(", \"fallback_share\": %.4f", part.fallback_share);
+    if (compare) {
+      printf(", \"compare\": ");
+      er_cli_json_string(stdout, compare);
+      printf(", \"compare_p50_ms\": %.4f, \"ratio\": %.4f, \"max_abs_diff\": %.3g", p50c, p50 / p50c, max_diff);
+    }
     if (trace) {
       printf(", \"ops\": {");
       for (int k = 0; k < n_totals; k++) {
@@ -319,6 +392,12 @@ int er_cmd_bench(int argc, char **argv) {
     printf("throughput:     %.1f inferences/s\n", 1000.0 / mean);
     printf("peak RSS:       %ld KiB\n", rss);
     printf("arena:          %llu bytes\n", (unsigned long long)stats.arena_bytes);
+    if (part.fallback_nodes)
+      printf("placement:      %zu of %zu nodes on the CPU instead of %s (%.1f%% of the MACs)\n", part.fallback_nodes,
+             part.node_count, part.preferred, 100.0 * part.fallback_share);
+    if (compare)
+      printf("compare:        %s p50 %.3f ms; ratio %.3f (this / %s); max abs output difference %.3g\n", compare,
+             p50c, p50 / p50c, compare, max_diff);
     if (trace) {
       printf("per op (mean ms per run):\n");
       for (int k = 0; k < n_totals; k++)

@@ -12,7 +12,8 @@
 
 void er_cmd_conform_help(FILE *out) {
   fprintf(out,
-          "usage: edgerun conform [--json] [--rtol R] [--atol A] [--quiet] PATH...\n\n"
+          "usage: edgerun conform [--json] [--rtol R] [--atol A] [--quiet] [--backend LIST]\n"
+          "                       [--no-fallback] [--backend-path P] PATH...\n\n"
           "Each PATH is an ONNX test-data folder (model.onnx plus test_data_set_*/\n"
           "input_*.pb and output_*.pb) or a folder of such folders. Inputs are\n"
           "matched to the model's inputs by name, else in order. Outputs must match\n"
@@ -21,7 +22,8 @@ void er_cmd_conform_help(FILE *out) {
           "reason in cmd-conform.c); integers and bools must be equal.\n"
           "--json prints one object: {\"passed\", \"failed\", \"errors\", \"unsupported\",\n"
           "\"results\": [{\"name\", \"status\", \"message\"}]}. Exit code 0 when\n"
-          "nothing failed or errored.\n");
+          "nothing failed or errored.\n\n%s",
+          er_cli_backend_help);
 }
 
 typedef enum { R_PASS, R_FAIL, R_ERROR, R_UNSUPPORTED } result_kind;
@@ -217,6 +219,9 @@ static result_kind kind_of(er_status st) {
   return st == ER_STATUS_UNSUPPORTED ? R_UNSUPPORTED : R_ERROR;
 }
 
+/* --backend and friends (the same for every folder). */
+static er_cli_backend conform_backend;
+
 static void run_folder(const char *dir, const char *name, double rtol, double atol, result *r) {
   char path[4096];
   er_model *model = NULL;
@@ -234,7 +239,10 @@ static void run_folder(const char *dir, const char *name, double rtol, double at
     goto done;
   }
   tolerance_for(model, &rtol, &atol);
-  st = er_session_create(model, NULL, &session);
+  er_session_options opts;
+  er_session_options_init(&opts);
+  er_cli_backend_apply(&conform_backend, &opts);
+  st = er_session_create(model, &opts, &session);
   if (st != ER_STATUS_OK) {
     r->kind = kind_of(st);
     snprintf(r->message, sizeof r->message, "session: %s: %s", er_status_name(st), er_last_error());
@@ -379,8 +387,12 @@ int er_cmd_conform(int argc, char **argv) {
   double rtol = 1e-3, atol = 1e-7;
   results rs = {0};
   int n_paths = 0;
+  er_cli_backend_init(&conform_backend);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
+    int used = er_cli_backend_arg("conform", &conform_backend, argc, argv, &i);
+    if (used < 0) return 1;
+    if (used) continue;
     if (strcmp(a, "--json") == 0) json = true;
     else if (strcmp(a, "--quiet") == 0) quiet = true;
     else if (strcmp(a, "--rtol") == 0) {
@@ -393,7 +405,8 @@ int er_cmd_conform(int argc, char **argv) {
   }
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (strcmp(a, "--rtol") == 0 || strcmp(a, "--atol") == 0) {
+    if (strcmp(a, "--rtol") == 0 || strcmp(a, "--atol") == 0 || strcmp(a, "--backend") == 0 ||
+        strcmp(a, "-b") == 0 || strcmp(a, "--backend-path") == 0) {
       i++;
       continue;
     }
@@ -403,6 +416,7 @@ int er_cmd_conform(int argc, char **argv) {
     collect(&rs, a, rtol, atol, 0);
   }
   if (!n_paths) return er_cli_fail("conform", "no PATH given (see edgerun conform --help)");
+  if (er_cli_backend_load("conform", &conform_backend)) return 1;
   size_t counts[4] = {0};
   for (size_t i = 0; i < rs.n; i++) counts[rs.items[i].kind]++;
   if (json) {

@@ -6,10 +6,20 @@
 
 void er_cmd_inspect_help(FILE *out) {
   fprintf(out,
-          "usage: edgerun inspect MODEL [--json]\n\n"
+          "usage: edgerun inspect MODEL [--json] [--backend LIST [--no-fallback]]\n"
+          "                     [--backend-path P] [--target PROFILE.json [--assume-quantized]]\n\n"
           "Loads MODEL and prints its inputs and outputs (with symbolic dims), the\n"
           "operator histogram, parameter count and weight bytes, the opset and IR\n"
-          "version, and metadata_props.\n");
+          "version, and metadata_props.\n\n"
+          "With --backend, also where each node would run and why not on the\n"
+          "preferred backend, the share of compute (MACs) that falls back to the CPU\n"
+          "(a warning above 20%%), the segments and the host/device transfers.\n"
+          "With --target, every node that would not run on the NPU the profile\n"
+          "describes, with the rule it breaks (profiles/ has profiles of real NPUs,\n"
+          "each citing its source document). --target may be given more than once.\n"
+          "--assume-quantized judges a float model as it will be once quantized to\n"
+          "int8, so the structural rules show instead of one type finding per node.\n\n%s",
+          er_cli_backend_help);
 }
 
 typedef struct op_count {
@@ -59,16 +69,48 @@ static void print_value(FILE *o, const er_value_info *v, bool json) {
 int er_cmd_inspect(int argc, char **argv) {
   const char *path = NULL;
   bool json = false;
+  er_cli_backend be;
+  er_cli_backend_init(&be);
+  const char *targets[ER_CLI_MAX_BACKENDS];
+  int n_targets = 0;
+  bool assume_q = false;
   for (int i = 1; i < argc; i++) {
+    int used = er_cli_backend_arg("inspect", &be, argc, argv, &i);
+    if (used < 0) return 1;
+    if (used) continue;
+    if (strcmp(argv[i], "--target") == 0) {
+      if (++i >= argc) return er_cli_fail("inspect", "--target needs a profile file");
+      if (n_targets == ER_CLI_MAX_BACKENDS) return er_cli_fail("inspect", "too many --target options");
+      targets[n_targets++] = argv[i];
+      continue;
+    }
+    if (strcmp(argv[i], "--assume-quantized") == 0) {
+      assume_q = true;
+      continue;
+    }
     if (strcmp(argv[i], "--json") == 0) json = true;
     else if (argv[i][0] == '-') return er_cli_fail("inspect", "unknown option '%s'", argv[i]);
     else if (!path) path = argv[i];
     else return er_cli_fail("inspect", "unexpected argument '%s'", argv[i]);
   }
   if (!path) return er_cli_fail("inspect", "no MODEL given (see edgerun inspect --help)");
-  er_model *m;
+  if (er_cli_backend_load("inspect", &be)) return 1;
+  er_model *m, *as_written = NULL;
   er_status st = er_model_load_file(path, NULL, &m);
   if (st != ER_STATUS_OK) return er_cli_fail_status("inspect", st, path);
+  /* An NPU's toolchain compiles the model's operators as written (and fuses
+   * in its own way), so target profiles are checked against the graph with
+   * constants folded but without edgerun's operator rewrites. */
+  if (n_targets) {
+    er_load_options lo;
+    er_load_options_init(&lo);
+    lo.optimize = 1;
+    st = er_model_load_file(path, &lo, &as_written);
+    if (st != ER_STATUS_OK) {
+      er_model_free(m);
+      return er_cli_fail_status("inspect", st, path);
+    }
+  }
   er_model_summary s;
   er_model_summary_get(m, &s);
 
@@ -130,7 +172,16 @@ int er_cmd_inspect(int argc, char **argv) {
       fprintf(o, ": ");
       er_cli_json_string(o, val);
     }
-    fprintf(o, "}}\n");
+    fprintf(o, "}");
+    int rc = be.n_names ? er_cli_inspect_placement(o, m, &be, true) : 0;
+    for (int t = 0; t < n_targets && !rc; t++) rc = er_cli_inspect_target(o, as_written, targets[t], assume_q, true, t == 0, t + 1 == n_targets);
+    fprintf(o, "}\n");
+    if (rc) {
+      free(ops);
+      er_model_free(m);
+      er_model_free(as_written);
+      return rc;
+    }
   } else {
     fprintf(o, "model:        %s\n", path);
     fprintf(o, "ir version:   %lld\nopset:        %lld\n", (long long)s.ir_version, (long long)s.opset);
@@ -159,8 +210,17 @@ int er_cmd_inspect(int argc, char **argv) {
       er_model_metadata(m, i, &key, &val);
       fprintf(o, "  %s: %s\n", key, val);
     }
+    int rc = be.n_names ? er_cli_inspect_placement(o, m, &be, false) : 0;
+    for (int t = 0; t < n_targets && !rc; t++) rc = er_cli_inspect_target(o, as_written, targets[t], assume_q, false, t == 0, t + 1 == n_targets);
+    if (rc) {
+      free(ops);
+      er_model_free(m);
+      er_model_free(as_written);
+      return rc;
+    }
   }
   free(ops);
   er_model_free(m);
+  er_model_free(as_written);
   return 0;
 }

@@ -9,11 +9,13 @@
 void er_cmd_run_help(FILE *out) {
   fprintf(out,
           "usage: edgerun run MODEL --input NAME=FILE [--input NAME=FILE ...] [--out DIR]\n"
-          "                   [--format npy|pb] [--threads N]\n\n"
+          "                   [--format npy|pb] [--threads N] [--backend LIST]\n"
+          "                   [--no-fallback] [--backend-path P]\n\n"
           "Runs MODEL once. Each FILE is a NumPy .npy or an ONNX TensorProto .pb file.\n"
           "With a single model input, --input FILE (without NAME=) is accepted.\n"
           "Outputs are summarised on stdout; with --out they are also written to\n"
-          "DIR/<output name>.npy (or .pb with --format pb).\n");
+          "DIR/<output name>.npy (or .pb with --format pb).\n\n%s",
+          er_cli_backend_help);
 }
 
 #define MAX_INPUTS 256
@@ -63,9 +65,14 @@ int er_cmd_run(int argc, char **argv) {
   er_tensor **outputs = NULL;
   size_t n_out = 0;
   er_status st;
+  er_cli_backend be;
+  er_cli_backend_init(&be);
 
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
+    int used = er_cli_backend_arg("run", &be, argc, argv, &i);
+    if (used < 0) return 1;
+    if (used) continue;
     if (strcmp(a, "--input") == 0 || strcmp(a, "-i") == 0) {
       if (++i >= argc) return er_cli_fail("run", "--input needs NAME=FILE");
       if (n_in >= MAX_INPUTS) return er_cli_fail("run", "more than %d inputs", MAX_INPUTS);
@@ -99,6 +106,7 @@ int er_cmd_run(int argc, char **argv) {
     }
   }
   if (!model_path) return er_cli_fail("run", "no MODEL given (see edgerun run --help)");
+  if (er_cli_backend_load("run", &be)) return 1;
 
   st = er_model_load_file(model_path, NULL, &model);
   if (st != ER_STATUS_OK) return er_cli_fail_status("run", st, model_path);
@@ -122,6 +130,7 @@ int er_cmd_run(int argc, char **argv) {
   er_session_options opts;
   er_session_options_init(&opts);
   opts.threads = threads;
+  er_cli_backend_apply(&be, &opts);
   st = er_session_create(model, &opts, &session);
   if (st != ER_STATUS_OK) {
     rc = er_cli_fail_status("run", st, "creating a session");

@@ -39,6 +39,12 @@ int er__onnx_op_version(const char *op_type, int64_t opset) {
 int er__onnx_max_opset(void) { return ER_ONNX_MAX_OPSET; }
 
 const er_op_def *er__op_find(const char *domain, const char *op_type, int version) {
+  const er_op_def *op = er__op_find_builtin(domain, op_type, version);
+  /* Operators registered by the application (er_custom_op_register). */
+  return op ? op : er__custom_op_find(domain, op_type, version);
+}
+
+const er_op_def *er__op_find_builtin(const char *domain, const char *op_type, int version) {
   for (size_t g = 0; g < ER_ARRAY_LEN(groups); g++)
     for (const er_op_def *const *d = groups[g]; *d; d++) {
       const er_op_def *op = *d;

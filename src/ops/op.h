@@ -68,6 +68,10 @@ typedef struct er_op_def {
 /* Looks up the implementation for (domain, op_type) at schema version
  * `version`; NULL when there is none. */
 const er_op_def *er__op_find(const char *domain, const char *op_type, int version);
+/* The same among the built-in ops only, and among registered custom ops
+ * only (src/backends/custom-op.c). */
+const er_op_def *er__op_find_builtin(const char *domain, const char *op_type, int version);
+const er_op_def *er__custom_op_find(const char *domain, const char *op_type, int version);
 /* Resolves the schema version a default-domain op has under `opset`
  * (the newest since-version <= opset); 0 when the op is unknown or did not
  * exist yet. */

@@ -17,6 +17,7 @@
 #include "onnx/onnx.h"
 #include "backends/cpu/cpu-exec.h"
 #include "backends/cpu/cpu-kernels.h"
+#include "backends/partition.h"
 
 /* ======================================================================== */
 /* Models                                                                    */
@@ -29,7 +30,7 @@ void er_load_options_init(er_load_options *o) {
   o->max_total_bytes = ER_DEFAULT_MAX_TOTAL_BYTES;
   o->max_nodes = ER_DEFAULT_MAX_NODES;
   o->max_nesting = ER_DEFAULT_MAX_NESTING;
-  o->optimize = 1;
+  o->optimize = 2;
 }
 
 static void apply_limits(struct er_model *m, const er_load_options *opts) {
@@ -115,7 +116,7 @@ static er_status finish_load(struct er_model *m) {
   ER_CHECK(er__graph_validate(m->graph));
   ER_CHECK(er__graph_bind_ops(m->graph));
   ER_CHECK(er__graph_infer(m->graph, m->limits.optimize > 0));
-  if (m->limits.optimize > 0) ER_CHECK(er__graph_optimize(m->graph));
+  if (m->limits.optimize > 1) ER_CHECK(er__graph_optimize(m->graph));
   for (int32_t i = 0; i < m->graph->n_inputs; i++) {
     const er_value *v = &m->graph->values[m->graph->inputs[i]];
     if (v->kind == ER_VALUE_INPUT && !er__dtype_is_numeric(v->info.dtype))
@@ -292,12 +293,14 @@ er_status er_model_node(const er_model *m, size_t index, const char **op_type_ou
 /* Sessions                                                                  */
 /* ======================================================================== */
 
-/* A session: the model's main graph cut into segments, each a maximal run
- * of consecutive nodes (in topological order) placed on one backend and
- * compiled by it once. Runs share nothing but this read-only plan. */
+/* A session: the model's main graph cut into segments, each a maximal
+ * group of nodes placed on one backend (backends/partition.h) and compiled
+ * by it once. Runs share nothing but this read-only plan. */
 struct er_session {
   const er_model *model;
   er_session_options opts;
+  er_plan *plan;           /* placement, segments, fallback report */
+  int32_t *exec_pos;       /* [n_nodes] position of each node in run order */
   er_segment *segs;        /* [n_segs] */
   int n_segs;
   er_thread_pool *pool;    /* opts.threads workers, shared by runs */
@@ -349,11 +352,13 @@ static void ctx_free(run_ctx *c) {
   free(c);
 }
 
-/* A value the planner places: produced by a node of the main graph, not a
- * graph output (those go to the caller), of a fixed-size type. */
-static bool plannable(const er_graph *g, int32_t v) {
-  const er_value *val = &g->values[v];
-  return val->kind == ER_VALUE_INTERMEDIATE && val->producer >= 0 && !val->is_graph_output;
+/* A value the planner places: produced by a CPU-placed node of the main
+ * graph, not a graph output (those go to the caller). Values made on a
+ * device stay in that backend's own memory. */
+static bool plannable(const er_session *s, int32_t v) {
+  const er_value *val = &s->model->graph->values[v];
+  return val->kind == ER_VALUE_INTERMEDIATE && val->producer >= 0 && !val->is_graph_output &&
+         s->plan->place[val->producer] == er__backend_cpu();
 }
 
 /* (Re)plans the arena from the larger of what the model declares and what
@@ -372,11 +377,12 @@ static er_status ctx_plan(const er_session *s, run_ctx *c) {
   for (int32_t v = 0; v < n; v++) {
     first[v] = last[v] = -1;
     bytes[v] = 0;
-    if (!plannable(g, v)) continue;
+    if (!plannable(s, v)) continue;
     int64_t count = er__tensor_count(&g->values[v].info);
     uint64_t known = count >= 0 ? (uint64_t)count * er_dtype_size(g->values[v].info.dtype) : 0;
     bytes[v] = known > c->need[v] ? known : c->need[v];
-    first[v] = g->values[v].producer;
+    /* Lifetimes in run order (segments may reorder nodes). */
+    first[v] = s->exec_pos[g->values[v].producer];
     last[v] = s->last_use[v] >= first[v] ? s->last_use[v] : first[v];
   }
   uint64_t total = 0;
@@ -475,6 +481,8 @@ void er_session_free(er_session *s) {
   }
   pthread_mutex_destroy(&s->ctx_lock);
   free(s->last_use);
+  free(s->exec_pos);
+  er__plan_free(s->plan);
   er__pool_free(s->pool);
   if (s->prof) pthread_mutex_destroy(&s->prof_lock);
   free(s->prof);
@@ -517,30 +525,37 @@ er_status er_session_profile(er_session *s, er_node_timing *out, size_t cap, siz
   return ER_STATUS_OK;
 }
 
-/* Places every node: the first preferred backend whose supports_op says
- * yes, else the CPU (when fallback is allowed). place[i] is the backend. */
-static er_status place_nodes(const er_graph *g, const er_session_options *o, er_backend **place) {
+/* Logs each kind of CPU fallback once (op type and reason, with a count),
+ * then the share of compute it carries, as a warning above
+ * ER_FALLBACK_WARN_SHARE. */
+static void log_fallbacks(const er_graph *g, const er_plan *p) {
+  const er_partition_summary *sum = &p->summary;
+  if (!sum->fallback_nodes) return;
   er_backend *cpu = er__backend_cpu();
   for (int32_t i = 0; i < g->n_nodes; i++) {
-    char reason[256] = "";
-    const er_node *node = &g->nodes[i];
-    place[i] = NULL;
-    for (size_t b = 0; b < o->backend_count && !place[i]; b++) {
-      er_backend *be = er__backend_find(o->backends[b]);
-      if (be == cpu) break;
-      if (be->iface->supports_op(be, g, node, reason, sizeof reason)) place[i] = be;
+    if (p->place[i] != cpu) continue;
+    bool seen = false;
+    int count = 0;
+    for (int32_t j = 0; j < g->n_nodes; j++) {
+      if (p->place[j] != cpu || strcmp(g->nodes[j].op_type, g->nodes[i].op_type) != 0 ||
+          strcmp(p->reason[j], p->reason[i]) != 0)
+        continue;
+      if (j < i) seen = true;
+      count++;
     }
-    if (place[i]) continue;
-    bool wanted_accel = o->backend_count > 0 && strcmp(o->backends[0], "cpu") != 0;
-    if (wanted_accel && !o->allow_fallback)
-      return er__error(ER_STATUS_NO_FALLBACK,
-                       "%s node '%s' would run on the CPU (%s), and fallback is disabled", node->op_type,
-                       node->name, reason[0] ? reason : "no preferred backend supports it");
-    if (!cpu->iface->supports_op(cpu, g, node, reason, sizeof reason))
-      return er__error(ER_STATUS_UNSUPPORTED, "%s node '%s': %s", node->op_type, node->name, reason);
-    place[i] = cpu;
+    if (seen) continue;
+    if (count == 1)
+      er__log(ER_LOG_WARNING, "%s node '%s' falls back from %s to the CPU: %s", g->nodes[i].op_type,
+              g->nodes[i].name, sum->preferred, p->reason[i]);
+    else
+      er__log(ER_LOG_WARNING, "%d %s nodes (the first '%s') fall back from %s to the CPU: %s", count,
+              g->nodes[i].op_type, g->nodes[i].name, sum->preferred, p->reason[i]);
   }
-  return ER_STATUS_OK;
+  er__log(sum->fallback_share > ER_FALLBACK_WARN_SHARE ? ER_LOG_WARNING : ER_LOG_INFO,
+          "%zu of %zu nodes run on the CPU instead of %s: %.1f%% of the compute (%llu of %llu MACs)%s",
+          sum->fallback_nodes, sum->node_count, sum->preferred, 100.0 * sum->fallback_share,
+          (unsigned long long)sum->fallback_macs, (unsigned long long)sum->total_macs,
+          sum->fallback_share > ER_FALLBACK_WARN_SHARE ? ", more than the 20% edgerun warns at" : "");
 }
 
 er_status er_session_create(const er_model *model, const er_session_options *opts,
@@ -551,32 +566,22 @@ er_status er_session_create(const er_model *model, const er_session_options *opt
   er_session_options_init(&o);
   if (opts) o = *opts;
   if (o.threads <= 0) o.threads = 1;
-  for (size_t i = 0; i < o.backend_count; i++) {
-    const char *name = o.backends[i];
-    if (!name || !er__backend_find(name))
-      return er__error(ER_STATUS_UNSUPPORTED, "backend '%s' is not available in this build",
-                       name ? name : "(null)");
-  }
+  if (o.backend_count > ER_MAX_PREFERRED_BACKENDS)
+    return er__error(ER_STATUS_LIMIT, "%zu preferred backends given; at most %d (ER_MAX_PREFERRED_BACKENDS)",
+                     o.backend_count, ER_MAX_PREFERRED_BACKENDS);
+  if (o.backend_count && !o.backends)
+    return er__error(ER_STATUS_INVALID_ARGUMENT, "backend_count is %zu but backends is NULL", o.backend_count);
+  er_backend *prefs[ER_MAX_PREFERRED_BACKENDS];
+  for (size_t i = 0; i < o.backend_count; i++) ER_CHECK(er__backend_require(o.backends[i], &prefs[i]));
   const er_graph *g = model->graph;
   er_session *s = calloc(1, sizeof *s);
-  er_backend **place = calloc((size_t)g->n_nodes + 1, sizeof *place);
-  int32_t *order = calloc((size_t)g->n_nodes + 1, sizeof *order);
-  if (!s || !place || !order) {
-    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory creating a session");
-    goto fail;
-  }
+  if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory creating a session");
   s->model = model;
   s->opts = o;
-  pthread_mutex_init(&s->ctx_lock, NULL);
-  s->last_use = malloc(((size_t)g->n_values + 1) * sizeof *s->last_use);
-  if (!s->last_use) {
-    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory creating a session");
-    goto fail;
-  }
-  er__exec_last_use(g, s->last_use);
   s->opts.backends = NULL;  /* borrowed only for the create */
   s->opts.backend_count = 0;
-  st = place_nodes(g, &o, place);
+  pthread_mutex_init(&s->ctx_lock, NULL);
+  st = er__plan_build(g, prefs, o.backend_count, o.allow_fallback, &s->plan);
   if (st != ER_STATUS_OK) goto fail;
   st = er__pool_create(o.threads, &s->pool);
   if (st != ER_STATUS_OK) goto fail;
@@ -588,36 +593,59 @@ er_status er_session_create(const er_model *model, const er_session_options *opt
     }
     pthread_mutex_init(&s->prof_lock, NULL);
   }
-  /* Cut into maximal runs of one backend and compile each. A graph without
-   * nodes (outputs straight from inputs or constants) has no segment. */
-  s->segs = calloc((size_t)g->n_nodes + 1, sizeof *s->segs);
+  /* Run order: the segments' nodes one after the other. The planner needs
+   * each value's lifetime in that order. */
+  s->exec_pos = malloc(((size_t)g->n_nodes + 1) * sizeof *s->exec_pos);
+  s->last_use = malloc(((size_t)g->n_values + 1) * sizeof *s->last_use);
+  if (!s->exec_pos || !s->last_use) {
+    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory creating a session");
+    goto fail;
+  }
+  {
+    int32_t pos = 0;
+    for (int k = 0; k < s->plan->n_segs; k++)
+      for (int32_t j = 0; j < s->plan->segs[k].n_nodes; j++) s->exec_pos[s->plan->segs[k].nodes[j]] = pos++;
+    er_id_list reads = {0};
+    for (int32_t v = 0; v < g->n_values; v++) s->last_use[v] = -1;
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+      if (!er__node_reads(g, i, &reads)) {
+        free(reads.v);
+        st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory creating a session");
+        goto fail;
+      }
+      for (int32_t k = 0; k < reads.n; k++)
+        if (s->exec_pos[i] > s->last_use[reads.v[k]]) s->last_use[reads.v[k]] = s->exec_pos[i];
+    }
+    free(reads.v);
+  }
+  /* Compile each segment. A graph without nodes (outputs straight from
+   * inputs or constants) has no segment. */
+  s->segs = calloc((size_t)s->plan->n_segs + 1, sizeof *s->segs);
   if (!s->segs) {
     st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory creating a session");
     goto fail;
   }
-  for (int32_t i = 0; i < g->n_nodes;) {
-    int32_t j = i;
-    while (j < g->n_nodes && place[j] == place[i]) {
-      order[j] = j;
-      j++;
-    }
-    er_subgraph sg = {g, order + i, j - i, NULL, 0, NULL, 0, o.force_reference};
-    er_backend *be = place[i];
+  for (int k = 0; k < s->plan->n_segs; k++) {
+    const er_plan_segment *ps = &s->plan->segs[k];
+    er_subgraph sg = {g, ps->nodes, ps->n_nodes, ps->inputs, ps->n_inputs, ps->outputs, ps->n_outputs};
+    er_backend *be = ps->backend;
     if (!be->iface->compile || !be->iface->compute) {
       st = er__error(ER_STATUS_BACKEND, "backend '%s' cannot compile subgraphs", be->iface->name);
       goto fail;
     }
-    st = be->iface->compile(be, &sg, &s->segs[s->n_segs].compiled);
+    st = be == er__backend_cpu() ? er__cpu_compile(&sg, o.force_reference, &s->segs[s->n_segs].compiled)
+                                 : be->iface->compile(be, &sg, &s->segs[s->n_segs].compiled);
     if (st != ER_STATUS_OK) goto fail;
-    s->segs[s->n_segs++].backend = be;
+    s->segs[s->n_segs].backend = be;
+    s->segs[s->n_segs].release = ps->release;
+    s->segs[s->n_segs].n_release = ps->n_release;
+    s->n_segs++;
     if (be == er__backend_cpu()) {
       size_t sb = er__cpu_compiled_scratch(s->segs[s->n_segs - 1].compiled);
       if (sb > s->scratch_bytes) s->scratch_bytes = sb;
     }
-    i = j;
   }
-  free(place);
-  free(order);
+  log_fallbacks(g, s->plan);
   /* Compiling copied what the kernels want (packed weights) and the passes
    * folded what they could; the file's pages are now mostly dead weight.
    * Dropping them from the mapping costs nothing: the mapping is private
@@ -639,10 +667,52 @@ er_status er_session_create(const er_model *model, const er_session_options *opt
   *session_out = s;
   return ER_STATUS_OK;
 fail:
-  free(place);
-  free(order);
   er_session_free(s);
   return st;
+}
+
+void er_session_partition(const er_session *s, er_partition_summary *out) {
+  *out = s->plan->summary;
+}
+
+er_status er_session_transfer(const er_session *s, size_t index, er_transfer *out) {
+  const er_graph *g = s->model->graph;
+  er_backend *cpu = er__backend_cpu();
+  size_t k = 0;
+  for (int i = 0; i < s->plan->n_segs; i++) {
+    const er_plan_segment *seg = &s->plan->segs[i];
+    if (seg->backend == cpu) continue;
+    for (int dir = 0; dir < 2; dir++) {
+      const int32_t *ids = dir == 0 ? seg->inputs : seg->outputs;
+      int32_t n = dir == 0 ? seg->n_inputs : seg->n_outputs;
+      for (int32_t j = 0; j < n; j++, k++) {
+        if (k != index) continue;
+        const er_value *v = &g->values[ids[j]];
+        out->value = v->name;
+        out->segment = i;
+        out->backend = seg->backend->iface->name;
+        out->to_device = dir == 0;
+        out->bytes = er__value_bytes(g, ids[j]);
+        return ER_STATUS_OK;
+      }
+    }
+  }
+  return er__error(ER_STATUS_NOT_FOUND, "transfer index %zu is out of range (the session has %zu)", index, k);
+}
+
+er_status er_session_placement(const er_session *s, size_t index, er_placement *out) {
+  const er_graph *g = s->model->graph;
+  if (index >= (size_t)g->n_nodes)
+    return er__error(ER_STATUS_NOT_FOUND, "node index %zu is out of range (the graph has %d nodes)", index,
+                     (int)g->n_nodes);
+  const er_node *n = &g->nodes[index];
+  out->op_type = n->op_type;
+  out->node_name = n->name;
+  out->backend = s->plan->place[index]->iface->name;
+  out->reason = s->plan->reason[index];
+  out->macs = s->plan->macs[index];
+  out->segment = s->plan->segment[index];
+  return ER_STATUS_OK;
 }
 
 static er_status check_input(const er_value *v, const er_tensor *t) {
@@ -748,7 +818,7 @@ static er_status ctx_finish(er_session *s, run_ctx *c) {
   }
   bool grow = false;
   for (int32_t v = 0; v < g->n_values && !grow; v++)
-    if (plannable(g, v) && c->need[v] > c->capacity[v]) grow = true;
+    if (plannable(s, v) && c->need[v] > c->capacity[v]) grow = true;
   return grow ? ctx_plan(s, c) : ER_STATUS_OK;
 }
 

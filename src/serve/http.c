@@ -850,7 +850,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
   if (rc) {
     if (srv->opt.access_log) {
       const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
-      er__log(ER__LOG_INFO, "request",
+      er__serve_log(ER__LOG_INFO, "request",
               json_pack("{s:i,s:s,s:f}", "status", ci ? (int)ci->http_status : rc->status, "model",
                         rc->model ? rc->model->name : "", "ms",
                         (double)(er__now_us() - rc->t_start) / 1000.0),
@@ -873,7 +873,7 @@ __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char 
   (void)cls;
   vsnprintf(msg, sizeof msg, fmt, ap);
   msg[strcspn(msg, "\n")] = '\0';
-  er__log(ER__LOG_DEBUG, "http", NULL, "%s", msg);
+  er__serve_log(ER__LOG_DEBUG, "http", NULL, "%s", msg);
 }
 
 bool er__http_start(er__server *srv, char *err, size_t errsz) {

@@ -97,7 +97,7 @@ void er__log_close(void) {
   pthread_mutex_unlock(&log_lock);
 }
 
-void er__log(int level, const char *event, json_t *fields, const char *fmt, ...) {
+void er__serve_log(int level, const char *event, json_t *fields, const char *fmt, ...) {
   if (level < log_min) {
     json_decref(fields);
     return;

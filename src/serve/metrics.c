@@ -184,14 +184,14 @@ void er__monitor_sample(er__server *srv) {
     bool hot = atomic_load(&srv->throttled);
     if (!hot && th.max_c >= srv->opt.thermal_limit_c) {
       atomic_store(&srv->throttled, true);
-      er__log(ER__LOG_WARN, "thermal_throttle",
+      er__serve_log(ER__LOG_WARN, "thermal_throttle",
               json_pack("{s:f,s:f}", "temp_c", th.max_c, "limit_c", srv->opt.thermal_limit_c),
               "device at %.1f C, above the %.1f C limit: halving concurrency and batch size",
               th.max_c, srv->opt.thermal_limit_c);
       er__sched_kick(srv);
     } else if (hot && th.max_c <= srv->opt.thermal_resume_c) {
       atomic_store(&srv->throttled, false);
-      er__log(ER__LOG_INFO, "thermal_restore",
+      er__serve_log(ER__LOG_INFO, "thermal_restore",
               json_pack("{s:f,s:f}", "temp_c", th.max_c, "resume_c", srv->opt.thermal_resume_c),
               "device cooled to %.1f C (resume point %.1f C): full concurrency and batch size",
               th.max_c, srv->opt.thermal_resume_c);

@@ -537,7 +537,7 @@ void er__version_ref(er__version *v) { atomic_fetch_add(&v->refs, 1); }
 void er__version_unref(er__version *v) {
   if (v && atomic_fetch_sub(&v->refs, 1) == 1) {
     if (v->owner)   /* only versions that were served are worth a log line */
-      er__log(ER__LOG_INFO, "version_retired",
+      er__serve_log(ER__LOG_INFO, "version_retired",
               json_pack("{s:s,s:I}", "model", v->owner->name, "version", (json_int_t)v->number),
               "version %lld of '%s' retired", (long long)v->number, v->owner->name);
     version_destroy(v);
@@ -651,14 +651,14 @@ static void sync_model(er__server *srv, er__model *m) {
     snprintf(m->cfg_error, sizeof m->cfg_error, "%s", err);
     pthread_mutex_unlock(&m->lock);
     if (fresh)
-      er__log(ER__LOG_ERROR, "config_invalid", json_pack("{s:s}", "model", m->name),
+      er__serve_log(ER__LOG_ERROR, "config_invalid", json_pack("{s:s}", "model", m->name),
               "model '%s': %s; keeping what it serves", m->name, err);
     return;
   }
   pthread_mutex_lock(&m->lock);
   m->cfg_error[0] = '\0';
   if (m->n_workers && cfg.instances != m->n_workers)
-    er__log(ER__LOG_WARN, "config_restart_needed", json_pack("{s:s}", "model", m->name),
+    er__serve_log(ER__LOG_WARN, "config_restart_needed", json_pack("{s:s}", "model", m->name),
             "model '%s': instances changed to %d; it takes effect at the next restart", m->name,
             cfg.instances);
   m->cfg = cfg;
@@ -667,7 +667,7 @@ static void sync_model(er__server *srv, er__model *m) {
   int64_t pinned = m->pinned;
   pthread_mutex_unlock(&m->lock);
   if (m->n_workers == 0 && !er__sched_start(m, cfg.instances)) {
-    er__log(ER__LOG_ERROR, "workers_failed", json_pack("{s:s}", "model", m->name),
+    er__serve_log(ER__LOG_ERROR, "workers_failed", json_pack("{s:s}", "model", m->name),
             "model '%s': cannot start its worker threads", m->name);
     return;
   }
@@ -721,7 +721,7 @@ static void sync_model(er__server *srv, er__model *m) {
     m->loading = true;
     pthread_mutex_unlock(&m->lock);
 
-    er__log(ER__LOG_INFO, "version_loading", json_pack("{s:s,s:I}", "model", m->name, "version",
+    er__serve_log(ER__LOG_INFO, "version_loading", json_pack("{s:s,s:I}", "model", m->name, "version",
                                                        (json_int_t)num),
             "loading version %lld of '%s'", (long long)num, m->name);
     test_load_delay();
@@ -746,13 +746,13 @@ static void sync_model(er__server *srv, er__model *m) {
     }
     pthread_mutex_unlock(&m->lock);
     if (v)
-      er__log(ER__LOG_INFO, "version_ready",
+      er__serve_log(ER__LOG_INFO, "version_ready",
               json_pack("{s:s,s:I,s:f,s:b}", "model", m->name, "version", (json_int_t)num,
                         "load_seconds", v->load_seconds, "batchable", v->batchable),
               "version %lld of '%s' is ready (load, session and warm-up in %.3f s)",
               (long long)num, m->name, v->load_seconds);
     else
-      er__log(ER__LOG_ERROR, "version_failed",
+      er__serve_log(ER__LOG_ERROR, "version_failed",
               json_pack("{s:s,s:I,s:s}", "model", m->name, "version", (json_int_t)num, "reason",
                         err),
               "version %lld of '%s' failed and does not replace the serving one: %s",
@@ -805,7 +805,7 @@ static void sync_model(er__server *srv, er__model *m) {
 void er__repo_scan(er__server *srv) {
   DIR *d = opendir(srv->opt.repo);
   if (!d) {
-    er__log(ER__LOG_ERROR, "repo_unreadable", NULL, "cannot list the model repository: %s",
+    er__serve_log(ER__LOG_ERROR, "repo_unreadable", NULL, "cannot list the model repository: %s",
             strerror(errno));
     return;
   }
@@ -818,7 +818,7 @@ void er__repo_scan(er__server *srv) {
     snprintf(path, sizeof path, "%s/%s", srv->opt.repo, e->d_name);
     if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) continue;
     if (n == ER_SERVE_MAX_MODELS) {
-      er__log(ER__LOG_WARN, "repo_too_many", NULL,
+      er__serve_log(ER__LOG_WARN, "repo_too_many", NULL,
               "the repository holds more than %d models (ER_SERVE_MAX_MODELS); the rest are "
               "ignored", ER_SERVE_MAX_MODELS);
       break;
@@ -848,7 +848,7 @@ void er__repo_scan(er__server *srv) {
     m->gone = true;
     pthread_mutex_unlock(&m->lock);
     if (was) {
-      er__log(ER__LOG_WARN, "model_removed", json_pack("{s:s}", "model", m->name),
+      er__serve_log(ER__LOG_WARN, "model_removed", json_pack("{s:s}", "model", m->name),
               "model '%s' left the repository; unloading it", m->name);
       sync_model(srv, m);
     }
@@ -899,6 +899,6 @@ void er__repo_unload(er__server *srv, er__model *m) {
     }
   pthread_mutex_unlock(&m->lock);
   for (int i = 0; i < n_old; i++) er__version_unref(old[i]);
-  er__log(ER__LOG_INFO, "model_unloaded", json_pack("{s:s}", "model", m->name),
+  er__serve_log(ER__LOG_INFO, "model_unloaded", json_pack("{s:s}", "model", m->name),
           "model '%s' unloaded through the repository API", m->name);
 }

@@ -83,7 +83,7 @@ static void *loader_main(void *p) {
         atomic_store(&srv->scanned, true);
         char why[ER_SERVE_ERR];
         bool ready = er__server_ready(srv, why, sizeof why);
-        er__log(ready ? ER__LOG_INFO : ER__LOG_WARN, ready ? "ready" : "not_ready", NULL,
+        er__serve_log(ready ? ER__LOG_INFO : ER__LOG_WARN, ready ? "ready" : "not_ready", NULL,
                 ready ? "first repository scan done: ready" : "first repository scan done: %s",
                 why);
       }
@@ -248,16 +248,16 @@ int er__serve_main(er__serve_options *opt) {
   srv->listen_fd = open_listener(&srv->opt, err, sizeof err);
   if (srv->listen_fd < 0) {
     fprintf(stderr, "edgerun serve: %s\n", err);
-    er__log(ER__LOG_ERROR, "listen_failed", NULL, "%s", err);
+    er__serve_log(ER__LOG_ERROR, "listen_failed", NULL, "%s", err);
     goto out;
   }
   if (opt->user && !drop_privileges(opt->user, err, sizeof err)) {
     fprintf(stderr, "edgerun serve: %s\n", err);
-    er__log(ER__LOG_ERROR, "privilege_drop_failed", NULL, "%s", err);
+    er__serve_log(ER__LOG_ERROR, "privilege_drop_failed", NULL, "%s", err);
     goto out;
   }
   if (!srv->opt.loopback && !srv->opt.api_key)
-    er__log(ER__LOG_WARN, "no_api_key", NULL,
+    er__serve_log(ER__LOG_WARN, "no_api_key", NULL,
             "listening beyond loopback without --api-key: any allowed client may run models");
   bool started_loader = false, started_monitor = false, started_http = false;
   if (!er__loader_start(srv)) {
@@ -275,7 +275,7 @@ int er__serve_main(er__serve_options *opt) {
     goto stop;
   }
   started_http = true;
-  er__log(ER__LOG_INFO, "listening",
+  er__serve_log(ER__LOG_INFO, "listening",
           json_pack("{s:s,s:i,s:b,s:b,s:i}", "host", srv->opt.host, "port", srv->opt.port,
                     "loopback", srv->opt.loopback, "api_key", srv->opt.api_key != NULL, "pid",
                     (int)getpid()),
@@ -286,7 +286,7 @@ int er__serve_main(er__serve_options *opt) {
     struct timespec tick = {0, 200 * 1000000L};
     int sig = sigtimedwait(&sigs, NULL, &tick);
     if (sig == SIGHUP) {
-      er__log(ER__LOG_INFO, "rescan", NULL, "SIGHUP: rescanning the repository");
+      er__serve_log(ER__LOG_INFO, "rescan", NULL, "SIGHUP: rescanning the repository");
       er__loader_rescan(srv);
     } else if (sig == SIGTERM || sig == SIGINT) {
       break;
@@ -300,7 +300,7 @@ int er__serve_main(er__serve_options *opt) {
   /* Drain: readiness turns false now; requests already accepted finish. */
   atomic_store(&srv->draining, true);
   er__sched_kick(srv);   /* batch waits end early: nobody else is coming */
-  er__log(ER__LOG_INFO, "draining", json_pack("{s:i}", "inflight", atomic_load(&srv->inflight)),
+  er__serve_log(ER__LOG_INFO, "draining", json_pack("{s:i}", "inflight", atomic_load(&srv->inflight)),
           "SIGTERM: not ready; draining %d in-flight requests", atomic_load(&srv->inflight));
   int64_t deadline = er__now_us() + (int64_t)opt->drain_timeout_s * 1000000;
   while (atomic_load(&srv->inflight) > 0 && er__now_us() < deadline) {
@@ -309,7 +309,7 @@ int er__serve_main(er__serve_options *opt) {
   }
   int left = atomic_load(&srv->inflight);
   if (left > 0)
-    er__log(ER__LOG_WARN, "drain_timeout", json_pack("{s:i}", "inflight", left),
+    er__serve_log(ER__LOG_WARN, "drain_timeout", json_pack("{s:i}", "inflight", left),
             "drain timeout of %d s passed with %d requests still running", opt->drain_timeout_s,
             left);
   exit_code = left > 0 ? 1 : 0;
@@ -330,7 +330,7 @@ stop:
   }
   atomic_store(&srv->stopping, true);
   if (started_monitor) pthread_join(srv->monitor, NULL);
-  er__log(ER__LOG_INFO, "stopped", NULL, "edgerun serve stopped");
+  er__serve_log(ER__LOG_INFO, "stopped", NULL, "edgerun serve stopped");
 out:
   if (srv->listen_fd >= 0) close(srv->listen_fd);
   server_free(srv);

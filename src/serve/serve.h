@@ -80,7 +80,7 @@ bool er__log_open(const char *dir, uint64_t max_bytes, int keep, int min_level, 
 void er__log_close(void);
 /* One JSON line: ts, level, event, msg, then the members of `fields` (owned
  * by the call: it is decref'd; may be NULL). Thread-safe. */
-void er__log(int level, const char *event, json_t *fields, const char *fmt, ...)
+void er__serve_log(int level, const char *event, json_t *fields, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* ---- signatures (sign.c) ----------------------------------------------- */

@@ -122,7 +122,7 @@ static void test_conv_bn(void) {
   const int64_t x[4] = {1, 3, 8, 8};
   er_pbw m = {0};
   conv_bn_model(&m, NULL, false);
-  er_model *opt = load(&m, 1), *plain = load(&m, -1);
+  er_model *opt = load(&m, 2), *plain = load(&m, -1);
   CHECK(count_op(opt, "BatchNormalization") == 0 && node_count(opt) == 1);
   CHECK(count_op(plain, "BatchNormalization") == 1);
   same_outputs(opt, plain, 4, x);
@@ -132,7 +132,7 @@ static void test_conv_bn(void) {
   /* Conv + BN + Relu: one fused node. */
   er_pbw m2 = {0};
   conv_bn_model(&m2, "Relu", false);
-  opt = load(&m2, 1);
+  opt = load(&m2, 2);
   plain = load(&m2, -1);
   CHECK(node_count(opt) == 1 && count_op(opt, "FusedConv") == 1);
   same_outputs(opt, plain, 4, x);
@@ -142,7 +142,7 @@ static void test_conv_bn(void) {
   /* Near miss: the conv output is also a graph output. */
   er_pbw m3 = {0};
   conv_bn_model(&m3, NULL, true);
-  opt = load(&m3, 1);
+  opt = load(&m3, 2);
   CHECK(count_op(opt, "BatchNormalization") == 1 && count_op(opt, "Conv") == 1);
   er_model_free(opt);
   er__pbw_free(&m3);
@@ -156,7 +156,7 @@ static void test_conv_activations(void) {
   for (size_t i = 0; i < ER_ARRAY_LEN(acts); i++) {
     er_pbw m = {0};
     conv_bn_model(&m, acts[i], false);
-    er_model *opt = load(&m, 1), *plain = load(&m, -1);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
     CHECK(node_count(opt) == 1 && count_op(opt, "FusedConv") == 1);
     same_outputs(opt, plain, 4, x);
     er_model_free(opt);
@@ -166,7 +166,7 @@ static void test_conv_activations(void) {
   /* Near miss: an activation we do not fuse (Softplus) stays. */
   er_pbw m = {0};
   conv_bn_model(&m, "Softplus", false);
-  er_model *opt = load(&m, 1);
+  er_model *opt = load(&m, 2);
   CHECK(count_op(opt, "Softplus") == 1 && count_op(opt, "Conv") == 1);
   er_model_free(opt);
   er__pbw_free(&m);
@@ -195,7 +195,7 @@ static void test_silu_and_clip(void) {
     tb_graph_input(&g, "x", 1, 4, x);
     tb_graph_output(&g, "y", 1, -1, NULL);
     tb_model(&m, 8, 13, &g);
-    er_model *opt = load(&m, 1), *plain = load(&m, -1);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
     if (variant < 2) CHECK(node_count(opt) == 1 && count_op(opt, "FusedConv") == 1);
     else CHECK(count_op(opt, "Sigmoid") == 1 && count_op(opt, "FusedConv") == 0);
     same_outputs(opt, plain, 4, x);
@@ -226,7 +226,7 @@ static void test_conv_residual(void) {
     tb_graph_input(&g, "x", 1, 4, x);
     tb_graph_output(&g, "y", 1, -1, NULL);
     tb_model(&m, 8, 13, &g);
-    er_model *opt = load(&m, 1), *plain = load(&m, -1);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
     if (variant == 0) CHECK(node_count(opt) == 1 && count_op(opt, "FusedConv") == 1);
     else CHECK(count_op(opt, "Add") == 1);
     same_outputs(opt, plain, 4, x);
@@ -270,7 +270,7 @@ static void test_matmul_gelu(void) {
     tb_graph_input(&g, "x", 1, 3, x);
     tb_graph_output(&g, "y", 1, -1, NULL);
     tb_model(&m, 8, 13, &g);
-    er_model *opt = load(&m, 1), *plain = load(&m, -1);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
     if (variant < 3) {
       CHECK(node_count(opt) == 1 && count_op(opt, "FusedMatMul") == 1);
     } else {
@@ -306,7 +306,7 @@ static void test_layernorm(void) {
     tb_graph_input(&g, "x", 1, 3, x);
     tb_graph_output(&g, "y", 1, -1, NULL);
     tb_model(&m, 8, 13, &g);
-    er_model *opt = load(&m, 1), *plain = load(&m, -1);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
     if (variant == 0) CHECK(node_count(opt) == 1 && count_op(opt, "LayerNormalization") == 1);
     /* Near miss: reduces over axis 1, not the last axis. */
     else CHECK(count_op(opt, "LayerNormalization") == 0 && count_op(opt, "ReduceMean") == 2);
@@ -348,7 +348,7 @@ static void test_transpose_reshape(void) {
     tb_graph_input(&g, "x", 1, 3, x);
     tb_graph_output(&g, "y", 1, -1, NULL);
     tb_model(&m, 8, 13, &g);
-    er_model *opt = load(&m, 1), *plain = load(&m, -1);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
     if (variant == 0) CHECK(node_count(opt) == 1 && count_op(opt, "Transpose") == 0);
     if (variant == 1) CHECK(count_op(opt, "Transpose") == 1);
     if (variant == 2) CHECK(count_op(opt, "Reshape") == 1);

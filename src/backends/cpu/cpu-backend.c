@@ -9,6 +9,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/cpu-exec.h"
 #include "backends/cpu/cpu-kernels.h"
+#include "backends/partition.h"
 #include "ops/op.h"
 
 static int cpu_device_count(er_backend *be) {
@@ -141,7 +142,36 @@ static er_status pick_kernel(const er_graph *g, int32_t i, er_node_kernel *nk) {
   return ER_STATUS_OK;
 }
 
+/* When each value can be freed inside the segment: after its last reader
+ * among the segment's nodes (in their execution order), unless a later
+ * segment or the caller needs it (the subgraph's outputs) or it came from
+ * outside (the session frees those after their last segment). -1: nothing
+ * in the segment reads it (freed as soon as it is produced). */
+static void segment_last_use(const er_subgraph *sg, int32_t *last_use) {
+  const er_graph *g = sg->graph;
+  er_id_list reads = {0};
+  for (int32_t v = 0; v < g->n_values; v++) last_use[v] = -1;
+  for (int32_t j = 0; j < sg->n_nodes; j++) {
+    if (!er__node_reads(g, sg->nodes[j], &reads)) {
+      /* Out of memory: free nothing early (correct, only less thrifty). */
+      for (int32_t v = 0; v < g->n_values; v++) last_use[v] = INT32_MAX;
+      break;
+    }
+    for (int32_t k = 0; k < reads.n; k++) last_use[reads.v[k]] = sg->nodes[j];
+  }
+  for (int32_t k = 0; k < g->n_outputs; k++) last_use[g->outputs[k]] = INT32_MAX;
+  for (int32_t k = 0; k < sg->n_outputs; k++) last_use[sg->outputs[k]] = INT32_MAX;
+  for (int32_t k = 0; k < sg->n_inputs; k++) last_use[sg->inputs[k]] = INT32_MAX;
+  free(reads.v);
+}
+
 static er_status cpu_compile(er_backend *be, const er_subgraph *sg, void **compiled_out) {
+  ER_UNUSED(be);
+  return er__cpu_compile(sg, false, compiled_out);
+}
+
+er_status er__cpu_compile(const er_subgraph *sg, bool force_reference, void **compiled_out) {
+  er_backend *be = er__backend_cpu();
   cpu_compiled *c = calloc(1, sizeof *c);
   if (!c) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory compiling a CPU subgraph");
   c->graph = sg->graph;
@@ -153,19 +183,23 @@ static er_status cpu_compile(er_backend *be, const er_subgraph *sg, void **compi
     return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory compiling a CPU subgraph");
   }
   if (sg->n_nodes) memcpy(c->nodes, sg->nodes, (size_t)sg->n_nodes * sizeof *c->nodes);
-  er__exec_last_use(sg->graph, c->last_use);
-  if (!sg->force_reference && !er__force_reference_env()) {
-    c->kernels = calloc((size_t)sg->graph->n_nodes + 1, sizeof *c->kernels);
-    if (!c->kernels) {
+  segment_last_use(sg, c->last_use);
+  c->kernels = calloc((size_t)sg->graph->n_nodes + 1, sizeof *c->kernels);
+  if (!c->kernels) {
+    cpu_release(be, c);
+    return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory compiling a CPU subgraph");
+  }
+  bool optimize = !force_reference && !er__force_reference_env();
+  for (int32_t j = 0; j < sg->n_nodes; j++) {
+    int32_t i = sg->nodes[j];
+    /* Kernels the application registered for the CPU (overrides of
+     * standard ops, custom ops) come first. */
+    c->kernels[i].custom = er__custom_kernel_find("cpu", &sg->graph->nodes[i]);
+    if (c->kernels[i].custom || !optimize) continue;
+    er_status st = pick_kernel(sg->graph, i, &c->kernels[i]);
+    if (st != ER_STATUS_OK) {
       cpu_release(be, c);
-      return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory compiling a CPU subgraph");
-    }
-    for (int32_t j = 0; j < sg->n_nodes; j++) {
-      er_status st = pick_kernel(sg->graph, sg->nodes[j], &c->kernels[sg->nodes[j]]);
-      if (st != ER_STATUS_OK) {
-        cpu_release(be, c);
-        return st;
-      }
+      return st;
     }
   }
   *compiled_out = c;
@@ -215,8 +249,3 @@ const char *er__cpu_compiled_kernel(const void *compiled, int32_t node) {
 }
 
 er_backend *er__backend_cpu(void) { return &cpu_backend; }
-
-er_backend *er__backend_find(const char *name) {
-  if (strcmp(name, "cpu") == 0) return &cpu_backend;
-  return NULL;
-}

@@ -132,7 +132,8 @@ static er_status place_output(er_frame *frame, int32_t id, er_tensor *o, bool ze
 
 static er_status run_node(er_exec *ex, er_frame *frame, int32_t i, er_tensor **inp, er_tensor **outp,
                           const er_node_kernel *nk) {
-  bool optimized = nk && nk->kernel;
+  bool custom = nk && nk->custom;
+  bool optimized = !custom && nk && nk->kernel;
   const er_graph *g = frame->g;
   const er_node *node = &g->nodes[i];
   er_status st = ER_STATUS_OK;
@@ -175,7 +176,10 @@ static er_status run_node(er_exec *ex, er_frame *frame, int32_t i, er_tensor **i
       st = place_output(frame, node->outputs[k], o, !optimized);
     }
   }
-  if (st == ER_STATUS_OK) st = optimized ? run_kernel(ex, frame, &ctx, nk) : node->op->run(&ctx);
+  if (st == ER_STATUS_OK)
+    st = custom      ? er__custom_kernel_run(nk->custom, &ctx, NULL)
+         : optimized ? run_kernel(ex, frame, &ctx, nk)
+                     : node->op->run(&ctx);
   ex->frame = saved;
   for (int k = 0; k < node->n_outputs && st == ER_STATUS_OK; k++)
     if (outp[k] && !outp[k]->data)
@@ -284,8 +288,10 @@ er_status er__exec_graph_segments(er_exec *ex, const er_graph *g, const er_frame
 
   ex->depth++;
   if (segs) {
-    for (int s = 0; s < n_segs && st == ER_STATUS_OK; s++)
+    for (int s = 0; s < n_segs && st == ER_STATUS_OK; s++) {
       st = segs[s].backend->iface->compute(segs[s].backend, segs[s].compiled, ex, frame.vals);
+      for (int32_t r = 0; r < segs[s].n_release; r++) er__tensor_release(&frame.vals[segs[s].release[r]]);
+    }
   } else {
     last_use = malloc(((size_t)g->n_values + 1) * sizeof *last_use);
     if (!last_use) {
@@ -348,8 +354,12 @@ er_status er__exec_main(er_exec *ex, const er_graph *g, er_tensor *vals, const e
                        g->values[id].name);
   }
   ex->depth++;
-  for (int k = 0; k < n_segs && st == ER_STATUS_OK; k++)
+  for (int k = 0; k < n_segs && st == ER_STATUS_OK; k++) {
     st = segs[k].backend->iface->compute(segs[k].backend, segs[k].compiled, ex, vals);
+    /* Free what no later segment reads (a device segment leaves its
+     * inputs in the frame). */
+    for (int32_t r = 0; r < segs[k].n_release; r++) er__tensor_release(&vals[segs[k].release[r]]);
+  }
   ex->depth--;
   return st;
 }

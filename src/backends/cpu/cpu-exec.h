@@ -64,8 +64,13 @@ int er__graph_width(const er_graph *g);
 /* Monotonic clock in nanoseconds. */
 uint64_t er__now_ns(void);
 
-/* An optimized kernel chosen for a node at compile time, with its state. */
+struct er_custom_kernel;
+
+/* The kernel chosen for a node at compile time: an application's custom
+ * kernel registered for the CPU, else an optimized kernel with its state,
+ * else (both NULL) the op's reference run(). */
 typedef struct er_node_kernel {
+  const struct er_custom_kernel *custom;
   const struct er_cpu_kernel *kernel;  /* NULL: the op's reference run() */
   void *state;                         /* from the kernel's prepare() */
   size_t scratch_bytes;                /* per run */
@@ -75,6 +80,9 @@ typedef struct er_node_kernel {
 typedef struct er_segment {
   struct er_backend *backend;
   void *compiled;                /* from backend->iface->compile */
+  const int32_t *release;        /* [n_release] intermediates to free after
+                                    the segment (their last reader ran) */
+  int32_t n_release;
 } er_segment;
 
 /* last_use[v] = index of the last node of g that reads value v (a node
