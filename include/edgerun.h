@@ -135,12 +135,15 @@ typedef struct er_load_options {
   uint64_t max_total_bytes;    /* all initializers together; default 8 GiB */
   uint32_t max_nodes;          /* nodes in one graph; default 1,000,000 */
   uint32_t max_nesting;        /* subgraph and message nesting; default 32 */
-  int optimize;                /* load-time rewrites: 2 = constant folding,
-                                  dead nodes, BatchNorm folding and operator
-                                  fusion (default); 1 = constant folding and
-                                  dead nodes only (the graph's operators as
-                                  written, e.g. to check an NPU profile);
-                                  -1 = the graph exactly as written */
+  int optimize;                /* graph rewrites: 2 (default) = constant
+                                  folding and dead nodes; BatchNorm folding,
+                                  Identity/Dropout removal and Transpose/
+                                  Reshape chains at load; and, in sessions
+                                  that run every node on the CPU, fusion into
+                                  edgerun's fused ops on the session's copy.
+                                  1 = constant folding and dead nodes only
+                                  (the operators as written, e.g. to check an
+                                  NPU profile). -1 = exactly as written. */
 } er_load_options;
 
 /* Fills *opts with the defaults. */
@@ -314,6 +317,11 @@ typedef struct er_session_stats {
 } er_session_stats;
 
 ER_API void er_session_stats_get(const er_session *session, er_session_stats *stats_out);
+
+/* Node `index` (< stats.node_count) of the graph the session runs, after
+ * its own fusions: op type and name, owned by the session. */
+ER_API er_status er_session_node(const er_session *session, size_t index, const char **op_type_out,
+                                 const char **name_out);
 
 /* Per-node timing, collected when the session was created with
  * opts.profile. total_us and count accumulate over runs; start_us/dur_us

@@ -33,11 +33,11 @@ static bool add_captures(const er_graph *sub, const er_graph *owner, id_list *ou
     if (sub->values[v].kind != ER_VALUE_OUTER) continue;
     const er_graph *gg = sub;
     int32_t id = v;
-    while (gg->parent && gg != owner && gg->values[id].kind == ER_VALUE_OUTER) {
+    while (gg->parent && !er__graph_same(gg, owner) && gg->values[id].kind == ER_VALUE_OUTER) {
       id = gg->values[id].outer;
       gg = gg->parent;
     }
-    if (gg == owner && !list_add(out, id)) return false;
+    if (er__graph_same(gg, owner) && !list_add(out, id)) return false;
   }
   for (int32_t i = 0; i < sub->n_nodes; i++) {
     const er_node *n = &sub->nodes[i];

@@ -142,10 +142,10 @@ static er_status fold_node(er_graph *g, er_node *node, er_tensor *const *in, er_
   /* The outputs become constant values owned by the model. */
   for (int k = 0; k < node->n_outputs; k++) {
     if (!outp[k]) continue;
-    er_tensor *t = er__arena_alloc(&g->model->arena, sizeof *t);
+    er_tensor *t = er__arena_alloc(g->arena, sizeof *t);
     if (!t) return ER_STATUS_OUT_OF_MEMORY;
     *t = outs[k];
-    ER_CHECK(er__model_own(g->model, t));
+    ER_CHECK(er__owned_add(g->owned, t));
     er_value *v = &g->values[node->outputs[k]];
     v->kind = ER_VALUE_CONSTANT;
     v->constant = t;

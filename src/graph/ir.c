@@ -12,6 +12,8 @@ er_graph *er__graph_new(struct er_model *model, er_graph *parent, const char *na
   er_graph *g = er__arena_alloc(&model->arena, sizeof *g);
   if (!g) return NULL;
   g->model = model;
+  g->arena = &model->arena;
+  g->owned = &model->owned;
   g->parent = parent;
   g->name = name ? name : "";
   return g;
@@ -40,7 +42,7 @@ static er_status grow_index(er_graph *g) {
   /* The index is rebuilt at twice the size when it is half full; the old
    * arrays stay in the arena (freed with the model). */
   uint32_t cap = g->index_cap ? g->index_cap * 2 : 64;
-  int32_t *index = er__arena_array(&g->model->arena, cap, sizeof(int32_t));
+  int32_t *index = er__arena_array(g->arena, cap, sizeof(int32_t));
   if (!index) return ER_STATUS_OUT_OF_MEMORY;
   for (uint32_t i = 0; i < cap; i++) index[i] = -1;
   for (int32_t id = 0; id < g->n_values; id++) {
@@ -62,7 +64,7 @@ er_status er__graph_add_value(er_graph *g, const char *name, int32_t *id_out) {
                      g->name, ER_MAX_VALUES);
   if (g->n_values == g->cap_values) {
     int32_t cap = g->cap_values ? g->cap_values * 2 : 32;
-    er_value *nv = er__arena_array(&g->model->arena, (size_t)cap, sizeof *nv);
+    er_value *nv = er__arena_array(g->arena, (size_t)cap, sizeof *nv);
     if (!nv) return ER_STATUS_OUT_OF_MEMORY;
     if (g->n_values) memcpy(nv, g->values, (size_t)g->n_values * sizeof *nv);
     g->values = nv;
@@ -114,15 +116,54 @@ void er__model_release_pages(const struct er_model *m, const void *p, size_t n) 
   if (end > start) madvise((void *)start, end - start, MADV_DONTNEED);
 }
 
-er_status er__model_own(struct er_model *model, er_tensor *t) {
-  if (model->n_owned == model->cap_owned) {
-    size_t cap = model->cap_owned ? model->cap_owned * 2 : 64;
-    er_tensor **n = realloc(model->owned, cap * sizeof *n);
-    if (!n) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory tracking model tensors");
-    model->owned = n;
-    model->cap_owned = cap;
+er_status er__owned_add(er_owned_list *l, er_tensor *t) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 64;
+    er_tensor **n = realloc(l->v, cap * sizeof *n);
+    if (!n) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory tracking tensors");
+    l->v = n;
+    l->cap = cap;
   }
-  model->owned[model->n_owned++] = t;
+  l->v[l->n++] = t;
+  return ER_STATUS_OK;
+}
+
+void er__owned_free(er_owned_list *l) {
+  for (size_t i = 0; i < l->n; i++) er__tensor_release(l->v[i]);
+  free(l->v);
+  l->v = NULL;
+  l->n = l->cap = 0;
+}
+
+er_status er__model_own(struct er_model *model, er_tensor *t) { return er__owned_add(&model->owned, t); }
+
+er_status er__graph_clone(const er_graph *src, er_arena *arena, er_owned_list *owned, er_graph **out) {
+  er_graph *g = er__arena_alloc(arena, sizeof *g);
+  if (!g) return ER_STATUS_OUT_OF_MEMORY;
+  *g = *src;
+  g->arena = arena;
+  g->owned = owned;
+  g->origin = src->origin ? src->origin : src;
+  g->values = er__arena_array(arena, (size_t)src->cap_values + 1, sizeof *g->values);
+  g->nodes = er__arena_array(arena, (size_t)src->n_nodes + 1, sizeof *g->nodes);
+  g->inputs = er__arena_array(arena, (size_t)src->n_inputs + 1, sizeof *g->inputs);
+  g->outputs = er__arena_array(arena, (size_t)src->n_outputs + 1, sizeof *g->outputs);
+  g->index = er__arena_array(arena, (size_t)src->index_cap + 1, sizeof *g->index);
+  if (!g->values || !g->nodes || !g->inputs || !g->outputs || !g->index) return ER_STATUS_OUT_OF_MEMORY;
+  if (src->n_values) memcpy(g->values, src->values, (size_t)src->n_values * sizeof *g->values);
+  if (src->n_inputs) memcpy(g->inputs, src->inputs, (size_t)src->n_inputs * sizeof *g->inputs);
+  if (src->n_outputs) memcpy(g->outputs, src->outputs, (size_t)src->n_outputs * sizeof *g->outputs);
+  if (src->index_cap) memcpy(g->index, src->index, (size_t)src->index_cap * sizeof *g->index);
+  for (int32_t i = 0; i < src->n_nodes; i++) {
+    er_node *n = &g->nodes[i];
+    *n = src->nodes[i];
+    n->inputs = er__arena_array(arena, (size_t)n->n_inputs + 1, sizeof *n->inputs);
+    n->outputs = er__arena_array(arena, (size_t)n->n_outputs + 1, sizeof *n->outputs);
+    if (!n->inputs || !n->outputs) return ER_STATUS_OUT_OF_MEMORY;
+    memcpy(n->inputs, src->nodes[i].inputs, (size_t)n->n_inputs * sizeof *n->inputs);
+    memcpy(n->outputs, src->nodes[i].outputs, (size_t)n->n_outputs * sizeof *n->outputs);
+  }
+  *out = g;
   return ER_STATUS_OK;
 }
 
@@ -163,11 +204,11 @@ static void add_captures(const er_graph *sub, const er_graph *owner, id_list *ou
   for (int32_t v = 0; v < sub->n_values; v++) {
     const er_graph *gg = sub;
     int32_t id = v;
-    while (gg != owner && gg->parent && gg->values[id].kind == ER_VALUE_OUTER) {
+    while (!er__graph_same(gg, owner) && gg->parent && gg->values[id].kind == ER_VALUE_OUTER) {
       id = gg->values[id].outer;
       gg = gg->parent;
     }
-    if (gg == owner && sub != owner) id_push(out, id);
+    if (er__graph_same(gg, owner) && sub != owner) id_push(out, id);
   }
   for (int32_t i = 0; i < sub->n_nodes; i++) {
     const er_node *n = &sub->nodes[i];

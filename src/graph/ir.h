@@ -83,10 +83,22 @@ typedef struct er_value {
   bool has_declared_type;     /* info came from input/output/value_info */
 } er_value;
 
+/* Tensors whose data someone must free, and where. */
+typedef struct er_owned_list {
+  er_tensor **v;
+  size_t n, cap;
+} er_owned_list;
+
 typedef struct er_graph {
   const char *name;
   struct er_graph *parent;    /* enclosing graph; NULL for the main graph */
-  struct er_model *model;     /* owner */
+  struct er_model *model;     /* the model it came from */
+  er_arena *arena;            /* where its nodes, values and names live: the
+                                 model's, or a session's for a session's own
+                                 optimized copy */
+  er_owned_list *owned;       /* where tensors made for it are registered */
+  const struct er_graph *origin; /* for a copy (er__graph_clone): the graph
+                                 it copies, whose subgraphs it shares; NULL */
   int depth;                  /* 0 for the main graph */
 
   er_value *values;           /* [n_values] */
@@ -135,8 +147,7 @@ struct er_model {
 
   /* Tensors that own data (external data, converted or folded tensors);
    * freed with the model. */
-  er_tensor **owned;
-  size_t n_owned, cap_owned;
+  er_owned_list owned;
   uint64_t total_bytes;       /* initializer bytes, checked against limits */
 
   /* Public info arrays built once at load. */
@@ -163,6 +174,21 @@ er_status er__graph_resolve(er_graph *g, const char *name, int32_t *id_out);
 void er__model_release_pages(const struct er_model *m, const void *p, size_t n);
 /* Registers a tensor whose data the model must free. */
 er_status er__model_own(struct er_model *model, er_tensor *t);
+/* Registers a tensor with a list (freed by er__owned_free). */
+er_status er__owned_add(er_owned_list *list, er_tensor *t);
+void er__owned_free(er_owned_list *list);
+
+/* A copy of main graph `src` that rewrites can change without touching
+ * the model: values, nodes and their input/output lists are copied into
+ * `arena` (subgraphs, attributes and constant data are shared, read-only);
+ * value ids stay the same. Tensors made for the copy go to `owned`. */
+er_status er__graph_clone(const er_graph *src, er_arena *arena, er_owned_list *owned, er_graph **out);
+
+/* True when a and b are the same graph, or b is a copy of a (subgraphs
+ * keep pointing at the original as their parent). */
+static inline bool er__graph_same(const er_graph *a, const er_graph *b) {
+  return a == b || (b->origin && a == b->origin);
+}
 
 /* Attribute lookup; NULL when absent. */
 const er_attr *er__node_attr(const er_node *node, const char *name);
@@ -180,10 +206,15 @@ er_status er__graph_bind_ops(er_graph *g);
  * all constants when `fold` is set. */
 er_status er__graph_infer(er_graph *g, bool fold);
 
-/* Load-time rewrites of the main graph (passes.c): BatchNorm folding,
- * activation/bias/residual fusion into com.edgerun fused ops, LayerNorm and
- * GELU recognition, Transpose/Reshape chain simplification. Never changes
- * what a caller can observe beyond float rounding. */
-er_status er__graph_optimize(er_graph *g);
+/* Graph rewrites (passes.c). Neither changes what a caller can observe
+ * beyond float rounding.
+ * Basic, at model load (optimize >= 2), for every backend: Identity and
+ * inference Dropout removed, BatchNorm folded into Conv weights,
+ * Transpose/Reshape chains simplified; the ops stay standard ONNX.
+ * Fusion, per session on the session's own copy when every node runs on
+ * the CPU (optimize >= 2): bias, residual and activations into com.edgerun
+ * FusedConv/FusedGemm/FusedMatMul, LayerNorm and GELU from primitives. */
+er_status er__graph_optimize_basic(er_graph *g);
+er_status er__graph_optimize_fusion(er_graph *g);
 
 #endif /* ER_IR_H */

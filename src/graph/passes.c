@@ -1,5 +1,9 @@
-/* passes.c - load-time graph optimization: patterns of standard ops become
- * fewer, larger nodes that optimized kernels run in one pass over memory.
+/* passes.c - graph optimization: patterns of standard ops become fewer,
+ * larger nodes that optimized kernels run in one pass over memory. The
+ * basic passes run at model load and keep standard ops (so accelerators and
+ * NPU plugins see the model's operators); the fusion passes make edgerun's
+ * own com.edgerun ops and run per session, on the session's copy of the
+ * graph, when every node is on the CPU (see ir.h).
  *
  *   identity       Identity / inference Dropout removed
  *   conv_bn        Conv + BatchNormalization folded into the Conv weights
@@ -112,12 +116,12 @@ static er_status new_const(er_graph *g, const char *base, er_tensor *t, int32_t 
     snprintf(name, sizeof name, "%s/er_folded%s%d", base, k ? "_" : "", k);
     if (er__graph_find(g, name) < 0) break;
   }
-  char *copy = er__arena_strdup(&g->model->arena, name);
+  char *copy = er__arena_strdup(g->arena, name);
   if (!copy) return ER_STATUS_OUT_OF_MEMORY;
-  er_tensor *heap = er__arena_alloc(&g->model->arena, sizeof *heap);
+  er_tensor *heap = er__arena_alloc(g->arena, sizeof *heap);
   if (!heap) return ER_STATUS_OUT_OF_MEMORY;
   *heap = *t;
-  ER_CHECK(er__model_own(g->model, heap));
+  ER_CHECK(er__owned_add(g->owned, heap));
   int32_t id;
   ER_CHECK(er__graph_add_value(g, copy, &id));
   er_value *v = &g->values[id];
@@ -130,7 +134,7 @@ static er_status new_const(er_graph *g, const char *base, er_tensor *t, int32_t 
 
 /* Appends attributes to a node (arena copy). */
 static er_status add_attrs(er_graph *g, er_node *n, const er_attr *extra, int n_extra) {
-  er_attr *attrs = er__arena_array(&g->model->arena, (size_t)(n->n_attrs + n_extra) + 1, sizeof *attrs);
+  er_attr *attrs = er__arena_array(g->arena, (size_t)(n->n_attrs + n_extra) + 1, sizeof *attrs);
   if (!attrs) return ER_STATUS_OUT_OF_MEMORY;
   int w = 0;
   for (int i = 0; i < n->n_attrs; i++) {
@@ -146,7 +150,7 @@ static er_status add_attrs(er_graph *g, er_node *n, const er_attr *extra, int n_
 }
 
 static er_status set_inputs(er_graph *g, er_node *n, const int32_t *ids, int count) {
-  int32_t *in = er__arena_array(&g->model->arena, (size_t)count + 1, sizeof *in);
+  int32_t *in = er__arena_array(g->arena, (size_t)count + 1, sizeof *in);
   if (!in) return ER_STATUS_OUT_OF_MEMORY;
   memcpy(in, ids, (size_t)count * sizeof *in);
   n->inputs = in;
@@ -506,7 +510,7 @@ static er_status pass_activation(pass_ctx *pc) {
     int n_extra = 1;
     int np = act.kind == ER_ACT_CLIP || act.kind == ER_ACT_HARDSIGMOID ? 2 : act.kind == ER_ACT_LEAKYRELU ? 1 : 0;
     if (np) {
-      float *p = er__arena_array(&g->model->arena, 2, sizeof(float));
+      float *p = er__arena_array(g->arena, 2, sizeof(float));
       if (!p) return ER_STATUS_OUT_OF_MEMORY;
       p[0] = act.p[0];
       p[1] = act.p[1];
@@ -706,7 +710,7 @@ static er_status pass_transpose(pass_ctx *pc) {
     const er_attr *p2 = er__node_attr(t2, "perm");
     if (!p2 || p2->type != ER_ATTR_INTS || p2->n != p1->n) continue;
     /* out[k] = in1[p2[k]] = x[p1[p2[k]]] */
-    int64_t *perm = er__arena_array(&g->model->arena, (size_t)p1->n + 1, sizeof *perm);
+    int64_t *perm = er__arena_array(g->arena, (size_t)p1->n + 1, sizeof *perm);
     if (!perm) return ER_STATUS_OUT_OF_MEMORY;
     bool identity = true, ok = true;
     for (int64_t k = 0; k < p1->n; k++) {
@@ -772,7 +776,11 @@ static er_status pass_reshape(pass_ctx *pc) {
 
 /* ---- driver ------------------------------------------------------------------ */
 
-er_status er__graph_optimize(er_graph *g) {
+/* Runs `passes` (a NULL-terminated list) to a fixed point, at most three
+ * rounds, then drops dead nodes (order is kept, so it stays topological). */
+typedef er_status (*pass_fn)(pass_ctx *pc);
+
+static er_status run_passes(er_graph *g, bool identity, const pass_fn *passes) {
   pass_ctx pc = {g, NULL, 0, NULL, 0};
   er_status st = ER_STATUS_OK;
   /* Rewrites add values (folded weights and biases): at most three per
@@ -785,21 +793,13 @@ er_status er__graph_optimize(er_graph *g) {
     goto done;
   }
   count_uses(&pc);
-  pass_identity(&pc);
+  if (identity) pass_identity(&pc);
   for (int round = 0; round < 3 && st == ER_STATUS_OK; round++) {
     int before = pc.changed;
-    st = pass_conv_bn(&pc);
-    if (st == ER_STATUS_OK) st = pass_layernorm(&pc);
-    if (st == ER_STATUS_OK) st = pass_matmul_bias(&pc);
-    if (st == ER_STATUS_OK) st = pass_conv_add(&pc);
-    if (st == ER_STATUS_OK) st = pass_activation(&pc);
-    if (st == ER_STATUS_OK) st = pass_gelu(&pc);
-    if (st == ER_STATUS_OK) st = pass_transpose(&pc);
-    if (st == ER_STATUS_OK) st = pass_reshape(&pc);
+    for (const pass_fn *p = passes; *p && st == ER_STATUS_OK; p++) st = (*p)(&pc);
     if (pc.changed == before) break;
   }
   if (st == ER_STATUS_OK && pc.changed) {
-    /* Drop dead nodes; order is preserved, so it stays topological. */
     int32_t w = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {
       if (pc.dead[i]) continue;
@@ -814,4 +814,18 @@ done:
   free(pc.uses);
   free(pc.dead);
   return st;
+}
+
+er_status er__graph_optimize_basic(er_graph *g) {
+  static const pass_fn passes[] = {pass_conv_bn, pass_transpose, pass_reshape, NULL};
+  return run_passes(g, true, passes);
+}
+
+er_status er__graph_optimize_fusion(er_graph *g) {
+  /* Order matters within a round: LayerNorm before the matmul/bias
+   * fusion can take its Add; the residual before the activation, so
+   * Conv + Add + Relu becomes one node. */
+  static const pass_fn passes[] = {pass_layernorm, pass_matmul_bias, pass_conv_add, pass_activation,
+                                   pass_gelu, NULL};
+  return run_passes(g, false, passes);
 }

@@ -61,8 +61,7 @@ static struct er_model *model_new(const er_load_options *opts) {
 
 void er_model_free(er_model *m) {
   if (!m) return;
-  for (size_t i = 0; i < m->n_owned; i++) er__tensor_release(m->owned[i]);
-  free(m->owned);
+  er__owned_free(&m->owned);
   free(m->input_info);
   free(m->output_info);
   if (m->map) {
@@ -116,7 +115,7 @@ static er_status finish_load(struct er_model *m) {
   ER_CHECK(er__graph_validate(m->graph));
   ER_CHECK(er__graph_bind_ops(m->graph));
   ER_CHECK(er__graph_infer(m->graph, m->limits.optimize > 0));
-  if (m->limits.optimize > 1) ER_CHECK(er__graph_optimize(m->graph));
+  if (m->limits.optimize > 1) ER_CHECK(er__graph_optimize_basic(m->graph));
   for (int32_t i = 0; i < m->graph->n_inputs; i++) {
     const er_value *v = &m->graph->values[m->graph->inputs[i]];
     if (v->kind == ER_VALUE_INPUT && !er__dtype_is_numeric(v->info.dtype))
@@ -298,6 +297,10 @@ er_status er_model_node(const er_model *m, size_t index, const char **op_type_ou
  * by it once. Runs share nothing but this read-only plan. */
 struct er_session {
   const er_model *model;
+  const er_graph *graph;   /* what runs: the model's graph, or the session's
+                              own fused copy (CPU-only sessions) */
+  er_arena arena;          /* the fused copy's memory */
+  er_owned_list owned;     /* tensors made for the fused copy */
   er_session_options opts;
   er_plan *plan;           /* placement, segments, fallback report */
   int32_t *exec_pos;       /* [n_nodes] position of each node in run order */
@@ -356,7 +359,7 @@ static void ctx_free(run_ctx *c) {
  * graph, not a graph output (those go to the caller). Values made on a
  * device stay in that backend's own memory. */
 static bool plannable(const er_session *s, int32_t v) {
-  const er_value *val = &s->model->graph->values[v];
+  const er_value *val = &s->graph->values[v];
   return val->kind == ER_VALUE_INTERMEDIATE && val->producer >= 0 && !val->is_graph_output &&
          s->plan->place[val->producer] == er__backend_cpu();
 }
@@ -364,7 +367,7 @@ static bool plannable(const er_session *s, int32_t v) {
 /* (Re)plans the arena from the larger of what the model declares and what
  * runs needed. */
 static er_status ctx_plan(const er_session *s, run_ctx *c) {
-  const er_graph *g = s->model->graph;
+  const er_graph *g = s->graph;
   int32_t n = g->n_values;
   int32_t *first = malloc(((size_t)n + 1) * sizeof *first);
   int32_t *last = malloc(((size_t)n + 1) * sizeof *last);
@@ -410,7 +413,7 @@ done:
 }
 
 static er_status ctx_new(er_session *s, run_ctx **out) {
-  const er_graph *g = s->model->graph;
+  const er_graph *g = s->graph;
   size_t n = (size_t)g->n_values + 1;
   run_ctx *c = calloc(1, sizeof *c);
   if (!c) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory creating a run context");
@@ -483,6 +486,8 @@ void er_session_free(er_session *s) {
   free(s->last_use);
   free(s->exec_pos);
   er__plan_free(s->plan);
+  er__owned_free(&s->owned);
+  er__arena_free(&s->arena);
   er__pool_free(s->pool);
   if (s->prof) pthread_mutex_destroy(&s->prof_lock);
   free(s->prof);
@@ -500,7 +505,7 @@ static const char *node_kernel_name(const er_session *s, int32_t i) {
 
 void er_session_stats_get(const er_session *s, er_session_stats *out) {
   memset(out, 0, sizeof *out);
-  const er_graph *g = s->model->graph;
+  const er_graph *g = s->graph;
   out->node_count = (size_t)g->n_nodes;
   for (int32_t i = 0; i < g->n_nodes; i++)
     if (strcmp(node_kernel_name(s, i), "reference") != 0) out->optimized_nodes++;
@@ -508,11 +513,20 @@ void er_session_stats_get(const er_session *s, er_session_stats *out) {
   out->arena_bytes = s->arena_bytes;
 }
 
+er_status er_session_node(const er_session *s, size_t index, const char **op_type_out, const char **name_out) {
+  if (index >= (size_t)s->graph->n_nodes)
+    return er__error(ER_STATUS_NOT_FOUND, "node index %zu is out of range (the session runs %d nodes)", index,
+                     (int)s->graph->n_nodes);
+  *op_type_out = s->graph->nodes[index].op_type;
+  *name_out = s->graph->nodes[index].name;
+  return ER_STATUS_OK;
+}
+
 er_status er_session_profile(er_session *s, er_node_timing *out, size_t cap, size_t *n_out) {
   if (!s || !n_out || (cap && !out)) return er__error(ER_STATUS_INVALID_ARGUMENT, "session and n_out must not be NULL");
   if (!s->prof)
     return er__error(ER_STATUS_INVALID_ARGUMENT, "the session was created without profiling (opts.profile)");
-  const er_graph *g = s->model->graph;
+  const er_graph *g = s->graph;
   pthread_mutex_lock(&s->prof_lock);
   for (int32_t i = 0; i < g->n_nodes && (size_t)i < cap; i++) {
     const er_node *node = &g->nodes[i];
@@ -577,12 +591,31 @@ er_status er_session_create(const er_model *model, const er_session_options *opt
   er_session *s = calloc(1, sizeof *s);
   if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory creating a session");
   s->model = model;
+  s->graph = g;
+  er__arena_init(&s->arena);
   s->opts = o;
   s->opts.backends = NULL;  /* borrowed only for the create */
   s->opts.backend_count = 0;
   pthread_mutex_init(&s->ctx_lock, NULL);
   st = er__plan_build(g, prefs, o.backend_count, o.allow_fallback, &s->plan);
   if (st != ER_STATUS_OK) goto fail;
+  /* When every node runs on the CPU, the session fuses its own copy of the
+   * graph into edgerun's fused ops (optimize level 2). Accelerators and
+   * plugins keep seeing the model's standard operators. */
+  bool all_cpu = true;
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    if (s->plan->place[i] != er__backend_cpu()) all_cpu = false;
+  if (model->limits.optimize > 1 && all_cpu && g->n_nodes > 0) {
+    er_graph *copy;
+    st = er__graph_clone(g, &s->arena, &s->owned, &copy);
+    if (st == ER_STATUS_OK) st = er__graph_optimize_fusion(copy);
+    if (st != ER_STATUS_OK) goto fail;
+    er__plan_free(s->plan);
+    s->plan = NULL;
+    g = s->graph = copy;
+    st = er__plan_build(g, prefs, o.backend_count, o.allow_fallback, &s->plan);
+    if (st != ER_STATUS_OK) goto fail;
+  }
   st = er__pool_create(o.threads, &s->pool);
   if (st != ER_STATUS_OK) goto fail;
   if (o.profile) {
@@ -676,7 +709,7 @@ void er_session_partition(const er_session *s, er_partition_summary *out) {
 }
 
 er_status er_session_transfer(const er_session *s, size_t index, er_transfer *out) {
-  const er_graph *g = s->model->graph;
+  const er_graph *g = s->graph;
   er_backend *cpu = er__backend_cpu();
   size_t k = 0;
   for (int i = 0; i < s->plan->n_segs; i++) {
@@ -701,7 +734,7 @@ er_status er_session_transfer(const er_session *s, size_t index, er_transfer *ou
 }
 
 er_status er_session_placement(const er_session *s, size_t index, er_placement *out) {
-  const er_graph *g = s->model->graph;
+  const er_graph *g = s->graph;
   if (index >= (size_t)g->n_nodes)
     return er__error(ER_STATUS_NOT_FOUND, "node index %zu is out of range (the graph has %d nodes)", index,
                      (int)g->n_nodes);
@@ -738,7 +771,7 @@ static er_status check_input(const er_value *v, const er_tensor *t) {
 /* One run into `c`: inputs by name, outputs resolved into c->want. */
 static er_status run_in_ctx(er_session *s, run_ctx *c, const er_named_tensor *inputs, size_t n_inputs,
                             const char *const *output_names, size_t n_outputs) {
-  const er_graph *g = s->model->graph;
+  const er_graph *g = s->graph;
   memset(c->bound_in, 0, ((size_t)g->n_inputs + 1) * sizeof *c->bound_in);
   for (size_t i = 0; i < n_inputs; i++) {
     const char *name = inputs[i].name;
@@ -810,7 +843,7 @@ static er_status run_in_ctx(er_session *s, run_ctx *c, const er_named_tensor *in
 /* Releases what a run left in the context and grows the plan if a value
  * needed more than its slot, so the next run fits. */
 static er_status ctx_finish(er_session *s, run_ctx *c) {
-  const er_graph *g = s->model->graph;
+  const er_graph *g = s->graph;
   for (int32_t id = 0; id < g->n_values; id++) {
     er__tensor_release(&c->vals[id]);
     memset(&c->vals[id], 0, sizeof c->vals[id]);
@@ -826,7 +859,7 @@ er_status er_session_run(er_session *s, const er_named_tensor *inputs, size_t n_
                          const char *const *output_names, size_t n_outputs, er_tensor **outputs_out) {
   if (!s || (!inputs && n_inputs) || !outputs_out)
     return er__error(ER_STATUS_INVALID_ARGUMENT, "session, inputs and outputs_out must not be NULL");
-  const er_graph *g = s->model->graph;
+  const er_graph *g = s->graph;
   run_ctx *c;
   ER_CHECK(ctx_take(s, &c));
   er_status st = run_in_ctx(s, c, inputs, n_inputs, output_names, n_outputs);
@@ -867,7 +900,7 @@ er_status er_session_run_into(er_session *s, const er_named_tensor *inputs, size
                               const char *const *output_names, size_t n_outputs, er_tensor *const *outputs) {
   if (!s || (!inputs && n_inputs) || !outputs)
     return er__error(ER_STATUS_INVALID_ARGUMENT, "session, inputs and outputs must not be NULL");
-  const er_graph *g = s->model->graph;
+  const er_graph *g = s->graph;
   run_ctx *c;
   ER_CHECK(ctx_take(s, &c));
   /* Outputs are written straight into the caller's tensors when shapes

@@ -43,24 +43,26 @@ static er_model *load(const er_pbw *m, int optimize) {
   return model;
 }
 
-/* Number of nodes of op type `op` in the loaded model. */
-static int count_op(const er_model *m, const char *op) {
-  er_model_summary s;
-  er_model_summary_get(m, &s);
+/* The graph a CPU session runs: model-level rewrites plus the session's
+ * own fusions. Counts nodes of op type `op` (NULL: all nodes). */
+static int session_count(const er_model *m, const char *op) {
+  er_session *s = NULL;
+  if (er_session_create(m, NULL, &s) != ER_STATUS_OK) return -1;
+  er_session_stats st;
+  er_session_stats_get(s, &st);
   int n = 0;
-  for (size_t i = 0; i < s.node_count; i++) {
+  for (size_t i = 0; i < st.node_count; i++) {
     const char *t, *name;
-    er_model_node(m, i, &t, &name);
-    if (strcmp(t, op) == 0) n++;
+    er_session_node(s, i, &t, &name);
+    if (!op || strcmp(t, op) == 0) n++;
   }
+  er_session_free(s);
   return n;
 }
 
-static size_t node_count(const er_model *m) {
-  er_model_summary s;
-  er_model_summary_get(m, &s);
-  return s.node_count;
-}
+static int count_op(const er_model *m, const char *op) { return session_count(m, op); }
+
+static size_t node_count(const er_model *m) { return (size_t)session_count(m, NULL); }
 
 /* Runs both models on the same random input x of `dims`; the outputs must
  * agree within rtol 1e-4 / atol 1e-5 (float rounding of the rewrite). */
@@ -362,6 +364,27 @@ static void test_transpose_reshape(void) {
   }
 }
 
+/* A CPU session fuses its own copy: the model keeps standard ops for
+ * other sessions (an accelerator or NPU plugin sees Conv and Relu). */
+static void test_model_untouched(void) {
+  er_pbw m = {0};
+  conv_bn_model(&m, "Relu", false);
+  er_model *model = load(&m, 2);
+  CHECK(count_op(model, "FusedConv") == 1);
+  er_model_summary s;
+  er_model_summary_get(model, &s);
+  int fused = 0, relu = 0;
+  for (size_t i = 0; i < s.node_count; i++) {
+    const char *t, *name;
+    er_model_node(model, i, &t, &name);
+    fused += strcmp(t, "FusedConv") == 0;
+    relu += strcmp(t, "Relu") == 0;
+  }
+  CHECK(fused == 0 && relu == 1 && s.node_count == 2); /* BatchNorm folded at load */
+  er_model_free(model);
+  er__pbw_free(&m);
+}
+
 int main(int argc, char **argv) {
   static const er_test_case cases[] = {
       {"conv_bn", test_conv_bn},
@@ -371,6 +394,7 @@ int main(int argc, char **argv) {
       {"matmul_gelu", test_matmul_gelu},
       {"layernorm", test_layernorm},
       {"transpose_reshape", test_transpose_reshape},
+      {"model_untouched", test_model_untouched},
   };
   return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);
 }

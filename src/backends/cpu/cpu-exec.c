@@ -26,11 +26,11 @@ static void mark_captures(const er_graph *sub, int32_t node_index, int32_t *last
     if (sub->values[v].kind != ER_VALUE_OUTER) continue;
     const er_graph *gg = sub;
     int32_t id = v;
-    while (gg->parent && gg != owner && gg->values[id].kind == ER_VALUE_OUTER) {
+    while (gg->parent && !er__graph_same(gg, owner) && gg->values[id].kind == ER_VALUE_OUTER) {
       id = gg->values[id].outer;
       gg = gg->parent;
     }
-    if (gg == owner && last_use[id] < node_index) last_use[id] = node_index;
+    if (er__graph_same(gg, owner) && last_use[id] < node_index) last_use[id] = node_index;
   }
   for (int32_t i = 0; i < sub->n_nodes; i++) {
     const er_node *n = &sub->nodes[i];
