@@ -14,6 +14,7 @@
 #include "backends/backend.h"
 #include "onnx/onnx.h"
 #include "backends/cpu/cpu-exec.h"
+#include "runtime/runtime.h"
 
 /* ======================================================================== */
 /* Models                                                                    */
@@ -419,6 +420,13 @@ static er_status check_input(const er_value *v, const er_tensor *t) {
 
 er_status er_session_run(er_session *s, const er_named_tensor *inputs, size_t n_inputs,
                          const char *const *output_names, size_t n_outputs, er_tensor **outputs_out) {
+  return er__session_run_observed(s, inputs, n_inputs, output_names, n_outputs, outputs_out, NULL,
+                                  NULL);
+}
+
+er_status er__session_run_observed(er_session *s, const er_named_tensor *inputs, size_t n_inputs,
+                                   const char *const *output_names, size_t n_outputs,
+                                   er_tensor **outputs_out, er_exec_observer observe, void *user) {
   er_status st = ER_STATUS_OK;
   if (!s || (!inputs && n_inputs) || !outputs_out)
     return er__error(ER_STATUS_INVALID_ARGUMENT, "session, inputs and outputs_out must not be NULL");
@@ -492,7 +500,7 @@ er_status er_session_run(er_session *s, const er_named_tensor *inputs, size_t n_
     for (size_t i = 0; i < n_outputs; i++) want[i] = (int32_t)i;
   }
 
-  er_exec ex = {s->opts.threads, s->opts.force_reference, NULL, 0};
+  er_exec ex = {s->opts.threads, s->opts.force_reference, NULL, 0, observe, user};
   /* Inputs with initializers that were not given fall back to the
    * initializer (bound inside exec). */
   int n_bind = 0;

@@ -17,12 +17,22 @@ typedef struct er_frame {
   const struct er_frame *parent; /* frame of the enclosing graph, for OUTER */
 } er_frame;
 
+/* Called after each node has run, with its outputs (entries may be NULL
+ * for omitted outputs) still alive; a non-OK status stops the run. Used by
+ * the quantizer (calibration) and analysis to see intermediate tensors
+ * without making them graph outputs. `g` is the graph holding the node
+ * (subgraph nodes are reported too). */
+typedef er_status (*er_exec_observer)(void *user, const er_graph *g, int32_t node_index,
+                                      er_tensor *const *outputs, int n_outputs);
+
 /* State of one run; one per er_session_run call (so runs never share). */
 typedef struct er_exec {
   int threads;
   bool force_reference;
   const er_frame *frame;         /* frame of the node being run */
   int depth;                     /* subgraph nesting of the current call */
+  er_exec_observer observe;      /* NULL = nobody watches (one test per node) */
+  void *observe_user;            /* passed back to observe */
 } er_exec;
 
 /* A compiled piece of the main graph placed on one backend. */
