@@ -33,5 +33,11 @@ int er_cmd_conform(int argc, char **argv);
 void er_cmd_conform_help(FILE *out);
 int er_cmd_inspect(int argc, char **argv);
 void er_cmd_inspect_help(FILE *out);
+int er_cmd_quantize(int argc, char **argv);
+void er_cmd_quantize_help(FILE *out);
+int er_cmd_analyze(int argc, char **argv);
+void er_cmd_analyze_help(FILE *out);
+int er_cmd_eval(int argc, char **argv);
+void er_cmd_eval_help(FILE *out);
 
 #endif /* ER_CLI_H */

@@ -10,6 +10,9 @@ static const er_cli_cmd commands[] = {
     {"run", "run a model once on input files and write its outputs", er_cmd_run, er_cmd_run_help},
     {"conform", "run ONNX test-data folders and report pass/fail", er_cmd_conform, er_cmd_conform_help},
     {"inspect", "describe a model: inputs, outputs, ops, weights", er_cmd_inspect, er_cmd_inspect_help},
+    {"quantize", "quantize a model to int8/int4 QDQ with calibration data", er_cmd_quantize, er_cmd_quantize_help},
+    {"analyze", "compare a float and a quantized model layer by layer", er_cmd_analyze, er_cmd_analyze_help},
+    {"eval", "accuracy or agreement of a model on data; a deployment gate", er_cmd_eval, er_cmd_eval_help},
 };
 
 int er_cli_fail(const char *cmd, const char *fmt, ...) {
