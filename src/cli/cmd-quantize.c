@@ -37,6 +37,9 @@ void er_cmd_quantize_help(FILE *out) {
           "                           auto:2%%), the output SQNR >= N dB (auto:30dB), or with\n"
           "                           --labels the top-1 drop is <= BUDGET points\n"
           "  --no-fold                do not fold BatchNorm / affine ops into Conv first\n"
+          "  --no-bias-correction     keep biases as they are (default: subtract the mean\n"
+          "                           shift that weight rounding causes, measured on the\n"
+          "                           calibration data)\n"
           "data:\n"
           "  --eval DATA              evaluation samples for the report and auto (default:\n"
           "                           held-out calibration samples with auto, else the\n"
@@ -129,6 +132,8 @@ int er_cmd_quantize(int argc, char **argv) {
       o.keep_float = v;
     } else if (strcmp(a, "--no-fold") == 0) {
       o.fold = false;
+    } else if (strcmp(a, "--no-bias-correction") == 0) {
+      o.bias_correction = false;
     } else if (strcmp(a, "--eval") == 0) {
       NEED("a data path");
       o.eval_path = v;

@@ -52,8 +52,10 @@ static er_status grow(er_qstat *s, double need) {
 
 er_status er__qstat_add(er_qstat *s, const float *x, int64_t n, const char *what) {
   double lo = INFINITY, hi = -INFINITY;
+  uint64_t zeros = 0;
   for (int64_t i = 0; i < n; i++) {
     float v = x[i];
+    zeros += v == 0;
     if (!isfinite(v))
       return er__error(ER_STATUS_INVALID_TENSOR,
                        "tensor '%s' holds %s at element %lld during calibration; a quantization "
@@ -67,6 +69,7 @@ er_status er__qstat_add(er_qstat *s, const float *x, int64_t n, const char *what
   if (hi > s->max) s->max = hi;
   uint64_t before = s->count;
   s->count += (uint64_t)n;
+  s->zeros += zeros;
   if (!s->hist) return ER_STATUS_OK;
   const int B = ER_QHIST_BINS;
   double amax = fmax(fabs(lo), fabs(hi));
@@ -138,6 +141,11 @@ static double entropy_threshold(const er_qstat *s, int qbins) {
   const int H = ER_QHIST_BINS / 2;
   double a[ER_QHIST_BINS / 2], p[ER_QHIST_BINS / 2], q[ER_QHIST_BINS / 2];
   fold(s, a);
+  /* Exact zeros (a ReLU's negative half) are represented exactly by any
+   * range; left in, their spike dominates the divergence and pulls the
+   * threshold far below the data's real tail. */
+  a[0] -= (double)s->zeros;
+  if (a[0] < 0) a[0] = 0;
   double w = s->range / H, best_kl = INFINITY, best_t = s->range;
   int last = H;
   while (last > qbins && a[last - 1] == 0) last--;
@@ -220,7 +228,10 @@ void er__qstat_range(const er_qstat *s, er_calib_method method, double percentil
         hi = fmin(quantile(s, 1.0 - cut, true), s->max);
       }
     } else if (method == ER_CALIB_ENTROPY) {
-      double t = fmin(entropy_threshold(s, levels / 2 + 1), amax);
+      /* A one-sided (e.g. post-ReLU) tensor in an asymmetric range spends
+       * every level on [0, t]; a symmetric range gives each side half. */
+      bool one_sided = !symmetric && (lo >= 0 || hi <= 0);
+      double t = fmin(entropy_threshold(s, one_sided ? levels : levels / 2 + 1), amax);
       if (symmetric) {
         lo = -t;
         hi = t;

@@ -26,6 +26,7 @@ typedef enum er_calib_method {
 typedef struct er_qstat {
   double min, max;           /* over every element seen */
   uint64_t count;            /* elements seen */
+  uint64_t zeros;            /* elements exactly 0 (ReLU outputs, padding) */
   double range;              /* R: the histogram covers [-R, R]; 0 = empty */
   uint64_t *hist;            /* [ER_QHIST_BINS]; NULL when not collected */
 } er_qstat;

@@ -141,6 +141,26 @@ static er_status drop_legacy_attrs(er_node *n, int from) {
   return ER_STATUS_OK;
 }
 
+/* Whether any node (or subgraph capture, or graph output) reads value id. */
+static bool value_read(const er_graph *g, int32_t id) {
+  if (g->values[id].is_graph_output) return true;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const er_node *m = &g->nodes[i];
+    for (int k = 0; k < m->n_inputs; k++)
+      if (m->inputs[k] == id) return true;
+    for (int a = 0; a < m->n_attrs; a++) {
+      const er_attr *at = &m->attrs[a];
+      int64_t cnt = at->type == ER_ATTR_GRAPH ? 1 : at->type == ER_ATTR_GRAPHS ? at->n : 0;
+      for (int64_t j = 0; j < cnt; j++) {
+        const er_graph *sg = at->type == ER_ATTR_GRAPH ? at->g : at->graphs[j];
+        for (int32_t v = 0; v < sg->n_values; v++)
+          if (sg->values[v].kind == ER_VALUE_OUTER && sg->values[v].outer == id) return true;
+      }
+    }
+  }
+  return false;
+}
+
 static er_status convert(er_qbuild *b, er_graph *g, er_node *n, int from, int to) {
   const char *op = n->op_type;
   ER_CHECK(drop_legacy_attrs(n, from));
@@ -206,7 +226,7 @@ static er_status convert(er_qbuild *b, er_graph *g, er_node *n, int from, int to
     /* At inference Dropout is the identity; ratio moved to an input in 12
      * and is_test disappeared in 7. An unused mask output lets the node
      * become an Identity, which every version has. */
-    bool mask_used = n->n_outputs > 1 && n->outputs[1] >= 0;
+    bool mask_used = n->n_outputs > 1 && n->outputs[1] >= 0 && value_read(g, n->outputs[1]);
     if (mask_used) return refuse(n, from, to, "has its mask output in use");
     n->op_type = "Identity";
     n->n_attrs = 0;
@@ -223,7 +243,13 @@ static er_status convert(er_qbuild *b, er_graph *g, er_node *n, int from, int to
       int rank = n->inputs[0] >= 0 ? g->values[n->inputs[0]].info.rank : -1;
       if (rank < 0) return refuse(n, from, to, "has an input of unknown rank (axis semantics changed in 13)");
       if (axis < 0) axis += rank;
-      if (axis != rank - 1) return refuse(n, from, to, "is not on the last axis (axis semantics changed in 13)");
+      /* Flattening at `axis` and working along `axis` agree when every dim
+       * after it is 1 ([N, C, 1, 1] class scores). */
+      const er_tensor *x = &g->values[n->inputs[0]].info;
+      bool trailing_ones = true;
+      for (int d = (int)axis + 1; d < rank; d++) trailing_ones = trailing_ones && x->dims[d] == 1;
+      if (axis != rank - 1 && !trailing_ones)
+        return refuse(n, from, to, "is not on the last axis (axis semantics changed in 13)");
     }
     return ER_STATUS_OK;
   }

@@ -286,6 +286,15 @@ er_status er__qprep_fold_affine(struct er_model *m, int *n_folded) {
   }
   for (bool again = true; again;) {
     again = false;
+    /* Folding adds constants, so the value arrays grow between rounds. */
+    int32_t *nu = realloc(uses, ((size_t)g->n_values + 1) * sizeof *uses);
+    if (nu) uses = nu;
+    int32_t *nr = nu ? realloc(reader, ((size_t)g->n_values + 1) * sizeof *reader) : NULL;
+    if (nr) reader = nr;
+    if (!nu || !nr) {
+      st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory preparing the model");
+      goto done;
+    }
     count_uses(g, dead, uses, reader);
     for (int32_t i = 0; i < g->n_nodes; i++) {
       er_node *conv = &g->nodes[i];

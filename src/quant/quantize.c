@@ -38,6 +38,7 @@ void er__quant_options_init(er_quant_options *o) {
   o->method = ER_CALIB_MINMAX;
   o->percentile = 99.999;
   o->fold = true;
+  o->bias_correction = true;
   o->threads = 1;
   er__qdata_options_init(&o->data);
 }
@@ -126,6 +127,13 @@ typedef struct qten {
   double lo, hi;
   float scale;
   int32_t zp;
+  /* Per-channel means for bias correction: sums along ch_axis (the axis
+   * the first quantized reader contracts: 1 for Conv's NCHW input and
+   * Gemm's A). ch_n < 0 when shapes varied between samples. */
+  int ch_axis;                  /* -1 = not collected */
+  int64_t ch_n;                 /* channels; 0 = not seen yet */
+  double *ch_sum;               /* [ch_n] */
+  uint64_t ch_count;            /* elements summed per channel */
 } qten;
 
 typedef struct qplan {
@@ -163,8 +171,39 @@ static er_status add_tensor(qplan *p, int32_t value) {
   t->value = value;
   t->name = p->mf->graph->values[value].name;
   bool hist = p->o.method != ER_CALIB_MINMAX;
+  t->ch_axis = -1;
   ER_CHECK(er__qstat_init(&t->st, hist));
   p->t_of[value] = (int32_t)p->n_t++;
+  return ER_STATUS_OK;
+}
+
+/* Adds a tensor's per-channel sums along t->ch_axis. */
+static er_status add_channel_sums(qten *t, const er_tensor *x) {
+  if (t->ch_axis < 0 || t->ch_n < 0) return ER_STATUS_OK;
+  if (x->rank <= t->ch_axis) {
+    t->ch_n = -1;
+    return ER_STATUS_OK;
+  }
+  int64_t C = x->dims[t->ch_axis], outer = 1, inner = 1;
+  for (int d = 0; d < t->ch_axis; d++) outer *= x->dims[d];
+  for (int d = t->ch_axis + 1; d < x->rank; d++) inner *= x->dims[d];
+  if (t->ch_n == 0) {
+    t->ch_sum = calloc((size_t)(C > 0 ? C : 1), sizeof *t->ch_sum);
+    if (!t->ch_sum) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory calibrating");
+    t->ch_n = C;
+  } else if (t->ch_n != C) {
+    t->ch_n = -1;  /* channel count varies: no correction */
+    return ER_STATUS_OK;
+  }
+  const float *v = x->data;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t c = 0; c < C; c++) {
+      double sum = 0;
+      const float *row = v + (o * C + c) * inner;
+      for (int64_t i = 0; i < inner; i++) sum += row[i];
+      t->ch_sum[c] += sum;
+    }
+  t->ch_count += (uint64_t)(outer * inner);
   return ER_STATUS_OK;
 }
 
@@ -281,6 +320,13 @@ static er_status make_plan(qplan *p) {
     ER_CHECK(plan_node(p, i, c));
     if (c->why_float) continue;
     for (int a = 0; a < c->n_act; a++) ER_CHECK(add_tensor(p, n->inputs[c->act[a]]));
+    /* Bias correction needs the mean of the input each weight multiplies. */
+    if (c->w >= 0 && c->n_act == 1 && c->act[0] == 0 && !is_op(n, "MatMul") && !is_op(n, "ConvTranspose")) {
+      qten *t = &p->t[p->t_of[n->inputs[0]]];
+      const er_attr *ta = er__node_attr(n, "transA");
+      int axis = is_op(n, "Gemm") && ta && ta->i ? 0 : 1;
+      if (t->ch_axis < 0) t->ch_axis = axis;
+    }
   }
   return ER_STATUS_OK;
 }
@@ -307,6 +353,7 @@ static er_status calib_observe(void *user, const er_graph *g, int32_t node_index
       return er__error(ER_STATUS_TYPE_MISMATCH, "tensor '%s' is %s at run time, not float32", t->name,
                        er_dtype_name(outs[k]->dtype));
     ER_CHECK(er__qstat_add(&t->st, outs[k]->data, er__tensor_count(outs[k]), t->name));
+    if (p->o.bias_correction) ER_CHECK(add_channel_sums(t, outs[k]));
   }
   return ER_STATUS_OK;
 }
@@ -337,6 +384,8 @@ static er_status calibrate(qplan *p, er_qdata *data, int64_t *samples_out) {
         const er_tensor *t = in[k].tensor;
         if (t->dtype == ER_DTYPE_FLOAT)
           st = er__qstat_add(&p->t[p->t_of[id]].st, t->data, er__tensor_count(t), in[k].name);
+        if (st == ER_STATUS_OK && t->dtype == ER_DTYPE_FLOAT && p->o.bias_correction)
+          st = add_channel_sums(&p->t[p->t_of[id]], t);
       }
     }
     if (st == ER_STATUS_OK)
@@ -502,12 +551,23 @@ static er_status quant_int4(const er_tensor *W, int block_axis, int bs, er_tenso
 /* Emitting the QDQ model                                                    */
 /* ======================================================================== */
 
+/* A quantized weight: where its values and scales are, so bias work can
+ * dequantize it. Pointers are borrowed from the model being built. */
+typedef struct wquant {
+  const er_tensor *w;           /* the float weight */
+  const er_tensor *q;           /* int8 or int4 values, W's shape */
+  const float *scales;          /* int8: [n_ch] per channel (1 = tensor) */
+  int64_t n_ch;
+  int axis;                     /* int8 per-channel axis, -1 = tensor */
+  const er_tensor *blocks;      /* int4: the block scale tensor */
+  int block_axis, block_size;
+} wquant;
+
 typedef struct wcache {
   int32_t value, axis;
   bool int4;
   int32_t dq;                   /* DQ output id */
-  float *scales;                /* [n_ch] borrowed from the builder */
-  int64_t n_ch;
+  wquant wq;
 } wcache;
 
 typedef struct emit_state {
@@ -558,16 +618,14 @@ static er_qreport_layer *rep_layer(emit_state *e, const qcand *c) {
 }
 
 /* The DQ output standing for weight input c->w of node n. */
-static er_status emit_weight(emit_state *e, const er_node *n, const qcand *c, int32_t *dq_out, const float **scales,
-                             int64_t *n_ch) {
+static er_status emit_weight(emit_state *e, const er_node *n, const qcand *c, int32_t *dq_out, wquant *wq) {
   er_qbuild *b = &e->b;
   int32_t wv = n->inputs[c->w];
   int axis = c->int4 ? c->block_axis : c->w_axis;
   for (size_t i = 0; i < e->n_wc; i++)
     if (e->wc[i].value == wv && e->wc[i].axis == axis && e->wc[i].int4 == c->int4) {
       *dq_out = e->wc[i].dq;
-      *scales = e->wc[i].scales;
-      *n_ch = e->wc[i].n_ch;
+      *wq = e->wc[i].wq;
       return ER_STATUS_OK;
     }
   const er_value *val = &e->g->values[wv];
@@ -587,6 +645,8 @@ static er_status emit_weight(emit_state *e, const er_node *n, const qcand *c, in
     C = er__tensor_count(&sc);
     ER_CHECK(er__qb_constant(b, val->name, "_quantized", &q, &qid));
     ER_CHECK(er__qb_constant(b, val->name, "_scale", &sc, &sid));
+    *wq = (wquant){W, e->g->values[qid].constant, NULL, C, -1, e->g->values[sid].constant, c->block_axis,
+                   e->p->o.block_size};
     attrs[n_attrs++] = er__qb_attr_int("axis", c->block_axis);
     attrs[n_attrs++] = er__qb_attr_int("block_size", e->p->o.block_size);
     snprintf(scheme, sizeof scheme, "int4 symmetric, blocks of %d along axis %d", e->p->o.block_size,
@@ -596,10 +656,8 @@ static er_status emit_weight(emit_state *e, const er_node *n, const qcand *c, in
     ER_CHECK(own_scales(e, ch_scales));
     smin = INFINITY;
     smax = 0;
-    double *sv = malloc((size_t)C * sizeof *sv), *zv = calloc((size_t)C, sizeof *zv);
-    if (!sv || !zv) {
-      free(sv);
-      free(zv);
+    double *sv = malloc((size_t)C * sizeof *sv);
+    if (!sv) {
       er__tensor_release(&q);
       return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory quantizing weights");
     }
@@ -608,14 +666,14 @@ static er_status emit_weight(emit_state *e, const er_node *n, const qcand *c, in
       smin = fmin(smin, sv[i]);
       smax = fmax(smax, sv[i]);
     }
+    /* Symmetric weights have zero points of 0, which is what an omitted
+     * zero point means; leaving it out saves a tensor per weight. */
     er_status st = er__qb_constant(b, val->name, "_quantized", &q, &qid);
     if (st == ER_STATUS_OK)
       st = er__qb_constant_vec(b, val->name, "_scale", ER_DTYPE_FLOAT, c->w_axis >= 0 ? 1 : 0, C, sv, &sid);
-    if (st == ER_STATUS_OK)
-      st = er__qb_constant_vec(b, val->name, "_zero_point", ER_DTYPE_INT8, c->w_axis >= 0 ? 1 : 0, C, zv, &zid);
     free(sv);
-    free(zv);
     ER_CHECK(st);
+    *wq = (wquant){W, e->g->values[qid].constant, ch_scales, C, c->w_axis, NULL, 0, 0};
     if (c->w_axis >= 0) {
       attrs[n_attrs++] = er__qb_attr_int("axis", c->w_axis);
       snprintf(scheme, sizeof scheme, "int8 symmetric per-channel (axis %d)", c->w_axis);
@@ -631,7 +689,7 @@ static er_status emit_weight(emit_state *e, const er_node *n, const qcand *c, in
   wcache *nw = realloc(e->wc, (e->n_wc + 1) * sizeof *nw);
   if (!nw) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory quantizing");
   e->wc = nw;
-  e->wc[e->n_wc++] = (wcache){wv, axis, c->int4, did, ch_scales, C};
+  e->wc[e->n_wc++] = (wcache){wv, axis, c->int4, did, *wq};
   if (L) {
     free(L->weight);
     free(L->scheme);
@@ -642,67 +700,135 @@ static er_status emit_weight(emit_state *e, const er_node *n, const qcand *c, in
     L->w_scale_max = smax;
     L->w_sqnr = sqnr;
     L->w_bytes_float = W->nbytes;
-    L->w_bytes_quant = (uint64_t)(c->int4 ? (er__tensor_count(W) + 1) / 2 + C * 4 : er__tensor_count(W) + C * 5);
+    L->w_bytes_quant = (uint64_t)(c->int4 ? (er__tensor_count(W) + 1) / 2 + C * 4 : er__tensor_count(W) + C * 4);
   }
   *dq_out = did;
-  *scales = ch_scales;
-  *n_ch = C;
   return ER_STATUS_OK;
 }
 
-/* int32 bias with scale s_x * s_w[c]; false (bias stays float) when a value
- * would not fit in int32. */
-static er_status emit_bias(emit_state *e, const er_node *n, const qcand *c, float sx, const float *sw, int64_t n_ch,
-                           int32_t *dq_out, bool *done) {
-  *done = false;
-  const er_value *val = &e->g->values[n->inputs[c->b]];
-  const er_tensor *B = val->constant;
-  ER_CHECK(check_finite(B, val->name, n->op_type, n->name));
-  int64_t M = er__tensor_count(B);
-  if (n_ch != M && n_ch != 1) return ER_STATUS_OK;
-  double *sv = malloc((size_t)M * sizeof *sv);
-  er_tensor q;
+/* The dequantized value of weight element i. */
+static double dq_at(const wquant *wq, int64_t i) {
+  const er_tensor *W = wq->w;
+  double v = ((const int8_t *)wq->q->data)[i];
+  if (wq->blocks) {
+    int64_t d0 = W->dims[0], d1 = W->dims[1], r = i / d1, col = i % d1;
+    const float *s = wq->blocks->data;
+    if (wq->block_axis == 0) return v * s[(r / wq->block_size) * d1 + col];
+    int64_t nb = (d1 + wq->block_size - 1) / wq->block_size;
+    (void)d0;
+    return v * s[r * nb + col / wq->block_size];
+  }
+  if (wq->axis < 0) return v * wq->scales[0];
+  int64_t inner = 1;
+  for (int d = wq->axis + 1; d < W->rank; d++) inner *= W->dims[d];
+  return v * wq->scales[(i / inner) % W->dims[wq->axis]];
+}
+
+/* Bias correction (Nagel et al., "Data-Free Quantization", 2019): weight
+ * rounding shifts each output's mean by sum_k dW[m,k] * E[x_k]; subtracting
+ * that from the bias removes the shift. corr[m] receives it for the M
+ * output channels; false when the input means are not known. */
+static bool bias_correction(const er_node *n, const wquant *wq, const qten *t, double *corr, int64_t M) {
+  if (!t || t->ch_n <= 0 || !t->ch_count) return false;
+  const er_tensor *W = wq->w;
+  const float *w = W->data;
+  int64_t count = er__tensor_count(W);
+  double inv = 1.0 / (double)t->ch_count;
+  for (int64_t m = 0; m < M; m++) corr[m] = 0;
+  if (is_op(n, "Conv")) {
+    const er_attr *ga = er__node_attr(n, "group");
+    int64_t groups = ga ? ga->i : 1, Cg = W->dims[1], per_m = count / M;
+    if (groups < 1 || M % groups || t->ch_n != Cg * groups) return false;
+    int64_t k = per_m / Cg;  /* kernel elements per input channel */
+    for (int64_t i = 0; i < count; i++) {
+      int64_t m = i / per_m, c = (i / k) % Cg, cin = (m / (M / groups)) * Cg + c;
+      corr[m] += (dq_at(wq, i) - w[i]) * t->ch_sum[cin] * inv;
+    }
+    return true;
+  }
+  if (is_op(n, "Gemm") && W->rank == 2) {
+    const er_attr *tb = er__node_attr(n, "transB");
+    bool trans = tb && tb->i;
+    int64_t K = trans ? W->dims[1] : W->dims[0], N = trans ? W->dims[0] : W->dims[1];
+    if (N != M || t->ch_n != K) return false;
+    for (int64_t i = 0; i < count; i++) {
+      int64_t k = trans ? i % K : i / N, col = trans ? i / K : i % N;
+      corr[col] += (dq_at(wq, i) - w[i]) * t->ch_sum[k] * inv;
+    }
+    const er_attr *al = er__node_attr(n, "alpha"), *be = er__node_attr(n, "beta");
+    double alpha = al ? al->f : 1.0, beta = be ? be->f : 1.0;
+    if (beta == 0) return false;
+    for (int64_t m = 0; m < M; m++) corr[m] *= alpha / beta;
+    return true;
+  }
+  return false;
+}
+
+/* The bias input of a quantized node: int32 with scale s_x * s_w[m] when
+ * the activation is quantized and every value fits, else float. `bvals`
+ * [M] are the bias values (corrected). */
+static er_status emit_bias(emit_state *e, const er_node *n, const qcand *c, const qten *t, const wquant *wq,
+                           const double *bvals, int64_t M, int32_t *id_out, bool *as_int32) {
+  er_qbuild *bb = &e->b;
+  *as_int32 = false;
   int64_t dims[1] = {M};
+  const char *base = c->b >= 0 ? e->g->values[n->inputs[c->b]].name : (n->name[0] ? n->name : n->op_type);
+  bool int_ok = t && !c->int4 && (c->natural_axis || c->w_axis < 0) && wq->scales && (wq->n_ch == M || wq->n_ch == 1);
+  double *sv = malloc((size_t)M * sizeof *sv);
   if (!sv) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory quantizing a bias");
+  er_tensor q;
+  for (int64_t m = 0; m < M && int_ok; m++) {
+    /* The product in float32, as an integer kernel and the DQ node form it. */
+    float s = t->scale * wq->scales[wq->n_ch == 1 ? 0 : m];
+    sv[m] = s;
+    double v = s > 0 ? nearbyint(bvals[m] / s) : 0;
+    if (!(s > 0) || fabs(v) > 2147483647.0) int_ok = false;
+  }
+  er_status st;
+  if (!int_ok) {
+    /* Float bias (weight-only, int4, or out of int32 range). */
+    st = er__qb_constant_vec(bb, base, c->b >= 0 ? "_corrected" : "_bias", ER_DTYPE_FLOAT, 1, M, bvals, id_out);
+    free(sv);
+    return st;
+  }
   er__tensor_set(&q, ER_DTYPE_INT32, 1, dims);
-  er_status st = er__tensor_alloc(&q, 0);
+  st = er__tensor_alloc(&q, 0);
   if (st != ER_STATUS_OK) {
     free(sv);
     return st;
   }
-  const float *b = B->data;
-  bool fits = true;
-  for (int64_t m = 0; m < M && fits; m++) {
-    /* The product in float32, as an integer kernel and the DQ node compute
-     * it. */
-    float s = sx * sw[n_ch == 1 ? 0 : m];
-    sv[m] = s;
-    double v = s > 0 ? nearbyint((double)b[m] / s) : 0;
-    if (!(s > 0) || fabs(v) > 2147483647.0) fits = false;
-    else ((int32_t *)q.data)[m] = (int32_t)v;
-  }
-  if (!fits) {
-    free(sv);
-    er__tensor_release(&q);
-    return ER_STATUS_OK;
-  }
+  for (int64_t m = 0; m < M; m++) ((int32_t *)q.data)[m] = (int32_t)nearbyint(bvals[m] / sv[m]);
   int32_t qid, sid, did;
-  er_qbuild *bb = &e->b;
-  st = er__qb_constant(bb, val->name, "_quantized", &q, &qid);
-  if (st == ER_STATUS_OK) st = er__qb_constant_vec(bb, val->name, "_quantized_scale", ER_DTYPE_FLOAT, 1, M, sv, &sid);
+  st = er__qb_constant(bb, base, "_quantized", &q, &qid);
+  if (st == ER_STATUS_OK) st = er__qb_constant_vec(bb, base, "_quantized_scale", ER_DTYPE_FLOAT, 1, M, sv, &sid);
   free(sv);
   ER_CHECK(st);
-  ER_CHECK(er__qb_value(bb, val->name, "_DequantizeLinear_Output", &did));
+  ER_CHECK(er__qb_value(bb, base, "_DequantizeLinear_Output", &did));
   int32_t din[2] = {qid, sid};
   er_attr ax = er__qb_attr_int("axis", 0);
   char nm[512];
-  snprintf(nm, sizeof nm, "%s_DequantizeLinear", val->name);
+  snprintf(nm, sizeof nm, "%s_DequantizeLinear", base);
   ER_CHECK(er__qb_node(bb, "DequantizeLinear", nm, din, 2, &did, 1, &ax, 1));
-  /* A Gemm bias of shape [1, N] reads the 1-D dequantized one: C
+  /* A Gemm bias of shape [1, N] is read as the 1-D dequantized one: C
    * broadcasts either way. */
-  *dq_out = did;
-  *done = true;
+  *id_out = did;
+  *as_int32 = true;
   return ER_STATUS_OK;
+}
+
+/* Output channels of a weighted node and whether its bias input may be
+ * replaced (absent, or a 1-D per-channel constant the plan accepted). */
+static int64_t out_channels(const er_node *n, const qcand *c, const er_tensor *W) {
+  if (is_op(n, "Conv")) return W->dims[0];
+  if (is_op(n, "Gemm") && W->rank == 2) {
+    const er_attr *tb = er__node_attr(n, "transB");
+    return tb && tb->i ? W->dims[0] : W->dims[1];
+  }
+  if (is_op(n, "ConvTranspose") && c->b >= 0) {
+    const er_attr *ga = er__node_attr(n, "group");
+    return W->dims[1] * (ga ? ga->i : 1);
+  }
+  return -1;
 }
 
 /* Builds the QDQ model with the candidates for which quant[i] is true; the
@@ -753,15 +879,42 @@ static er_status build(qplan *p, const bool *quant, er_pbw *out, er_qreport *rep
       int32_t ins[16];
       for (int k = 0; k < node.n_inputs && k < 16; k++) ins[k] = node.inputs[k];
       for (int a = 0; a < c->n_act; a++) ins[c->act[a]] = e.dq_of[node.inputs[c->act[a]]];
-      const float *ws = NULL;
-      int64_t n_ch = 0;
-      if (c->w >= 0) st = emit_weight(&e, &node, c, &ins[c->w], &ws, &n_ch);
-      bool bias_done = false;
-      if (st == ER_STATUS_OK && c->b >= 0 && c->n_act == 1 && ws) {
-        const qten *t = &p->t[p->t_of[node.inputs[c->act[0]]]];
-        st = emit_bias(&e, &node, c, t->scale, ws, n_ch, &ins[c->b], &bias_done);
+      wquant wq;
+      memset(&wq, 0, sizeof wq);
+      if (c->w >= 0) st = emit_weight(&e, &node, c, &ins[c->w], &wq);
+      if (st != ER_STATUS_OK) break;
+      /* The bias: corrected for the weights' rounding, int32 where it can
+       * be. A node without a bias gets one only to carry a correction. */
+      const qten *t = c->n_act >= 1 ? &p->t[p->t_of[node.inputs[c->act[0]]]] : NULL;
+      bool has_other_bias = c->b < 0 && node.n_inputs > 2 && node.inputs[2] >= 0;
+      int64_t M = c->w >= 0 ? out_channels(&node, c, wq.w) : -1;
+      double *bvals = M > 0 && !has_other_bias ? calloc((size_t)M, sizeof *bvals) : NULL;
+      double *corr = bvals ? malloc((size_t)M * sizeof *corr) : NULL;
+      bool corrected = false, as_int32 = false;
+      if (bvals && corr) {
+        if (c->b >= 0) {
+          const er_value *bv = &g->values[node.inputs[c->b]];
+          st = check_finite(bv->constant, bv->name, node.op_type, node.name);
+          for (int64_t j = 0; j < M && st == ER_STATUS_OK; j++) bvals[j] = ((const float *)bv->constant->data)[j];
+        }
+        if (st == ER_STATUS_OK && p->o.bias_correction && t && c->act[0] == 0 && bias_correction(&node, &wq, t, corr, M)) {
+          for (int64_t j = 0; j < M; j++) bvals[j] -= corr[j];
+          corrected = true;
+        }
+        if (st == ER_STATUS_OK && (c->b >= 0 || corrected)) {
+          int bpos = 2;
+          st = emit_bias(&e, &node, c, c->n_act == 1 ? t : NULL, &wq, bvals, M, &ins[bpos], &as_int32);
+          if (node.n_inputs < 3) node.n_inputs = 3;
+        }
+      } else if (M > 0 && !has_other_bias) {
+        st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory quantizing a bias");
       }
-      if (rep && st == ER_STATUS_OK) rep->layers[ci].bias_int32 = bias_done;
+      free(bvals);
+      free(corr);
+      if (rep && st == ER_STATUS_OK) {
+        rep->layers[ci].bias_int32 = as_int32;
+        rep->layers[ci].bias_corrected = corrected;
+      }
       if (st != ER_STATUS_OK) break;
       node.inputs = er__qb_ids(&e.b, ins, node.n_inputs);
       if (!node.inputs) {
@@ -1097,14 +1250,16 @@ er_status er__quantize(const char *model_path, const char *calib_path, const cha
   if (st != ER_STATUS_OK) goto done;
   p.prep = prep.buf;
   p.prep_len = prep.len;
+  /* The prepared bytes hold everything now; the folded weights of m0 are
+   * a copy too many for large models. */
+  er_model_free(m0);
+  m0 = NULL;
   st = load_bytes(&prep, &p.mf);
   if (st != ER_STATUS_OK) {
     er__error_prefix("the prepared model does not load");
     goto done;
   }
   /* The float reference for measurements: the model as the user gave it. */
-  er_model_free(m0);
-  m0 = NULL;
   st = er_model_load_file(model_path, &lo, &fm);
   if (st != ER_STATUS_OK) goto done;
 
@@ -1235,7 +1390,10 @@ er_status er__quantize(const char *model_path, const char *calib_path, const cha
 done:
   rep->seconds = now_seconds() - t0;
   if (p.t)
-    for (size_t i = 0; i < p.n_t; i++) er__qstat_free(&p.t[i].st);
+    for (size_t i = 0; i < p.n_t; i++) {
+      er__qstat_free(&p.t[i].st);
+      free(p.t[i].ch_sum);
+    }
   free(p.t);
   free(p.t_of);
   free(p.c);

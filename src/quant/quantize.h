@@ -59,6 +59,8 @@ typedef struct er_quant_options {
   const char *keep_float;       /* node names, or "auto:BUDGET"; borrowed */
   const char *channel_axis;     /* "OP=AXIS,..." per-channel axis overrides */
   bool fold;                    /* fold BatchNorm/affine into Conv (default) */
+  bool bias_correction;         /* correct biases for the mean error that
+                                   weight rounding causes (default) */
   int64_t holdout;              /* samples held out for auto (0 = default) */
   const char *eval_path;        /* evaluation data (else held-out samples) */
   const char *labels_path;      /* labels of the evaluation samples */
@@ -94,6 +96,7 @@ typedef struct er_qreport_layer {    /* one candidate node */
   double w_sqnr;                     /* weight quantization SQNR, dB */
   uint64_t w_bytes_float, w_bytes_quant;
   bool bias_int32;
+  bool bias_corrected;               /* bias corrected for weight rounding */
   double sensitivity;                /* output SQNR (dB) with only this
                                         layer quantized; NaN = not measured */
   double out_sqnr, out_cosine, out_max_abs;  /* this layer's output in the
