@@ -60,8 +60,9 @@ struct er_qdata {
   int64_t served;           /* samples handed out */
   bool skipped;
   /* The open chunk's data. */
-  void *maps[ER_QDATA_MAX_INPUTS];
-  size_t map_sizes[ER_QDATA_MAX_INPUTS];
+  int fds[ER_QDATA_MAX_INPUTS];              /* open .npy files, -1 */
+  void *scratch;                              /* float64 rows being converted */
+  size_t scratch_bytes;
   er_tensor loaded[ER_QDATA_MAX_INPUTS];  /* .pb and image data */
   size_t open_chunk;        /* SIZE_MAX = none */
   er_tensor batch[ER_QDATA_MAX_INPUTS];   /* what next() hands out */
@@ -590,6 +591,7 @@ er_status er__qdata_open(const char *path, const er_model *model, const er_qdata
   if (opts) d->opts = *opts;
   if (d->opts.batch < 1) d->opts.batch = 1;
   d->open_chunk = SIZE_MAX;
+  for (size_t k = 0; k < ER_QDATA_MAX_INPUTS; k++) d->fds[k] = -1;
   const er_graph *g = model->graph;
   er_status st = ER_STATUS_OK;
   d->fixed_batch = 0;
@@ -634,8 +636,8 @@ fail:
 
 static void close_chunk(er_qdata *d) {
   for (size_t k = 0; k < d->n_inputs; k++) {
-    if (d->maps[k]) munmap(d->maps[k], d->map_sizes[k]);
-    d->maps[k] = NULL;
+    if (d->fds[k] >= 0) close(d->fds[k]);
+    d->fds[k] = -1;
     er__tensor_release(&d->loaded[k]);
   }
   d->open_chunk = SIZE_MAX;
@@ -647,6 +649,7 @@ void er__qdata_free(er_qdata *d) {
   for (size_t k = 0; k < ER_QDATA_MAX_INPUTS; k++) er__tensor_release(&d->batch[k]);
   for (size_t c = 0; c < d->n_chunks; c++) free_srcs(d, d->chunks[c].srcs);
   free(d->chunks);
+  free(d->scratch);
   free(d);
 }
 
@@ -668,18 +671,11 @@ static er_status open_chunk(er_qdata *d, size_t c) {
   for (size_t k = 0; k < d->n_inputs; k++) {
     src *s = &ch->srcs[k];
     if (s->kind == SRC_NPY) {
+      /* Read with pread per batch, not mapped: mapped pages stay resident
+       * and would make memory grow with the file. */
       int fd = open(s->path, O_RDONLY | O_CLOEXEC);
       if (fd < 0) return er__error(ER_STATUS_IO, "cannot open '%s': %s", s->path, strerror(errno));
-      struct stat sb;
-      if (fstat(fd, &sb) != 0 || sb.st_size <= 0) {
-        close(fd);
-        return er__error(ER_STATUS_IO, "cannot read '%s'", s->path);
-      }
-      void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-      close(fd);
-      if (m == MAP_FAILED) return er__error(ER_STATUS_IO, "cannot map '%s': %s", s->path, strerror(errno));
-      d->maps[k] = m;
-      d->map_sizes[k] = (size_t)sb.st_size;
+      d->fds[k] = fd;
     } else if (s->kind == SRC_PB) {
       ER_CHECK(read_pb(s->path, &d->loaded[k], NULL));
       /* The file must not have changed since it was inspected. */
@@ -736,27 +732,50 @@ static er_status open_chunk(er_qdata *d, size_t c) {
   return ER_STATUS_OK;
 }
 
-/* Copies samples [first, first + n) of source k into batch tensor slot at
- * sample offset `at`, converting float64 to float32. */
-static void copy_samples(er_qdata *d, size_t k, const src *s, int64_t first, int64_t n, er_tensor *dst,
-                         int64_t at) {
+/* Copies samples [first, first + n) of source k into the batch tensor,
+ * converting float64 to float32. */
+static er_status copy_samples(er_qdata *d, size_t k, const src *s, int64_t first, int64_t n, er_tensor *dst) {
   int64_t per = 1;
   for (int i = s->batched ? 1 : 0; i < s->rank; i++) per *= s->dims[i];
-  size_t es = er_dtype_size(s->dtype);
-  const uint8_t *base = s->kind == SRC_NPY ? (const uint8_t *)d->maps[k] + s->data_offset
-                                           : (const uint8_t *)d->loaded[k].data;
-  const uint8_t *from = base + (size_t)(first * per) * es;
-  if (s->dtype == dst->dtype) {
-    memcpy((uint8_t *)dst->data + (size_t)(at * per) * es, from, (size_t)(n * per) * es);
-  } else {
-    /* float64 file for a float32 input */
-    float *to = (float *)dst->data + at * per;
+  size_t es = er_dtype_size(s->dtype), bytes = (size_t)(n * per) * es;
+  bool convert = s->dtype != dst->dtype;
+  if (s->kind != SRC_NPY) {
+    const uint8_t *from = (const uint8_t *)d->loaded[k].data + (size_t)(first * per) * es;
+    if (!convert) {
+      memcpy(dst->data, from, bytes);
+    } else {
+      for (int64_t i = 0; i < n * per; i++) {
+        double v;
+        memcpy(&v, from + (size_t)i * 8, 8);
+        ((float *)dst->data)[i] = (float)v;
+      }
+    }
+    return ER_STATUS_OK;
+  }
+  uint8_t *to = dst->data;
+  if (convert) {
+    if (d->scratch_bytes < bytes) {
+      void *nb = realloc(d->scratch, bytes);
+      if (!nb) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory reading '%s'", s->path);
+      d->scratch = nb;
+      d->scratch_bytes = bytes;
+    }
+    to = d->scratch;
+  }
+  off_t at = (off_t)(s->data_offset + (size_t)(first * per) * es);
+  for (size_t done = 0; done < bytes;) {
+    ssize_t r = pread(d->fds[k], to + done, bytes - done, at + (off_t)done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return er__error(ER_STATUS_IO, "reading '%s' failed: %s", s->path, r < 0 ? strerror(errno) : "file shrank");
+    done += (size_t)r;
+  }
+  if (convert)
     for (int64_t i = 0; i < n * per; i++) {
       double v;
-      memcpy(&v, from + (size_t)i * 8, 8);
-      to[i] = (float)v;
+      memcpy(&v, (const uint8_t *)d->scratch + (size_t)i * 8, 8);
+      ((float *)dst->data)[i] = (float)v;
     }
-  }
+  return ER_STATUS_OK;
 }
 
 er_status er__qdata_next(er_qdata *d, er_named_tensor *inputs, int64_t *n_samples) {
@@ -816,7 +835,7 @@ er_status er__qdata_next(er_qdata *d, er_named_tensor *inputs, int64_t *n_sample
       er__tensor_set(t, dt, rank, dims);
       ER_CHECK(er__tensor_alloc(t, 0));
     }
-    copy_samples(d, k, s, s->batched ? d->pos : 0, s->batched ? n : 1, t, 0);
+    ER_CHECK(copy_samples(d, k, s, s->batched ? d->pos : 0, s->batched ? n : 1, t));
     inputs[k].name = v->name;
     inputs[k].tensor = t;
   }

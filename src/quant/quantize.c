@@ -246,11 +246,12 @@ static er_status plan_node(qplan *p, int32_t i, qcand *c) {
       c->why_float = "an input is not float32";
       return ER_STATUS_OK;
     }
-    if (p->act_dtype == ER_DTYPE_UNDEFINED) {
-      c->why_float = "it has no constant weight (weight-only mode)";
-      return ER_STATUS_OK;
-    }
-    c->act[c->n_act++] = k;
+    /* Weight-only mode leaves activations in float. */
+    if (p->act_dtype != ER_DTYPE_UNDEFINED) c->act[c->n_act++] = k;
+  }
+  if (p->act_dtype == ER_DTYPE_UNDEFINED && c->w < 0) {
+    c->why_float = "it has no constant weight (weight-only mode)";
+    return ER_STATUS_OK;
   }
   if (c->w >= 0) {
     const er_tensor *W = g->values[n->inputs[c->w]].constant;
