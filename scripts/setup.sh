@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS="build-essential cmake clang python3 python3-venv python3-dev pkg-config libpng-dev libjpeg62-turbo-dev"
+PKGS="build-essential cmake clang python3 python3-venv python3-dev pkg-config libpng-dev libjpeg62-turbo-dev time dataset-fashion-mnist"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
