@@ -8,6 +8,10 @@ What each test proves (the Done-when list of the quantization issue):
                        images; its weights shrink to <= 30%; the QDQ file
                        passes onnx.checker (full) and onnxruntime agrees with
                        edgerun's own run of it on >= 99% of top-1 answers
+  fashion              a 106k-parameter CNN trained on Fashion-MNIST (real
+                       labelled data, 10,000 test images): int8 loses <= 0.5
+                       points and the file is <= 30% of the float one;
+                       onnxruntime and edgerun agree on >= 99% of answers
   mnist8               the ONNX zoo MNIST model (opset 8, raised to 13 by
                        the quantizer) keeps its answers on the official test
                        sets and runs in onnxruntime
@@ -181,6 +185,38 @@ def test_digits_accuracy():
     html = open(tmp("digits-report.html")).read()
     check("<svg" in html and "http" not in html.replace("http://www.w3.org/2000/svg", ""),
           "self-contained HTML report with an inline SVG picture")
+
+
+def test_fashion():
+    """A larger CNN trained on real labelled data: accuracy and file size."""
+    model = os.path.join(ROOT, "models", "fashion", "model.onnx")
+    if not os.path.isdir("/usr/share/datasets/fashion-mnist"):
+        print("skip fashion: the Debian package dataset-fashion-mnist is not installed (scripts/setup.sh)")
+        return
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import train_fashion
+    x_tr, _ = train_fashion.load("train")
+    x_te, y_te = train_fashion.load("t10k")
+    np.save(tmp("f-calib.npy"), x_tr[:500])
+    np.save(tmp("f-test.npy"), x_te)
+    np.save(tmp("f-labels.npy"), y_te)
+    q = tmp("fashion-int8.onnx")
+    er("quantize", model, "--calib", tmp("f-calib.npy"), "-o", q, "--eval", tmp("f-test.npy"), "--labels",
+       tmp("f-labels.npy"), "--batch", "250", "--report", tmp("fashion"), "--quiet")
+    r = json.load(open(tmp("fashion.json")))
+    acc, size = r["evaluation"]["accuracy"], r["size"]
+    print(f"fashion: float top-1 {100 * acc['float_top1']:.2f}%, int8 {100 * acc['quant_top1']:.2f}% "
+          f"(drop {acc['top1_drop_points']:.2f} points on {acc['labelled']} images); file "
+          f"{size['quant_file_bytes']} / {size['float_file_bytes']} bytes = {100 * size['file_ratio']:.1f}%")
+    check(acc["labelled"] == 10000, "all 10,000 Fashion-MNIST test images evaluated")
+    check(acc["top1_drop_points"] <= 0.5, "fashion int8 top-1 drop <= 0.5 points")
+    check(size["file_ratio"] <= 0.30, "fashion int8 model file <= 30% of the float one")
+    full_check(q, "the fashion QDQ model")
+    ort_out = session(q).run(None, {"input": x_te})[0]
+    er_out = edgerun_outputs(q, x_te, "fashion-q")
+    agree = float((ort_out.argmax(1) == er_out.argmax(1)).mean())
+    print(f"fashion: onnxruntime vs edgerun top-1 agreement on the QDQ model {100 * agree:.2f}%")
+    check(agree >= 0.99, "onnxruntime and edgerun agree on >= 99% of Fashion-MNIST")
 
 
 def test_mnist8():
@@ -487,7 +523,7 @@ def test_memory_flat():
     check(large <= small + 4096, "peak memory flat from 360 to 108,000 calibration samples")
 
 
-TESTS = [test_digits_accuracy, test_mnist8, test_sqnr_vs_ort, test_int4, test_methods, test_exclusions,
+TESTS = [test_digits_accuracy, test_fashion, test_mnist8, test_sqnr_vs_ort, test_int4, test_methods, test_exclusions,
          test_keep_float_auto, test_analyze_eval, test_images, test_memory_flat]
 
 
