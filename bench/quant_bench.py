@@ -101,6 +101,17 @@ def mnist8():
     return os.path.join(d, "model.onnx"), "Input3", calib, evals, None
 
 
+def superres():
+    d = os.path.join(shared(), "models", "super-resolution-10")
+    x = numpy_helper.to_array(onnx.load_tensor(os.path.join(d, "test_data_set_0", "input_0.pb")))
+    rng = np.random.default_rng(4)
+    calib = np.concatenate([x] + [np.clip(x + 0.05 * rng.standard_normal(x.shape), 0, 1).astype(np.float32)
+                                  for _ in range(7)])
+    evals = np.concatenate([np.clip(x + 0.05 * rng.standard_normal(x.shape), 0, 1).astype(np.float32)
+                            for _ in range(4)])
+    return os.path.join(d, "model.onnx"), "input", calib, evals, None
+
+
 def generated(name):
     import gen_models
     build = {"resnet_style": gen_models.build_resnet_style, "mobilenet_style": gen_models.build_mobilenet_style}[name]
@@ -249,7 +260,7 @@ def main():
     global TMP, EDGERUN, ER_LATENCY
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--models", default="digits,fashion,mnist8,resnet_style,mobilenet_style")
+    ap.add_argument("--models", default="digits,fashion,mnist8,superres,resnet_style,mobilenet_style")
     ap.add_argument("--light", action="store_true", help="also the shared classic CNNs (slow: VGG-19 is 548 MB)")
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--json")
@@ -272,6 +283,8 @@ def main():
                 src, iname, calib, evals, labels = fashion()
             elif name == "mnist8":
                 src, iname, calib, evals, labels = mnist8()
+            elif name == "superres":
+                src, iname, calib, evals, labels = superres()
             elif name in ("resnet_style", "mobilenet_style"):
                 src, iname, calib, evals, labels = generated(name)
             else:

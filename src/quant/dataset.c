@@ -491,9 +491,13 @@ static er_status scan(er_qdata *d, const char *path) {
   }
   er_status st = ER_STATUS_OK;
   if (n_tensors == 0 && n_images == 0 && n_dirs > 0) {
-    /* Sample folders (ONNX test sets or per-sample folders). */
+    /* Sample folders: ONNX test sets (only test_data_set_N, as an ONNX test
+     * folder may hold other folders too) or any per-sample folders. */
+    bool test_sets = false;
+    for (int i = 0; i < n; i++) test_sets = test_sets || strncmp(list[i]->d_name, "test_data_set_", 14) == 0;
     for (int i = 0; i < n && st == ER_STATUS_OK; i++) {
       if (list[i]->d_name[0] == '.') continue;
+      if (test_sets && strncmp(list[i]->d_name, "test_data_set_", 14) != 0) continue;
       char *full = join(path, list[i]->d_name);
       if (!full) st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory");
       else if (is_dir(full)) st = add_sample_folder(d, full);

@@ -88,6 +88,20 @@ er_status er__qprep_fold_constants(struct er_model *m, int *n_folded) {
       for (int k = 0; k < n->n_inputs; k++)
         if (n->inputs[k] >= 0) wanted[n->inputs[k]] = true;
   }
+  /* Initializers also listed as graph inputs (old PyTorch exports list
+   * every weight) are overridable in IR >= 4; a quantized model cannot
+   * honour an override of a weight it stores in int8, so the ones that
+   * feed weights become plain initializers. */
+  int32_t w = 0;
+  for (int32_t i = 0; i < g->n_inputs; i++) {
+    er_value *v = &g->values[g->inputs[i]];
+    if (v->kind == ER_VALUE_CONSTANT && wanted[g->inputs[i]]) {
+      v->is_graph_input = false;
+      continue;
+    }
+    g->inputs[w++] = g->inputs[i];
+  }
+  g->n_inputs = w;
   for (int32_t i = 0; i < g->n_nodes; i++) {
     er_node *n = &g->nodes[i];
     bool out_wanted = is_op(n, "Constant");
