@@ -70,6 +70,16 @@ def prepare(src, dst):
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     so.optimized_model_filepath = dst
     ort.InferenceSession(mid, so, providers=["CPUExecutionProvider"])
+    # IR 3 models list every initializer as a graph input; after the opset
+    # change those became overridable inputs, and folding left some of them
+    # unused. Keep only the real, used inputs.
+    m = onnx.load(dst)
+    inits = {t.name for t in m.graph.initializer}
+    used = {i for n in m.graph.node for i in n.input}
+    keep = [i for i in m.graph.input if i.name not in inits and i.name in used]
+    del m.graph.input[:]
+    m.graph.input.extend(keep)
+    onnx.save(m, dst)
     return dst
 
 
@@ -133,7 +143,9 @@ def light(name):
     # The one official input, and perturbed copies of it as more samples.
     calib = np.concatenate([x] + [x + 0.1 * rng.standard_normal(x.shape).astype(np.float32) for _ in range(7)])
     evals = np.concatenate([x + 0.1 * rng.standard_normal(x.shape).astype(np.float32) for _ in range(4)])
-    iname = onnx.load(os.path.join(d, "model.onnx"), load_external_data=False).graph.input[0].name
+    g = onnx.load(os.path.join(d, "model.onnx"), load_external_data=False).graph
+    inits = {t.name for t in g.initializer}
+    iname = [i.name for i in g.input if i.name not in inits][0]
     return os.path.join(d, "model.onnx"), iname, calib, evals, None
 
 
@@ -208,7 +220,7 @@ def ort_p50(model, iname, x, runs):
     return float(np.median(t))
 
 
-def bench(name, src, iname, calib, evals, labels, runs, prepare_first):
+def bench(name, src, iname, calib, evals, labels, runs, prepare_first, auto):
     row = {"model": name}
     fpath = src
     if prepare_first:
@@ -219,13 +231,33 @@ def bench(name, src, iname, calib, evals, labels, runs, prepare_first):
     np.save(os.path.join(cdir, "samples.npy"), calib)
     er_q, ort_q = os.path.join(TMP, f"{name}-er.onnx"), os.path.join(TMP, f"{name}-ort.onnx")
     t0 = time.time()
+    epath = os.path.join(TMP, f"{name}-eval.npy")
+    np.save(epath, evals)
     p = subprocess.run([EDGERUN, "quantize", fpath, "--calib", os.path.join(cdir, "samples.npy"), "-o", er_q,
-                        "--activations", "int8", "--quiet", "--report", os.path.join(TMP, f"{name}-report")],
-                       capture_output=True, text=True)
+                        "--activations", "int8", "--quiet", "--report", os.path.join(TMP, f"{name}-report"),
+                        "--eval", epath], capture_output=True, text=True)
     if p.returncode != 0:
         row["error"] = p.stderr.strip()
         return row
     row["edgerun_quantize_s"] = round(time.time() - t0, 2)
+    if auto:
+        # keep-float auto with a budget 3 dB above what full quantization
+        # reaches on the evaluation samples, so some layers must stay float.
+        rep = json.load(open(os.path.join(TMP, f"{name}-report.json")))
+        base = rep["evaluation"]["outputs"][0]["sqnr_db"]
+        if base is not None:
+            budget = round(base + 3.0, 1)
+            t1 = time.time()
+            p = subprocess.run([EDGERUN, "quantize", fpath, "--calib", os.path.join(cdir, "samples.npy"), "-o",
+                                os.path.join(TMP, f"{name}-auto.onnx"), "--activations", "int8", "--quiet",
+                                "--keep-float", f"auto:{budget}dB", "--eval", epath, "--report",
+                                os.path.join(TMP, f"{name}-auto")], capture_output=True, text=True)
+            if p.returncode in (0, 3):
+                kf = json.load(open(os.path.join(TMP, f"{name}-auto.json")))["keep_float"]
+                row["auto"] = {"budget_db": budget, "all_quantized_db": kf["all_quantized"], "final_db": kf["final"],
+                               "met": kf["met"], "kept": kf["kept"],
+                               "layers": len(json.load(open(os.path.join(TMP, f"{name}-auto.json")))["layers"]),
+                               "seconds": round(time.time() - t1, 1)}
     t0 = time.time()
     ort_quantize(fpath, ort_q, iname, calib)
     row["ort_quantize_s"] = round(time.time() - t0, 2)
@@ -264,10 +296,13 @@ def main():
     ap.add_argument("--light", action="store_true", help="also the shared classic CNNs (slow: VGG-19 is 548 MB)")
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--json")
+    ap.add_argument("--auto", default="digits,fashion,mnist8,superres,resnet_style,mobilenet_style",
+                    help="models on which to run --keep-float auto (budget: full quantization + 3 dB)")
     args = ap.parse_args()
     EDGERUN = os.path.join(args.build, "edgerun")
     ER_LATENCY = os.path.join(args.build, "er-latency")
     names = [n for n in args.models.split(",") if n]
+    auto = set(a for a in args.auto.split(",") if a)
     if args.light:
         names += LIGHT
     rows = []
@@ -293,7 +328,7 @@ def main():
             needs_prep = m.opset_import[0].version < 13 or any(n.op_type in ("ConstantOfShape", "Constant")
                                                                for n in m.graph.node)
             t0 = time.time()
-            row = bench(name, src, iname, calib, evals, labels, args.runs, needs_prep)
+            row = bench(name, src, iname, calib, evals, labels, args.runs, needs_prep, name in auto)
             row["seconds"] = round(time.time() - t0, 1)
             rows.append(row)
             print(json.dumps(row), flush=True)
@@ -311,6 +346,12 @@ def main():
               f"{100 * r['top1_agree_edgerun_int8']:7.1f}% {100 * r['top1_agree_ort_int8']:8.1f}% {acc:>20} "
               f"{r['p50_ms_edgerun_float']:9.3f} {r['p50_ms_edgerun_int8']:9.3f} {r['p50_ms_ort_float']:9.3f} "
               f"{r['p50_ms_ort_int8']:10.3f} {r['p50_ms_edgerun_int8'] / r['p50_ms_ort_int8']:9.2f}")
+    for r in rows:
+        if "auto" in r:
+            a = r["auto"]
+            print(f"keep-float auto {r['model']:16} budget {a['budget_db']} dB: {a['all_quantized_db']:.2f} -> "
+                  f"{a['final_db']:.2f} dB, {'met' if a['met'] else 'NOT met'}, kept {len(a['kept'])} of "
+                  f"{a['layers']} layers float {a['kept']} ({a['seconds']} s)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -150,6 +150,7 @@ typedef struct qplan {
 } qplan;
 
 static bool is_op(const er_node *n, const char *op) { return !n->domain[0] && strcmp(n->op_type, op) == 0; }
+static char *layer_name(const qcand *c);
 
 static bool is_const(const er_graph *g, int32_t id) {
   if (id < 0) return false;
@@ -1078,7 +1079,7 @@ static er_status keep_float_auto(evalctx *ec, bool *quant, er_qreport *rep) {
   for (size_t k = 0; k < n_order; k++) {
     size_t ci = order[k].cand;
     if (quant[ci] && !trial[ci]) {
-      rep->kept[rep->n_kept++] = strdup(p->c[ci].name[0] ? p->c[ci].name : p->c[ci].op);
+      rep->kept[rep->n_kept++] = layer_name(&p->c[ci]);
       free(rep->layers[ci].why_float);
       char why[160];
       snprintf(why, sizeof why, "kept float by --keep-float auto (alone it brings the output to %.1f dB SQNR)",
@@ -1135,6 +1136,15 @@ void er__qreport_free(er_qreport *r) {
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
+/* A layer's name for reports: its node name, or "Op #index" (index in the
+ * prepared graph) for nodes the model leaves unnamed. */
+static char *layer_name(const qcand *c) {
+  if (c->name[0]) return strdup(c->name);
+  char buf[160];
+  snprintf(buf, sizeof buf, "%s #%d", c->op, (int)c->node);
+  return strdup(buf);
+}
+
 static er_status report_init(er_qreport *r, const qplan *p) {
   r->layers = calloc(p->n_c + 1, sizeof *r->layers);
   r->tensors = calloc(p->n_t + 1, sizeof *r->tensors);
@@ -1142,7 +1152,7 @@ static er_status report_init(er_qreport *r, const qplan *p) {
   r->n_layers = p->n_c;
   for (size_t i = 0; i < p->n_c; i++) {
     er_qreport_layer *L = &r->layers[i];
-    L->name = strdup(p->c[i].name);
+    L->name = layer_name(&p->c[i]);
     L->op_type = strdup(p->c[i].op);
     L->why_float = dup_or_null(p->c[i].why_float);
     L->sensitivity = NAN;
