@@ -595,6 +595,15 @@ static er_status own_scales(emit_state *e, float *s) {
   return ER_STATUS_OK;
 }
 
+/* A new node's name: its output value's name without "_Output". Value
+ * names are unique, so these are too (a weight shared by two layers gets
+ * one DequantizeLinear; a bias shared by two gets one per layer). */
+static void node_name(const er_graph *g, int32_t out, char *buf, size_t size) {
+  snprintf(buf, size, "%s", g->values[out].name);
+  char *tail = strstr(buf, "_Output");
+  if (tail && (tail[7] == '\0' || tail[7] == '_')) memmove(tail, tail + 7, strlen(tail + 7) + 1);
+}
+
 /* Q -> DQ after tensor `v` (calibrated qten t). */
 static er_status emit_qdq(emit_state *e, int32_t v, const qten *t) {
   er_qbuild *b = &e->b;
@@ -607,9 +616,9 @@ static er_status emit_qdq(emit_state *e, int32_t v, const qten *t) {
   ER_CHECK(er__qb_value(b, name, "_DequantizeLinear_Output", &did));
   char nm[512];
   int32_t qin[3] = {v, sid, zid}, din[3] = {qid, sid, zid};
-  snprintf(nm, sizeof nm, "%s_QuantizeLinear", name);
+  node_name(e->g, qid, nm, sizeof nm);
   ER_CHECK(er__qb_node(b, "QuantizeLinear", nm, qin, 3, &qid, 1, NULL, 0));
-  snprintf(nm, sizeof nm, "%s_DequantizeLinear", name);
+  node_name(e->g, did, nm, sizeof nm);
   ER_CHECK(er__qb_node(b, "DequantizeLinear", nm, din, 3, &did, 1, NULL, 0));
   e->dq_of[v] = did;
   return ER_STATUS_OK;
@@ -686,7 +695,7 @@ static er_status emit_weight(emit_state *e, const er_node *n, const qcand *c, in
   ER_CHECK(er__qb_value(b, val->name, "_DequantizeLinear_Output", &did));
   int32_t din[3] = {qid, sid, zid};
   char nm[512];
-  snprintf(nm, sizeof nm, "%s_DequantizeLinear", val->name);
+  node_name(e->g, did, nm, sizeof nm);
   ER_CHECK(er__qb_node(b, "DequantizeLinear", nm, din, zid >= 0 ? 3 : 2, &did, 1, attrs, n_attrs));
   wcache *nw = realloc(e->wc, (e->n_wc + 1) * sizeof *nw);
   if (!nw) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory quantizing");
@@ -809,7 +818,7 @@ static er_status emit_bias(emit_state *e, const er_node *n, const qcand *c, cons
   int32_t din[2] = {qid, sid};
   er_attr ax = er__qb_attr_int("axis", 0);
   char nm[512];
-  snprintf(nm, sizeof nm, "%s_DequantizeLinear", base);
+  node_name(e->g, did, nm, sizeof nm);
   ER_CHECK(er__qb_node(bb, "DequantizeLinear", nm, din, 2, &did, 1, &ax, 1));
   /* A Gemm bias of shape [1, N] is read as the 1-D dequantized one: C
    * broadcasts either way. */

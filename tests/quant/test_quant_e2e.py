@@ -412,6 +412,40 @@ def test_exclusions():
     check("input model" in out, "refuses to overwrite its input")
 
 
+def test_shared_weights():
+    """Two convolutions sharing one weight and one bias initializer (what
+    constant deduplication produces): one weight DequantizeLinear, one int32
+    bias per layer (their input scales differ), unique node names."""
+    from onnx import TensorProto, helper
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal((4, 4, 3, 3)) * 0.2).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c1"], name="c1", pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c1"], ["r1"], name="r1"),
+         helper.make_node("Conv", ["r1", "w", "b"], ["y"], name="c2", pads=[1, 1, 1, 1])],
+        "shared", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    f = tmp("shared.onnx")
+    onnx.save(m, f)
+    np.save(tmp("shared-x.npy"), rng.standard_normal((16, 4, 8, 8)).astype(np.float32))
+    q = tmp("shared-q.onnx")
+    er("quantize", f, "--calib", tmp("shared-x.npy"), "-o", q, "--quiet", "--report", tmp("shared"))
+    full_check(q, "the shared-weight model")
+    qm = onnx.load(q)
+    names = [n.name for n in qm.graph.node]
+    check(len(names) == len(set(names)), "node names are unique")
+    dq_inputs = [n.input[0] for n in qm.graph.node if n.op_type == "DequantizeLinear"]
+    check(dq_inputs.count("w_quantized") == 1, "the shared weight is quantized once")
+    check(len([i for i in dq_inputs if i.startswith("b_quantized")]) == 2, "each layer has its own int32 bias")
+    x = np.load(tmp("shared-x.npy"))[:1]
+    ref = session(f).run(None, {"x": x})[0]
+    check(sqnr(ref, session(q).run(None, {"x": x})[0]) > 30, "the shared-weight model stays accurate")
+
+
 def test_keep_float_auto():
     model = os.path.join(DIGITS, "model.onnx")
     x_tr, _, _ = digits_split()
@@ -531,7 +565,7 @@ def test_memory_flat():
 
 
 TESTS = [test_digits_accuracy, test_fashion, test_mnist8, test_sqnr_vs_ort, test_int4, test_methods, test_exclusions,
-         test_keep_float_auto, test_analyze_eval, test_images, test_memory_flat]
+         test_shared_weights, test_keep_float_auto, test_analyze_eval, test_images, test_memory_flat]
 
 
 def main():
