@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 
 PKGS="build-essential cmake clang python3 python3-venv python3-dev pkg-config
   libmicrohttpd-dev libjansson-dev libsodium-dev chromium systemd curl
-  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo"
+  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
+  libpng-dev libjpeg62-turbo-dev time dataset-fashion-mnist"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -77,5 +77,11 @@ int er_cmd_verify(int argc, char **argv);
 void er_cmd_verify_help(FILE *out);
 int er_cmd_devices(int argc, char **argv);
 void er_cmd_devices_help(FILE *out);
+int er_cmd_quantize(int argc, char **argv);
+void er_cmd_quantize_help(FILE *out);
+int er_cmd_analyze(int argc, char **argv);
+void er_cmd_analyze_help(FILE *out);
+int er_cmd_eval(int argc, char **argv);
+void er_cmd_eval_help(FILE *out);
 
 #endif /* ER_CLI_H */

@@ -17,6 +17,9 @@ static const er_cli_cmd commands[] = {
     {"keygen", "create an Ed25519 key pair for signing models", er_cmd_keygen, er_cmd_keygen_help},
     {"sign", "sign model files (FILE.sig)", er_cmd_sign, er_cmd_sign_help},
     {"verify", "check model files' signatures", er_cmd_verify, er_cmd_verify_help},
+    {"quantize", "quantize a model to int8/int4 QDQ with calibration data", er_cmd_quantize, er_cmd_quantize_help},
+    {"analyze", "compare a float and a quantized model layer by layer", er_cmd_analyze, er_cmd_analyze_help},
+    {"eval", "accuracy or agreement of a model on data; a deployment gate", er_cmd_eval, er_cmd_eval_help},
 };
 
 int er_cli_fail(const char *cmd, const char *fmt, ...) {

@@ -18,6 +18,7 @@
 #include "backends/cpu/cpu-exec.h"
 #include "backends/cpu/cpu-kernels.h"
 #include "backends/partition.h"
+#include "runtime/runtime.h"
 
 /* ======================================================================== */
 /* Models                                                                    */
@@ -315,6 +316,8 @@ struct er_session {
   size_t scratch_bytes;    /* largest kernel scratch of any node */
   pthread_mutex_t ctx_lock;
   struct run_ctx *free_ctx; /* idle run contexts */
+  uint64_t *need_max;      /* [n_values] the most bytes any run needed, so
+                              every context plans for what one has seen */
 };
 
 /* ======================================================================== */
@@ -377,13 +380,18 @@ static er_status ctx_plan(const er_session *s, run_ctx *c) {
     st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory planning memory");
     goto done;
   }
+  pthread_mutex_lock((pthread_mutex_t *)&s->ctx_lock);
+  for (int32_t v = 0; v < n; v++) bytes[v] = s->need_max[v];
+  pthread_mutex_unlock((pthread_mutex_t *)&s->ctx_lock);
   for (int32_t v = 0; v < n; v++) {
+    uint64_t session_seen = bytes[v];
     first[v] = last[v] = -1;
     bytes[v] = 0;
     if (!plannable(s, v)) continue;
     int64_t count = er__tensor_count(&g->values[v].info);
     uint64_t known = count >= 0 ? (uint64_t)count * er_dtype_size(g->values[v].info.dtype) : 0;
-    bytes[v] = known > c->need[v] ? known : c->need[v];
+    uint64_t seen = c->need[v] > session_seen ? c->need[v] : session_seen;
+    bytes[v] = known > seen ? known : seen;
     /* Lifetimes in run order (segments may reorder nodes). */
     first[v] = s->exec_pos[g->values[v].producer];
     last[v] = s->last_use[v] >= first[v] ? s->last_use[v] : first[v];
@@ -449,8 +457,18 @@ static er_status ctx_take(er_session *s, run_ctx **out) {
   pthread_mutex_lock(&s->ctx_lock);
   run_ctx *c = s->free_ctx;
   if (c) s->free_ctx = c->next;
+  /* A context planned before another run saw larger shapes grows now,
+   * between runs, rather than overflowing its plan mid-run. */
+  bool grow = false;
+  for (int32_t v = 0; c && v < s->graph->n_values && !grow; v++)
+    if (c->offset[v] >= 0 && s->need_max[v] > c->capacity[v]) grow = true;
   pthread_mutex_unlock(&s->ctx_lock);
   if (c) {
+    er_status st = grow ? ctx_plan(s, c) : ER_STATUS_OK;
+    if (st != ER_STATUS_OK) {
+      ctx_free(c);
+      return st;
+    }
     *out = c;
     return ER_STATUS_OK;
   }
@@ -462,6 +480,8 @@ static void ctx_give(er_session *s, run_ctx *c) {
   c->next = s->free_ctx;
   s->free_ctx = c;
   if (c->arena_bytes > s->arena_bytes) s->arena_bytes = c->arena_bytes;
+  for (int32_t v = 0; v < s->graph->n_values; v++)
+    if (c->need[v] > s->need_max[v]) s->need_max[v] = c->need[v];
   pthread_mutex_unlock(&s->ctx_lock);
 }
 
@@ -485,6 +505,7 @@ void er_session_free(er_session *s) {
   pthread_mutex_destroy(&s->ctx_lock);
   free(s->last_use);
   free(s->exec_pos);
+  free(s->need_max);
   er__plan_free(s->plan);
   er__owned_free(&s->owned);
   er__arena_free(&s->arena);
@@ -628,9 +649,10 @@ er_status er_session_create(const er_model *model, const er_session_options *opt
   }
   /* Run order: the segments' nodes one after the other. The planner needs
    * each value's lifetime in that order. */
+  s->need_max = calloc((size_t)g->n_values + 1, sizeof *s->need_max);
   s->exec_pos = malloc(((size_t)g->n_nodes + 1) * sizeof *s->exec_pos);
   s->last_use = malloc(((size_t)g->n_values + 1) * sizeof *s->last_use);
-  if (!s->exec_pos || !s->last_use) {
+  if (!s->exec_pos || !s->last_use || !s->need_max) {
     st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory creating a session");
     goto fail;
   }
@@ -770,7 +792,8 @@ static er_status check_input(const er_value *v, const er_tensor *t) {
 
 /* One run into `c`: inputs by name, outputs resolved into c->want. */
 static er_status run_in_ctx(er_session *s, run_ctx *c, const er_named_tensor *inputs, size_t n_inputs,
-                            const char *const *output_names, size_t n_outputs) {
+                            const char *const *output_names, size_t n_outputs, er_exec_observer observe,
+                            void *user) {
   const er_graph *g = s->graph;
   memset(c->bound_in, 0, ((size_t)g->n_inputs + 1) * sizeof *c->bound_in);
   for (size_t i = 0; i < n_inputs; i++) {
@@ -812,7 +835,7 @@ static er_status run_in_ctx(er_session *s, run_ctx *c, const er_named_tensor *in
     for (size_t i = 0; i < n_outputs; i++) c->want[i] = (int32_t)i;
   }
 
-  er_exec ex = {s->pool, NULL, 0, NULL, 0, &c->mem};
+  er_exec ex = {s->pool, NULL, 0, NULL, 0, &c->mem, observe, user};
   er_node_prof *prof = NULL;
   if (s->prof) {
     prof = calloc((size_t)g->n_nodes + 1, sizeof *prof);
@@ -857,12 +880,18 @@ static er_status ctx_finish(er_session *s, run_ctx *c) {
 
 er_status er_session_run(er_session *s, const er_named_tensor *inputs, size_t n_inputs,
                          const char *const *output_names, size_t n_outputs, er_tensor **outputs_out) {
+  return er__session_run_observed(s, inputs, n_inputs, output_names, n_outputs, outputs_out, NULL, NULL);
+}
+
+er_status er__session_run_observed(er_session *s, const er_named_tensor *inputs, size_t n_inputs,
+                                   const char *const *output_names, size_t n_outputs,
+                                   er_tensor **outputs_out, er_exec_observer observe, void *user) {
   if (!s || (!inputs && n_inputs) || !outputs_out)
     return er__error(ER_STATUS_INVALID_ARGUMENT, "session, inputs and outputs_out must not be NULL");
   const er_graph *g = s->graph;
   run_ctx *c;
   ER_CHECK(ctx_take(s, &c));
-  er_status st = run_in_ctx(s, c, inputs, n_inputs, output_names, n_outputs);
+  er_status st = run_in_ctx(s, c, inputs, n_inputs, output_names, n_outputs, observe, user);
   for (size_t i = 0; i < n_outputs; i++) outputs_out[i] = NULL;
   for (size_t i = 0; i < n_outputs && st == ER_STATUS_OK; i++) {
     er_tensor *r = &c->vals[g->outputs[c->want[i]]];
@@ -917,7 +946,7 @@ er_status er_session_run_into(er_session *s, const er_named_tensor *inputs, size
     if (!outputs[i]) st = er__error(ER_STATUS_INVALID_ARGUMENT, "output tensor %zu is NULL", i);
     else if (k >= 0) c->bound_out[g->outputs[k]] = outputs[i];
   }
-  if (st == ER_STATUS_OK) st = run_in_ctx(s, c, inputs, n_inputs, output_names, n_outputs);
+  if (st == ER_STATUS_OK) st = run_in_ctx(s, c, inputs, n_inputs, output_names, n_outputs, NULL, NULL);
   for (size_t i = 0; i < n_outputs && st == ER_STATUS_OK; i++) {
     const er_tensor *r = &c->vals[g->outputs[c->want[i]]];
     er_tensor *o = outputs[i];

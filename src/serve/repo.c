@@ -396,7 +396,7 @@ static bool verify_others(const char *dir, const er__serve_options *opt, char *e
   return ok;
 }
 
-static bool warm_up(er__version *v, int runs, char *err, size_t errsz) {
+static bool warm_up(er__version *v, int runs, int max_batch, char *err, size_t errsz) {
   er_tensor *in[ER_SERVE_MAX_IO] = {0};
   er_named_tensor named[ER_SERVE_MAX_IO];
   er_tensor *out[ER_SERVE_MAX_IO] = {0};
@@ -421,7 +421,29 @@ static bool warm_up(er__version *v, int runs, char *err, size_t errsz) {
     named[i].name = info->name;
     named[i].tensor = in[i];
   }
-  for (int r = 0; ok && r < runs; r++) {
+  /* With batching, the last warm-up run is a full batch along a dynamic
+   * first dim, so the session's memory plan is sized for the largest
+   * request before the version serves (memory stays flat afterwards). */
+  bool batched = false;
+  for (size_t i = 0; ok && max_batch > 1 && i < v->n_in; i++)
+    if (v->in[i].rank > 0 && v->in[i].dims[0] < 0) batched = true;
+  for (int r = 0; ok && r < runs + (batched ? 1 : 0); r++) {
+    if (batched && r == runs) {
+      for (size_t i = 0; ok && i < v->n_in; i++) {
+        const er_value_info *info = &v->in[i];
+        int64_t dims[ER_MAX_RANK];
+        for (int d = 0; d < info->rank; d++) dims[d] = info->dims[d] < 0 ? (d == 0 ? max_batch : 1) : info->dims[d];
+        er_tensor_free(in[i]);
+        in[i] = NULL;
+        if (er_tensor_create(info->dtype, info->rank, dims, &in[i]) != ER_STATUS_OK) {
+          snprintf(err, errsz, "warm-up: input '%s': %s", info->name, er_last_error());
+          ok = false;
+          break;
+        }
+        named[i].tensor = in[i];
+      }
+      if (!ok) break;
+    }
     er_status st = er_session_run(v->session, named, v->n_in, NULL, v->n_out, out);
     if (st != ER_STATUS_OK) {
       snprintf(err, errsz, "warm-up run failed: %s (%s)", er_last_error(), er_status_name(st));
@@ -524,7 +546,7 @@ er__version *er__version_load(const char *repo, const char *model, int64_t numbe
       goto fail;
     }
   }
-  if (!warm_up(v, cfg->warmup_runs, err, errsz)) goto fail;
+  if (!warm_up(v, cfg->warmup_runs, cfg->max_batch, err, errsz)) goto fail;
   v->load_seconds = (double)(er__now_us() - t0) * 1e-6;
   return v;
 fail:

@@ -219,6 +219,8 @@ er_status er__exec_nodes(er_exec *ex, er_frame *frame, const int32_t *nodes, int
       p->total_ns += end - t;
       p->count++;
     }
+    if (st == ER_STATUS_OK && ex->observe)
+      st = ex->observe(ex->observe_user, g, i, outp, node->n_outputs);
     if (st != ER_STATUS_OK) break;
     /* Free what no later node reads. */
     for (int k = 0; k < node->n_inputs; k++) {

@@ -48,6 +48,14 @@ typedef struct er_node_prof {
   uint64_t start_ns, dur_ns;     /* in the last run, start relative to it */
 } er_node_prof;
 
+/* Called after each node has run, with its outputs (entries may be NULL
+ * for omitted outputs) still alive; a non-OK status stops the run. Used by
+ * the quantizer (calibration) and analysis to see intermediate tensors
+ * without making them graph outputs. `g` is the graph holding the node
+ * (subgraph nodes are reported too). */
+typedef er_status (*er_exec_observer)(void *user, const er_graph *g, int32_t node_index,
+                                      er_tensor *const *outputs, int n_outputs);
+
 /* State of one run; one per er_session_run call (so runs never share). */
 typedef struct er_exec {
   struct er_thread_pool *pool;   /* the session's workers; may be NULL */
@@ -56,6 +64,9 @@ typedef struct er_exec {
   er_node_prof *prof;            /* [main graph n_nodes] or NULL */
   uint64_t t0_ns;                /* run start, for prof start times */
   er_run_mem *mem;               /* the main graph's run memory, or NULL */
+
+  er_exec_observer observe;      /* NULL = nobody watches (one test per node) */
+  void *observe_user;            /* passed back to observe */
 } er_exec;
 
 /* The widest node (inputs or outputs) of g: the size of operand arrays. */
