@@ -251,6 +251,18 @@ ER_API er_status er_model_node(const er_model *model, size_t index,
                                const char **op_type_out,
                                const char **name_out);
 
+/* Freezes symbolic input dims: every dim of a graph input whose dim_param
+ * is names[i] becomes values[i] (> 0), then value shapes are re-inferred.
+ * NOT_FOUND names a dim no input has. The model MUST have no sessions yet.
+ * Both arrays are borrowed. */
+ER_API er_status er_model_fix_dims(er_model *model, const char *const *names, const int64_t *values,
+                                   size_t n);
+
+/* Writes the model as an ONNX file (its graph as loaded and rewritten,
+ * weights inline), through a temporary file and a rename, so a failure
+ * never leaves a partial file. `path` is borrowed. */
+ER_API er_status er_model_save(const er_model *model, const char *path);
+
 /* ------------------------------------------------------------------------ */
 /* Sessions                                                                  */
 /* ------------------------------------------------------------------------ */

@@ -63,6 +63,8 @@ int er_cmd_conform(int argc, char **argv);
 void er_cmd_conform_help(FILE *out);
 int er_cmd_inspect(int argc, char **argv);
 void er_cmd_inspect_help(FILE *out);
+int er_cmd_fix_shapes(int argc, char **argv);
+void er_cmd_fix_shapes_help(FILE *out);
 int er_cmd_bench(int argc, char **argv);
 void er_cmd_bench_help(FILE *out);
 int er_cmd_serve(int argc, char **argv);

@@ -11,6 +11,7 @@ static const er_cli_cmd commands[] = {
     {"conform", "run ONNX test-data folders and report pass/fail", er_cmd_conform, er_cmd_conform_help},
     {"inspect", "describe a model: inputs, outputs, ops, weights", er_cmd_inspect, er_cmd_inspect_help},
     {"devices", "list the CPU, accelerators, memory and temperatures", er_cmd_devices, er_cmd_devices_help},
+    {"fix-shapes", "make symbolic input dims static and write the model", er_cmd_fix_shapes, er_cmd_fix_shapes_help},
     {"bench", "measure load time, latency percentiles, throughput and memory; --compare another backend", er_cmd_bench, er_cmd_bench_help},
     {"serve", "serve a model repository over HTTP (KServe v2)", er_cmd_serve, er_cmd_serve_help},
     {"repo", "roll back, pin or list versions in a model repository", er_cmd_repo, er_cmd_repo_help},

@@ -15,6 +15,7 @@
 #include "backends/backend.h"
 #include "graph/planner.h"
 #include "onnx/onnx.h"
+#include "onnx/onnx-write.h"
 #include "backends/cpu/cpu-exec.h"
 #include "backends/cpu/cpu-kernels.h"
 #include "backends/partition.h"
@@ -231,6 +232,58 @@ er_status er_model_load_buffer(const void *data, size_t size, const char *base_d
 fail:
   er_model_free(m);
   return st;
+}
+
+er_status er_model_fix_dims(er_model *m, const char *const *names, const int64_t *values, size_t n) {
+  er_graph *g = m->graph;
+  if (n && (!names || !values)) return er__error(ER_STATUS_INVALID_ARGUMENT, "names and values must not be NULL");
+  for (size_t k = 0; k < n; k++) {
+    if (!names[k] || values[k] <= 0)
+      return er__error(ER_STATUS_INVALID_ARGUMENT, "dim '%s' = %lld: a fixed dim must be positive",
+                       names[k] ? names[k] : "(null)", (long long)values[k]);
+    bool found = false;
+    for (int32_t i = 0; i < g->n_inputs; i++) {
+      er_value *v = &g->values[g->inputs[i]];
+      if (v->kind != ER_VALUE_INPUT || !v->dim_params) continue;
+      for (int d = 0; d < v->info.rank; d++)
+        if (v->dim_params[d] && strcmp(v->dim_params[d], names[k]) == 0) {
+          v->info.dims[d] = values[k];
+          v->dim_params[d] = NULL;
+          found = true;
+        }
+    }
+    if (!found) {
+      char have[512] = "";
+      size_t used = 0;
+      for (int32_t i = 0; i < g->n_inputs; i++) {
+        const er_value *v = &g->values[g->inputs[i]];
+        for (int d = 0; v->dim_params && d < v->info.rank; d++)
+          if (v->dim_params[d] && used < sizeof have)
+            used += (size_t)snprintf(have + used, sizeof have - used, "%s%s", used ? ", " : "", v->dim_params[d]);
+      }
+      return er__error(ER_STATUS_NOT_FOUND, "no input has a dim named '%s' (symbolic dims: %s)", names[k],
+                       have[0] ? have : "none");
+    }
+  }
+  /* Intermediate shapes are derived again from the fixed inputs. */
+  for (int32_t v = 0; v < g->n_values; v++) {
+    er_value *val = &g->values[v];
+    if (val->kind == ER_VALUE_INTERMEDIATE && !val->has_declared_type) er__tensor_set(&val->info, val->info.dtype, -1, NULL);
+  }
+  ER_CHECK(er__graph_infer(g, false));
+  /* The public descriptions point at the values' dims; refresh the
+   * symbolic names they report. */
+  for (size_t i = 0; i < m->n_input_info; i++)
+    for (int32_t k = 0; k < g->n_inputs; k++) {
+      const er_value *v = &g->values[g->inputs[k]];
+      if (strcmp(v->name, m->input_info[i].name) == 0) m->input_info[i].rank = v->info.rank;
+    }
+  return ER_STATUS_OK;
+}
+
+er_status er_model_save(const er_model *m, const char *path) {
+  if (!m || !path) return er__error(ER_STATUS_INVALID_ARGUMENT, "model and path must not be NULL");
+  return er__onnx_save_model(m, path);
 }
 
 size_t er_model_input_count(const er_model *m) { return m->n_input_info; }
