@@ -64,10 +64,7 @@ er_status mk_load(mk_model *m, int64_t opset, er_model **out) {
   er_pbw model = {0};
   if (m->domain) tb_model_domain(&model, 8, opset, m->domain, m->domain_version, &m->g);
   else tb_model(&model, 8, opset, &m->g);
-  er_load_options lo;
-  er_load_options_init(&lo);
-  if (m->optimize) lo.optimize = m->optimize;
-  er_status st = er_model_load_buffer(model.buf, model.len, NULL, &lo, out);
+  er_status st = er_model_load_buffer(model.buf, model.len, NULL, NULL, out);
   er__pbw_free(&model);
   er__pbw_free(&m->g);
   return st;

@@ -11,7 +11,6 @@ typedef struct mk_model {
   er_pbw g;                  /* GraphProto body */
   const char *domain;        /* an extra opset import (custom ops), or NULL */
   int64_t domain_version;
-  int optimize;              /* er_load_options.optimize; 0 = the default */
 } mk_model;
 
 void mk_begin(mk_model *m, const char *graph_name);

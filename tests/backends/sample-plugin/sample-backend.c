@@ -7,11 +7,8 @@
  * compile copies the weights into it, compute copies the subgraph's inputs
  * in, runs every node on pool buffers (intermediates never go back to the
  * host), and copies the outputs out. It runs float32 Add, Sub, Mul, Relu,
- * Sigmoid, 2-D MatMul and Gemm, and edgerun's fused FusedMatMul and
- * FusedGemm (domain com.edgerun: what the load-time passes make of
- * MatMul/Gemm + bias + activation) when their activation is none, Relu or
- * Sigmoid; it declines everything else with a reason, so tests see both
- * placement and fallback.
+ * Sigmoid, and 2-D MatMul and Gemm (no transposes), and declines everything
+ * else with a reason, so tests see both placement and fallback.
  *
  * Compiled with -DSAMPLE_ABI_MAJOR=99 it claims an ABI the core does not
  * speak (the version check test). */
@@ -38,18 +35,11 @@ typedef struct dbuf {
 
 typedef enum sop { OP_ADD, OP_SUB, OP_MUL, OP_RELU, OP_SIGMOID, OP_MATMUL, OP_GEMM } sop;
 
-/* The activations the sample fuses (the `activation` attribute of the
- * com.edgerun ops). */
-typedef enum sact { ACT_NONE, ACT_RELU, ACT_SIGMOID } sact;
-
 typedef struct snode {
   sop op;
   int32_t in[3];     /* value ids; -1 absent */
   int n_in;
   int32_t out;
-  int64_t trans_a, trans_b;  /* Gemm */
-  float alpha, beta;
-  sact act;
 } snode;
 
 typedef struct compiled {
@@ -65,46 +55,24 @@ typedef struct compiled {
 
 /* ---- supports_op --------------------------------------------------------- */
 
-static bool op_of(const er_node *n, sop *out) {
-  static const struct { const char *domain, *name; sop op; } ops[] = {
-      {"", "Add", OP_ADD},         {"", "Sub", OP_SUB},       {"", "Mul", OP_MUL},
-      {"", "Relu", OP_RELU},       {"", "Sigmoid", OP_SIGMOID}, {"", "MatMul", OP_MATMUL},
-      {"", "Gemm", OP_GEMM},       {"com.edgerun", "FusedMatMul", OP_MATMUL},
-      {"com.edgerun", "FusedGemm", OP_GEMM},
+static bool op_of(const char *t, sop *out) {
+  static const struct { const char *name; sop op; } ops[] = {
+      {"Add", OP_ADD},         {"Sub", OP_SUB},       {"Mul", OP_MUL},   {"Relu", OP_RELU},
+      {"Sigmoid", OP_SIGMOID}, {"MatMul", OP_MATMUL}, {"Gemm", OP_GEMM},
   };
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-    if (strcmp(ops[i].domain, host->node_domain(n)) == 0 && strcmp(ops[i].name, host->node_op_type(n)) == 0) {
+    if (strcmp(ops[i].name, t) == 0) {
       *out = ops[i].op;
       return true;
     }
   return false;
 }
 
-/* The fused activation of node n (none for the standard ops); false when
- * the sample has no such activation. */
-static bool act_of(const er_node *n, sact *out, const char **name_out) {
-  const char *name = "";
-  if (host->node_domain(n)[0] != '\0' && host->node_attr_string(n, "activation", "", &name) != ER_STATUS_OK)
-    return false;
-  *name_out = name;
-  if (strcmp(name, "") == 0) *out = ACT_NONE;
-  else if (strcmp(name, "Relu") == 0) *out = ACT_RELU;
-  else if (strcmp(name, "Sigmoid") == 0) *out = ACT_SIGMOID;
-  else return false;
-  return true;
-}
-
 static bool sample_supports(void *user, const er_graph *g, const er_node *n, char *why, size_t size) {
   (void)user;
   sop op;
-  sact act;
-  const char *act_name = "?";
-  if (!op_of(n, &op)) {
+  if (host->node_domain(n)[0] != '\0' || !op_of(host->node_op_type(n), &op)) {
     snprintf(why, size, "the sample backend has no %s kernel", host->node_op_type(n));
-    return false;
-  }
-  if (!act_of(n, &act, &act_name)) {
-    snprintf(why, size, "the sample backend fuses no %s activation (only Relu and Sigmoid)", act_name);
     return false;
   }
   for (int k = 0; k < host->node_input_count(n); k++) {
@@ -115,6 +83,18 @@ static bool sample_supports(void *user, const er_graph *g, const er_node *n, cha
     if (vi.dtype != ER_DTYPE_FLOAT) {
       snprintf(why, size, "input %d is %s; the sample backend runs float32 only", k,
                host->dtype_name(vi.dtype));
+      return false;
+    }
+  }
+  if (op == OP_GEMM) {
+    int64_t ta, tb;
+    float alpha, beta;
+    host->node_attr_int(n, "transA", 0, &ta);
+    host->node_attr_int(n, "transB", 0, &tb);
+    host->node_attr_float(n, "alpha", 1.0f, &alpha);
+    host->node_attr_float(n, "beta", 1.0f, &beta);
+    if (ta || tb || alpha != 1.0f || beta != 1.0f) {
+      snprintf(why, size, "Gemm with transposes or scaling is not implemented");
       return false;
     }
   }
@@ -176,13 +156,7 @@ static er_status sample_compile(void *user, const er_subgraph *sg, void **out) {
   for (int32_t j = 0; j < sg->n_nodes; j++) {
     const er_node *n = host->graph_node(sg->graph, sg->nodes[j]);
     snode *s = &c->nodes[j];
-    const char *act_name;
-    op_of(n, &s->op);
-    act_of(n, &s->act, &act_name);
-    host->node_attr_int(n, "transA", 0, &s->trans_a);
-    host->node_attr_int(n, "transB", 0, &s->trans_b);
-    host->node_attr_float(n, "alpha", 1.0f, &s->alpha);
-    host->node_attr_float(n, "beta", 1.0f, &s->beta);
+    op_of(host->node_op_type(n), &s->op);
     s->n_in = host->node_input_count(n);
     for (int k = 0; k < 3; k++) s->in[k] = k < s->n_in ? host->node_input(n, k) : -1;
     s->out = host->node_output(n, 0);
@@ -263,26 +237,17 @@ static er_status run_node(const snode *s, dbuf *vals) {
     }
     case OP_MATMUL:
     case OP_GEMM: {
-      /* MatMul is Gemm without transposes or scaling; a third input is
-       * Gemm's C or FusedMatMul's bias row, both broadcast onto y. */
-      bool gemm = s->op == OP_GEMM;
-      int64_t ta = gemm && s->trans_a, tb = gemm && s->trans_b;
-      float alpha = gemm ? s->alpha : 1.0f, beta = gemm ? s->beta : 1.0f;
-      int64_t m = a->dims[ta ? 1 : 0], k = a->dims[ta ? 0 : 1], n = b->dims[tb ? 0 : 1];
-      if (b->dims[tb ? 1 : 0] != k) return host->set_error(ER_STATUS_INVALID_SHAPE, "sample: inner dims differ");
+      int64_t m = a->dims[0], k = a->dims[1], n = b->dims[1];
+      if (b->dims[0] != k) return host->set_error(ER_STATUS_INVALID_SHAPE, "sample: inner dims differ");
       int64_t dims[2] = {m, n};
       er_status st = alloc_buf(y, 2, dims);
       if (st != ER_STATUS_OK) return st;
-      const dbuf *c = s->n_in > 2 && s->in[2] >= 0 ? &vals[s->in[2]] : NULL;
+      const dbuf *c = s->op == OP_GEMM && s->n_in > 2 && s->in[2] >= 0 ? &vals[s->in[2]] : NULL;
       for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++) {
           double acc = 0;
-          for (int64_t q = 0; q < k; q++)
-            acc += (double)a->data[ta ? q * m + i : i * k + q] * b->data[tb ? j * k + q : q * n + j];
-          acc *= alpha;
-          if (c) acc += (double)beta * c->data[bidx(c, y, i * n + j)];
-          if (s->act == ACT_RELU) acc = acc > 0 ? acc : 0;
-          if (s->act == ACT_SIGMOID) acc = 1.0 / (1.0 + exp(-acc));
+          for (int64_t q = 0; q < k; q++) acc += (double)a->data[i * k + q] * b->data[q * n + j];
+          if (c) acc += c->data[bidx(c, y, i * n + j)];
           y->data[i * n + j] = (float)acc;
         }
       return ER_STATUS_OK;
