@@ -45,6 +45,10 @@ static int passed, failed, unsupported, skipped;
 
 static op_case *begin(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static op_case *begin(const char *fmt, ...) {
+  if (n_cases == MAX_CASES) {
+    fprintf(stderr, "test-backend-ops: more than MAX_CASES (%d) cases; raise it\n", MAX_CASES);
+    exit(2);
+  }
   op_case *c = &cases[n_cases++];
   memset(c, 0, sizeof *c);
   va_list ap;
@@ -490,6 +494,123 @@ static void quant_cases(void) {
   }
 }
 
+/* edgerun's fused ops (domain com.edgerun, src/ops/fused.h), named in the
+ * model directly so the case tests them whatever the load-time passes
+ * would make of a pattern: FusedConv = act(Conv + B + Z), FusedGemm =
+ * act(Gemm), FusedMatMul = act(MatMul + bias row). Every activation with
+ * bias and residual, then each optional input left out, on every conv
+ * path (im2col + GEMM, pointwise GEMM, the direct kernel for groups, 1-D). */
+static const struct fused_act {
+  const char *name;       /* the `activation` attribute; "" = none */
+  int n;                  /* activation_params */
+  float p[2];
+} fused_acts[] = {
+    {"", 0, {0, 0}},          {"Relu", 0, {0, 0}},        {"Clip", 2, {-0.5f, 1.0f}},
+    {"Sigmoid", 0, {0, 0}},   {"Tanh", 0, {0, 0}},        {"HardSigmoid", 2, {0.3f, 0.4f}},
+    {"HardSwish", 0, {0, 0}}, {"LeakyRelu", 1, {0.15f, 0}}, {"Silu", 0, {0, 0}},
+    {"Gelu", 0, {0, 0}},      {"GeluTanh", 0, {0, 0}},
+};
+#define N_FUSED_ACTS ((int)(sizeof fused_acts / sizeof fused_acts[0]))
+
+static op_case *begin_fused(const char *op, int act, const char *label) {
+  op_case *c = begin("%s %s %s", op, fused_acts[act].name[0] ? fused_acts[act].name : "(no act)", label);
+  c->m.domain = "com.edgerun";
+  c->m.domain_version = 1;
+  return c;
+}
+
+static void fused_attrs(er_pbw *a, int act) {
+  /* FusedConv writes "" out for no activation; the FusedGemm and
+   * FusedMatMul cases leave the attribute absent: both mean none. */
+  mk_attr_string(a, "activation", fused_acts[act].name);
+  if (fused_acts[act].n) mk_attr_floats(a, "activation_params", fused_acts[act].p, fused_acts[act].n);
+}
+
+/* Residual z: 'in' a graph input, 'const' a weight, 'none' absent. */
+typedef enum { Z_NONE, Z_INPUT, Z_CONST } z_kind;
+
+static void fused_conv_case(int act, const char *label, int64_t n, int64_t cin, int64_t h, int64_t w,
+                            int64_t cout, int64_t k, int64_t group, int64_t stride, int64_t pad, bool bias,
+                            z_kind z) {
+  op_case *c = begin_fused("FusedConv", act, label);
+  bool one_d = h == 0;
+  int rank = one_d ? 3 : 4;
+  int64_t oh = (h + 2 * pad - k) / stride + 1, ow = (w + 2 * pad - k) / stride + 1;
+  input(c, "x", ER_DTYPE_FLOAT, rank, one_d ? D(n, cin, w) : D(n, cin, h, w));
+  weights(c, "w", rank, one_d ? D(cout, cin / group, k) : D(cout, cin / group, k, k), 41);
+  if (bias) weights(c, "b", 1, D(cout), 42);
+  const int64_t *yd = one_d ? D(n, cout, ow) : D(n, cout, oh, ow);
+  if (z == Z_INPUT) input(c, "z", ER_DTYPE_FLOAT, rank, yd);
+  if (z == Z_CONST) weights(c, "z", rank, yd, 43);
+  er_pbw a = {0};
+  tb_attr_int(&a, "group", group);
+  tb_attr_ints(&a, "strides", D(stride, stride), rank - 2);
+  tb_attr_ints(&a, "pads", D(pad, pad, pad, pad), 2 * (rank - 2));
+  fused_attrs(&a, act);
+  const char *ins = z != Z_NONE ? (bias ? "x,w,b,z" : "x,w,,z") : (bias ? "x,w,b" : "x,w");
+  mk_node_domain(&c->m, "FusedConv", "com.edgerun", "n", ins, "y", &a);
+  er__pbw_free(&a);
+  mk_output(&c->m, "y", ER_DTYPE_FLOAT, -1, NULL);
+}
+
+static void fused_gemm_case(int act, const char *label, int tA, int tB, float alpha, float beta, int crank,
+                            const int64_t *cd) {
+  op_case *c = begin_fused("FusedGemm", act, label);
+  int64_t M = 19, K = 21, N = 18;
+  input(c, "a", ER_DTYPE_FLOAT, 2, tA ? D(K, M) : D(M, K));
+  weights(c, "b", 2, tB ? D(N, K) : D(K, N), 44);
+  if (crank) weights(c, "c", crank, cd, 45);
+  er_pbw a = {0};
+  tb_attr_int(&a, "transA", tA);
+  tb_attr_int(&a, "transB", tB);
+  tb_attr_float(&a, "alpha", alpha);
+  tb_attr_float(&a, "beta", beta);
+  if (act) fused_attrs(&a, act);
+  mk_node_domain(&c->m, "FusedGemm", "com.edgerun", "n", crank ? "a,b,c" : "a,b", "y", &a);
+  er__pbw_free(&a);
+  mk_output(&c->m, "y", ER_DTYPE_FLOAT, -1, NULL);
+}
+
+static void fused_matmul_case(int act, const char *label, int ra, const int64_t *ad, int rb, const int64_t *bd,
+                              bool bias, bool b_const) {
+  op_case *c = begin_fused("FusedMatMul", act, label);
+  input(c, "a", ER_DTYPE_FLOAT, ra, ad);
+  if (b_const) weights(c, "b", rb, bd, 46);
+  else input(c, "b", ER_DTYPE_FLOAT, rb, bd);
+  if (bias) weights(c, "bias", 1, D(bd[rb - 1]), 47);
+  er_pbw a = {0};
+  if (act) fused_attrs(&a, act);
+  mk_node_domain(&c->m, "FusedMatMul", "com.edgerun", "n", bias ? "a,b,bias" : "a,b", "y", &a);
+  er__pbw_free(&a);
+  mk_output(&c->m, "y", ER_DTYPE_FLOAT, -1, NULL);
+}
+
+static void fused_cases(void) {
+  for (int act = 0; act < N_FUSED_ACTS; act++) {
+    /* 3x3 pad 1 (im2col + GEMM), bias and a residual input. */
+    fused_conv_case(act, "3x3 bias+residual", 2, 3, 9, 10, 8, 3, 1, 1, 1, true, Z_INPUT);
+    fused_gemm_case(act, "transB + C[N]", 0, 1, 1.0f, 1.0f, 1, D(18));
+    fused_matmul_case(act, "batched + bias", 3, D(2, 7, 9), 2, D(9, 18), true, true);
+  }
+  int relu = 1, silu = 8, clip = 2, gelu_tanh = 10, leaky = 7, hsig = 5;
+  /* Each optional input left out, and the other conv paths. */
+  fused_conv_case(relu, "3x3 no bias, residual", 1, 4, 7, 7, 6, 3, 1, 1, 1, false, Z_INPUT);
+  fused_conv_case(relu, "3x3 bias, no residual", 1, 4, 7, 7, 6, 3, 1, 1, 1, true, Z_NONE);
+  fused_conv_case(silu, "3x3 no bias, no residual", 1, 4, 7, 7, 6, 3, 1, 2, 1, false, Z_NONE);
+  fused_conv_case(0, "no act, bias+residual (= Conv + Add)", 1, 4, 7, 7, 6, 3, 1, 1, 1, true, Z_INPUT);
+  fused_conv_case(clip, "1x1 pointwise bias+residual", 2, 16, 5, 6, 8, 1, 1, 1, 0, true, Z_INPUT);
+  fused_conv_case(hsig, "depthwise 3x3 bias+residual", 1, 8, 9, 9, 8, 3, 8, 1, 1, true, Z_INPUT);
+  fused_conv_case(leaky, "grouped s2 residual weight", 1, 8, 9, 9, 12, 3, 4, 2, 1, true, Z_CONST);
+  fused_conv_case(gelu_tanh, "1-D bias+residual", 2, 4, 0, 17, 6, 3, 1, 1, 1, true, Z_INPUT);
+  fused_conv_case(silu, "5x5 s2 residual weight", 1, 3, 12, 11, 5, 5, 1, 2, 2, false, Z_CONST);
+  fused_gemm_case(relu, "no C", 1, 0, 1.0f, 1.0f, 0, NULL);
+  fused_gemm_case(silu, "transA alpha beta C[M,N]", 1, 0, 0.5f, 2.0f, 2, D(19, 18));
+  fused_gemm_case(clip, "C [M,1]", 0, 0, 1.0f, 1.0f, 2, D(19, 1));
+  fused_matmul_case(relu, "2-D no bias", 2, D(5, 37), 2, D(37, 3), false, true);
+  fused_matmul_case(gelu_tanh, "2-D odd + bias", 2, D(17, 33), 2, D(33, 20), true, true);
+  fused_matmul_case(leaky, "batch broadcast, B an input", 4, D(2, 1, 6, 8), 3, D(3, 8, 4), true, false);
+}
+
 /* ---- running ------------------------------------------------------------- */
 
 /* Builds the case's bytes once, loads a model per call (load consumes the
@@ -654,6 +775,7 @@ int main(int argc, char **argv) {
   layout_cases();
   norm_cases();
   quant_cases();
+  fused_cases();
   for (size_t b = 0; b < er_backend_count(); b++) {
     er_backend_info info;
     er_backend_get_info(b, &info);

@@ -93,6 +93,37 @@ __global__ static void affine_f32(const er_gpu_affine p) {
   ((float *)p.y)[i] = ((const float *)p.x)[i] * ((const float *)p.scale)[ch] + ((const float *)p.shift)[ch];
 }
 
+/* ---- the conv and gemm epilogue (the fused ops) --------------------------- */
+
+/* er__act_apply (ops/fused.h) in float, comparison for comparison, as
+ * act_f32 in opencl-kernels.cl. */
+__device__ static float act_f32(int act, float p0, float p1, float x) {
+  float v;
+  switch (act) {
+    case ER_GPU_ACT_RELU: return x > 0.0f ? x : (x == x ? 0.0f : x);
+    case ER_GPU_ACT_CLIP: return x < p0 ? p0 : x > p1 ? p1 : x;
+    case ER_GPU_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case ER_GPU_ACT_TANH: return tanhf(x);
+    case ER_GPU_ACT_HARDSIGMOID:
+      v = p0 * x + p1;
+      return v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
+    case ER_GPU_ACT_HARDSWISH:
+      v = x / 6.0f + 0.5f;
+      return x * (v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v);
+    case ER_GPU_ACT_LEAKYRELU: return x >= 0.0f ? x : p0 * x;
+    case ER_GPU_ACT_SILU: return x / (1.0f + expf(-x));
+    case ER_GPU_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case ER_GPU_ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    default: return x;
+  }
+}
+
+/* y[o] = act(r + z[o]): the result's last step, while r is in a register. */
+__device__ static void epilogue_store(void *y, int o, float r, const er_gpu_epilogue &ep) {
+  if (ep.has_z) r += ((const float *)ep.z)[o];
+  ((float *)y)[o] = act_f32(ep.act, ep.p0, ep.p1, r);
+}
+
 /* ---- convolution and pooling --------------------------------------------- */
 
 __global__ static void conv2d_f32(const er_gpu_conv p) {
@@ -117,7 +148,7 @@ __global__ static void conv2d_f32(const er_gpu_conv p) {
       }
     }
   }
-  ((float *)p.y)[i] = acc;
+  epilogue_store(p.y, i, acc, p.ep);
 }
 
 __global__ static void im2col_f32(const er_gpu_im2col p) {
@@ -181,7 +212,7 @@ __global__ static void gemm_f32(const er_gpu_gemm p) {
   if (i < p.M && j < p.N) {
     float r = p.alpha * acc;
     if (p.has_c) r += p.beta * ((const float *)p.c)[i * p.sci + j * p.scj];
-    ((float *)p.y)[(bb * p.M + i) * p.N + j] = r;
+    epilogue_store(p.y, (bb * p.M + i) * p.N + j, r, p.ep);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "backends/partition.h"
+#include "ops/fused.h"
 #include "ops/op.h"
 
 /* ======================================================================== */
@@ -55,11 +56,56 @@ static const struct op_entry {
     {"ConstantOfShape", OP_FILL, 0},
 };
 
+/* edgerun's fused ops (ops/fused.h) run on the kernels of the op they
+ * extend, with the bias, residual and activation as the kernels' epilogue. */
+static const struct op_entry fused_table[] = {
+    {"FusedConv", OP_CONV, 0}, {"FusedGemm", OP_GEMM, 0}, {"FusedMatMul", OP_MATMUL, 0},
+};
+
+static bool is_fused(const er_node *n) { return strcmp(n->domain, ER_FUSED_DOMAIN) == 0; }
+
 static const struct op_entry *find_op(const er_node *n) {
-  if (n->domain[0] != '\0') return NULL;
-  for (size_t i = 0; i < ER_ARRAY_LEN(op_table); i++)
-    if (strcmp(op_table[i].name, n->op_type) == 0) return &op_table[i];
+  const struct op_entry *table = op_table;
+  size_t count = ER_ARRAY_LEN(op_table);
+  if (is_fused(n)) {
+    table = fused_table;
+    count = ER_ARRAY_LEN(fused_table);
+  } else if (n->domain[0] != '\0') {
+    return NULL;
+  }
+  for (size_t i = 0; i < count; i++)
+    if (strcmp(table[i].name, n->op_type) == 0) return &table[i];
   return NULL;
+}
+
+/* The epilogue activation the kernels compute for `act`, or -1 where they
+ * have none: a kind added to er_act later is declined, with its name, until
+ * act_f32 in both kernel files learns it. */
+static int gpu_act(er_act act) {
+  switch (act) {
+    case ER_ACT_NONE: return ER_GPU_ACT_NONE;
+    case ER_ACT_RELU: return ER_GPU_ACT_RELU;
+    case ER_ACT_CLIP: return ER_GPU_ACT_CLIP;
+    case ER_ACT_SIGMOID: return ER_GPU_ACT_SIGMOID;
+    case ER_ACT_TANH: return ER_GPU_ACT_TANH;
+    case ER_ACT_HARDSIGMOID: return ER_GPU_ACT_HARDSIGMOID;
+    case ER_ACT_HARDSWISH: return ER_GPU_ACT_HARDSWISH;
+    case ER_ACT_LEAKYRELU: return ER_GPU_ACT_LEAKYRELU;
+    case ER_ACT_SILU: return ER_GPU_ACT_SILU;
+    case ER_ACT_GELU: return ER_GPU_ACT_GELU;
+    case ER_ACT_GELU_TANH: return ER_GPU_ACT_GELU_TANH;
+    default: return -1;
+  }
+}
+
+/* A fused node's activation, parsed by the reference's own rule. */
+static er_status node_act(const er_graph *g, const er_node *n, er_activation *act) {
+  er_kctx kc;
+  memset(&kc, 0, sizeof kc);
+  kc.node = n;
+  kc.checking = true;
+  kc.graph = g;
+  return er__act_from_node(&kc, act);
 }
 
 static er_dtype in_type(const er_graph *g, const er_node *n, int k) {
@@ -117,6 +163,20 @@ bool er__gpu_supports_op(er_gpu *gpu, const er_graph *g, const er_node *n, char 
   for (int k = 0; k < n->n_inputs; k++)
     if (n->inputs[k] >= 0 && g->values[n->inputs[k]].info.rank < 0)
       NO("the rank of input %d is unknown at load", k);
+  if (is_fused(n)) {
+    er_activation act;
+    if (node_act(g, n, &act) != ER_STATUS_OK) NO("%s", er_last_error());
+    if (gpu_act(act.kind) < 0)
+      NO("activation %s has no %s epilogue kernel", er__act_name(act.kind), gpu->name);
+    /* FusedConv's residual (input 3) and FusedMatMul's bias (input 2) are
+     * read by the epilogue as float32; FusedGemm's C is Gemm's. */
+    int extra = strcmp(n->op_type, "FusedConv") == 0 ? 3 : strcmp(n->op_type, "FusedMatMul") == 0 ? 2 : -1;
+    if (extra >= 0 && extra < n->n_inputs && n->inputs[extra] >= 0) {
+      if (in_type(g, n, extra) != ER_DTYPE_FLOAT)
+        NO("%s input %d is %s, not float32", n->op_type, extra, er_dtype_name(in_type(g, n, extra)));
+      if (extra == 2 && in_rank(g, n, 2) != 1) NO("FusedMatMul bias of rank %d (the kernel adds a row)", in_rank(g, n, 2));
+    }
+  }
   bool quant = e->k == OP_DEQUANT || e->k == OP_QCONV || e->k == OP_QMATMUL || e->k == OP_FILL;
   if (e->k != OP_ALIAS && e->k != OP_CONCAT && e->k != OP_TRANSPOSE && !quant &&
       in_type(g, n, 0) != ER_DTYPE_FLOAT)
@@ -245,6 +305,9 @@ typedef struct onode {
   int sub;
   float a, b;                 /* unary parameters */
   void *aux0, *aux1;          /* BN scale/shift; quant scale/zero point */
+  bool fused;                 /* a com.edgerun fused op */
+  int act;                    /* its epilogue activation (ER_GPU_ACT_*) */
+  float act_p[2];             /* and the activation's parameters */
   const er_custom_kernel *custom;
 } onode;
 
@@ -296,6 +359,17 @@ static er_status compile_node(er_gpu *gpu, compiled *c, onode *o) {
   ER_ASSERT(e);
   o->k = e->k;
   o->sub = e->sub;
+  if (is_fused(n)) {
+    er_activation act;
+    er_status st = node_act(g, n, &act);
+    if (st != ER_STATUS_OK) return st;
+    o->fused = true;
+    o->act = gpu_act(act.kind);
+    ER_ASSERT(o->act >= 0);  /* supports_op declined the others */
+    o->act_p[0] = act.p[0];
+    o->act_p[1] = act.p[1];
+    return ER_STATUS_OK;
+  }
   if (o->k == OP_UNARY) {
     switch (o->sub) {
       case ER_GPU_U_GELU: {
@@ -552,6 +626,19 @@ static er_status run_pool(run *r, const onode *o, dval *x, dval *y) {
   return p.n ? r->gpu->api->pool(r->gpu->ctx, &p) : ER_STATUS_OK;
 }
 
+/* The epilogue of a node: its activation, and the residual z (NULL for
+ * none; `spare` stands in for it, since OpenCL wants a real buffer). */
+static er_gpu_epilogue epilogue(const onode *o, dval *z, void *spare) {
+  er_gpu_epilogue ep = {z ? mem(z) : spare, z != NULL, o->fused ? o->act : ER_GPU_ACT_NONE, 0, 0};
+  if (o->fused) {
+    ep.p0 = o->act_p[0];
+    ep.p1 = o->act_p[1];
+  }
+  return ep;
+}
+
+/* Gemm and MatMul, and their fused forms: cv is Gemm's C, or FusedMatMul's
+ * bias (1-D over the columns, added to every row as C with beta 1). */
 static er_status run_gemm(run *r, const onode *o, dval *a, dval *b, dval *cv, dval *y) {
   const er_node *node = o->node;
   er_gpu_gemm p;
@@ -563,6 +650,7 @@ static er_status run_gemm(run *r, const onode *o, dval *a, dval *b, dval *cv, dv
   p.has_c = cv != NULL;
   p.alpha = p.beta = 1;
   p.batch = 1;
+  p.ep = epilogue(o, NULL, mem(a));
   for (int d = 0; d < 8; d++) p.bdims[d] = 1;
   if (o->k == OP_GEMM) {
     bool ta = attr_i(node, "transA", 0), tb = attr_i(node, "transB", 0);
@@ -590,6 +678,10 @@ static er_status run_gemm(run *r, const onode *o, dval *a, dval *b, dval *cv, dv
     p.sbk = p.N;
     p.sbj = 1;
     p.brank = ty->rank - 2;
+    if (cv) {
+      p.sci = 0;  /* bias[j] for every row */
+      p.scj = 1;
+    }
     /* Batch strides in elements of each operand, 0 where it broadcasts. */
     int64_t sa_ = (int64_t)p.M * p.K, sb_ = (int64_t)p.K * p.N;
     for (int d = p.brank - 1; d >= 0; d--) {
@@ -662,6 +754,7 @@ static er_status conv(run *r, const er_gpu_conv *c) {
     g.bsa[0] = 0;  /* one weight matrix for every batch item */
     g.bsb[0] = (int)(K * L);
     g.batch = N;
+    g.ep = c->ep;  /* the GEMM's Y[b, m, l] is y[b, m, oh, ow], as z is */
     st = api->gemm(ctx, &g);
   }
   /* Freeing is safe with the GEMM still queued: OpenCL releases a buffer
@@ -720,7 +813,8 @@ static er_status run_node(run *r, const onode *o) {
     case OP_CONV: {
       dval *w = &r->v[node->inputs[1]];
       dval *b = node->n_inputs > 2 && node->inputs[2] >= 0 ? &r->v[node->inputs[2]] : NULL;
-      er_gpu_conv p = {mem(x), mem(w), b ? mem(b) : mem(w), mem(y), b != NULL, n, {0}};
+      dval *z = o->fused && node->n_inputs > 3 && node->inputs[3] >= 0 ? &r->v[node->inputs[3]] : NULL;
+      er_gpu_conv p = {mem(x), mem(w), b ? mem(b) : mem(w), mem(y), b != NULL, n, {0}, epilogue(o, z, mem(x))};
       conv_params(node, &x->t, &w->t, &y->t, p.p);
       return n ? conv(r, &p) : ER_STATUS_OK;
     }
@@ -728,7 +822,9 @@ static er_status run_node(run *r, const onode *o) {
       return run_pool(r, o, x, y);
     case OP_GEMM:
     case OP_MATMUL: {
-      dval *c = o->k == OP_GEMM && node->n_inputs > 2 && node->inputs[2] >= 0 ? &r->v[node->inputs[2]] : NULL;
+      /* Gemm's C, or FusedMatMul's bias. */
+      bool has_third = (o->k == OP_GEMM || o->fused) && node->n_inputs > 2 && node->inputs[2] >= 0;
+      dval *c = has_third ? &r->v[node->inputs[2]] : NULL;
       return run_gemm(r, o, x, &r->v[node->inputs[1]], c, y);
     }
     case OP_CONCAT: {

@@ -20,6 +20,16 @@ enum {
   ER_GPU_B_ADD, ER_GPU_B_SUB, ER_GPU_B_MUL, ER_GPU_B_DIV, ER_GPU_B_POW, ER_GPU_B_MAX,
   ER_GPU_B_MIN, ER_GPU_B_PRELU, ER_GPU_B_MEAN2
 };
+/* Activations of the conv and gemm epilogues: the er_act kinds of
+ * ops/fused.h (gpu-common.c maps one onto the other), computed as
+ * er__act_apply does, in float: NONE, RELU, CLIP(p0 = min, p1 = max),
+ * SIGMOID, TANH, HARDSIGMOID(p0 = alpha, p1 = beta), HARDSWISH,
+ * LEAKYRELU(p0 = alpha), SILU, GELU (erf), GELU_TANH. */
+enum {
+  ER_GPU_ACT_NONE, ER_GPU_ACT_RELU, ER_GPU_ACT_CLIP, ER_GPU_ACT_SIGMOID, ER_GPU_ACT_TANH,
+  ER_GPU_ACT_HARDSIGMOID, ER_GPU_ACT_HARDSWISH, ER_GPU_ACT_LEAKYRELU, ER_GPU_ACT_SILU,
+  ER_GPU_ACT_GELU, ER_GPU_ACT_GELU_TANH, ER_GPU_ACT_COUNT
+};
 
 /* Kernel parameters. Buffers are the backend's handles (cl_mem, device
  * pointers); counts are elements unless named bytes. Shapes are at most
@@ -47,6 +57,18 @@ typedef struct er_gpu_affine {
   int c, inner;              /* [N, c, inner] */
 } er_gpu_affine;
 
+/* What the conv and gemm kernels do to a result while it is still in a
+ * register (the fused ops of ops/fused.h): y[o] = act(r + z[o]), where r
+ * is the conv (bias included) or gemm (C included) value and z, when
+ * has_z, a residual laid out as y. With has_z 0 and act NONE the kernels
+ * store r as before. */
+typedef struct er_gpu_epilogue {
+  void *z;                   /* [output elements]; another valid buffer
+                                when !has_z (OpenCL wants a real one) */
+  int has_z, act;            /* act: ER_GPU_ACT_* */
+  float p0, p1;              /* the activation's parameters */
+} er_gpu_epilogue;
+
 /* Convolution geometry (2-D; 1-D runs with H = 1):
  * p = N C H W | M OH OW KH | KW SH SW PT | PL DH DW G. */
 typedef struct er_gpu_conv {
@@ -54,6 +76,7 @@ typedef struct er_gpu_conv {
   int has_bias;
   int64_t n;                 /* output elements */
   int p[16];
+  er_gpu_epilogue ep;
 } er_gpu_conv;
 
 /* im2col for a group-1 convolution: col[b, (c*KH + kh)*KW + kw, oh*OW + ow]
@@ -83,6 +106,7 @@ typedef struct er_gpu_gemm {
   int brank;
   int bdims[8], bsa[8], bsb[8];
   int64_t batch;
+  er_gpu_epilogue ep;        /* z indexed as y: [batch, M, N] */
 } er_gpu_gemm;
 
 typedef struct er_gpu_concat {

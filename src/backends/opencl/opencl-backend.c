@@ -292,6 +292,15 @@ static void arg_int16(args *a, const int *v) {
   arg(a, sizeof x, &x);
 }
 
+/* The fused epilogue's arguments, in the kernels' order: z, has_z, act, p0, p1. */
+static void arg_epilogue(args *a, const er_gpu_epilogue *ep) {
+  arg_mem(a, ep->z);
+  arg_int(a, ep->has_z);
+  arg_int(a, ep->act);
+  arg_float(a, ep->p0);
+  arg_float(a, ep->p1);
+}
+
 static er_status go(ocl *s, int kern, args *a, cl_uint dims, const size_t *global, const size_t *local) {
   if (a->e != CL_SUCCESS) return cl_fail(a->e, "clSetKernelArg", NULL);
   cl_int e = clEnqueueNDRangeKernel(s->queue, s->k[kern], dims, NULL, global, local, 0, NULL, NULL);
@@ -360,6 +369,7 @@ static er_status ocl_conv(void *ctx, const er_gpu_conv *p) {
   arg_int(&a, p->has_bias);
   arg_mem(&a, p->y);
   arg_int16(&a, p->p);
+  arg_epilogue(&a, &p->ep);
   return go1(s, K_CONV, &a, p->n);
 }
 
@@ -397,6 +407,7 @@ static er_status ocl_gemm(void *ctx, const er_gpu_gemm *p) {
   arg_int8(&a, p->bdims);
   arg_int8(&a, p->bsa);
   arg_int8(&a, p->bsb);
+  arg_epilogue(&a, &p->ep);
   /* 16x16 tiles through local memory (the kernel's TILE). */
   size_t local[3] = {16, 16, 1};
   size_t global[3] = {((size_t)p->N + 15) / 16 * 16, ((size_t)p->M + 15) / 16 * 16, (size_t)p->batch};

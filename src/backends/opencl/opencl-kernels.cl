@@ -100,11 +100,53 @@ __kernel void channel_affine_f32(__global const float *x, __global float *y,
   y[i] = x[i] * scale[ch] + shift[ch];
 }
 
+/* ---- the conv and gemm epilogue (the fused ops) ----------------------- */
+
+/* The ER_GPU_ACT_* codes of gpu-params.h. */
+enum {
+  ACT_NONE, ACT_RELU, ACT_CLIP, ACT_SIGMOID, ACT_TANH, ACT_HARDSIGMOID, ACT_HARDSWISH,
+  ACT_LEAKYRELU, ACT_SILU, ACT_GELU, ACT_GELU_TANH
+};
+
+/* er__act_apply (ops/fused.h) in float, comparison for comparison, so NaN
+ * and the clamps' edges behave as in the reference (fmax would turn a NaN
+ * into 0 where the reference keeps it). */
+inline float act_f32(int act, float p0, float p1, float x) {
+  float v;
+  switch (act) {
+    case ACT_RELU: return x > 0.0f ? x : (x == x ? 0.0f : x);
+    case ACT_CLIP: return x < p0 ? p0 : x > p1 ? p1 : x;
+    case ACT_SIGMOID: return 1.0f / (1.0f + exp(-x));
+    case ACT_TANH: return tanh(x);
+    case ACT_HARDSIGMOID:
+      v = p0 * x + p1;
+      return v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
+    case ACT_HARDSWISH:
+      v = x / 6.0f + 0.5f;
+      return x * (v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v);
+    case ACT_LEAKYRELU: return x >= 0.0f ? x : p0 * x;
+    case ACT_SILU: return x / (1.0f + exp(-x));
+    case ACT_GELU: return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f));
+    case ACT_GELU_TANH:
+      return 0.5f * x * (1.0f + tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    default: return x;
+  }
+}
+
+/* y[o] = act(r + z[o]): the result's last step, while r is in a register. */
+inline void epilogue_store(__global float *y, int o, float r, __global const float *z, int has_z, int act,
+                           float p0, float p1) {
+  if (has_z) r += z[o];
+  y[o] = act_f32(act, p0, p1, r);
+}
+
 /* ---- convolution and pooling (2-D; 1-D runs with H = 1) ---------------- */
 
-/* p: N C H W | M OH OW KH | KW SH SW PT | PL DH DW G */
+/* p: N C H W | M OH OW KH | KW SH SW PT | PL DH DW G; z, has_z, act, p0,
+ * p1: the epilogue (er_gpu_epilogue). */
 __kernel void conv2d_f32(__global const float *x, __global const float *w, __global const float *bias,
-                         int has_bias, __global float *y, int16 p, int n_items) {
+                         int has_bias, __global float *y, int16 p, __global const float *z, int has_z,
+                         int act, float p0, float p1, int n_items) {
   int N = p.s0, C = p.s1, H = p.s2, W = p.s3, M = p.s4, OH = p.s5, OW = p.s6, KH = p.s7;
   int KW = p.s8, SH = p.s9, SW = p.sa, PT = p.sb, PL = p.sc, DH = p.sd, DW = p.se, G = p.sf;
   int i = get_global_id(0);
@@ -126,7 +168,7 @@ __kernel void conv2d_f32(__global const float *x, __global const float *w, __glo
     }
   }
   (void)N;
-  y[i] = acc;
+  epilogue_store(y, i, acc, z, has_z, act, p0, p1);
 }
 
 /* col[b, (c*KH + kh)*KW + kw, oh*OW + ow] = x[b, c, ih, iw], 0 in the
@@ -180,12 +222,14 @@ __kernel void pool2d_f32(__global const float *x, __global float *y, int16 p, in
 /* Y[b, i, j] = alpha * sum_k A(b, i, k) B(b, k, j) + beta * Cm(i, j)
  * A(b,i,k) = a[aoff(b) + i*sai + k*sak], likewise B; the batch offsets
  * come from the batch index decomposed over bdims with per-operand
- * strides. Work items: (j, i, b). Tiles of 16x16 through local memory. */
+ * strides; then the epilogue (z laid out as Y). Work items: (j, i, b).
+ * Tiles of 16x16 through local memory. */
 #define TILE 16
 __kernel void gemm_f32(__global const float *a, __global const float *b, __global const float *cm,
                        int has_c, __global float *y, int M, int N, int K, int sai, int sak, int sbk,
                        int sbj, int sci, int scj, float alpha, float beta, int brank, int8 bdims,
-                       int8 bsa, int8 bsb) {
+                       int8 bsa, int8 bsb, __global const float *z, int has_z, int act, float p0,
+                       float p1) {
   __local float ta[TILE][TILE + 1], tb[TILE][TILE + 1];
   int j = get_global_id(0), i = get_global_id(1), bb = get_global_id(2);
   int lj = get_local_id(0), li = get_local_id(1);
@@ -202,7 +246,7 @@ __kernel void gemm_f32(__global const float *a, __global const float *b, __globa
   if (i < M && j < N) {
     float r = alpha * acc;
     if (has_c) r += beta * cm[i * sci + j * scj];
-    y[(bb * M + i) * N + j] = r;
+    epilogue_store(y, (bb * M + i) * N + j, r, z, has_z, act, p0, p1);
   }
 }
 
