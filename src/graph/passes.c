@@ -800,6 +800,13 @@ static er_status run_passes(er_graph *g, bool identity, const pass_fn *passes) {
     if (pc.changed == before) break;
   }
   if (st == ER_STATUS_OK && pc.changed) {
+    /* Values only a dropped node made are made by no one now. */
+    for (int32_t i = 0; i < g->n_nodes; i++)
+      if (pc.dead[i])
+        for (int k = 0; k < g->nodes[i].n_outputs; k++) {
+          int32_t o = g->nodes[i].outputs[k];
+          if (o >= 0 && g->values[o].producer == i) g->values[o].producer = -1;
+        }
     int32_t w = 0;
     for (int32_t i = 0; i < g->n_nodes; i++) {
       if (pc.dead[i]) continue;
