@@ -228,15 +228,12 @@ static void *worker_main(void *p) {
             link = &c->next;
           }
         }
-        /* Wait for more only while requests are on their way (received or
-         * being decoded) and no other worker is idle: with nothing coming,
-         * waiting adds latency and merges nothing; with an idle worker,
-         * running now uses it. So a quiet service answers at once, and a
-         * busy one (every worker running) fills its batches from the queue
-         * that builds meanwhile. */
+        /* Wait for more until the batch is full or the configured delay
+         * has passed since the first request arrived (Triton's
+         * max_queue_delay): batch_delay_us is the latency the operator
+         * chose to trade for larger batches; 0 means never wait. */
         if (rows >= max_rows || n == ER_SERVE_MAX_BATCH || m->stop ||
-            atomic_load(&m->srv->draining) || er__now_us() >= until ||
-            atomic_load(&m->arriving) == 0 || m->idle > 0)
+            atomic_load(&m->srv->draining) || er__now_us() >= until)
           break;
         struct timespec ts;
         abs_deadline(&ts, until);
