@@ -35,6 +35,13 @@ const tolerance TOL_EXACT_T = {TOL_EXACT, 0, 0, 0};
  * against libm/double: a few float ulp (2^-23 = 1.2e-7 relative), so 2e-6
  * relative plus a tiny absolute term for results that underflow. */
 const tolerance TOL_EXPF = {TOL_ELEMENT, 2e-6, 1e-30, 0};
+/* GELU: for x far below 0 the result is exp(-arg) with arg = x^2 / 2 (or
+ * 2u of the tanh form), computed in float: its rounding (a few 2^-24 * arg
+ * absolute) becomes a relative error of the result, 4e-6 at x = -6.6 where
+ * the result is 1e-10; below that the absolute term covers it. The double
+ * reference itself computes 1 + erf(z) (or 1 + tanh(u)) with cancellation
+ * there, good to about |x| * 1e-16 absolute. Hence rtol 1e-5, atol 1e-15. */
+const tolerance TOL_GELU = {TOL_ELEMENT, 1e-5, 1e-15, 0};
 /* Plain arithmetic (add, mul, div, clip, relu, scaling by a reciprocal
  * instead of dividing): at most an ulp or two. */
 const tolerance TOL_ARITH = {TOL_ELEMENT, 4e-7, 1e-37, 0};

@@ -10,4 +10,6 @@ const er_vec_ops er__vec_neon = {
     .vn = VN,
     .dw = vec_dw,
     .global_pool = vec_global_pool,
+    .unary = vec_unary,
+    .binary = vec_binary,
 };

@@ -35,6 +35,30 @@ static inline size_t er__dw_scratch_floats(const er_dw_args *a, int vn) {
   return (size_t)(hp * a->sw * len + a->ow + vn + 16);
 }
 
+/* Elementwise unary functions beyond the fused activations. */
+typedef enum er_unop {
+  ER_UNOP_ACT = 0,             /* the er_activation in er_unary.act */
+  ER_UNOP_EXP,
+  ER_UNOP_ERF,
+  ER_UNOP_ABS,
+  ER_UNOP_NEG,
+  ER_UNOP_SQRT,
+  ER_UNOP_RECIPROCAL,
+} er_unop;
+
+typedef struct er_unary {
+  er_unop op;
+  er_activation act;
+} er_unary;
+
+typedef enum er_binop {
+  ER_BINOP_ADD = 0,
+  ER_BINOP_SUB,
+  ER_BINOP_MUL,
+  ER_BINOP_DIV,
+  ER_BINOP_PRELU,              /* a < 0 ? a * b : a */
+} er_binop;
+
 typedef struct er_vec_ops {
   const char *isa;
   int vn;                      /* floats per vector */
@@ -43,6 +67,10 @@ typedef struct er_vec_ops {
   /* Global average (max = false) or max pooling of planes [p0, p1) of
    * `size` floats each: y[p] = mean or max of x[p * size ...]. */
   void (*global_pool)(const float *x, float *y, int64_t size, int64_t p0, int64_t p1, bool max);
+  /* y[i] = f(x[i]) for i in [0, n). */
+  void (*unary)(const er_unary *u, const float *x, float *y, int64_t n);
+  /* y[i] = a[i * as] op b[i * bs] for i in [0, n); as and bs are 0 or 1. */
+  void (*binary)(er_binop op, const float *a, int64_t as, const float *b, int64_t bs, float *y, int64_t n);
 } er_vec_ops;
 
 #if defined(__x86_64__) || defined(__i386__)

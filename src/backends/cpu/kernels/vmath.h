@@ -78,7 +78,15 @@ static inline vf v_erf_small(vf x) {
 /* erfc(a) for a >= 1 (Cephes erfcf): exp(-a^2) / a * P(1/a^2), with one
  * polynomial below a = 2 and another above. */
 static inline vf v_erfc_big(vf a) {
-  vf e = v_exp(v_neg(v_mul(a, a)));
+  /* exp(-a^2) with a^2 = p + err exactly (err from an FMA): exp(-p) times
+   * (1 - err), so the rounding of a^2 (up to 2^-24 * a^2 absolute) does
+   * not become a relative error of the result. Beyond a = 12 erfc is
+   * below the smallest float, so a is clamped there (keeping a^2 finite). */
+  a = v_min(v_set(12.0f), a);
+  vf sq = v_mul(a, a);
+  vf sq_err = v_fma(a, a, v_neg(sq));
+  vf e = v_exp(v_neg(sq));
+  e = v_fnma(e, sq_err, e);
   vf q = v_div(v_set(1.0f), a);
   vf y = v_mul(q, q);
   vf p = v_set(2.326819970068386e-2f);
@@ -146,7 +154,9 @@ static inline vf v_act(vf x, const er_activation *a) {
     case ER_ACT_HARDSIGMOID:
       return v_min(v_set(1.0f), v_max(v_zero(), v_fma(v_set(a->p[0]), x, v_set(a->p[1]))));
     case ER_ACT_HARDSWISH: {
-      vf h = v_min(v_set(1.0f), v_max(v_zero(), v_fma(x, v_set(1.0f / 6.0f), v_set(0.5f))));
+      /* (x + 3) / 6 rather than x * (1/6) + 1/2: near x = -3 the sum
+       * cancels, and the rounding error of 1/6 would be all that is left. */
+      vf h = v_min(v_set(1.0f), v_max(v_zero(), v_div(v_add(x, v_set(3.0f)), v_set(6.0f))));
       return v_mul(x, h);
     }
     case ER_ACT_LEAKYRELU: return v_sel(v_lt(x, v_zero()), x, v_mul(x, v_set(a->p[0])));
