@@ -6,5 +6,6 @@ const case_gen *const kcase_groups[] = {
     kcases_conv,
     kcases_pool,
     kcases_eltwise,
+    kcases_norm,
     NULL,
 };

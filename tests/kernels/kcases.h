@@ -16,5 +16,6 @@ extern const case_gen kcases_gemm[];
 extern const case_gen kcases_conv[];
 extern const case_gen kcases_pool[];
 extern const case_gen kcases_eltwise[];
+extern const case_gen kcases_norm[];
 
 #endif

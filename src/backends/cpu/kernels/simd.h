@@ -70,6 +70,9 @@ static inline vf v_floor(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NE
 static inline vf v_pow2i(vf n) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
 }
+/* For positive normal x: x = m * 2^e with m in [1, 2). */
+static inline vf v_getexp(vf x) { return _mm512_getexp_ps(x); }
+static inline vf v_getmant(vf x) { return _mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_src); }
 static inline float v_hsum(vf a) { return _mm512_reduce_add_ps(a); }
 static inline float v_hmax(vf a) { return _mm512_reduce_max_ps(a); }
 /* Loads VN floats at p[0], p[s], p[2s], ... */
@@ -127,6 +130,14 @@ static inline vf v_round(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST
 static inline vf v_floor(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
 static inline vf v_pow2i(vf n) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+}
+static inline vf v_getexp(vf x) {
+  __m256i e = _mm256_srli_epi32(_mm256_castps_si256(x), 23);
+  return _mm256_cvtepi32_ps(_mm256_sub_epi32(e, _mm256_set1_epi32(127)));
+}
+static inline vf v_getmant(vf x) {
+  __m256i m = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x007fffff));
+  return _mm256_castsi256_ps(_mm256_or_si256(m, _mm256_set1_epi32(0x3f800000)));
 }
 static inline float v_hsum(vf a) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -195,6 +206,14 @@ static inline vf v_round(vf a) { return vrndnq_f32(a); }
 static inline vf v_floor(vf a) { return vrndmq_f32(a); }
 static inline vf v_pow2i(vf n) {
   return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23));
+}
+static inline vf v_getexp(vf x) {
+  int32x4_t e = vreinterpretq_s32_u32(vshrq_n_u32(vreinterpretq_u32_f32(x), 23));
+  return vcvtq_f32_s32(vsubq_s32(e, vdupq_n_s32(127)));
+}
+static inline vf v_getmant(vf x) {
+  uint32x4_t m = vandq_u32(vreinterpretq_u32_f32(x), vdupq_n_u32(0x007fffff));
+  return vreinterpretq_f32_u32(vorrq_u32(m, vdupq_n_u32(0x3f800000)));
 }
 static inline float v_hsum(vf a) { return vaddvq_f32(a); }
 static inline float v_hmax(vf a) { return vmaxvq_f32(a); }

@@ -12,4 +12,8 @@ const er_vec_ops er__vec_avx512 = {
     .global_pool = vec_global_pool,
     .unary = vec_unary,
     .binary = vec_binary,
+    .affine = vec_affine,
+    .lrn = vec_lrn,
+    .softmax = vec_softmax,
+    .layernorm = vec_layernorm,
 };

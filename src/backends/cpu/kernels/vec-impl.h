@@ -362,3 +362,172 @@ static void vec_binary(er_binop op, const float *a, int64_t as, const float *b, 
     case ER_BINOP_PRELU: BINARY_CASES(ER_BINOP_PRELU) break;
   }
 }
+
+/* ======================================================================== */
+/* Normalization                                                             */
+/* ======================================================================== */
+
+static void vec_affine(const float *x, float *y, int64_t n, float a, float b) {
+  vf va = v_set(a), vb = v_set(b);
+  int64_t i = 0;
+  for (; i + 2 * VN <= n; i += 2 * VN) {
+    v_st(y + i, v_fma(v_ld(x + i), va, vb));
+    v_st(y + i + VN, v_fma(v_ld(x + i + VN), va, vb));
+  }
+  for (; i < n; i += VN) {
+    int m = n - i >= VN ? VN : (int)(n - i);
+    v_st_n(y + i, v_fma(v_ld_n(x + i, m), va, vb), m);
+  }
+}
+
+/* t^-beta: for the common beta = 0.75 as 1 / (sqrt(t) * sqrt(sqrt(t)))
+ * (correctly rounded roots), else exp(-beta log t). */
+static inline vf lrn_scale(vf t, float beta) {
+  if (beta == 0.75f) {
+    vf r = v_sqrt(t);
+    return v_div(v_set(1.0f), v_mul(r, v_sqrt(r)));
+  }
+  return v_exp(v_mul(v_set(-beta), v_log(t)));
+}
+
+static void vec_lrn(const float *x, float *y, int64_t c, int64_t inner, int64_t c0, int64_t c1, int64_t before,
+                    int64_t after, float bias, float k, float beta) {
+  for (int64_t ch = c0; ch < c1; ch++) {
+    int64_t lo = ch - before < 0 ? 0 : ch - before, hi = ch + after > c - 1 ? c - 1 : ch + after;
+    const float *xc = x + ch * inner;
+    float *yc = y + ch * inner;
+    for (int64_t i = 0; i < inner; i += VN) {
+      int m = inner - i >= VN ? VN : (int)(inner - i);
+      vf ss = v_zero();
+      for (int64_t j = lo; j <= hi; j++) {
+        vf v = v_ld_n(x + j * inner + i, m);
+        ss = v_fma(v, v, ss);
+      }
+      vf t = v_fma(v_set(k), ss, v_set(bias));
+      v_st_n(yc + i, v_mul(v_ld_n(xc + i, m), lrn_scale(t, beta)), m);
+    }
+  }
+}
+
+/* Softmax of one [n, inner] slice. Rows (inner == 1): max, then exp and
+ * sum in one pass storing the exps, then a scale by 1 / sum (log-softmax:
+ * x - (max + log sum), the log in double). Columns (inner > 1): the same
+ * with vectors along inner. The max skips NaN; a NaN element still makes
+ * its sum, and so its whole row, NaN, as in the reference. */
+static void vec_softmax(const float *x, float *y, int64_t n, int64_t inner, bool log_out) {
+  if (inner == 1) {
+    vf m0 = v_set(-INFINITY), m1 = m0;
+    int64_t i = 0;
+    for (; i + 2 * VN <= n; i += 2 * VN) {
+      m0 = v_max(v_ld(x + i), m0);
+      m1 = v_max(v_ld(x + i + VN), m1);
+    }
+    float m = v_hmax(v_max(m1, m0));
+    for (; i < n; i++)
+      if (x[i] > m) m = x[i];
+    vf vm_ = v_set(m), s0 = v_zero(), s1 = v_zero();
+    for (i = 0; i + 2 * VN <= n; i += 2 * VN) {
+      vf e0 = v_exp(v_sub(v_ld(x + i), vm_)), e1 = v_exp(v_sub(v_ld(x + i + VN), vm_));
+      if (!log_out) {
+        v_st(y + i, e0);
+        v_st(y + i + VN, e1);
+      }
+      s0 = v_add(s0, e0);
+      s1 = v_add(s1, e1);
+    }
+    for (; i < n; i += VN) {
+      int c = n - i >= VN ? VN : (int)(n - i);
+      vf e = v_exp(v_sub(v_ld_n(x + i, c), vm_));
+      if (!log_out) v_st_n(y + i, e, c);
+      /* Lanes past c loaded 0, so exp(0 - m) must not count. */
+      float tmp[VN];
+      v_st(tmp, e);
+      for (int l = c; l < VN; l++) tmp[l] = 0.0f;
+      s0 = v_add(s0, v_ld(tmp));
+    }
+    float sum = v_hsum(v_add(s0, s1));
+    if (log_out) {
+      /* (x - max) - log(sum): both terms are <= 0, so nothing cancels,
+       * unlike x - (max + log(sum)) rounded as one float. */
+      vf vls = v_set((float)log((double)sum));
+      for (i = 0; i < n; i += VN) {
+        int c = n - i >= VN ? VN : (int)(n - i);
+        v_st_n(y + i, v_sub(v_sub(v_ld_n(x + i, c), vm_), vls), c);
+      }
+    } else {
+      vf r = v_set(1.0f / sum);
+      for (i = 0; i < n; i += VN) {
+        int c = n - i >= VN ? VN : (int)(n - i);
+        v_st_n(y + i, v_mul(v_ld_n(y + i, c), r), c);
+      }
+    }
+    return;
+  }
+  for (int64_t j = 0; j < inner; j += VN) {
+    int c = inner - j >= VN ? VN : (int)(inner - j);
+    vf m = v_set(-INFINITY);
+    for (int64_t i = 0; i < n; i++) m = v_max(v_ld_n(x + i * inner + j, c), m);
+    vf s = v_zero();
+    for (int64_t i = 0; i < n; i++) {
+      vf e = v_exp(v_sub(v_ld_n(x + i * inner + j, c), m));
+      if (!log_out) v_st_n(y + i * inner + j, e, c);
+      s = v_add(s, e);
+    }
+    if (log_out) {
+      float ss[VN];
+      v_st(ss, s);
+      for (int l = 0; l < c; l++) ss[l] = (float)log((double)ss[l]);
+      vf ls = v_ld(ss);
+      for (int64_t i = 0; i < n; i++)
+        v_st_n(y + i * inner + j, v_sub(v_sub(v_ld_n(x + i * inner + j, c), m), ls), c);
+    } else {
+      vf r = v_div(v_set(1.0f), s);
+      for (int64_t i = 0; i < n; i++) v_st_n(y + i * inner + j, v_mul(v_ld_n(y + i * inner + j, c), r), c);
+    }
+  }
+}
+
+/* Two passes over each row: the mean, then the variance of x - mean (no
+ * cancellation), both summed in float over VN lanes. */
+static void vec_layernorm(const float *x, float *y, int64_t r0, int64_t r1, int64_t cols, const float *scale,
+                          const float *bias, float eps, float *mean_out, float *inv_out) {
+  for (int64_t r = r0; r < r1; r++) {
+    const float *xr = x + r * cols;
+    float *yr = y + r * cols;
+    vf s0 = v_zero(), s1 = v_zero();
+    int64_t i = 0;
+    for (; i + 2 * VN <= cols; i += 2 * VN) {
+      s0 = v_add(s0, v_ld(xr + i));
+      s1 = v_add(s1, v_ld(xr + i + VN));
+    }
+    for (; i < cols; i += VN) s0 = v_add(s0, v_ld_n(xr + i, cols - i >= VN ? VN : (int)(cols - i)));
+    float mean = v_hsum(v_add(s0, s1)) / (float)cols;
+    vf vmean = v_set(mean);
+    s0 = v_zero();
+    s1 = v_zero();
+    for (i = 0; i + 2 * VN <= cols; i += 2 * VN) {
+      vf d0 = v_sub(v_ld(xr + i), vmean), d1 = v_sub(v_ld(xr + i + VN), vmean);
+      s0 = v_fma(d0, d0, s0);
+      s1 = v_fma(d1, d1, s1);
+    }
+    for (; i < cols; i += VN) {
+      int c = cols - i >= VN ? VN : (int)(cols - i);
+      float tmp[VN];
+      v_st(tmp, v_sub(v_ld_n(xr + i, c), vmean));
+      for (int l = c; l < VN; l++) tmp[l] = 0.0f;
+      vf d = v_ld(tmp);
+      s0 = v_fma(d, d, s0);
+    }
+    float var = v_hsum(v_add(s0, s1)) / (float)cols;
+    float inv = (float)(1.0 / sqrt((double)var + (double)eps));
+    if (mean_out) mean_out[r] = mean;
+    if (inv_out) inv_out[r] = inv;
+    vf vinv = v_set(inv);
+    for (i = 0; i < cols; i += VN) {
+      int c = cols - i >= VN ? VN : (int)(cols - i);
+      vf v = v_mul(v_mul(v_sub(v_ld_n(xr + i, c), vmean), vinv), v_ld_n(scale + i, c));
+      if (bias) v = v_add(v, v_ld_n(bias + i, c));
+      v_st_n(yr + i, v, c);
+    }
+  }
+}

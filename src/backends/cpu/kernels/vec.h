@@ -71,6 +71,21 @@ typedef struct er_vec_ops {
   void (*unary)(const er_unary *u, const float *x, float *y, int64_t n);
   /* y[i] = a[i * as] op b[i * bs] for i in [0, n); as and bs are 0 or 1. */
   void (*binary)(er_binop op, const float *a, int64_t as, const float *b, int64_t bs, float *y, int64_t n);
+  /* y[i] = x[i] * a + b for i in [0, n). */
+  void (*affine)(const float *x, float *y, int64_t n, float a, float b);
+  /* LRN of channels [c0, c1) of one image x [C, inner]: the square sum over
+   * channels [c - before, c + after] clipped to [0, C);
+   * y = x / (bias + k * sum)^beta. */
+  void (*lrn)(const float *x, float *y, int64_t c, int64_t inner, int64_t c0, int64_t c1, int64_t before,
+              int64_t after, float bias, float k, float beta);
+  /* Softmax (or log-softmax) along the middle axis of x [n, inner], one
+   * slice; inner == 1 is the contiguous-row case. */
+  void (*softmax)(const float *x, float *y, int64_t n, int64_t inner, bool log);
+  /* Layer normalization of rows [r0, r1) of x [rows, cols]: y = (x - mean)
+   * / sqrt(var + eps) * scale + bias (bias may be NULL); mean and inv (may
+   * be NULL) receive each row's mean and 1 / sqrt(var + eps). */
+  void (*layernorm)(const float *x, float *y, int64_t r0, int64_t r1, int64_t cols, const float *scale,
+                    const float *bias, float eps, float *mean, float *inv);
 } er_vec_ops;
 
 #if defined(__x86_64__) || defined(__i386__)

@@ -37,6 +37,32 @@ static inline vf v_exp(vf x) {
   return v_mul(v_mul(p, v_pow2i(n1)), v_pow2i(n2));
 }
 
+/* log(x) for positive normal x (Cephes logf): x = m 2^e with m moved into
+ * [sqrt(1/2), sqrt(2)), log(m) from a polynomial in m - 1, e ln 2 added in
+ * two parts. Zero, negative, infinite and NaN inputs are the caller's
+ * business (LRN's argument is at least its bias). */
+static inline vf v_log(vf x) {
+  vf e = v_getexp(x), m = v_getmant(x);
+  vm big = v_lt(v_set(1.41421356237f), m);
+  m = v_sel(big, m, v_mul(m, v_set(0.5f)));
+  e = v_sel(big, e, v_add(e, v_set(1.0f)));
+  vf t = v_sub(m, v_set(1.0f));
+  vf z = v_mul(t, t);
+  vf p = v_set(7.0376836292e-2f);
+  p = v_fma(p, t, v_set(-1.1514610310e-1f));
+  p = v_fma(p, t, v_set(1.1676998740e-1f));
+  p = v_fma(p, t, v_set(-1.2420140846e-1f));
+  p = v_fma(p, t, v_set(1.4249322787e-1f));
+  p = v_fma(p, t, v_set(-1.6668057665e-1f));
+  p = v_fma(p, t, v_set(2.0000714765e-1f));
+  p = v_fma(p, t, v_set(-2.4999993993e-1f));
+  p = v_fma(p, t, v_set(3.3333331174e-1f));
+  vf y = v_mul(v_mul(p, t), z);
+  y = v_fma(e, v_set(-2.12194440e-4f), y);
+  y = v_fnma(v_set(0.5f), z, y);
+  return v_fma(e, v_set(0.693359375f), v_add(t, y));
+}
+
 /* 1 / (1 + exp(-x)); exact division, so the result is accurate where it
  * is tiny (x very negative) and saturates to 1 cleanly. */
 static inline vf v_sigmoid(vf x) {
