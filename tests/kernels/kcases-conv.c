@@ -124,6 +124,21 @@ static void gen_conv_family(case_fn fn, void *arg, bool fused) {
     if (fused) kc_attr_string(&c, "activation", "Relu");
     fn(&c, arg);
   }
+  /* Pixel-major layers (few pixels, whole channel panels) with residual,
+   * constant weights and bias, 1x1 and 3x3. */
+  if (fused) {
+    for (int k = 1; k <= 3; k += 2) {
+      kc_begin(&c, op, domain, version, "FusedConv 7x7 pixels, 64 channels, %dx%d, residual, Relu", k, k);
+      kc_input(&c, 4, DIMS(1, 40, 7, 7), -1, 1, false);
+      kc_input(&c, 4, DIMS(64, 40, k, k), -0.5f, 0.5f, true);
+      kc_input(&c, 1, DIMS(64), -1, 1, true);
+      kc_input(&c, 4, DIMS(1, 64, 7, 7), -1, 1, false);
+      kc_attr_ints(&c, "kernel_shape", 2, DIMS(k, k));
+      kc_attr_ints(&c, "pads", 4, DIMS(k / 2, k / 2, k / 2, k / 2));
+      kc_attr_string(&c, "activation", "Relu");
+      fn(&c, arg);
+    }
+  }
   /* A residual with every activation, on a depthwise and a dense layer. */
   if (fused) {
     for (int a = 0; a < er_kcases_n_activations; a++) {
@@ -145,8 +160,45 @@ static void gen_conv_family(case_fn fn, void *arg, bool fused) {
   }
 }
 
-static void gen_conv(case_fn fn, void *arg) { gen_conv_family(fn, arg, false); }
-static void gen_fused_conv(case_fn fn, void *arg) { gen_conv_family(fn, arg, true); }
+/* Full-size layers of ResNet-50 and MobileNet, for --time. */
+static const conv_spec big_specs[] = {
+    {1, 256, 56, 56, 64, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, NULL},
+    {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+    {1, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+    {1, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+    {1, 1024, 14, 14, 256, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, NULL},
+    {1, 3, 224, 224, 64, 7, 7, 2, 2, 1, 1, {3, 3, 3, 3}, 1, NULL},
+    {1, 32, 112, 112, 32, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 32, NULL},
+    {1, 96, 112, 112, 96, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 96, NULL},
+    {1, 512, 14, 14, 512, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 512, NULL},
+    {1, 240, 14, 14, 240, 5, 5, 1, 1, 1, 1, {2, 2, 2, 2}, 240, NULL},
+};
+
+static void gen_conv_big(case_fn fn, void *arg, bool fused) {
+  kcase c;
+  for (size_t i = 0; kc_timing && i < ER_ARRAY_LEN(big_specs); i++) {
+    const conv_spec *s = &big_specs[i];
+    kc_begin(&c, fused ? "FusedConv" : "Conv", fused ? "com.edgerun" : "", fused ? 1 : 11,
+             "full-size x[1,%lld,%lld,%lld] w[%lld,%lld,%lld,%lld] s%lld g%lld", (long long)s->c, (long long)s->h,
+             (long long)s->w, (long long)s->m, (long long)(s->c / s->group), (long long)s->kh, (long long)s->kw,
+             (long long)s->sh, (long long)s->group);
+    kc_input(&c, 4, DIMS(s->n, s->c, s->h, s->w), -1, 1, false);
+    kc_input(&c, 4, DIMS(s->m, s->c / s->group, s->kh, s->kw), -1, 1, true);
+    kc_input(&c, 1, DIMS(s->m), -1, 1, true);
+    add_conv_attrs(&c, s, false);
+    if (fused) kc_attr_string(&c, "activation", "Relu");
+    fn(&c, arg);
+  }
+}
+
+static void gen_conv(case_fn fn, void *arg) {
+  gen_conv_family(fn, arg, false);
+  gen_conv_big(fn, arg, false);
+}
+static void gen_fused_conv(case_fn fn, void *arg) {
+  gen_conv_family(fn, arg, true);
+  gen_conv_big(fn, arg, true);
+}
 
 const case_gen kcases_conv[] = {
     {"Conv", "", gen_conv},

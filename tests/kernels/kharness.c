@@ -1,15 +1,19 @@
 /* kharness.c - builds kernel cases, runs each optimized kernel against the
  * reference kernel of its op, and reports (see kharness.h). Usage:
  *
- *   test-kernels [KERNEL_SUBSTRING [CASE_SUBSTRING]]
+ *   test-kernels [--time] [KERNEL_SUBSTRING [CASE_SUBSTRING]]
  *
  * The last line is "N passed, N failed" (a pass is one kernel on one case
- * on every thread count). */
+ * on every thread count). --time also times each passing case (kernel
+ * run only, outputs and scratch already allocated; median of repeated
+ * runs on 1 and 2 threads) and adds the generators' full-size cases: a
+ * measurement aid, never a test. */
 #include "kharness.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "backends/cpu/cpu-kernels.h"
 
@@ -181,6 +185,38 @@ void kc_specials(kcase *c, er_tensor *t) {
 /* ======================================================================== */
 
 typedef enum outcome { OUT_UNSUPPORTED, OUT_PASS, OUT_FAIL } outcome;
+
+bool kc_timing = false;
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + 1e-3 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Best time of the kernel's run on outputs and scratch already there. */
+static double time_kernel(const er_cpu_kernel *k, er_kernel_run *kr) {
+  double t[15];
+  k->run(kr);
+  double one_start = now_us();
+  k->run(kr);
+  double one = now_us() - one_start;
+  int reps = one > 0 ? (int)(2000.0 / one) + 1 : 100;
+  if (reps > 200) reps = 200;
+  for (int r = 0; r < 15; r++) {
+    double a = now_us();
+    for (int q = 0; q < reps; q++) k->run(kr);
+    t[r] = (now_us() - a) / reps;
+  }
+  /* The minimum: the machine is shared, and other load only adds. */
+  qsort(t, 15, sizeof t[0], cmp_double);
+  return t[0];
+}
 
 typedef struct node_box {
   er_node node;
@@ -420,6 +456,12 @@ static outcome run_case(run_ctx *rc, kcase *c) {
     for (int i = 0; i < c->n_in && result == OUT_PASS; i++)
       if (c->in[i] && memcmp(snapshot[i], c->in[i]->data, c->in[i]->nbytes) != 0)
         result = fail(rc, c, "%d threads: input %d was modified", t + 1, i);
+    if (kc_timing && result == OUT_PASS && t < 2) {
+      void *ts = er__aligned_alloc(scratch_bytes + GUARD_BYTES);
+      kr.scratch = scratch_bytes ? ts : NULL;
+      printf("time %-36s %8.1f us  %d thread%s  %s\n", k->name, time_kernel(k, &kr), t + 1, t ? "s" : " ", c->name);
+      er__aligned_free(ts);
+    }
   }
 done:
   for (int t = 0; t < 3; t++) free_outputs(got[t], c->n_out);
@@ -469,6 +511,11 @@ static bool isa_available(const char *isa, const er_cpu_features *f, const char 
 }
 
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--time") == 0) {
+    kc_timing = true;
+    argc--;
+    argv++;
+  }
   const char *kernel_filter = argc > 1 ? argv[1] : NULL, *case_filter = argc > 2 ? argv[2] : NULL;
   const er_cpu_features *cpu = er__cpu_features();
   char feat[256];

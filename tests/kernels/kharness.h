@@ -53,6 +53,9 @@ typedef struct kcase {
   uint64_t rng;
 } kcase;
 
+/* True under --time: generators add their full-size (model-like) cases. */
+extern bool kc_timing;
+
 /* Receives each case a generator builds. */
 typedef void (*case_fn)(kcase *c, void *arg);
 

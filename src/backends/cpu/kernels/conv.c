@@ -59,78 +59,39 @@ static er_activation node_act(const er_kctx *ctx) {
 
 typedef struct conv_state {
   const er_sgemm_isa *isa;
+  const er_vec_ops *ops;
   er_activation act;
-  float *packed_w;    /* per group, group g at packed_w + g * gstride */
+  /* Pixel-major: the GEMM is Y^T[OH*OW, Mg] = X'^T W^T, stored
+   * transposed. Chosen at compile time when the output has few pixels
+   * (7x7, 14x14) and many channels: its tiles then cover the pixels
+   * exactly (any row count) and the channels in whole 32-wide panels,
+   * where the channel-major form would pad 49 pixels to 64. */
+  bool pixel_major;
+  float *packed_w;    /* per group, group g at packed_w + g * gstride: as
+                         A [Mg, Kg] (channel-major) or B [Kg, Mg] (pixel-major) */
   size_t gstride;     /* floats */
   int64_t m, kg, group;
   int slots;
 } conv_state;
 
-/* The patch matrix of one image and group, packed on demand. */
-typedef struct im2col {
-  const float *x;     /* [Cg, H, W] */
-  const er_window *g;
-  int nr;
-} im2col;
+/* Share of the tile work that is useful along a dimension of n split in
+ * panels of p. */
+static double panel_use(int64_t n, int64_t p) { return n <= 0 ? 1.0 : (double)n / (double)((n + p - 1) / p * p); }
 
-/* Writes `count` values (src[0], src[stride], ...; NULL: zeros) to
- * columns [jj, jj + count) of row kk of the panel block (panels [q][kc][nr]). */
-static void put_run(float *dst, int64_t kc, int nr, int64_t kk, int64_t jj, const float *src, int64_t stride,
-                    int64_t count) {
-  while (count > 0) {
-    int64_t q = jj / nr, lane = jj % nr;
-    int64_t n = min64(count, nr - lane);
-    float *d = dst + (q * kc + kk) * nr + lane;
-    if (!src) {
-      for (int64_t i = 0; i < n; i++) d[i] = 0.0f;
-    } else if (stride == 1) {
-      memcpy(d, src, (size_t)n * sizeof *d);
-      src += n;
-    } else {
-      for (int64_t i = 0; i < n; i++) d[i] = src[i * stride];
-      src += n * stride;
-    }
-    jj += n;
-    count -= n;
-  }
+static bool want_pixel_major(const er_sgemm_isa *isa, int64_t pixels, int64_t mg) {
+  return panel_use(mg, isa->nr) > panel_use(pixels, isa->nr) + 0.02;
 }
 
-/* The B block [k0, k0 + kc) x [j0, j0 + nc) of the patch matrix: row k is
- * (channel, ky, kx), column j the output position (oy, ox). */
+/* The patch matrix of one image and group, packed on demand. */
+typedef struct im2col {
+  er_im2col ic;
+  const er_vec_ops *ops;
+} im2col;
+
+/* The GEMM's packing callback: the ISA's im2col packer. */
 static void conv_pack(const void *vctx, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst) {
   const im2col *ic = vctx;
-  const er_window *g = ic->g;
-  const int nr = ic->nr;
-  const int64_t khw = g->kh * g->kw, ow = g->ow, hw = g->h * g->w;
-  const int64_t ncp = (nc + nr - 1) / nr * nr;
-  for (int64_t kk = 0; kk < kc; kk++) {
-    int64_t k = k0 + kk, c = k / khw, r = k % khw, ky = r / g->kw, kx = r % g->kw;
-    const float *xc = ic->x + c * hw;
-    int64_t xoff = kx * g->dw - g->pl; /* ix = ox * sw + xoff */
-    int64_t lo = xoff >= 0 ? 0 : (-xoff + g->sw - 1) / g->sw;
-    int64_t hi = g->w - xoff > 0 ? (g->w - xoff + g->sw - 1) / g->sw : 0;
-    lo = min64(lo, ow);
-    hi = max64(min64(hi, ow), lo);
-    int64_t jj = 0, oy = j0 / ow, ox = j0 % ow;
-    while (jj < nc) {
-      int64_t seg = min64(ow - ox, nc - jj);
-      int64_t iy = oy * g->sh - g->pt + ky * g->dh;
-      if (iy < 0 || iy >= g->h) {
-        put_run(dst, kc, nr, kk, jj, NULL, 0, seg);
-      } else {
-        const float *row = xc + iy * g->w;
-        int64_t a = max64(ox, lo), b = min64(ox + seg, hi);
-        if (b < a) b = a;
-        put_run(dst, kc, nr, kk, jj, NULL, 0, a - ox);
-        if (b > a) put_run(dst, kc, nr, kk, jj + (a - ox), row + a * g->sw + xoff, g->sw, b - a);
-        put_run(dst, kc, nr, kk, jj + (b - ox), NULL, 0, ox + seg - b);
-      }
-      jj += seg;
-      oy++;
-      ox = 0;
-    }
-    put_run(dst, kc, nr, kk, nc, NULL, 0, ncp - nc);
-  }
+  ic->ops->im2col_pack(&ic->ic, k0, kc, j0, nc, dst);
 }
 
 /* The GEMM of image n, group gi. */
@@ -143,32 +104,63 @@ static void conv_problem(const conv_state *s, const er_window *g, const float *x
                    g->oh == g->h && g->ow == g->w;
   memset(p, 0, sizeof *p);
   p->isa = s->isa;
-  p->m = mg;
-  p->n = ohw;
-  p->k = kg;
-  if (s->packed_w) {
-    p->a.packed = s->packed_w + (size_t)gi * s->gstride;
-  } else {
-    p->a.data = w + gi * mg * kg;
-    p->a.rs = kg;
-    p->a.cs = 1;
-  }
   p->scale = 1.0f;
-  const float *xg = x + (n * g->c + gi * cg) * hw;
-  if (pointwise) {
-    p->b.data = xg;
-    p->b.rs = hw;
-    p->b.cs = 1;
-  } else {
-    ic->x = xg;
-    ic->g = g;
-    ic->nr = s->isa->nr;
-    p->b.pack = conv_pack;
-    p->b.pack_ctx = ic;
-  }
+  p->k = kg;
   p->c = y + (n * g->m + gi * mg) * ohw;
   p->ldc = ohw;
   p->epi.act = s->act;
+  const float *xg = x + (n * g->c + gi * cg) * hw;
+  const float *wg = w + gi * mg * kg;
+  /* The patch operand: X itself for a pointwise convolution, else packed
+   * from the image block by block. */
+  er_gemm_operand patches;
+  memset(&patches, 0, sizeof patches);
+  if (pointwise) {
+    patches.data = xg;
+  } else {
+    ic->ic.x = xg;
+    ic->ic.g = g;
+    ic->ops = s->ops;
+    patches.pack = conv_pack;
+    patches.pack_ctx = ic;
+  }
+  if (s->pixel_major) {
+    p->m = ohw;
+    p->n = mg;
+    p->c_trans = true;
+    patches.rs = 1;   /* A(pixel, k) = X'[k, pixel] */
+    patches.cs = hw;
+    ic->ic.nr = s->isa->mr;
+    p->a = patches;
+    if (s->packed_w) {
+      p->b.packed = s->packed_w + (size_t)gi * s->gstride;
+    } else {
+      p->b.data = wg;
+      p->b.rs = 1;
+      p->b.cs = kg;
+    }
+    if (bias) p->epi.bias = bias + gi * mg;
+    if (z) {
+      p->epi.add = z + (n * g->m + gi * mg) * ohw;
+      p->epi.add_rs = 1;
+      p->epi.add_cs = ohw;
+      p->epi.beta = 1.0f;
+    }
+    return;
+  }
+  p->m = mg;
+  p->n = ohw;
+  patches.rs = hw;
+  patches.cs = 1;
+  ic->ic.nr = s->isa->nr;
+  p->b = patches;
+  if (s->packed_w) {
+    p->a.packed = s->packed_w + (size_t)gi * s->gstride;
+  } else {
+    p->a.data = wg;
+    p->a.rs = kg;
+    p->a.cs = 1;
+  }
   if (bias) {
     p->epi.bias = bias + gi * mg;
     p->epi.bias_rows = true;
@@ -187,30 +179,40 @@ static bool conv_gemm_supports(const er_kernel_info *ki, const er_sgemm_isa *isa
   return conv_common_ok(ki, is_fused(ki));
 }
 
-static er_status conv_gemm_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa, void **state_out,
-                                   size_t *scratch_out) {
+static er_status conv_gemm_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa, const er_vec_ops *ops,
+                                   void **state_out, size_t *scratch_out) {
   conv_state *s = calloc(1, sizeof *s);
   if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for a Conv kernel");
   er_kctx ctx = er__ki_ctx(ki);
   s->isa = isa;
+  s->ops = ops;
   s->act = node_act(&ctx);
   s->slots = er__ki_slots(ki);
   const er_tensor *x = ki->in[0], *w = ki->in[1], *y = ki->out[0];
   int64_t group = 1;
   er__attr_int(&ctx, "group", 1, &group);
+  if (er__tensor_shape_known(w) && er__tensor_shape_known(y) && group >= 1 && w->dims[0] % group == 0) {
+    int64_t pixels = 1;
+    for (int d = 2; d < y->rank; d++) pixels *= y->dims[d];
+    s->pixel_major = want_pixel_major(isa, pixels, w->dims[0] / group);
+  }
   if (w->data && er__tensor_shape_known(w) && group >= 1 && w->dims[0] % group == 0) {
     int64_t m = w->dims[0], kg = 1;
     for (int d = 1; d < w->rank; d++) kg *= w->dims[d];
     int64_t mg = m / group;
-    s->gstride = (er__sgemm_packed_a_floats(isa, mg, kg) + 15) / 16 * 16;
+    s->gstride = ((s->pixel_major ? er__sgemm_packed_b_floats(isa, kg, mg) : er__sgemm_packed_a_floats(isa, mg, kg)) +
+                  15) / 16 * 16;
     s->packed_w = er__aligned_alloc(s->gstride * (size_t)group * sizeof(float));
     if (!s->packed_w) {
       free(s);
       return er__error(ER_STATUS_OUT_OF_MEMORY, "Conv '%s': out of memory packing weights", ki->node->name);
     }
-    for (int64_t gi = 0; gi < group; gi++)
-      er__sgemm_pack_a(isa, (const float *)w->data + gi * mg * kg, kg, 1, mg, kg, 1.0f,
-                       s->packed_w + (size_t)gi * s->gstride);
+    for (int64_t gi = 0; gi < group; gi++) {
+      const float *wg = (const float *)w->data + gi * mg * kg;
+      float *dst = s->packed_w + (size_t)gi * s->gstride;
+      if (s->pixel_major) er__sgemm_pack_b(isa, wg, 1, kg, kg, mg, dst);
+      else er__sgemm_pack_a(isa, wg, kg, 1, mg, kg, 1.0f, dst);
+    }
     s->m = m;
     s->kg = kg;
     s->group = group;
@@ -278,6 +280,8 @@ static bool dw_supports(const er_kernel_info *ki, bool isa_ok) {
   int64_t group = 1;
   if (er__attr_int(&ctx, "group", 1, &group) != ER_STATUS_OK) return false;
   /* One filter per channel: W [C, 1, kh, kw] with group = C. */
+  for (int d = 2; d < w->rank; d++)
+    if (w->dims[d] > ER_DW_MAX_TAPS) return false;
   return group > 1 && w->dims[0] == group && w->dims[1] == 1;
 }
 
@@ -351,7 +355,8 @@ static er_status dw_run(const er_kernel_run *kr) {
   er_kctx *ctx = kr->ctx;
   er_window g;
   er_dw_args a;
-  if (!er__window_get(ctx, ctx->in[0], ctx->in[1], ctx->out[0], &g) || !dw_args(kr, &g, &a))
+  if (!er__window_get(ctx, ctx->in[0], ctx->in[1], ctx->out[0], &g) || !dw_args(kr, &g, &a) ||
+      g.kh > ER_DW_MAX_TAPS || g.kw > ER_DW_MAX_TAPS)
     return er__kr_reference(kr);
   if (er__tensor_count(ctx->out[0]) == 0) return ER_STATUS_OK;
   size_t slot_floats = (er__dw_scratch_floats(&a, s->ops->vn) + 15) / 16 * 16;
@@ -379,7 +384,7 @@ static er_status dw_run(const er_kernel_run *kr) {
 #define DEFINE_CONV_KERNELS(OP, DOMAIN, PREFIX, SFX, TILE, ISA, SG, VO, ISA_OK)                               \
   static bool gemm_supports_##SFX(const er_kernel_info *ki) { return conv_gemm_supports(ki, &SG, ISA_OK(ki->cpu)); } \
   static er_status gemm_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {          \
-    return conv_gemm_prepare(ki, &SG, st, scratch);                                                    \
+    return conv_gemm_prepare(ki, &SG, &VO, st, scratch);                                                    \
   }                                                                                                    \
   static const er_cpu_kernel k_gemm_##SFX = {"f32_" PREFIX "conv_gemm_" TILE "__" ISA, OP, DOMAIN,               \
                                             gemm_supports_##SFX, gemm_prepare_##SFX, conv_gemm_run,    \

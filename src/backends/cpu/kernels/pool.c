@@ -27,7 +27,10 @@ static bool pool_supports(const er_kernel_info *ki, int kind, bool isa_ok) {
   ER_UNUSED(kind);
   const int64_t *ks;
   int64_t nks;
-  return er__attr_ints(&ctx, "kernel_shape", &ks, &nks) == ER_STATUS_OK && ks;
+  if (er__attr_ints(&ctx, "kernel_shape", &ks, &nks) != ER_STATUS_OK || !ks) return false;
+  for (int64_t i = 0; i < nks; i++)
+    if (ks[i] > ER_DW_MAX_TAPS) return false;
+  return true;
 }
 
 static er_status pool_prepare(const er_kernel_info *ki, int kind, const er_vec_ops *ops, void **state_out,
@@ -77,7 +80,8 @@ static er_status pool_run(const er_kernel_run *kr) {
   const er_tensor *x = ctx->in[0];
   er_tensor *y = ctx->out[0];
   er_window g;
-  if (!er__window_get(ctx, x, NULL, y, &g)) return er__kr_reference(kr);
+  if (!er__window_get(ctx, x, NULL, y, &g) || g.kh > ER_DW_MAX_TAPS || g.kw > ER_DW_MAX_TAPS)
+    return er__kr_reference(kr);
   if (er__tensor_count(y) == 0) return ER_STATUS_OK;
   er_dw_args a;
   memset(&a, 0, sizeof a);

@@ -31,6 +31,17 @@ static void pack_a_block(int mr, const float *a, int64_t rs, int64_t cs, int64_t
   for (int64_t p = 0; p < mc; p += mr) {
     int rows = (int)min64(mr, m - (i0 + p));
     if (rows < 0) rows = 0;
+    if (rs == 1 && scale == 1.0f && rows > 0) {
+      /* A column-major view (a transposed operand, a pixel-major patch
+       * matrix): the panel's rows are contiguous for each k. */
+      const float *src = a + (i0 + p) + k0 * cs;
+      for (int64_t k = 0; k < kc; k++) {
+        memcpy(dst + k * mr, src + k * cs, (size_t)rows * sizeof *dst);
+        for (int r = rows; r < mr; r++) dst[k * mr + r] = 0.0f;
+      }
+      dst += kc * mr;
+      continue;
+    }
     for (int r = 0; r < rows; r++) {
       const float *src = a + (i0 + p + r) * rs + k0 * cs;
       float *d = dst + r;
@@ -131,6 +142,7 @@ static void sgemm_part(const er_gemm_problem *p, int64_t m0, int64_t m1, int64_t
   t.add_rs = e->add_rs;
   t.bias_rows = e->bias_rows;
   t.ldc = p->ldc;
+  t.c_trans = p->c_trans;
   for (int64_t j0 = n0; j0 < n1; j0 += NC) {
     int64_t nc = min64(NC, n1 - j0);
     for (int64_t k0 = 0; k0 < K || (K == 0 && k0 == 0); k0 += KC) {
@@ -158,7 +170,8 @@ static void sgemm_part(const er_gemm_problem *p, int64_t m0, int64_t m1, int64_t
           ap = p->a.packed + i0 * K + k0 * mr;
           a_panel = mr * K;
         } else {
-          pack_a_block(mr, p->a.data, p->a.rs, p->a.cs, p->m, i0, round_up(mc, mr), k0, kc, p->scale, abuf);
+          if (p->a.pack) p->a.pack(p->a.pack_ctx, k0, kc, i0, round_up(mc, mr), abuf);
+          else pack_a_block(mr, p->a.data, p->a.rs, p->a.cs, p->m, i0, round_up(mc, mr), k0, kc, p->scale, abuf);
           ap = abuf;
           a_panel = mr * kc;
         }
@@ -172,7 +185,7 @@ static void sgemm_part(const er_gemm_problem *p, int64_t m0, int64_t m1, int64_t
             int64_t j = j0 + jr;
             t.b = bp + (jr / nr) * b_panel;
             t.nr = (int)min64(nr, p->n - j);
-            t.c = p->c + i * p->ldc + j;
+            t.c = p->c_trans ? p->c + j * p->ldc + i : p->c + i * p->ldc + j;
             t.add = e->add && !t.load_c ? e->add + i * e->add_rs + j * e->add_cs : NULL;
             t.bias = e->bias && t.finish ? e->bias + (e->bias_rows ? i : j) : NULL;
             isa->tile(&t);

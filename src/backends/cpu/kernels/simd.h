@@ -15,6 +15,7 @@
 #ifndef ER_KERNELS_SIMD_H
 #define ER_KERNELS_SIMD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -63,6 +64,7 @@ static inline vm v_le(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ);
 static inline vm v_ge(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
 static inline vm v_isnan(vf a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
 static inline vf v_sel(vm m, vf if_false, vf if_true) { return _mm512_mask_blend_ps(m, if_false, if_true); }
+static inline bool v_any(vm m) { return m != 0; }
 /* Round to nearest, ties to even. */
 static inline vf v_round(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 static inline vf v_floor(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
@@ -75,6 +77,12 @@ static inline vf v_getexp(vf x) { return _mm512_getexp_ps(x); }
 static inline vf v_getmant(vf x) { return _mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_src); }
 static inline float v_hsum(vf a) { return _mm512_reduce_add_ps(a); }
 static inline float v_hmax(vf a) { return _mm512_reduce_max_ps(a); }
+/* Splits 2 VN floats at p into even and odd elements. */
+static inline void v_deinterleave2(const float *p, vf *even, vf *odd) {
+  vf a = v_ld(p), b = v_ld(p + VN);
+  *even = _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);
+  *odd = _mm512_permutex2var_ps(a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);
+}
 /* Loads VN floats at p[0], p[s], p[2s], ... */
 static inline vf v_ld_stride(const float *p, int64_t s) {
   if (s == 1) return v_ld(p);
@@ -126,6 +134,7 @@ static inline vm v_le(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LE_OQ); }
 static inline vm v_ge(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
 static inline vm v_isnan(vf a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
 static inline vf v_sel(vm m, vf if_false, vf if_true) { return _mm256_blendv_ps(if_false, if_true, m); }
+static inline bool v_any(vm m) { return _mm256_movemask_ps(m) != 0; }
 static inline vf v_round(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 static inline vf v_floor(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
 static inline vf v_pow2i(vf n) {
@@ -150,6 +159,12 @@ static inline float v_hmax(vf a) {
   s = _mm_max_ps(s, _mm_movehl_ps(s, s));
   s = _mm_max_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+static inline void v_deinterleave2(const float *p, vf *even, vf *odd) {
+  vf a = v_ld(p), b = v_ld(p + VN);
+  __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), o = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+  *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+  *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
 }
 static inline vf v_ld_stride(const float *p, int64_t s) {
   if (s == 1) return v_ld(p);
@@ -202,6 +217,7 @@ static inline vm v_le(vf a, vf b) { return vcleq_f32(a, b); }
 static inline vm v_ge(vf a, vf b) { return vcgeq_f32(a, b); }
 static inline vm v_isnan(vf a) { return vmvnq_u32(vceqq_f32(a, a)); }
 static inline vf v_sel(vm m, vf if_false, vf if_true) { return vbslq_f32(m, if_true, if_false); }
+static inline bool v_any(vm m) { return vmaxvq_u32(m) != 0; }
 static inline vf v_round(vf a) { return vrndnq_f32(a); }
 static inline vf v_floor(vf a) { return vrndmq_f32(a); }
 static inline vf v_pow2i(vf n) {
@@ -217,6 +233,11 @@ static inline vf v_getmant(vf x) {
 }
 static inline float v_hsum(vf a) { return vaddvq_f32(a); }
 static inline float v_hmax(vf a) { return vmaxvq_f32(a); }
+static inline void v_deinterleave2(const float *p, vf *even, vf *odd) {
+  vf a = v_ld(p), b = v_ld(p + VN);
+  *even = vuzp1q_f32(a, b);
+  *odd = vuzp2q_f32(a, b);
+}
 static inline vf v_ld_stride(const float *p, int64_t s) {
   float t[4] = {p[0], p[s], p[2 * s], p[3 * s]};
   return vld1q_f32(t);

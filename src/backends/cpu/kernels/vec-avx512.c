@@ -16,4 +16,5 @@ const er_vec_ops er__vec_avx512 = {
     .lrn = vec_lrn,
     .softmax = vec_softmax,
     .layernorm = vec_layernorm,
+    .im2col_pack = vec_im2col_pack,
 };

@@ -1,61 +1,114 @@
 /* vec-impl.h - the vectorized non-GEMM kernels of vec.h, written once over
  * simd.h and vmath.h; vec-<isa>.c includes it to build er__vec_<isa>. */
+#include <float.h>
 #include <math.h>
 
 #include "backends/cpu/kernels/vec.h"
+#include "backends/cpu/kernels/window.h"
 
 /* ======================================================================== */
 /* Depthwise convolution and 2-D pooling                                     */
 /* ======================================================================== */
 
-/* Each plane is first copied into scratch with its padding made explicit
- * and, for a horizontal stride s, its columns split into s phases (phase p
- * holds padded columns p, p + s, ...). Then the input of output column ox
- * at tap kx is phase (kx*dw) % s at index ox + (kx*dw) / s: consecutive
- * output columns read consecutive floats, so every tap is one vector load
- * and one FMA per VN outputs, whatever the stride, with no bounds tests.
- * Two output rows by two vectors are computed at once so that four
- * independent accumulation chains hide the FMA latency. */
+/* Each input row the window touches is first copied into a small ring of
+ * rows (in L1) with its padding made explicit and, for a horizontal
+ * stride s, its columns split into s phases (phase p holds padded columns
+ * p, p + s, ...). The input of output column ox at tap kx is then phase
+ * (kx*dw) % s at index ox + (kx*dw) / s: consecutive outputs read
+ * consecutive floats, so every tap is one vector load and one FMA per VN
+ * outputs, whatever the stride, with no bounds tests. Each padded row is
+ * built once per plane. Blocks of up to 4 output rows by 2 vectors keep
+ * enough independent accumulators to hide the FMA latency; with stride 1
+ * every loaded input vector serves all the output rows of the block that
+ * use it (3 for a 3x3 window), halving the loads per FMA. */
 
-typedef struct dw_plane {
-  float *p;                   /* [Hp][s][L] */
-  int64_t hp, wp, len, rs;    /* padded rows and columns, phase length, row stride */
-} dw_plane;
+/* Output rows per block, and the ring's rows. */
+#define DW_ROWS 4
 
-static void dw_build_plane(const er_dw_args *a, const float *x, float fill, dw_plane *pl) {
+typedef struct dw_ring {
+  float *buf;                 /* [slots][rs] */
+  int64_t slots, len, rs;     /* rows, phase length, row stride (floats) */
+  int64_t wp;                 /* padded columns */
+  int64_t tag[DW_ROWS * 2 + 2 * ER_DW_MAX_TAPS]; /* padded row held by each slot; -1 none */
+} dw_ring;
+
+static inline void fill_floats(float *d, int64_t n, float v) {
+  vf vv = v_set(v);
+  int64_t i = 0;
+  for (; i + VN <= n; i += VN) v_st(d + i, vv);
+  for (; i < n; i++) d[i] = v;
+}
+
+static int64_t dw_slots(const er_dw_args *a) { return (DW_ROWS - 1) * a->sh + (a->kh - 1) * a->dh + 1; }
+
+static void dw_ring_init(dw_ring *rg, const er_dw_args *a, float *buf) {
+  rg->buf = buf;
+  rg->slots = dw_slots(a);
+  rg->wp = (a->ow - 1) * a->sw + (a->kw - 1) * a->dw + 1;
+  rg->len = (rg->wp + a->sw - 1) / a->sw + VN;
+  rg->rs = (a->sw * rg->len + 15) / 16 * 16;
+  for (int64_t i = 0; i < rg->slots; i++) rg->tag[i] = -1;
+}
+
+/* Padded row r (input row r - pt) of plane x, split into phases. */
+static void dw_build_row(const er_dw_args *a, const dw_ring *rg, const float *x, int64_t r, float fill, float *row) {
   int64_t s = a->sw;
-  pl->hp = (a->oh - 1) * a->sh + (a->kh - 1) * a->dh + 1;
-  pl->wp = (a->ow - 1) * s + (a->kw - 1) * a->dw + 1;
-  pl->len = (pl->wp + s - 1) / s + VN;
-  pl->rs = s * pl->len;
-  for (int64_t r = 0; r < pl->hp; r++) {
-    float *row = pl->p + r * pl->rs;
-    int64_t iy = r - a->pt;
-    if (iy < 0 || iy >= a->h) {
-      for (int64_t i = 0; i < pl->rs; i++) row[i] = fill;
-      continue;
+  int64_t iy = r - a->pt;
+  if (iy < 0 || iy >= a->h) {
+    fill_floats(row, s * rg->len, fill);
+    return;
+  }
+  /* Padded columns [lo, hi) hold input columns [lo - pl, hi - pl). */
+  int64_t lo = a->pl < rg->wp ? a->pl : rg->wp, hi = a->pl + a->w_;
+  if (hi > rg->wp) hi = rg->wp;
+  if (hi < lo) hi = lo;
+  const float *src = x + iy * a->w_;
+  if (s == 1) {
+    fill_floats(row, lo, fill);
+    if (hi > lo) memcpy(row + lo, src, (size_t)(hi - lo) * sizeof *row);
+    fill_floats(row + hi, rg->len - hi, fill);
+    return;
+  }
+  /* Input column ix sits at padded column q = ix + pl: phase q % s, index
+   * q / s. The phases are filled, then the input scattered in straight
+   * from x (a copy into a buffer read back at once would stall on store
+   * forwarding). */
+  /* Fill only what the input does not cover: in phase p, index i is
+   * padded column p + s * i. */
+  for (int64_t p = 0; p < s; p++) {
+    int64_t first = lo - p > 0 ? (lo - p + s - 1) / s : 0, end = hi - p > 0 ? (hi - p + s - 1) / s : 0;
+    if (end < first) end = first;
+    fill_floats(row + p * rg->len, first, fill);
+    fill_floats(row + p * rg->len + end, rg->len - end, fill);
+  }
+  int64_t n_in = hi - lo;
+  if (s == 2) {
+    float *even = row + (a->pl & 1) * rg->len + (a->pl >> 1);
+    float *odd = row + ((a->pl + 1) & 1) * rg->len + ((a->pl + 1) >> 1);
+    int64_t j = 0;
+    for (; 2 * j + 2 * VN <= n_in; j += VN) {
+      vf e, o;
+      v_deinterleave2(src + 2 * j, &e, &o);
+      v_st(even + j, e);
+      v_st(odd + j, o);
     }
-    const float *src = x + iy * a->w_;
-    /* Padded columns [0, wp) map to input columns q - pl. */
-    int64_t lo = a->pl, hi = a->pl + a->w_; /* padded columns holding input */
-    if (hi > pl->wp) hi = pl->wp;
-    if (s == 1) {
-      int64_t q = 0;
-      for (; q < lo && q < pl->wp; q++) row[q] = fill;
-      if (hi > q) {
-        memcpy(row + q, src + (q - a->pl), (size_t)(hi - q) * sizeof *row);
-        q = hi;
-      }
-      for (; q < pl->len; q++) row[q] = fill;
-    } else {
-      for (int64_t ph = 0; ph < s; ph++) {
-        float *d = row + ph * pl->len;
-        int64_t i = 0;
-        for (int64_t q = ph; q < pl->wp; q += s, i++) d[i] = q >= lo && q < hi ? src[q - a->pl] : fill;
-        for (; i < pl->len; i++) d[i] = fill;
-      }
+    for (int64_t ix = 2 * j; ix < n_in; ix++) (ix & 1 ? odd : even)[ix >> 1] = src[ix];
+  } else {
+    for (int64_t ix = 0; ix < n_in; ix++) {
+      int64_t q = ix + a->pl;
+      row[(q % s) * rg->len + q / s] = src[ix];
     }
   }
+}
+
+static const float *dw_row(dw_ring *rg, const er_dw_args *a, const float *x, int64_t r, float fill) {
+  int64_t slot = r % rg->slots;
+  float *row = rg->buf + slot * rg->rs;
+  if (rg->tag[slot] != r) {
+    dw_build_row(a, rg, x, r, fill, row);
+    rg->tag[slot] = r;
+  }
+  return row;
 }
 
 /* Taps inside [0, in) (valid) and inside [-pad_begin, in + pad_end)
@@ -94,58 +147,148 @@ static float max_window_scalar(const er_dw_args *a, const float *x, int64_t oy, 
   return acc;
 }
 
-static inline __attribute__((always_inline)) void dw_block(const er_dw_args *a, const dw_plane *pl,
-                                                          const float *wc, int64_t oy, int64_t ox0,
-                                                          const int ROWS, const int NVEC,
-                                                          vf *out /* [ROWS][2] */) {
-  vf acc[2][2];
+/* One block: ROWS output rows x NVEC vectors at column ox0, any stride.
+ * rowp[j] is padded row (first output row) * sh + j. KH, KW are
+ * compile-time for 3x3 and 5x5 (0: from a). */
+static inline __attribute__((always_inline)) void dw_block(const er_dw_args *a, const float *const *rowp,
+                                                          const float *wc, const int64_t *col, int64_t ox0,
+                                                          const int ROWS, const int NVEC, const int KH, const int KW,
+                                                          vf *out /* [DW_ROWS][2] */) {
+  const int64_t kh = KH ? KH : a->kh, kw = KW ? KW : a->kw;
+  vf acc[DW_ROWS][2];
   vf init = a->pool == 1 ? v_set(-INFINITY) : v_zero();
+#pragma GCC unroll 4
+  for (int r = 0; r < ROWS; r++)
 #pragma GCC unroll 2
-  for (int r = 0; r < 2; r++)
-#pragma GCC unroll 2
-    for (int v = 0; v < 2; v++) acc[r][v] = init;
-  for (int64_t ky = 0; ky < a->kh; ky++) {
-    const float *rows[2];
-#pragma GCC unroll 2
-    for (int r = 0; r < ROWS; r++) rows[r] = pl->p + ((oy + r) * a->sh + ky * a->dh) * pl->rs;
-    for (int64_t kx = 0; kx < a->kw; kx++) {
-      int64_t t = kx * a->dw;
-      int64_t off = (t % a->sw) * pl->len + ox0 + t / a->sw;
+    for (int v = 0; v < NVEC; v++) acc[r][v] = init;
+#pragma GCC unroll 5
+  for (int64_t ky = 0; ky < kh; ky++) {
+#pragma GCC unroll 5
+    for (int64_t kx = 0; kx < kw; kx++) {
+      int64_t off = col[kx] + ox0;
       if (a->pool == 0) {
-        vf wv = v_set(wc[ky * a->kw + kx]);
+        vf wv = v_set(wc[ky * kw + kx]);
+#pragma GCC unroll 4
+        for (int r = 0; r < ROWS; r++) {
+          const float *src = rowp[r * a->sh + ky * a->dh] + off;
 #pragma GCC unroll 2
-        for (int r = 0; r < ROWS; r++)
-#pragma GCC unroll 2
-          for (int v = 0; v < NVEC; v++) acc[r][v] = v_fma(wv, v_ld(rows[r] + off + v * VN), acc[r][v]);
-      } else if (a->pool == 1) {
-#pragma GCC unroll 2
-        for (int r = 0; r < ROWS; r++)
-#pragma GCC unroll 2
-          for (int v = 0; v < NVEC; v++) acc[r][v] = v_max(v_ld(rows[r] + off + v * VN), acc[r][v]);
+          for (int v = 0; v < NVEC; v++) acc[r][v] = v_fma(wv, v_ld(src + v * VN), acc[r][v]);
+        }
       } else {
+#pragma GCC unroll 4
+        for (int r = 0; r < ROWS; r++) {
+          const float *src = rowp[r * a->sh + ky * a->dh] + off;
 #pragma GCC unroll 2
-        for (int r = 0; r < ROWS; r++)
-#pragma GCC unroll 2
-          for (int v = 0; v < NVEC; v++) acc[r][v] = v_add(acc[r][v], v_ld(rows[r] + off + v * VN));
+          for (int v = 0; v < NVEC; v++)
+            acc[r][v] = a->pool == 1 ? v_max(v_ld(src + v * VN), acc[r][v]) : v_add(acc[r][v], v_ld(src + v * VN));
+        }
       }
     }
   }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int r = 0; r < ROWS; r++)
 #pragma GCC unroll 2
     for (int v = 0; v < NVEC; v++) out[r * 2 + v] = acc[r][v];
 }
+
+/* Stride 1, dilation 1, convolution: each input row vector is loaded once
+ * per kx and used by every output row of the block that reads it. */
+static inline __attribute__((always_inline)) void dw_block_s1(const float *const *rowp, const float *wc,
+                                                             int64_t ox0, const int ROWS, const int NVEC,
+                                                             const int K, vf *out) {
+  vf acc[DW_ROWS][2];
+  vf w[25];
+#pragma GCC unroll 25
+  for (int i = 0; i < K * K; i++) w[i] = v_set(wc[i]);
+#pragma GCC unroll 4
+  for (int r = 0; r < ROWS; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < NVEC; v++) acc[r][v] = v_zero();
+#pragma GCC unroll 8
+  for (int j = 0; j < ROWS + K - 1; j++) {
+    const float *src = rowp[j] + ox0;
+#pragma GCC unroll 5
+    for (int kx = 0; kx < K; kx++) {
+#pragma GCC unroll 2
+      for (int v = 0; v < NVEC; v++) {
+        vf xv = v_ld(src + kx + v * VN);
+#pragma GCC unroll 4
+        for (int r = 0; r < ROWS; r++) {
+          int ky = j - r;
+          if (ky >= 0 && ky < K) acc[r][v] = v_fma(w[ky * K + kx], xv, acc[r][v]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < ROWS; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < NVEC; v++) out[r * 2 + v] = acc[r][v];
+}
+
+typedef void (*dw_block_fn)(const er_dw_args *a, const float *const *rowp, const float *wc, const int64_t *col,
+                            int64_t ox0, int rows, int nvec, vf *out);
+
+#define DW_GENERIC(K1, K2)                                                                                  \
+  static void dw_gen_##K1##x##K2(const er_dw_args *a, const float *const *rowp, const float *wc,            \
+                                 const int64_t *col, int64_t ox0, int rows, int nvec, vf *out) {           \
+    switch (rows * 2 + nvec - 1) {                                                                          \
+      case 2: dw_block(a, rowp, wc, col, ox0, 1, 1, K1, K2, out); break;                                    \
+      case 3: dw_block(a, rowp, wc, col, ox0, 1, 2, K1, K2, out); break;                                    \
+      case 4: dw_block(a, rowp, wc, col, ox0, 2, 1, K1, K2, out); break;                                    \
+      case 5: dw_block(a, rowp, wc, col, ox0, 2, 2, K1, K2, out); break;                                    \
+      case 6: dw_block(a, rowp, wc, col, ox0, 3, 1, K1, K2, out); break;                                    \
+      case 7: dw_block(a, rowp, wc, col, ox0, 3, 2, K1, K2, out); break;                                    \
+      case 8: dw_block(a, rowp, wc, col, ox0, 4, 1, K1, K2, out); break;                                    \
+      default: dw_block(a, rowp, wc, col, ox0, 4, 2, K1, K2, out); break;                                   \
+    }                                                                                                       \
+  }
+DW_GENERIC(3, 3)
+DW_GENERIC(5, 5)
+DW_GENERIC(0, 0)
+#undef DW_GENERIC
+
+#define DW_S1(K)                                                                                            \
+  static void dw_s1_##K(const er_dw_args *a, const float *const *rowp, const float *wc, const int64_t *col, \
+                        int64_t ox0, int rows, int nvec, vf *out) {                                         \
+    ER_UNUSED(a);                                                                                           \
+    ER_UNUSED(col);                                                                                         \
+    switch (rows * 2 + nvec - 1) {                                                                          \
+      case 2: dw_block_s1(rowp, wc, ox0, 1, 1, K, out); break;                                              \
+      case 3: dw_block_s1(rowp, wc, ox0, 1, 2, K, out); break;                                              \
+      case 4: dw_block_s1(rowp, wc, ox0, 2, 1, K, out); break;                                              \
+      case 5: dw_block_s1(rowp, wc, ox0, 2, 2, K, out); break;                                              \
+      case 6: dw_block_s1(rowp, wc, ox0, 3, 1, K, out); break;                                              \
+      case 7: dw_block_s1(rowp, wc, ox0, 3, 2, K, out); break;                                              \
+      case 8: dw_block_s1(rowp, wc, ox0, 4, 1, K, out); break;                                              \
+      default: dw_block_s1(rowp, wc, ox0, 4, 2, K, out); break;                                             \
+    }                                                                                                       \
+  }
+DW_S1(3)
+DW_S1(5)
+#undef DW_S1
 
 static void dw_plane_run(const er_dw_args *a, int64_t c, float *scratch) {
   const float *x = a->x + c * a->h * a->w_;
   float *y = a->y + c * a->oh * a->ow;
   const float *wc = a->w ? a->w + c * a->kh * a->kw : NULL;
   const float *add = a->add ? a->add + c * a->oh * a->ow : NULL;
-  dw_plane pl;
-  pl.p = scratch;
-  dw_build_plane(a, x, a->pool == 1 ? -INFINITY : 0.0f, &pl);
-  /* Average pools: per-column tap counts (as floats), after the plane. */
-  float *cx = scratch + pl.hp * pl.rs;
+  const float fill = a->pool == 1 ? -INFINITY : 0.0f;
+  dw_ring rg;
+  dw_ring_init(&rg, a, scratch);
+  int64_t col[ER_DW_MAX_TAPS];
+  for (int64_t kx = 0; kx < a->kw; kx++) {
+    int64_t t = kx * a->dw;
+    col[kx] = (t % a->sw) * rg.len + t / a->sw;
+  }
+  bool s1 = a->pool == 0 && a->sh == 1 && a->sw == 1 && a->dh == 1 && a->dw == 1 && a->kh == a->kw;
+  dw_block_fn block = s1 && a->kh == 3                   ? dw_s1_3
+                      : s1 && a->kh == 5                 ? dw_s1_5
+                      : a->kh == 3 && a->kw == 3         ? dw_gen_3x3
+                      : a->kh == 5 && a->kw == 5         ? dw_gen_5x5
+                                                         : dw_gen_0x0;
+  /* Average pools: per-column tap counts (as floats), after the ring. */
+  float *cx = scratch + rg.slots * rg.rs;
   if (a->pool == 2) {
     for (int64_t ox = 0; ox < a->ow; ox++) {
       int64_t valid, padded;
@@ -155,27 +298,26 @@ static void dw_plane_run(const er_dw_args *a, int64_t c, float *scratch) {
     for (int64_t ox = a->ow; ox < a->ow + VN; ox++) cx[ox] = 1.0f;
   }
   vf bias = v_set(a->bias ? a->bias[c] : 0.0f);
+  const float *rowp[DW_ROWS * 2 + 2 * ER_DW_MAX_TAPS];
   int rows;
   for (int64_t oy = 0; oy < a->oh; oy += rows) {
-    rows = a->oh - oy >= 2 ? 2 : 1;
-    float cy = 1.0f;
+    rows = a->oh - oy >= DW_ROWS ? DW_ROWS : (int)(a->oh - oy);
+    float cy[DW_ROWS];
     if (a->pool == 2) {
-      int64_t v0, p0, v1, p1;
-      window_counts(oy, a->sh, a->pt, a->pb, a->dh, a->kh, a->h, &v0, &p0);
-      cy = (float)(a->count_include_pad ? p0 : v0);
-      if (rows == 2) {
-        window_counts(oy + 1, a->sh, a->pt, a->pb, a->dh, a->kh, a->h, &v1, &p1);
-        if ((a->count_include_pad ? p1 : v1) != (a->count_include_pad ? p0 : v0)) rows = 1;
+      /* Rows of a block share one divisor row each. */
+      for (int r = 0; r < rows; r++) {
+        int64_t v0, p0;
+        window_counts(oy + r, a->sh, a->pt, a->pb, a->dh, a->kh, a->h, &v0, &p0);
+        cy[r] = (float)(a->count_include_pad ? p0 : v0);
       }
     }
+    int64_t span = (rows - 1) * a->sh + (a->kh - 1) * a->dh + 1;
+    for (int64_t j = 0; j < span; j++) rowp[j] = dw_row(&rg, a, x, oy * a->sh + j, fill);
     for (int64_t ox0 = 0; ox0 < a->ow; ox0 += 2 * VN) {
       int64_t left = a->ow - ox0;
       int nvec = left > VN ? 2 : 1;
-      vf out[4];
-      if (rows == 2 && nvec == 2) dw_block(a, &pl, wc, oy, ox0, 2, 2, out);
-      else if (rows == 2) dw_block(a, &pl, wc, oy, ox0, 2, 1, out);
-      else if (nvec == 2) dw_block(a, &pl, wc, oy, ox0, 1, 2, out);
-      else dw_block(a, &pl, wc, oy, ox0, 1, 1, out);
+      vf out[DW_ROWS * 2];
+      block(a, rowp, wc, col, ox0, rows, nvec, out);
       for (int r = 0; r < rows; r++) {
         for (int v = 0; v < nvec; v++) {
           int64_t ox = ox0 + v * VN;
@@ -187,11 +329,11 @@ static void dw_plane_run(const er_dw_args *a, int64_t c, float *scratch) {
             if (add) o = v_add(o, n == VN ? v_ld(add + (oy + r) * a->ow + ox) : v_ld_n(add + (oy + r) * a->ow + ox, n));
             o = v_act(o, &a->act);
           } else if (a->pool == 2) {
-            o = v_div(o, v_mul(v_set(cy), v_ld(cx + ox)));
+            o = v_div(o, v_mul(v_set(cy[r]), v_ld(cx + ox)));
           }
           if (n == VN) v_st(dst, o);
           else v_st_n(dst, o, n);
-          if (a->pool == 1) {
+          if (a->pool == 1 && v_any(v_lt(n == VN ? o : v_ld_n(dst, n), v_set(-FLT_MAX)))) {
             for (int i = 0; i < n; i++)
               if (dst[i] == -INFINITY) dst[i] = max_window_scalar(a, x, oy + r, ox + i);
           }
@@ -528,6 +670,110 @@ static void vec_layernorm(const float *x, float *y, int64_t r0, int64_t r1, int6
       vf v = v_mul(v_mul(v_sub(v_ld_n(xr + i, c), vmean), vinv), v_ld_n(scale + i, c));
       if (bias) v = v_add(v, v_ld_n(bias + i, c));
       v_st_n(yr + i, v, c);
+    }
+  }
+}
+
+/* ======================================================================== */
+/* im2col packing                                                            */
+/* ======================================================================== */
+
+/* A write cursor over one row kk of a panel block (panels [q][kc][nr]):
+ * consecutive columns, jumping to the next panel every nr. */
+typedef struct panel_cursor {
+  float *d;            /* current panel's row */
+  int64_t lane, nr, step;
+} panel_cursor;
+
+static inline void put_zeros(panel_cursor *pc, int64_t n) {
+  while (n > 0) {
+    int64_t m = pc->nr - pc->lane < n ? pc->nr - pc->lane : n;
+    float *d = pc->d + pc->lane;
+    int64_t i = 0;
+    for (; i + VN <= m; i += VN) v_st(d + i, v_zero());
+    if (i < m) v_st_n(d + i, v_zero(), (int)(m - i));
+    n -= m;
+    pc->lane += m;
+    if (pc->lane == pc->nr) {
+      pc->lane = 0;
+      pc->d += pc->step;
+    }
+  }
+}
+
+/* Copies n values src[0], src[stride], ...: vector copies for stride 1,
+ * even/odd splits for stride 2 (only while 2 VN floats of the run remain,
+ * so nothing past the input row is read), scalar otherwise. */
+static inline void put_values(panel_cursor *pc, const float *src, int64_t stride, int64_t n) {
+  while (n > 0) {
+    int64_t m = pc->nr - pc->lane < n ? pc->nr - pc->lane : n;
+    float *d = pc->d + pc->lane;
+    int64_t i = 0;
+    if (stride == 1) {
+      for (; i + VN <= m; i += VN) v_st(d + i, v_ld(src + i));
+      if (i < m) v_st_n(d + i, v_ld_n(src + i, (int)(m - i)), (int)(m - i));
+    } else if (stride == 2) {
+      for (; i + VN <= m; i += VN) {
+        vf e, o;
+        v_deinterleave2(src + 2 * i, &e, &o);
+        v_st(d + i, e);
+      }
+      for (; i < m; i++) d[i] = src[2 * i];
+    } else {
+      for (; i < m; i++) d[i] = src[i * stride];
+    }
+    src += m * stride;
+    n -= m;
+    pc->lane += m;
+    if (pc->lane == pc->nr) {
+      pc->lane = 0;
+      pc->d += pc->step;
+    }
+  }
+}
+
+static void vec_im2col_pack(const er_im2col *ic, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst) {
+  const er_window *g = ic->g;
+  const int nr = ic->nr;
+  const int64_t ow = g->ow, hw = g->h * g->w;
+  const int64_t ncp = (nc + nr - 1) / nr * nr;
+  const int64_t oy0 = j0 / ow, ox0 = j0 % ow;
+  /* (c, ky, kx) of row k0, stepped along with kk. */
+  int64_t c = k0 / (g->kh * g->kw), ky = (k0 / g->kw) % g->kh, kx = k0 % g->kw;
+  for (int64_t kk = 0; kk < kc; kk++) {
+    const float *xc = ic->x + c * hw;
+    int64_t xoff = kx * g->dw - g->pl; /* ix = ox * sw + xoff */
+    int64_t lo = xoff >= 0 ? 0 : (-xoff + g->sw - 1) / g->sw;
+    int64_t hi = g->w - xoff > 0 ? (g->w - xoff + g->sw - 1) / g->sw : 0;
+    if (lo > ow) lo = ow;
+    if (hi > ow) hi = ow;
+    if (hi < lo) hi = lo;
+    panel_cursor pc = {dst + kk * nr, 0, nr, kc * nr};
+    int64_t jj = 0, oy = oy0, ox = ox0;
+    while (jj < nc) {
+      int64_t seg = ow - ox < nc - jj ? ow - ox : nc - jj;
+      int64_t iy = oy * g->sh - g->pt + ky * g->dh;
+      if (iy < 0 || iy >= g->h) {
+        put_zeros(&pc, seg);
+      } else {
+        const float *row = xc + iy * g->w;
+        int64_t a = ox > lo ? ox : lo, b = ox + seg < hi ? ox + seg : hi;
+        if (b < a) b = a;
+        put_zeros(&pc, a - ox);
+        put_values(&pc, row + a * g->sw + xoff, g->sw, b - a);
+        put_zeros(&pc, ox + seg - b);
+      }
+      jj += seg;
+      oy++;
+      ox = 0;
+    }
+    put_zeros(&pc, ncp - nc);
+    if (++kx == g->kw) {
+      kx = 0;
+      if (++ky == g->kh) {
+        ky = 0;
+        c++;
+      }
     }
   }
 }

@@ -10,6 +10,10 @@
 #include "backends/cpu/cpu-kernels.h"
 #include "ops/fused.h"
 
+/* The most taps along one axis the depthwise and pooling kernels take
+ * (larger windows go to the reference kernels). */
+#define ER_DW_MAX_TAPS 64
+
 /* One depthwise (or pooling) job: planes [c0, c1) of one image. */
 typedef struct er_dw_args {
   const float *x;              /* [C, H, W] */
@@ -26,13 +30,14 @@ typedef struct er_dw_args {
   int64_t pb, pr;              /* padding after (average divisor) */
 } er_dw_args;
 
-/* Scratch floats one worker needs for er_dw_args a: the padded,
- * phase-split plane (see vec-impl.h) and a row of divisors. */
+/* Scratch floats one worker needs for er_dw_args a: a ring of padded,
+ * phase-split input rows (see vec-impl.h) and a row of divisors. */
 static inline size_t er__dw_scratch_floats(const er_dw_args *a, int vn) {
-  int64_t hp = (a->oh - 1) * a->sh + (a->kh - 1) * a->dh + 1;
+  int64_t slots = 3 * a->sh + (a->kh - 1) * a->dh + 1; /* DW_ROWS - 1 = 3 */
   int64_t wp = (a->ow - 1) * a->sw + (a->kw - 1) * a->dw + 1;
   int64_t len = (wp + a->sw - 1) / a->sw + vn;
-  return (size_t)(hp * a->sw * len + a->ow + vn + 16);
+  int64_t rs = (a->sw * len + 15) / 16 * 16;
+  return (size_t)(slots * rs + a->ow + vn + 16);
 }
 
 /* Elementwise unary functions beyond the fused activations. */
@@ -59,6 +64,15 @@ typedef enum er_binop {
   ER_BINOP_PRELU,              /* a < 0 ? a * b : a */
 } er_binop;
 
+/* The patch (im2col) matrix of one image and group for convolution as
+ * GEMM: row k is (channel, ky, kx), column j the output position. */
+struct er_window;
+typedef struct er_im2col {
+  const float *x;              /* [Cg, H, W] */
+  const struct er_window *g;
+  int nr;                      /* panel width to pack for */
+} er_im2col;
+
 typedef struct er_vec_ops {
   const char *isa;
   int vn;                      /* floats per vector */
@@ -81,6 +95,9 @@ typedef struct er_vec_ops {
   /* Softmax (or log-softmax) along the middle axis of x [n, inner], one
    * slice; inner == 1 is the contiguous-row case. */
   void (*softmax)(const float *x, float *y, int64_t n, int64_t inner, bool log);
+  /* The block [k0, k0 + kc) x [j0, j0 + nc) of the patch matrix as panels
+   * [q][kc][nr] (the GEMM's packing layout), zero past the last column. */
+  void (*im2col_pack)(const er_im2col *ic, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst);
   /* Layer normalization of rows [r0, r1) of x [rows, cols]: y = (x - mean)
    * / sqrt(var + eps) * scale + bias (bias may be NULL); mean and inv (may
    * be NULL) receive each row's mean and 1 / sqrt(var + eps). */
