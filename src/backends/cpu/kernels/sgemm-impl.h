@@ -124,6 +124,33 @@ static inline __attribute__((always_inline)) void tile_rows(const er_gemm_tile *
     }
     return;
   }
+  if (t->finish && t->nr == NR && !t->c_trans &&
+      (t->act->kind == ER_ACT_NONE || t->act->kind == ER_ACT_RELU || t->act->kind == ER_ACT_CLIP)) {
+    /* A full-width last block with a cheap activation: finish in
+     * registers (the common convolution + bias + ReLU case). */
+    const vf beta = v_set(t->beta), lo = v_set(t->act->p[0]), hi = v_set(t->act->p[1]);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; r++) {
+      if (r < R) {
+        float *c = t->c + r * t->ldc;
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+          vf x = acc[r][v];
+          if (t->load_c) {
+            x = v_add(x, v_ld(c + v * VN));
+          } else if (t->add) {
+            const float *ad = t->add + r * t->add_rs;
+            x = v_fma(beta, t->add_cs ? v_ld(ad + v * VN) : v_set(ad[0]), x);
+          }
+          if (t->bias) x = v_add(x, t->bias_rows ? v_set(t->bias[r]) : v_ld(t->bias + v * VN));
+          if (t->act->kind == ER_ACT_RELU) x = v_max(v_zero(), x);
+          else if (t->act->kind == ER_ACT_CLIP) x = v_min(hi, v_max(lo, x));
+          v_st(c + v * VN, x);
+        }
+      }
+    }
+    return;
+  }
   float tmp[TILE_ROWS * NR] __attribute__((aligned(64)));
 #pragma GCC unroll 16
   for (int r = 0; r < MR; r++)

@@ -702,8 +702,9 @@ static inline void put_zeros(panel_cursor *pc, int64_t n) {
 }
 
 /* Copies n values src[0], src[stride], ...: vector copies for stride 1,
- * even/odd splits for stride 2 (only while 2 VN floats of the run remain,
- * so nothing past the input row is read), scalar otherwise. */
+ * even/odd splits for stride 2 (a split reads 2 VN floats, the last of
+ * them one past the last value it keeps, so only while more than VN
+ * values remain: nothing past the input row is read), scalar otherwise. */
 static inline void put_values(panel_cursor *pc, const float *src, int64_t stride, int64_t n) {
   while (n > 0) {
     int64_t m = pc->nr - pc->lane < n ? pc->nr - pc->lane : n;
@@ -713,7 +714,7 @@ static inline void put_values(panel_cursor *pc, const float *src, int64_t stride
       for (; i + VN <= m; i += VN) v_st(d + i, v_ld(src + i));
       if (i < m) v_st_n(d + i, v_ld_n(src + i, (int)(m - i)), (int)(m - i));
     } else if (stride == 2) {
-      for (; i + VN <= m; i += VN) {
+      for (; i + VN < m; i += VN) {
         vf e, o;
         v_deinterleave2(src + 2 * i, &e, &o);
         v_st(d + i, e);
