@@ -7,5 +7,6 @@ const case_gen *const kcase_groups[] = {
     kcases_pool,
     kcases_eltwise,
     kcases_norm,
+    kcases_layout,
     NULL,
 };

@@ -17,5 +17,6 @@ extern const case_gen kcases_conv[];
 extern const case_gen kcases_pool[];
 extern const case_gen kcases_eltwise[];
 extern const case_gen kcases_norm[];
+extern const case_gen kcases_layout[];
 
 #endif

@@ -506,6 +506,7 @@ static bool isa_available(const char *isa, const er_cpu_features *f, const char 
     *lacks = "neon";
     return f->neon;
   }
+  if (strcmp(isa, "scalar") == 0) return true;
   *lacks = "an ISA the harness does not know";
   return false;
 }
