@@ -778,3 +778,86 @@ static void vec_im2col_pack(const er_im2col *ic, int64_t k0, int64_t kc, int64_t
     }
   }
 }
+
+/* ======================================================================== */
+/* Few-row products with an unpacked B                                       */
+/* ======================================================================== */
+
+static inline vf gemv_finish(const er_gemv *g, int64_t i, int64_t j, vf x, int n) {
+  x = v_mul(x, v_set(g->scale));
+  if (g->add) {
+    const float *ad = g->add + i * g->add_rs + j * g->add_cs;
+    x = v_fma(v_set(g->beta), g->add_cs ? v_ld_n(ad, n) : v_set(ad[0]), x);
+  }
+  if (g->bias) x = v_add(x, v_ld_n(g->bias + j, n));
+  return v_act(x, &g->act);
+}
+
+/* B row-major [K, N] (b_cs == 1): rows of B stream once; up to 4 rows of
+ * C x 2 vectors of columns accumulate in registers. */
+static void gemv_rows(const er_gemv *g, int64_t j0, int64_t j1) {
+  const int64_t m = g->m;
+  for (int64_t j = j0; j < j1; j += 2 * VN) {
+    int n0 = j1 - j >= VN ? VN : (int)(j1 - j);
+    int n1 = j1 - j - VN >= VN ? VN : (int)(j1 - j - VN);
+    vf acc[ER_GEMV_MAX_M][2];
+    for (int64_t i = 0; i < m; i++) acc[i][0] = acc[i][1] = v_zero();
+    for (int64_t k = 0; k < g->k; k++) {
+      const float *br = g->b + k * g->b_rs + j;
+      vf b0 = n0 == VN ? v_ld(br) : v_ld_n(br, n0);
+      vf b1 = n1 >= VN ? v_ld(br + VN) : n1 > 0 ? v_ld_n(br + VN, n1) : v_zero();
+      for (int64_t i = 0; i < m; i++) {
+        vf av = v_set(g->a[i * g->a_rs + k * g->a_cs]);
+        acc[i][0] = v_fma(av, b0, acc[i][0]);
+        acc[i][1] = v_fma(av, b1, acc[i][1]);
+      }
+    }
+    for (int64_t i = 0; i < m; i++) {
+      float *c = g->c + i * g->ldc + j;
+      v_st_n(c, gemv_finish(g, i, j, acc[i][0], n0), n0);
+      if (n1 > 0) v_st_n(c + VN, gemv_finish(g, i, j + VN, acc[i][1], n1), n1);
+    }
+  }
+}
+
+/* B transposed, stored [N, K] (b_rs == 1): each column of C is a dot
+ * product along a contiguous row of B, which is read once for all rows of
+ * A. */
+static void gemv_dots(const er_gemv *g, int64_t j0, int64_t j1) {
+  const int64_t m = g->m, k = g->k;
+  float out[ER_GEMV_MAX_M][VN];
+  for (int64_t jb = j0; jb < j1; jb += VN) {
+    int nj = j1 - jb >= VN ? VN : (int)(j1 - jb);
+    for (int jj = 0; jj < nj; jj++) {
+      const float *br = g->b + (jb + jj) * g->b_cs;
+      vf acc[ER_GEMV_MAX_M];
+      for (int64_t i = 0; i < m; i++) acc[i] = v_zero();
+      int64_t q = 0;
+      if (g->a_cs == 1) {
+        for (; q + VN <= k; q += VN) {
+          vf bv = v_ld(br + q);
+          for (int64_t i = 0; i < m; i++) acc[i] = v_fma(v_ld(g->a + i * g->a_rs + q), bv, acc[i]);
+        }
+        if (q < k) {
+          int r = (int)(k - q);
+          vf bv = v_ld_n(br + q, r);
+          for (int64_t i = 0; i < m; i++) acc[i] = v_fma(v_ld_n(g->a + i * g->a_rs + q, r), bv, acc[i]);
+        }
+        for (int64_t i = 0; i < m; i++) out[i][jj] = v_hsum(acc[i]);
+      } else {
+        for (int64_t i = 0; i < m; i++) {
+          float sacc = 0.0f;
+          for (q = 0; q < k; q++) sacc += g->a[i * g->a_rs + q * g->a_cs] * br[q];
+          out[i][jj] = sacc;
+        }
+      }
+    }
+    for (int64_t i = 0; i < m; i++)
+      v_st_n(g->c + i * g->ldc + jb, gemv_finish(g, i, jb, v_ld_n(out[i], nj), nj), nj);
+  }
+}
+
+static void vec_gemv(const er_gemv *g, int64_t j0, int64_t j1) {
+  if (g->b_cs == 1) gemv_rows(g, j0, j1);
+  else gemv_dots(g, j0, j1);
+}

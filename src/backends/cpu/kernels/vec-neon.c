@@ -17,4 +17,5 @@ const er_vec_ops er__vec_neon = {
     .softmax = vec_softmax,
     .layernorm = vec_layernorm,
     .im2col_pack = vec_im2col_pack,
+    .gemv = vec_gemv,
 };

@@ -73,6 +73,25 @@ typedef struct er_im2col {
   int nr;                      /* panel width to pack for */
 } er_im2col;
 
+/* A product with few rows (M <= ER_GEMV_MAX_M) and an unpacked B, for
+ * weights that are not constants: C = act(scale * A B + beta * D + bias)
+ * without packing B (packing would cost as much as the product). */
+#define ER_GEMV_MAX_M 4
+typedef struct er_gemv {
+  int64_t m, n, k;
+  const float *a;              /* element (i, k) at a[i * a_rs + k * a_cs] */
+  int64_t a_rs, a_cs;
+  const float *b;              /* element (k, j) at b[k * b_rs + j * b_cs]; b_cs or b_rs is 1 */
+  int64_t b_rs, b_cs;
+  float *c;                    /* [m, n] at row stride ldc */
+  int64_t ldc;
+  float scale, beta;
+  const float *add;            /* element (i, j) at add[i * add_rs + j * add_cs]; NULL = none */
+  int64_t add_rs, add_cs;
+  const float *bias;           /* [n] or NULL */
+  er_activation act;
+} er_gemv;
+
 typedef struct er_vec_ops {
   const char *isa;
   int vn;                      /* floats per vector */
@@ -98,6 +117,8 @@ typedef struct er_vec_ops {
   /* The block [k0, k0 + kc) x [j0, j0 + nc) of the patch matrix as panels
    * [q][kc][nr] (the GEMM's packing layout), zero past the last column. */
   void (*im2col_pack)(const er_im2col *ic, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst);
+  /* Columns [j0, j1) of a few-row product (see er_gemv). */
+  void (*gemv)(const er_gemv *g, int64_t j0, int64_t j1);
   /* Layer normalization of rows [r0, r1) of x [rows, cols]: y = (x - mean)
    * / sqrt(var + eps) * scale + bias (bias may be NULL); mean and inv (may
    * be NULL) receive each row's mean and 1 / sqrt(var + eps). */
