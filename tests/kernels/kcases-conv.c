@@ -139,6 +139,33 @@ static void gen_conv_family(case_fn fn, void *arg, bool fused) {
       fn(&c, arg);
     }
   }
+  /* Winograd-sized 3x3 stride-1 layers: odd output sizes (partial
+   * tiles), asymmetric and automatic pads, a batch, and an image large
+   * enough for several tile chunks with a chunk ending mid-row. */
+  static const conv_spec wino[] = {
+      {1, 16, 7, 7, 16, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+      {1, 20, 9, 13, 24, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, 1, NULL},
+      {1, 17, 11, 10, 19, 3, 3, 1, 1, 1, 1, {2, 0, 1, 2}, 1, NULL},
+      {2, 16, 6, 5, 32, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, 1, "SAME_LOWER"},
+      {1, 64, 50, 50, 64, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+  };
+  for (size_t i = 0; i < ER_ARRAY_LEN(wino); i++) {
+    const conv_spec *w = &wino[i];
+    int64_t oh = out_extent(w, 0), ow = out_extent(w, 1);
+    kc_begin(&c, op, domain, version, "%s winograd-sized x[%lld,%lld,%lld,%lld] m%lld p%lld,%lld,%lld,%lld %s", op,
+             (long long)w->n, (long long)w->c, (long long)w->h, (long long)w->w, (long long)w->m,
+             (long long)w->pads[0], (long long)w->pads[1], (long long)w->pads[2], (long long)w->pads[3],
+             w->auto_pad ? w->auto_pad : "");
+    kc_input(&c, 4, DIMS(w->n, w->c, w->h, w->w), -1, 1, false);
+    kc_input(&c, 4, DIMS(w->m, w->c, 3, 3), -0.5f, 0.5f, true);
+    kc_input(&c, 1, DIMS(w->m), -1, 1, true);
+    if (fused) {
+      kc_input(&c, 4, DIMS(w->n, w->m, oh, ow), -1, 1, false);
+      kc_attr_string(&c, "activation", "Relu");
+    }
+    add_conv_attrs(&c, w, false);
+    fn(&c, arg);
+  }
   /* A residual with every activation, on a depthwise and a dense layer. */
   if (fused) {
     for (int a = 0; a < er_kcases_n_activations; a++) {

@@ -264,6 +264,247 @@ static er_status conv_gemm_run(const er_kernel_run *kr) {
 }
 
 /* ======================================================================== */
+/* Winograd F(2x2, 3x3)                                                      */
+/* ======================================================================== */
+
+/* 3x3 stride-1 convolutions as 16 GEMMs over 4x4 input tiles (Lavin and
+ * Gray): Y = A^T [ (G g G^T) .* (B^T d B) ] A per 2x2 output tile, so each
+ * output costs 16 / 4 = 4 multiply-adds per input channel instead of 9.
+ * U_t = (G g G^T)_t [M, C] is packed once per t as a GEMM left-hand side;
+ * per chunk of tiles the input transform writes V_t [C, tiles] straight
+ * into the right-hand packing layout, 16 GEMMs (one per t, spread over the
+ * workers) give M_t = U_t V_t, and the output transform adds bias and
+ * residual and applies the activation. F(2x2, 3x3)'s transforms hold only
+ * 0, +-1 and 1/2, so its rounding error stays within a few times that of
+ * the direct sum. Tiles are chunked so that V and M stay in the last-level
+ * cache. */
+
+/* Bytes of V and M one chunk of tiles may use. */
+#define WINO_CHUNK_BYTES (INT64_C(4) << 20)
+/* Below these channel counts the transforms cost more than they save. */
+#define WINO_MIN_CHANNELS 16
+
+typedef struct wino_state {
+  const er_sgemm_isa *isa;
+  const er_vec_ops *ops;
+  er_activation act;
+  float *u;           /* 16 packed [M, C] matrices, u_stride floats apart */
+  size_t u_stride;
+  int64_t m, c;
+  int slots;
+} wino_state;
+
+static bool wino_supports(const er_kernel_info *ki, bool isa_ok) {
+  if (!isa_ok || !conv_common_ok(ki, is_fused(ki))) return false;
+  const er_tensor *x = ki->in[0], *w = ki->in[1];
+  if (x->rank != 4 || !w->data || !er__tensor_shape_known(w)) return false;
+  if (w->dims[2] != 3 || w->dims[3] != 3 || w->dims[0] < WINO_MIN_CHANNELS || w->dims[1] < WINO_MIN_CHANNELS)
+    return false;
+  er_kctx ctx = er__ki_ctx(ki);
+  int64_t group = 1;
+  const int64_t *st, *dl;
+  int64_t nst, ndl;
+  if (er__attr_int(&ctx, "group", 1, &group) != ER_STATUS_OK || group != 1) return false;
+  if (er__attr_ints(&ctx, "strides", &st, &nst) != ER_STATUS_OK ||
+      er__attr_ints(&ctx, "dilations", &dl, &ndl) != ER_STATUS_OK)
+    return false;
+  for (int64_t i = 0; st && i < nst; i++)
+    if (st[i] != 1) return false;
+  for (int64_t i = 0; dl && i < ndl; i++)
+    if (dl[i] != 1) return false;
+  /* Worth it only when the tiles fill the GEMM panels: 16 products over
+   * the tiles (rounded up to whole panels) against 9 over the pixels, with
+   * a margin for the transforms. Small images (7x7: 16 tiles in 32-wide
+   * panels) stay with the direct GEMM. */
+  const er_tensor *y = ki->out[0];
+  if (!er__tensor_shape_known(y) || y->rank != 4) return false;
+  int64_t oh = y->dims[2], ow = y->dims[3], tiles = ((oh + 1) / 2) * ((ow + 1) / 2);
+  int64_t panel = 32, wino = 16 * ((tiles + panel - 1) / panel * panel), direct = 9 * oh * ow;
+  return 4 * wino < 3 * direct;
+}
+
+/* The chunk of tiles and the scratch layout for a given geometry. */
+typedef struct wino_plan {
+  int64_t th, tw, tiles, chunk;   /* chunk: tiles per pass, a multiple of 32 */
+  size_t v_stride, m_stride;      /* floats */
+  size_t slot_floats;             /* input-transform rows per worker */
+  size_t total_floats;            /* V + M + slots */
+} wino_plan;
+
+static void wino_plan_make(const wino_state *s, const er_window *g, int slots, wino_plan *p) {
+  p->th = (g->oh + 1) / 2;
+  p->tw = (g->ow + 1) / 2;
+  p->tiles = p->th * p->tw;
+  int64_t per_tile = 16 * (s->c + s->m) * (int64_t)sizeof(float);
+  /* A multiple of 32, so of every ISA's panel width. */
+  int64_t chunk = WINO_CHUNK_BYTES / per_tile / 32 * 32;
+  if (chunk < 32) chunk = 32;
+  int64_t all = (p->tiles + 31) / 32 * 32;
+  p->chunk = chunk < all ? chunk : all;
+  p->v_stride = (size_t)(s->c * p->chunk);
+  p->m_stride = (size_t)(s->m * p->chunk);
+  p->slot_floats = (er__wino_scratch_floats(p->tw, s->ops->vn) + 15) / 16 * 16;
+  p->total_floats = 16 * (p->v_stride + p->m_stride) + (size_t)slots * p->slot_floats;
+}
+
+static er_status wino_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa, const er_vec_ops *ops,
+                              void **state_out, size_t *scratch_out) {
+  wino_state *s = calloc(1, sizeof *s);
+  if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for a Conv kernel");
+  er_kctx ctx = er__ki_ctx(ki);
+  const er_tensor *w = ki->in[1];
+  s->isa = isa;
+  s->ops = ops;
+  s->act = node_act(&ctx);
+  s->slots = er__ki_slots(ki);
+  s->m = w->dims[0];
+  s->c = w->dims[1];
+  s->u_stride = (er__sgemm_packed_a_floats(isa, s->m, s->c) + 15) / 16 * 16;
+  s->u = er__aligned_alloc(16 * s->u_stride * sizeof(float));
+  float *tmp = malloc((size_t)(16 * s->m * s->c) * sizeof *tmp);
+  if (!s->u || !tmp) {
+    er__aligned_free(s->u);
+    free(tmp);
+    free(s);
+    return er__error(ER_STATUS_OUT_OF_MEMORY, "Conv '%s': out of memory transforming weights", ki->node->name);
+  }
+  /* U = G g G^T with G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1], in
+   * double, rounded once. */
+  static const double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  const float *wd = w->data;
+  for (int64_t m = 0; m < s->m; m++) {
+    for (int64_t c = 0; c < s->c; c++) {
+      const float *gk = wd + (m * s->c + c) * 9;
+      double tg[4][3];
+      for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++) tg[i][j] = G[i][0] * gk[j] + G[i][1] * gk[3 + j] + G[i][2] * gk[6 + j];
+      for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++)
+          tmp[((size_t)(i * 4 + j) * (size_t)s->m + (size_t)m) * (size_t)s->c + (size_t)c] =
+              (float)(tg[i][0] * G[j][0] + tg[i][1] * G[j][1] + tg[i][2] * G[j][2]);
+    }
+  }
+  for (int t = 0; t < 16; t++)
+    er__sgemm_pack_a(isa, tmp + (size_t)t * (size_t)(s->m * s->c), s->c, 1, s->m, s->c, 1.0f,
+                     s->u + (size_t)t * s->u_stride);
+  free(tmp);
+  *scratch_out = 0;
+  er_window g;
+  if (er__tensor_shape_known(ki->in[0]) && er__tensor_shape_known(ki->out[0]) &&
+      er__window_get(&ctx, ki->in[0], w, ki->out[0], &g)) {
+    wino_plan p;
+    wino_plan_make(s, &g, s->slots, &p);
+    *scratch_out = p.total_floats * sizeof(float);
+  }
+  *state_out = s;
+  return ER_STATUS_OK;
+}
+
+static void wino_release(void *state) {
+  wino_state *s = state;
+  if (!s) return;
+  er__aligned_free(s->u);
+  free(s);
+}
+
+typedef struct wino_job {
+  const wino_state *s;
+  const er_wino *w;
+  const wino_plan *p;
+  float *slots;       /* input-transform rows, one slot per chunk */
+  int64_t count;      /* channels or output channels split */
+  int chunks;
+} wino_job;
+
+static void wino_in_chunk(void *arg, int64_t begin, int64_t end) {
+  const wino_job *j = arg;
+  for (int64_t c = begin; c < end; c++)
+    j->s->ops->wino_input(j->w, j->count * c / j->chunks, j->count * (c + 1) / j->chunks,
+                          j->slots + (size_t)c * j->p->slot_floats);
+}
+
+static void wino_gemm_chunk(void *arg, int64_t begin, int64_t end) {
+  const wino_job *j = arg;
+  for (int64_t t = begin; t < end; t++) {
+    er_gemm_problem gp;
+    memset(&gp, 0, sizeof gp);
+    gp.isa = j->s->isa;
+    gp.m = j->s->m;
+    gp.n = j->w->tn;
+    gp.k = j->s->c;
+    gp.a.packed = j->s->u + (size_t)t * j->s->u_stride;
+    gp.b.packed = j->w->v + (size_t)t * j->w->v_stride;
+    gp.scale = 1.0f;
+    gp.c = (float *)j->w->mo + (size_t)t * j->w->m_stride;
+    gp.ldc = j->w->tn;
+    er__sgemm_run(&gp, NULL, NULL, 1);
+  }
+}
+
+static void wino_out_chunk(void *arg, int64_t begin, int64_t end) {
+  const wino_job *j = arg;
+  j->s->ops->wino_output(j->w, begin, end);
+}
+
+static er_status wino_run(const er_kernel_run *kr) {
+  const wino_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *x = ctx->in[0], *w = ctx->in[1], *b = er__in(ctx, 2), *z = er__in(ctx, 3);
+  er_tensor *y = ctx->out[0];
+  er_window g;
+  if (!er__window_get(ctx, x, w, y, &g) || g.c != s->c || g.m != s->m || g.kh != 3 || g.kw != 3 || g.sh != 1 ||
+      g.sw != 1 || g.dh != 1 || g.dw != 1 || g.group != 1)
+    return er__kr_reference(kr);
+  if (er__tensor_count(y) == 0) return ER_STATUS_OK;
+  int workers = er__pool_threads(kr->pool);
+  if (workers > ER_KERNEL_MAX_SLOTS) workers = ER_KERNEL_MAX_SLOTS;
+  wino_plan p;
+  wino_plan_make(s, &g, workers, &p);
+  void *scratch = NULL, *owned = NULL;
+  int slots = 1;
+  /* One allocation for V, M and every worker's rows: ask for it as one slot. */
+  ER_CHECK(er__kr_scratch(kr, p.total_floats * sizeof(float), &scratch, &slots, &owned));
+  float *v = scratch, *mo = v + 16 * p.v_stride, *rows = mo + 16 * p.m_stride;
+  for (int64_t n = 0; n < g.n; n++) {
+    for (int64_t t0 = 0; t0 < p.tiles; t0 += p.chunk) {
+      er_wino wj;
+      memset(&wj, 0, sizeof wj);
+      wj.x = (const float *)x->data + n * g.c * g.h * g.w;
+      wj.c = g.c, wj.h = g.h, wj.w = g.w, wj.oh = g.oh, wj.ow = g.ow, wj.pt = g.pt, wj.pl = g.pl;
+      wj.tw = p.tw;
+      wj.t0 = t0;
+      wj.tn = p.tiles - t0 < p.chunk ? p.tiles - t0 : p.chunk;
+      wj.v = v;
+      wj.nr = s->isa->nr;
+      wj.v_stride = p.v_stride;
+      wj.mo = mo;
+      wj.m_stride = (size_t)(g.m * wj.tn);
+      wj.m = g.m;
+      wj.y = (float *)y->data + n * g.m * g.oh * g.ow;
+      wj.bias = b ? b->data : NULL;
+      wj.add = z ? (const float *)z->data + n * g.m * g.oh * g.ow : NULL;
+      wj.act = s->act;
+      /* The last panel's columns past the chunk's tiles: zeros. */
+      int64_t nr = s->isa->nr, tail = wj.tn % nr;
+      if (tail)
+        for (int t = 0; t < 16; t++)
+          for (int64_t c = 0; c < g.c; c++)
+            memset(v + (size_t)t * p.v_stride + (size_t)(((wj.tn / nr) * g.c + c) * nr + tail), 0,
+                   (size_t)(nr - tail) * sizeof(float));
+      int64_t work = g.c * wj.tn;
+      int in_chunks = (int)min64(min64(workers, g.c), max64(1, work >> 12));
+      wino_job jin = {s, &wj, &p, rows, g.c, in_chunks};
+      er__parallel_for(kr->pool, in_chunks, 1, wino_in_chunk, &jin);
+      wino_job jg = {s, &wj, &p, rows, 16, 16};
+      er__parallel_for(kr->pool, 16, 1, wino_gemm_chunk, &jg);
+      er__parallel_for(kr->pool, g.m, max64(1, 4096 / max64(1, wj.tn)), wino_out_chunk, &jg);
+    }
+  }
+  er__aligned_free(owned);
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
 /* Depthwise convolution                                                     */
 /* ======================================================================== */
 
@@ -394,7 +635,13 @@ static er_status dw_run(const er_kernel_run *kr) {
     return dw_prepare_common(ki, &VO, st, scratch);                                                    \
   }                                                                                                    \
   static const er_cpu_kernel k_dw_##SFX = {"f32_" PREFIX "dwconv__" ISA, OP, DOMAIN, dw_supports_##SFX,          \
-                                          dw_prepare_##SFX, dw_run, free};
+                                          dw_prepare_##SFX, dw_run, free};                                     \
+  static bool wino_supports_##SFX(const er_kernel_info *ki) { return wino_supports(ki, ISA_OK(ki->cpu)); }       \
+  static er_status wino_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {                  \
+    return wino_prepare(ki, &SG, &VO, st, scratch);                                                            \
+  }                                                                                                            \
+  static const er_cpu_kernel k_wino_##SFX = {"f32_" PREFIX "conv_winograd_2x2_3x3__" ISA, OP, DOMAIN,           \
+                                            wino_supports_##SFX, wino_prepare_##SFX, wino_run, wino_release};
 
 #if defined(__x86_64__) || defined(__i386__)
 DEFINE_CONV_KERNELS("Conv", "", "", conv_avx512, "14x32", "avx512", er__sgemm_avx512, er__vec_avx512, er__cpu_has_avx512)
@@ -412,11 +659,14 @@ DEFINE_CONV_KERNELS("FusedConv", ER_FUSED_DOMAIN, "fused_", fconv_neon, "8x8", "
 
 const er_cpu_kernel *const er__kernels_conv[] = {
 #if defined(__x86_64__) || defined(__i386__)
-    &k_dw_conv_avx512,   &k_dw_fconv_avx512,   &k_gemm_conv_avx512, &k_gemm_fconv_avx512,
-    &k_dw_conv_avx2,     &k_dw_fconv_avx2,     &k_gemm_conv_avx2,   &k_gemm_fconv_avx2,
+    &k_dw_conv_avx512,   &k_dw_fconv_avx512,   &k_wino_conv_avx512, &k_wino_fconv_avx512,
+    &k_gemm_conv_avx512, &k_gemm_fconv_avx512,
+    &k_dw_conv_avx2,     &k_dw_fconv_avx2,     &k_wino_conv_avx2,   &k_wino_fconv_avx2,
+    &k_gemm_conv_avx2,   &k_gemm_fconv_avx2,
 #endif
 #if defined(__aarch64__)
-    &k_dw_conv_neon,     &k_dw_fconv_neon,     &k_gemm_conv_neon,   &k_gemm_fconv_neon,
+    &k_dw_conv_neon,     &k_dw_fconv_neon,     &k_wino_conv_neon,   &k_wino_fconv_neon,
+    &k_gemm_conv_neon,   &k_gemm_fconv_neon,
 #endif
     NULL,
 };

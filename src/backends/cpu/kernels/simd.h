@@ -83,6 +83,11 @@ static inline void v_deinterleave2(const float *p, vf *even, vf *odd) {
   *even = _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);
   *odd = _mm512_permutex2var_ps(a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);
 }
+/* The inverse: *lo and *hi take a0 b0 a1 b1 ... */
+static inline void v_interleave2(vf a, vf b, vf *lo, vf *hi) {
+  *lo = _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23), b);
+  *hi = _mm512_permutex2var_ps(a, _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), b);
+}
 /* Loads VN floats at p[0], p[s], p[2s], ... */
 static inline vf v_ld_stride(const float *p, int64_t s) {
   if (s == 1) return v_ld(p);
@@ -166,6 +171,11 @@ static inline void v_deinterleave2(const float *p, vf *even, vf *odd) {
   *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
   *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
 }
+static inline void v_interleave2(vf a, vf b, vf *lo, vf *hi) {
+  __m256 l = _mm256_unpacklo_ps(a, b), h = _mm256_unpackhi_ps(a, b); /* a0 b0 a1 b1 | a4 b4 a5 b5 */
+  *lo = _mm256_permute2f128_ps(l, h, 0x20);
+  *hi = _mm256_permute2f128_ps(l, h, 0x31);
+}
 static inline vf v_ld_stride(const float *p, int64_t s) {
   if (s == 1) return v_ld(p);
   __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)s));
@@ -237,6 +247,10 @@ static inline void v_deinterleave2(const float *p, vf *even, vf *odd) {
   vf a = v_ld(p), b = v_ld(p + VN);
   *even = vuzp1q_f32(a, b);
   *odd = vuzp2q_f32(a, b);
+}
+static inline void v_interleave2(vf a, vf b, vf *lo, vf *hi) {
+  *lo = vzip1q_f32(a, b);
+  *hi = vzip2q_f32(a, b);
 }
 static inline vf v_ld_stride(const float *p, int64_t s) {
   float t[4] = {p[0], p[s], p[2 * s], p[3 * s]};

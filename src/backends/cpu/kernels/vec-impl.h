@@ -861,3 +861,135 @@ static void vec_gemv(const er_gemv *g, int64_t j0, int64_t j1) {
   if (g->b_cs == 1) gemv_rows(g, j0, j1);
   else gemv_dots(g, j0, j1);
 }
+
+/* ======================================================================== */
+/* Winograd F(2x2, 3x3) transforms                                          */
+/* ======================================================================== */
+
+/* Stores lanes [0, n) of v at tiles [p, p + n) (chunk-relative) of
+ * channel c in the panel layout [p / nr][C][nr], splitting a vector that
+ * crosses a panel. */
+static inline void wino_store(float *vt, int64_t nr, int64_t channels, int64_t c, int64_t p, vf v, int n) {
+  int64_t q = p / nr, lane = p % nr;
+  float *d = vt + (q * channels + c) * nr + lane;
+  if (lane + n <= nr) {
+    v_st_n(d, v, n);
+    return;
+  }
+  float tmp[VN];
+  v_st(tmp, v);
+  int first = (int)(nr - lane);
+  memcpy(d, tmp, (size_t)first * sizeof *d);
+  float *d2 = vt + ((q + 1) * channels + c) * nr;
+  int rest = n - first;
+  /* With VN > nr (NEON's nr is 8, VN 4: never; kept general) a vector
+   * could span more than two panels. */
+  while (rest > 0) {
+    int m = rest < nr ? rest : (int)nr;
+    memcpy(d2, tmp + (n - rest), (size_t)m * sizeof *d2);
+    rest -= m;
+    d2 += channels * nr;
+  }
+}
+
+static void vec_wino_input(const er_wino *w, int64_t c0, int64_t c1, float *scratch) {
+  const int64_t tw = w->tw, wpp = 2 * tw + 2 + 2 * VN;
+  const int64_t ty0 = w->t0 / tw, ty1 = (w->t0 + w->tn - 1) / tw;
+  for (int64_t c = c0; c < c1; c++) {
+    const float *xc = w->x + c * w->h * w->w;
+    for (int64_t ty = ty0; ty <= ty1; ty++) {
+      /* The 4 padded input rows of this tile row, in scratch. */
+      for (int r = 0; r < 4; r++) {
+        float *row = scratch + r * wpp;
+        int64_t iy = 2 * ty - w->pt + r;
+        if (iy < 0 || iy >= w->h) {
+          for (int64_t q = 0; q < wpp; q++) row[q] = 0.0f;
+          continue;
+        }
+        int64_t lo = w->pl < wpp ? w->pl : wpp, hi = w->pl + w->w < wpp ? w->pl + w->w : wpp;
+        for (int64_t q = 0; q < lo; q++) row[q] = 0.0f;
+        if (hi > lo) memcpy(row + lo, xc + iy * w->w, (size_t)(hi - lo) * sizeof *row);
+        for (int64_t q = hi > lo ? hi : lo; q < wpp; q++) row[q] = 0.0f;
+      }
+      int64_t txa = w->t0 > ty * tw ? w->t0 - ty * tw : 0;
+      int64_t txb = w->t0 + w->tn - ty * tw < tw ? w->t0 + w->tn - ty * tw : tw;
+      for (int64_t tx = txa; tx < txb; tx += VN) {
+        int n = txb - tx >= VN ? VN : (int)(txb - tx);
+        vf d[4][4];
+        for (int r = 0; r < 4; r++) {
+          const float *row = scratch + r * wpp + 2 * tx;
+          v_deinterleave2(row, &d[r][0], &d[r][1]);
+          v_deinterleave2(row + 2, &d[r][2], &d[r][3]);
+        }
+        /* t = B^T d (rows), then v = t B (columns). */
+        vf t[4][4];
+        for (int j = 0; j < 4; j++) {
+          t[0][j] = v_sub(d[0][j], d[2][j]);
+          t[1][j] = v_add(d[1][j], d[2][j]);
+          t[2][j] = v_sub(d[2][j], d[1][j]);
+          t[3][j] = v_sub(d[1][j], d[3][j]);
+        }
+        int64_t p = ty * tw + tx - w->t0;
+        for (int i = 0; i < 4; i++) {
+          vf v0 = v_sub(t[i][0], t[i][2]), v1 = v_add(t[i][1], t[i][2]);
+          vf v2 = v_sub(t[i][2], t[i][1]), v3 = v_sub(t[i][1], t[i][3]);
+          wino_store(w->v + (size_t)(4 * i + 0) * w->v_stride, w->nr, w->c, c, p, v0, n);
+          wino_store(w->v + (size_t)(4 * i + 1) * w->v_stride, w->nr, w->c, c, p, v1, n);
+          wino_store(w->v + (size_t)(4 * i + 2) * w->v_stride, w->nr, w->c, c, p, v2, n);
+          wino_store(w->v + (size_t)(4 * i + 3) * w->v_stride, w->nr, w->c, c, p, v3, n);
+        }
+      }
+    }
+  }
+}
+
+/* Y = A^T M A with A^T = [1 1 1 0; 0 1 -1 -1], then the epilogue; the two
+ * output columns of VN tiles are interleaved into 2 VN consecutive pixels. */
+static inline void wino_store_row(const er_wino *w, int64_t mch, int64_t oy, int64_t ox, int64_t limit, vf even,
+                                  vf odd, vf bias) {
+  if (oy >= w->oh) return;
+  /* Pixels of this vector's tiles only (limit), and inside the image. */
+  int64_t count = w->ow - ox < limit ? w->ow - ox : limit;
+  if (count <= 0) return;
+  vf lo, hi;
+  v_interleave2(even, odd, &lo, &hi);
+  float *dst = w->y + (mch * w->oh + oy) * w->ow + ox;
+  const float *add = w->add ? w->add + (mch * w->oh + oy) * w->ow + ox : NULL;
+  int n0 = count >= VN ? VN : (int)count, n1 = (int)(count - n0);
+  lo = v_add(lo, bias);
+  if (add) lo = v_add(lo, v_ld_n(add, n0));
+  v_st_n(dst, v_act(lo, &w->act), n0);
+  if (n1 > 0) {
+    hi = v_add(hi, bias);
+    if (add) hi = v_add(hi, v_ld_n(add + VN, n1));
+    v_st_n(dst + VN, v_act(hi, &w->act), n1);
+  }
+}
+
+static void vec_wino_output(const er_wino *w, int64_t m0, int64_t m1) {
+  const int64_t tw = w->tw;
+  const int64_t ty0 = w->t0 / tw, ty1 = (w->t0 + w->tn - 1) / tw;
+  for (int64_t mch = m0; mch < m1; mch++) {
+    vf bias = v_set(w->bias ? w->bias[mch] : 0.0f);
+    for (int64_t ty = ty0; ty <= ty1; ty++) {
+      int64_t txa = w->t0 > ty * tw ? w->t0 - ty * tw : 0;
+      int64_t txb = w->t0 + w->tn - ty * tw < tw ? w->t0 + w->tn - ty * tw : tw;
+      for (int64_t tx = txa; tx < txb; tx += VN) {
+        int n = txb - tx >= VN ? VN : (int)(txb - tx);
+        int64_t p = ty * tw + tx - w->t0;
+        vf mv[16];
+        for (int t = 0; t < 16; t++) mv[t] = v_ld_n(w->mo + (size_t)t * w->m_stride + mch * w->tn + p, n);
+        vf s0[4], s1[4];
+        for (int j = 0; j < 4; j++) {
+          s0[j] = v_add(v_add(mv[j], mv[4 + j]), mv[8 + j]);
+          s1[j] = v_sub(v_sub(mv[4 + j], mv[8 + j]), mv[12 + j]);
+        }
+        vf y00 = v_add(v_add(s0[0], s0[1]), s0[2]), y01 = v_sub(v_sub(s0[1], s0[2]), s0[3]);
+        vf y10 = v_add(v_add(s1[0], s1[1]), s1[2]), y11 = v_sub(v_sub(s1[1], s1[2]), s1[3]);
+        int64_t ox = 2 * tx;
+        wino_store_row(w, mch, 2 * ty, ox, 2 * n, y00, y01, bias);
+        wino_store_row(w, mch, 2 * ty + 1, ox, 2 * n, y10, y11, bias);
+      }
+    }
+  }
+}

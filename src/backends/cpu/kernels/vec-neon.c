@@ -18,4 +18,6 @@ const er_vec_ops er__vec_neon = {
     .layernorm = vec_layernorm,
     .im2col_pack = vec_im2col_pack,
     .gemv = vec_gemv,
+    .wino_input = vec_wino_input,
+    .wino_output = vec_wino_output,
 };

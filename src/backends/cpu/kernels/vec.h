@@ -92,6 +92,30 @@ typedef struct er_gemv {
   er_activation act;
 } er_gemv;
 
+/* Winograd F(2x2, 3x3) convolution over a chunk of output tiles (see
+ * conv.c): the input transform writes V_t = B^T d B of each tile as 16
+ * GEMM right-hand sides, the output transform turns the 16 products
+ * M_t = U_t V_t back into 2x2 outputs with bias, residual and activation. */
+typedef struct er_wino {
+  const float *x;              /* [C, H, W], one image */
+  int64_t c, h, w, oh, ow, pt, pl;
+  int64_t tw;                  /* tiles per row (th = ceil(oh / 2) rows) */
+  int64_t t0, tn;              /* this chunk: tiles [t0, t0 + tn), row-major */
+  float *v;                    /* 16 x [panels of nr tiles][C][nr] */
+  int64_t nr;                  /* the GEMM's panel width */
+  size_t v_stride;             /* floats between the 16 matrices */
+  const float *mo;             /* 16 x [M][tn] products */
+  size_t m_stride;
+  int64_t m;                   /* output channels */
+  float *y;                    /* [M, OH, OW] */
+  const float *bias;           /* [M] or NULL */
+  const float *add;            /* [M, OH, OW] residual or NULL */
+  er_activation act;
+} er_wino;
+
+/* Scratch floats one worker needs for the input transform. */
+static inline size_t er__wino_scratch_floats(int64_t tw, int vn) { return (size_t)(4 * (2 * tw + 2 + 2 * vn) + 16); }
+
 typedef struct er_vec_ops {
   const char *isa;
   int vn;                      /* floats per vector */
@@ -117,6 +141,10 @@ typedef struct er_vec_ops {
   /* The block [k0, k0 + kc) x [j0, j0 + nc) of the patch matrix as panels
    * [q][kc][nr] (the GEMM's packing layout), zero past the last column. */
   void (*im2col_pack)(const er_im2col *ic, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst);
+  /* Winograd transforms: input for channels [c0, c1), output for output
+   * channels [m0, m1). */
+  void (*wino_input)(const er_wino *w, int64_t c0, int64_t c1, float *scratch);
+  void (*wino_output)(const er_wino *w, int64_t m0, int64_t m1);
   /* Columns [j0, j1) of a few-row product (see er_gemv). */
   void (*gemv)(const er_gemv *g, int64_t j0, int64_t j1);
   /* Layer normalization of rows [r0, r1) of x [rows, cols]: y = (x - mean)
