@@ -148,6 +148,11 @@ static void gen_conv_family(case_fn fn, void *arg, bool fused) {
       {1, 17, 11, 10, 19, 3, 3, 1, 1, 1, 1, {2, 0, 1, 2}, 1, NULL},
       {2, 16, 6, 5, 32, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, 1, "SAME_LOWER"},
       {1, 64, 50, 50, 64, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+      /* F(4x4)-sized: odd extents, asymmetric and automatic pads, a batch. */
+      {1, 16, 37, 41, 24, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+      {1, 17, 30, 29, 16, 3, 3, 1, 1, 1, 1, {0, 2, 1, 0}, 1, NULL},
+      {2, 16, 33, 34, 17, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, 1, "SAME_UPPER"},
+      {1, 32, 64, 64, 32, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
   };
   for (size_t i = 0; i < ER_ARRAY_LEN(wino); i++) {
     const conv_spec *w = &wino[i];

@@ -287,14 +287,22 @@ static er_status conv_gemm_run(const er_kernel_run *kr) {
 typedef struct wino_state {
   const er_sgemm_isa *isa;
   const er_vec_ops *ops;
+  int tile;           /* output tile: 2 (F(2x2,3x3)) or 4 (F(4x4,3x3)) */
+  int mats;           /* (tile + 2)^2 products */
   er_activation act;
-  float *u;           /* 16 packed [M, C] matrices, u_stride floats apart */
+  float *u;           /* `mats` packed [M, C] matrices, u_stride floats apart */
   size_t u_stride;
   int64_t m, c;
   int slots;
 } wino_state;
 
-static bool wino_supports(const er_kernel_info *ki, bool isa_ok) {
+/* Panel-rounded GEMM columns times products: the work of each form. */
+static int64_t wino_work(int64_t oh, int64_t ow, int tile) {
+  int64_t tiles = ((oh + tile - 1) / tile) * ((ow + tile - 1) / tile);
+  return (int64_t)(tile + 2) * (tile + 2) * ((tiles + 31) / 32 * 32);
+}
+
+static bool wino_supports(const er_kernel_info *ki, bool isa_ok, int tile) {
   if (!isa_ok || !conv_common_ok(ki, is_fused(ki))) return false;
   const er_tensor *x = ki->in[0], *w = ki->in[1];
   if (x->rank != 4 || !w->data || !er__tensor_shape_known(w)) return false;
@@ -312,15 +320,17 @@ static bool wino_supports(const er_kernel_info *ki, bool isa_ok) {
     if (st[i] != 1) return false;
   for (int64_t i = 0; dl && i < ndl; i++)
     if (dl[i] != 1) return false;
-  /* Worth it only when the tiles fill the GEMM panels: 16 products over
-   * the tiles (rounded up to whole panels) against 9 over the pixels, with
-   * a margin for the transforms. Small images (7x7: 16 tiles in 32-wide
-   * panels) stay with the direct GEMM. */
+  /* Worth it only when the tiles fill the GEMM panels: the products over
+   * the tiles (rounded up to whole 32-wide panels) against 9 over the
+   * pixels, with a margin for the transforms; F(4x4) only where it beats
+   * F(2x2) by the same margin. Small images (7x7: 16 tiles) stay with the
+   * direct GEMM. */
   const er_tensor *y = ki->out[0];
   if (!er__tensor_shape_known(y) || y->rank != 4) return false;
-  int64_t oh = y->dims[2], ow = y->dims[3], tiles = ((oh + 1) / 2) * ((ow + 1) / 2);
-  int64_t panel = 32, wino = 16 * ((tiles + panel - 1) / panel * panel), direct = 9 * oh * ow;
-  return 4 * wino < 3 * direct;
+  int64_t oh = y->dims[2], ow = y->dims[3], direct = 9 * oh * ow;
+  int64_t w2 = wino_work(oh, ow, 2), w4 = wino_work(oh, ow, 4);
+  if (tile == 4) return 4 * w4 < 3 * direct && 4 * w4 < 3 * w2;
+  return 4 * w2 < 3 * direct;
 }
 
 /* The chunk of tiles and the scratch layout for a given geometry. */
@@ -332,10 +342,10 @@ typedef struct wino_plan {
 } wino_plan;
 
 static void wino_plan_make(const wino_state *s, const er_window *g, int slots, wino_plan *p) {
-  p->th = (g->oh + 1) / 2;
-  p->tw = (g->ow + 1) / 2;
+  p->th = (g->oh + s->tile - 1) / s->tile;
+  p->tw = (g->ow + s->tile - 1) / s->tile;
   p->tiles = p->th * p->tw;
-  int64_t per_tile = 16 * (s->c + s->m) * (int64_t)sizeof(float);
+  int64_t per_tile = s->mats * (s->c + s->m) * (int64_t)sizeof(float);
   /* A multiple of 32, so of every ISA's panel width. */
   int64_t chunk = WINO_CHUNK_BYTES / per_tile / 32 * 32;
   if (chunk < 32) chunk = 32;
@@ -343,11 +353,11 @@ static void wino_plan_make(const wino_state *s, const er_window *g, int slots, w
   p->chunk = chunk < all ? chunk : all;
   p->v_stride = (size_t)(s->c * p->chunk);
   p->m_stride = (size_t)(s->m * p->chunk);
-  p->slot_floats = (er__wino_scratch_floats(p->tw, s->ops->vn) + 15) / 16 * 16;
-  p->total_floats = 16 * (p->v_stride + p->m_stride) + (size_t)slots * p->slot_floats;
+  p->slot_floats = (er__wino_scratch_floats(p->tw, s->ops->vn, s->tile) + 15) / 16 * 16;
+  p->total_floats = (size_t)s->mats * (p->v_stride + p->m_stride) + (size_t)slots * p->slot_floats;
 }
 
-static er_status wino_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa, const er_vec_ops *ops,
+static er_status wino_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa, const er_vec_ops *ops, int tile,
                               void **state_out, size_t *scratch_out) {
   wino_state *s = calloc(1, sizeof *s);
   if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for a Conv kernel");
@@ -355,36 +365,41 @@ static er_status wino_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa,
   const er_tensor *w = ki->in[1];
   s->isa = isa;
   s->ops = ops;
+  s->tile = tile;
+  s->mats = (tile + 2) * (tile + 2);
   s->act = node_act(&ctx);
   s->slots = er__ki_slots(ki);
   s->m = w->dims[0];
   s->c = w->dims[1];
   s->u_stride = (er__sgemm_packed_a_floats(isa, s->m, s->c) + 15) / 16 * 16;
-  s->u = er__aligned_alloc(16 * s->u_stride * sizeof(float));
-  float *tmp = malloc((size_t)(16 * s->m * s->c) * sizeof *tmp);
+  s->u = er__aligned_alloc((size_t)s->mats * s->u_stride * sizeof(float));
+  float *tmp = malloc((size_t)(s->mats * s->m * s->c) * sizeof *tmp);
   if (!s->u || !tmp) {
     er__aligned_free(s->u);
     free(tmp);
     free(s);
     return er__error(ER_STATUS_OUT_OF_MEMORY, "Conv '%s': out of memory transforming weights", ki->node->name);
   }
-  /* U = G g G^T with G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1], in
-   * double, rounded once. */
-  static const double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  /* U = G g G^T, in double, rounded once. */
+  static const double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  static const double G4[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                  {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+  const int a = tile + 2;
+  const double(*G)[3] = tile == 4 ? G4 : G2;
   const float *wd = w->data;
   for (int64_t m = 0; m < s->m; m++) {
     for (int64_t c = 0; c < s->c; c++) {
       const float *gk = wd + (m * s->c + c) * 9;
-      double tg[4][3];
-      for (int i = 0; i < 4; i++)
+      double tg[6][3];
+      for (int i = 0; i < a; i++)
         for (int j = 0; j < 3; j++) tg[i][j] = G[i][0] * gk[j] + G[i][1] * gk[3 + j] + G[i][2] * gk[6 + j];
-      for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++)
-          tmp[((size_t)(i * 4 + j) * (size_t)s->m + (size_t)m) * (size_t)s->c + (size_t)c] =
+      for (int i = 0; i < a; i++)
+        for (int j = 0; j < a; j++)
+          tmp[((size_t)(i * a + j) * (size_t)s->m + (size_t)m) * (size_t)s->c + (size_t)c] =
               (float)(tg[i][0] * G[j][0] + tg[i][1] * G[j][1] + tg[i][2] * G[j][2]);
     }
   }
-  for (int t = 0; t < 16; t++)
+  for (int t = 0; t < s->mats; t++)
     er__sgemm_pack_a(isa, tmp + (size_t)t * (size_t)(s->m * s->c), s->c, 1, s->m, s->c, 1.0f,
                      s->u + (size_t)t * s->u_stride);
   free(tmp);
@@ -419,8 +434,8 @@ typedef struct wino_job {
 static void wino_in_chunk(void *arg, int64_t begin, int64_t end) {
   const wino_job *j = arg;
   for (int64_t c = begin; c < end; c++)
-    j->s->ops->wino_input(j->w, j->count * c / j->chunks, j->count * (c + 1) / j->chunks,
-                          j->slots + (size_t)c * j->p->slot_floats);
+    (j->s->tile == 4 ? j->s->ops->wino4_input : j->s->ops->wino_input)(
+        j->w, j->count * c / j->chunks, j->count * (c + 1) / j->chunks, j->slots + (size_t)c * j->p->slot_floats);
 }
 
 static void wino_gemm_chunk(void *arg, int64_t begin, int64_t end) {
@@ -443,7 +458,7 @@ static void wino_gemm_chunk(void *arg, int64_t begin, int64_t end) {
 
 static void wino_out_chunk(void *arg, int64_t begin, int64_t end) {
   const wino_job *j = arg;
-  j->s->ops->wino_output(j->w, begin, end);
+  (j->s->tile == 4 ? j->s->ops->wino4_output : j->s->ops->wino_output)(j->w, begin, end);
 }
 
 static er_status wino_run(const er_kernel_run *kr) {
@@ -464,7 +479,7 @@ static er_status wino_run(const er_kernel_run *kr) {
   int slots = 1;
   /* One allocation for V, M and every worker's rows: ask for it as one slot. */
   ER_CHECK(er__kr_scratch(kr, p.total_floats * sizeof(float), &scratch, &slots, &owned));
-  float *v = scratch, *mo = v + 16 * p.v_stride, *rows = mo + 16 * p.m_stride;
+  float *v = scratch, *mo = v + (size_t)s->mats * p.v_stride, *rows = mo + (size_t)s->mats * p.m_stride;
   for (int64_t n = 0; n < g.n; n++) {
     for (int64_t t0 = 0; t0 < p.tiles; t0 += p.chunk) {
       er_wino wj;
@@ -487,7 +502,7 @@ static er_status wino_run(const er_kernel_run *kr) {
       /* The last panel's columns past the chunk's tiles: zeros. */
       int64_t nr = s->isa->nr, tail = wj.tn % nr;
       if (tail)
-        for (int t = 0; t < 16; t++)
+        for (int t = 0; t < s->mats; t++)
           for (int64_t c = 0; c < g.c; c++)
             memset(v + (size_t)t * p.v_stride + (size_t)(((wj.tn / nr) * g.c + c) * nr + tail), 0,
                    (size_t)(nr - tail) * sizeof(float));
@@ -495,8 +510,8 @@ static er_status wino_run(const er_kernel_run *kr) {
       int in_chunks = (int)min64(min64(workers, g.c), max64(1, work >> 12));
       wino_job jin = {s, &wj, &p, rows, g.c, in_chunks};
       er__parallel_for(kr->pool, in_chunks, 1, wino_in_chunk, &jin);
-      wino_job jg = {s, &wj, &p, rows, 16, 16};
-      er__parallel_for(kr->pool, 16, 1, wino_gemm_chunk, &jg);
+      wino_job jg = {s, &wj, &p, rows, s->mats, s->mats};
+      er__parallel_for(kr->pool, s->mats, 1, wino_gemm_chunk, &jg);
       er__parallel_for(kr->pool, g.m, max64(1, 4096 / max64(1, wj.tn)), wino_out_chunk, &jg);
     }
   }
@@ -636,12 +651,18 @@ static er_status dw_run(const er_kernel_run *kr) {
   }                                                                                                    \
   static const er_cpu_kernel k_dw_##SFX = {"f32_" PREFIX "dwconv__" ISA, OP, DOMAIN, dw_supports_##SFX,          \
                                           dw_prepare_##SFX, dw_run, free};                                     \
-  static bool wino_supports_##SFX(const er_kernel_info *ki) { return wino_supports(ki, ISA_OK(ki->cpu)); }       \
+  static bool wino_supports_##SFX(const er_kernel_info *ki) { return wino_supports(ki, ISA_OK(ki->cpu), 2); }    \
   static er_status wino_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {                  \
-    return wino_prepare(ki, &SG, &VO, st, scratch);                                                            \
+    return wino_prepare(ki, &SG, &VO, 2, st, scratch);                                                         \
   }                                                                                                            \
   static const er_cpu_kernel k_wino_##SFX = {"f32_" PREFIX "conv_winograd_2x2_3x3__" ISA, OP, DOMAIN,           \
-                                            wino_supports_##SFX, wino_prepare_##SFX, wino_run, wino_release};
+                                            wino_supports_##SFX, wino_prepare_##SFX, wino_run, wino_release};  \
+  static bool wino4_supports_##SFX(const er_kernel_info *ki) { return wino_supports(ki, ISA_OK(ki->cpu), 4); }   \
+  static er_status wino4_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {                 \
+    return wino_prepare(ki, &SG, &VO, 4, st, scratch);                                                         \
+  }                                                                                                            \
+  static const er_cpu_kernel k_wino4_##SFX = {"f32_" PREFIX "conv_winograd_4x4_3x3__" ISA, OP, DOMAIN,          \
+                                             wino4_supports_##SFX, wino4_prepare_##SFX, wino_run, wino_release};
 
 #if defined(__x86_64__) || defined(__i386__)
 DEFINE_CONV_KERNELS("Conv", "", "", conv_avx512, "14x32", "avx512", er__sgemm_avx512, er__vec_avx512, er__cpu_has_avx512)
@@ -659,13 +680,16 @@ DEFINE_CONV_KERNELS("FusedConv", ER_FUSED_DOMAIN, "fused_", fconv_neon, "8x8", "
 
 const er_cpu_kernel *const er__kernels_conv[] = {
 #if defined(__x86_64__) || defined(__i386__)
-    &k_dw_conv_avx512,   &k_dw_fconv_avx512,   &k_wino_conv_avx512, &k_wino_fconv_avx512,
+    &k_dw_conv_avx512,   &k_dw_fconv_avx512,   &k_wino4_conv_avx512, &k_wino4_fconv_avx512,
+    &k_wino_conv_avx512, &k_wino_fconv_avx512,
     &k_gemm_conv_avx512, &k_gemm_fconv_avx512,
-    &k_dw_conv_avx2,     &k_dw_fconv_avx2,     &k_wino_conv_avx2,   &k_wino_fconv_avx2,
+    &k_dw_conv_avx2,     &k_dw_fconv_avx2,     &k_wino4_conv_avx2,  &k_wino4_fconv_avx2,
+    &k_wino_conv_avx2,   &k_wino_fconv_avx2,
     &k_gemm_conv_avx2,   &k_gemm_fconv_avx2,
 #endif
 #if defined(__aarch64__)
-    &k_dw_conv_neon,     &k_dw_fconv_neon,     &k_wino_conv_neon,   &k_wino_fconv_neon,
+    &k_dw_conv_neon,     &k_dw_fconv_neon,     &k_wino4_conv_neon,  &k_wino4_fconv_neon,
+    &k_wino_conv_neon,   &k_wino_fconv_neon,
     &k_gemm_conv_neon,   &k_gemm_fconv_neon,
 #endif
     NULL,

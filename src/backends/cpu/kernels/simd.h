@@ -83,6 +83,11 @@ static inline void v_deinterleave2(const float *p, vf *even, vf *odd) {
   *even = _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);
   *odd = _mm512_permutex2var_ps(a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);
 }
+/* Even and odd elements of the 2 VN floats a, b (registers). */
+static inline void v_uzp(vf a, vf b, vf *even, vf *odd) {
+  *even = _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);
+  *odd = _mm512_permutex2var_ps(a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);
+}
 /* The inverse: *lo and *hi take a0 b0 a1 b1 ... */
 static inline void v_interleave2(vf a, vf b, vf *lo, vf *hi) {
   *lo = _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23), b);
@@ -171,6 +176,11 @@ static inline void v_deinterleave2(const float *p, vf *even, vf *odd) {
   *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
   *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
 }
+static inline void v_uzp(vf a, vf b, vf *even, vf *odd) {
+  __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), o = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+  *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+  *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
+}
 static inline void v_interleave2(vf a, vf b, vf *lo, vf *hi) {
   __m256 l = _mm256_unpacklo_ps(a, b), h = _mm256_unpackhi_ps(a, b); /* a0 b0 a1 b1 | a4 b4 a5 b5 */
   *lo = _mm256_permute2f128_ps(l, h, 0x20);
@@ -245,6 +255,10 @@ static inline float v_hsum(vf a) { return vaddvq_f32(a); }
 static inline float v_hmax(vf a) { return vmaxvq_f32(a); }
 static inline void v_deinterleave2(const float *p, vf *even, vf *odd) {
   vf a = v_ld(p), b = v_ld(p + VN);
+  *even = vuzp1q_f32(a, b);
+  *odd = vuzp2q_f32(a, b);
+}
+static inline void v_uzp(vf a, vf b, vf *even, vf *odd) {
   *even = vuzp1q_f32(a, b);
   *odd = vuzp2q_f32(a, b);
 }

@@ -993,3 +993,127 @@ static void vec_wino_output(const er_wino *w, int64_t m0, int64_t m1) {
     }
   }
 }
+
+/* ---- F(4x4, 3x3) ------------------------------------------------------------ */
+
+/* B^T d for one column of six (or d B for one row): the rows of
+ * B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0;
+ *        0 2 -1 -2 1 0; 0 4 0 -5 0 1]. */
+static inline void wino4_bt(const vf *d, vf *o) {
+  vf four = v_set(4.0f), five = v_set(5.0f), two = v_set(2.0f);
+  o[0] = v_add(v_fnma(five, d[2], v_mul(four, d[0])), d[4]);
+  o[1] = v_add(v_add(d[3], d[4]), v_mul(four, v_neg(v_add(d[1], d[2]))));
+  o[2] = v_add(v_sub(d[4], d[3]), v_mul(four, v_sub(d[1], d[2])));
+  o[3] = v_add(v_sub(d[4], d[2]), v_mul(two, v_sub(d[3], d[1])));
+  o[4] = v_add(v_sub(d[4], d[2]), v_mul(two, v_sub(d[1], d[3])));
+  o[5] = v_add(v_fnma(five, d[3], v_mul(four, d[1])), d[5]);
+}
+
+static void vec_wino4_input(const er_wino *w, int64_t c0, int64_t c1, float *scratch) {
+  const int64_t tw = w->tw, wpp = 4 * tw + 4 + 4 * VN;
+  const int64_t ty0 = w->t0 / tw, ty1 = (w->t0 + w->tn - 1) / tw;
+  for (int64_t c = c0; c < c1; c++) {
+    const float *xc = w->x + c * w->h * w->w;
+    for (int64_t ty = ty0; ty <= ty1; ty++) {
+      for (int r = 0; r < 6; r++) {
+        float *row = scratch + r * wpp;
+        int64_t iy = 4 * ty - w->pt + r;
+        if (iy < 0 || iy >= w->h) {
+          for (int64_t q = 0; q < wpp; q++) row[q] = 0.0f;
+          continue;
+        }
+        int64_t lo = w->pl < wpp ? w->pl : wpp, hi = w->pl + w->w < wpp ? w->pl + w->w : wpp;
+        for (int64_t q = 0; q < lo; q++) row[q] = 0.0f;
+        if (hi > lo) memcpy(row + lo, xc + iy * w->w, (size_t)(hi - lo) * sizeof *row);
+        for (int64_t q = hi > lo ? hi : lo; q < wpp; q++) row[q] = 0.0f;
+      }
+      int64_t txa = w->t0 > ty * tw ? w->t0 - ty * tw : 0;
+      int64_t txb = w->t0 + w->tn - ty * tw < tw ? w->t0 + w->tn - ty * tw : tw;
+      for (int64_t tx = txa; tx < txb; tx += VN) {
+        int n = txb - tx >= VN ? VN : (int)(txb - tx);
+        /* d[r][j]: column 4 tx + j of padded row r, VN tiles at once (two
+         * levels of even/odd splits give the stride-4 columns). */
+        vf t[6][6];
+        for (int r = 0; r < 6; r++) {
+          const float *row = scratch + r * wpp + 4 * tx;
+          vf d[8];
+          for (int h = 0; h < 2; h++) {
+            const float *p = row + 4 * h;
+            vf e01, o01, e23, o23;
+            v_uzp(v_ld(p), v_ld(p + VN), &e01, &o01);
+            v_uzp(v_ld(p + 2 * VN), v_ld(p + 3 * VN), &e23, &o23);
+            v_uzp(e01, e23, &d[4 * h + 0], &d[4 * h + 2]);
+            v_uzp(o01, o23, &d[4 * h + 1], &d[4 * h + 3]);
+          }
+          /* Row r of d B, i.e. B^T applied along the row. */
+          wino4_bt(d, t[r]);
+        }
+        int64_t p = ty * tw + tx - w->t0;
+        for (int j = 0; j < 6; j++) {
+          vf col[6], o[6];
+          for (int r = 0; r < 6; r++) col[r] = t[r][j];
+          wino4_bt(col, o);
+          for (int i = 0; i < 6; i++)
+            wino_store(w->v + (size_t)(6 * i + j) * w->v_stride, w->nr, w->c, c, p, o[i], n);
+        }
+      }
+    }
+  }
+}
+
+/* A^T m for one column of six: rows of A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0;
+ * 0 1 1 4 4 0; 0 1 -1 8 -8 1]. */
+static inline void wino4_at(const vf *m, vf *o) {
+  vf s12 = v_add(m[1], m[2]), d12 = v_sub(m[1], m[2]), s34 = v_add(m[3], m[4]), d34 = v_sub(m[3], m[4]);
+  o[0] = v_add(v_add(m[0], s12), s34);
+  o[1] = v_fma(v_set(2.0f), d34, d12);
+  o[2] = v_fma(v_set(4.0f), s34, s12);
+  o[3] = v_add(v_fma(v_set(8.0f), d34, d12), m[5]);
+}
+
+static void vec_wino4_output(const er_wino *w, int64_t m0, int64_t m1) {
+  const int64_t tw = w->tw;
+  const int64_t ty0 = w->t0 / tw, ty1 = (w->t0 + w->tn - 1) / tw;
+  for (int64_t mch = m0; mch < m1; mch++) {
+    vf bias = v_set(w->bias ? w->bias[mch] : 0.0f);
+    for (int64_t ty = ty0; ty <= ty1; ty++) {
+      int64_t txa = w->t0 > ty * tw ? w->t0 - ty * tw : 0;
+      int64_t txb = w->t0 + w->tn - ty * tw < tw ? w->t0 + w->tn - ty * tw : tw;
+      for (int64_t tx = txa; tx < txb; tx += VN) {
+        int n = txb - tx >= VN ? VN : (int)(txb - tx);
+        int64_t p = ty * tw + tx - w->t0;
+        /* s = A^T M (rows 0..3), column by column. */
+        vf s[4][6];
+        for (int j = 0; j < 6; j++) {
+          vf col[6], o[4];
+          for (int i = 0; i < 6; i++) col[i] = v_ld_n(w->mo + (size_t)(6 * i + j) * w->m_stride + mch * w->tn + p, n);
+          wino4_at(col, o);
+          for (int i = 0; i < 4; i++) s[i][j] = o[i];
+        }
+        for (int i = 0; i < 4; i++) {
+          int64_t oy = 4 * ty + i;
+          if (oy >= w->oh) break;
+          vf y[4];
+          wino4_at(s[i], y);
+          /* Pixels 4 tx + j of VN tiles: two levels of interleaving. */
+          vf alo, ahi, blo, bhi, out[4];
+          v_interleave2(y[0], y[2], &alo, &ahi);
+          v_interleave2(y[1], y[3], &blo, &bhi);
+          v_interleave2(alo, blo, &out[0], &out[1]);
+          v_interleave2(ahi, bhi, &out[2], &out[3]);
+          int64_t ox = 4 * tx;
+          int64_t count = w->ow - ox < 4 * n ? w->ow - ox : 4 * n;
+          float *dst = w->y + (mch * w->oh + oy) * w->ow + ox;
+          const float *add = w->add ? w->add + (mch * w->oh + oy) * w->ow + ox : NULL;
+          for (int k = 0; k < 4 && count > 0; k++) {
+            int c = count >= VN ? VN : (int)count;
+            vf o = v_add(out[k], bias);
+            if (add) o = v_add(o, v_ld_n(add + k * VN, c));
+            v_st_n(dst + k * VN, v_act(o, &w->act), c);
+            count -= c;
+          }
+        }
+      }
+    }
+  }
+}

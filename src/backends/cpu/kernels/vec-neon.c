@@ -20,4 +20,6 @@ const er_vec_ops er__vec_neon = {
     .gemv = vec_gemv,
     .wino_input = vec_wino_input,
     .wino_output = vec_wino_output,
+    .wino4_input = vec_wino4_input,
+    .wino4_output = vec_wino4_output,
 };

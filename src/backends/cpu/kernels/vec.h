@@ -92,14 +92,15 @@ typedef struct er_gemv {
   er_activation act;
 } er_gemv;
 
-/* Winograd F(2x2, 3x3) convolution over a chunk of output tiles (see
- * conv.c): the input transform writes V_t = B^T d B of each tile as 16
- * GEMM right-hand sides, the output transform turns the 16 products
- * M_t = U_t V_t back into 2x2 outputs with bias, residual and activation. */
+/* Winograd F(2x2, 3x3) and F(4x4, 3x3) convolution over a chunk of output
+ * tiles (see conv.c): the input transform writes V_t = B^T d B of each
+ * tile as 16 (36) GEMM right-hand sides, the output transform turns the
+ * products M_t = U_t V_t back into 2x2 (4x4) outputs with bias, residual
+ * and activation. */
 typedef struct er_wino {
   const float *x;              /* [C, H, W], one image */
   int64_t c, h, w, oh, ow, pt, pl;
-  int64_t tw;                  /* tiles per row (th = ceil(oh / 2) rows) */
+  int64_t tw;                  /* tiles per row (th = ceil(oh / tile) rows) */
   int64_t t0, tn;              /* this chunk: tiles [t0, t0 + tn), row-major */
   float *v;                    /* 16 x [panels of nr tiles][C][nr] */
   int64_t nr;                  /* the GEMM's panel width */
@@ -113,8 +114,11 @@ typedef struct er_wino {
   er_activation act;
 } er_wino;
 
-/* Scratch floats one worker needs for the input transform. */
-static inline size_t er__wino_scratch_floats(int64_t tw, int vn) { return (size_t)(4 * (2 * tw + 2 + 2 * vn) + 16); }
+/* Scratch floats one worker needs for the input transform (rows of the
+ * padded input for one row of tiles). */
+static inline size_t er__wino_scratch_floats(int64_t tw, int vn, int tile) {
+  return tile == 4 ? (size_t)(6 * (4 * tw + 4 + 4 * vn) + 16) : (size_t)(4 * (2 * tw + 2 + 2 * vn) + 16);
+}
 
 typedef struct er_vec_ops {
   const char *isa;
@@ -145,6 +149,8 @@ typedef struct er_vec_ops {
    * channels [m0, m1). */
   void (*wino_input)(const er_wino *w, int64_t c0, int64_t c1, float *scratch);
   void (*wino_output)(const er_wino *w, int64_t m0, int64_t m1);
+  void (*wino4_input)(const er_wino *w, int64_t c0, int64_t c1, float *scratch);
+  void (*wino4_output)(const er_wino *w, int64_t m0, int64_t m1);
   /* Columns [j0, j1) of a few-row product (see er_gemv). */
   void (*gemv)(const er_gemv *g, int64_t j0, int64_t j1);
   /* Layer normalization of rows [r0, r1) of x [rows, cols]: y = (x - mean)
