@@ -353,7 +353,7 @@ static void wino_plan_make(const wino_state *s, const er_window *g, int slots, w
   p->chunk = chunk < all ? chunk : all;
   p->v_stride = (size_t)(s->c * p->chunk);
   p->m_stride = (size_t)(s->m * p->chunk);
-  p->slot_floats = (er__wino_scratch_floats(p->tw, s->ops->vn, s->tile) + 15) / 16 * 16;
+  p->slot_floats = (er__wino_scratch_floats(p->tw, s->ops->vn, s->tile, p->chunk) + 15) / 16 * 16;
   p->total_floats = (size_t)s->mats * (p->v_stride + p->m_stride) + (size_t)slots * p->slot_floats;
 }
 
@@ -489,6 +489,7 @@ static er_status wino_run(const er_kernel_run *kr) {
       wj.tw = p.tw;
       wj.t0 = t0;
       wj.tn = p.tiles - t0 < p.chunk ? p.tiles - t0 : p.chunk;
+      wj.chunk = p.chunk;
       wj.v = v;
       wj.nr = s->isa->nr;
       wj.v_stride = p.v_stride;
@@ -583,7 +584,8 @@ static er_status dw_prepare_common(const er_kernel_info *ki, const er_vec_ops *o
     er_dw_args a;
     memset(&a, 0, sizeof a);
     a.oh = g.oh, a.ow = g.ow, a.kh = g.kh, a.kw = g.kw, a.sh = g.sh, a.sw = g.sw, a.dh = g.dh, a.dw = g.dw;
-    *scratch_out = er__dw_scratch_floats(&a, ops->vn) * sizeof(float) * (size_t)s->slots;
+    /* Slots rounded as dw_run rounds them, so the run finds them all. */
+    *scratch_out = (er__dw_scratch_floats(&a, ops->vn) + 15) / 16 * 16 * sizeof(float) * (size_t)s->slots;
   }
   *state_out = s;
   return ER_STATUS_OK;

@@ -866,35 +866,29 @@ static void vec_gemv(const er_gemv *g, int64_t j0, int64_t j1) {
 /* Winograd F(2x2, 3x3) transforms                                          */
 /* ======================================================================== */
 
-/* Stores lanes [0, n) of v at tiles [p, p + n) (chunk-relative) of
- * channel c in the panel layout [p / nr][C][nr], splitting a vector that
- * crosses a panel. */
-static inline void wino_store(float *vt, int64_t nr, int64_t channels, int64_t c, int64_t p, vf v, int n) {
-  int64_t q = p / nr, lane = p % nr;
-  float *d = vt + (q * channels + c) * nr + lane;
-  if (lane + n <= nr) {
-    v_st_n(d, v, n);
-    return;
-  }
-  float tmp[VN];
-  v_st(tmp, v);
-  int first = (int)(nr - lane);
-  memcpy(d, tmp, (size_t)first * sizeof *d);
-  float *d2 = vt + ((q + 1) * channels + c) * nr;
-  int rest = n - first;
-  /* With VN > nr (NEON's nr is 8, VN 4: never; kept general) a vector
-   * could span more than two panels. */
-  while (rest > 0) {
-    int m = rest < nr ? rest : (int)nr;
-    memcpy(d2, tmp + (n - rest), (size_t)m * sizeof *d2);
-    rest -= m;
-    d2 += channels * nr;
+/* One channel's transformed tiles go to a contiguous staging row per
+ * product first ([mats][chunk], no panel boundaries inside a vector
+ * store), then into the GEMM's panel layout [p / nr][C][nr] in whole
+ * panel rows. */
+static void wino_flush(const er_wino *w, int mats, int64_t c, const float *stage) {
+  const int64_t nr = w->nr;
+  for (int t = 0; t < mats; t++) {
+    const float *src = stage + (size_t)t * (size_t)w->chunk;
+    float *vt = w->v + (size_t)t * w->v_stride;
+    for (int64_t p = 0; p < w->tn; p += nr) {
+      int64_t n = w->tn - p < nr ? w->tn - p : nr;
+      float *d = vt + ((p / nr) * w->c + c) * nr;
+      int64_t i = 0;
+      for (; i + VN <= n; i += VN) v_st(d + i, v_ld(src + p + i));
+      if (i < n) v_st_n(d + i, v_ld_n(src + p + i, (int)(n - i)), (int)(n - i));
+    }
   }
 }
 
 static void vec_wino_input(const er_wino *w, int64_t c0, int64_t c1, float *scratch) {
   const int64_t tw = w->tw, wpp = 2 * tw + 2 + 2 * VN;
   const int64_t ty0 = w->t0 / tw, ty1 = (w->t0 + w->tn - 1) / tw;
+  float *stage = scratch + (4 * wpp + 15) / 16 * 16;
   for (int64_t c = c0; c < c1; c++) {
     const float *xc = w->x + c * w->h * w->w;
     for (int64_t ty = ty0; ty <= ty1; ty++) {
@@ -933,13 +927,14 @@ static void vec_wino_input(const er_wino *w, int64_t c0, int64_t c1, float *scra
         for (int i = 0; i < 4; i++) {
           vf v0 = v_sub(t[i][0], t[i][2]), v1 = v_add(t[i][1], t[i][2]);
           vf v2 = v_sub(t[i][2], t[i][1]), v3 = v_sub(t[i][1], t[i][3]);
-          wino_store(w->v + (size_t)(4 * i + 0) * w->v_stride, w->nr, w->c, c, p, v0, n);
-          wino_store(w->v + (size_t)(4 * i + 1) * w->v_stride, w->nr, w->c, c, p, v1, n);
-          wino_store(w->v + (size_t)(4 * i + 2) * w->v_stride, w->nr, w->c, c, p, v2, n);
-          wino_store(w->v + (size_t)(4 * i + 3) * w->v_stride, w->nr, w->c, c, p, v3, n);
+          v_st_n(stage + (size_t)(4 * i + 0) * (size_t)w->chunk + p, v0, n);
+          v_st_n(stage + (size_t)(4 * i + 1) * (size_t)w->chunk + p, v1, n);
+          v_st_n(stage + (size_t)(4 * i + 2) * (size_t)w->chunk + p, v2, n);
+          v_st_n(stage + (size_t)(4 * i + 3) * (size_t)w->chunk + p, v3, n);
         }
       }
     }
+    wino_flush(w, 16, c, stage);
   }
 }
 
@@ -1012,6 +1007,7 @@ static inline void wino4_bt(const vf *d, vf *o) {
 static void vec_wino4_input(const er_wino *w, int64_t c0, int64_t c1, float *scratch) {
   const int64_t tw = w->tw, wpp = 4 * tw + 4 + 4 * VN;
   const int64_t ty0 = w->t0 / tw, ty1 = (w->t0 + w->tn - 1) / tw;
+  float *stage = scratch + (6 * wpp + 15) / 16 * 16;
   for (int64_t c = c0; c < c1; c++) {
     const float *xc = w->x + c * w->h * w->w;
     for (int64_t ty = ty0; ty <= ty1; ty++) {
@@ -1053,11 +1049,11 @@ static void vec_wino4_input(const er_wino *w, int64_t c0, int64_t c1, float *scr
           vf col[6], o[6];
           for (int r = 0; r < 6; r++) col[r] = t[r][j];
           wino4_bt(col, o);
-          for (int i = 0; i < 6; i++)
-            wino_store(w->v + (size_t)(6 * i + j) * w->v_stride, w->nr, w->c, c, p, o[i], n);
+          for (int i = 0; i < 6; i++) v_st_n(stage + (size_t)(6 * i + j) * (size_t)w->chunk + p, o[i], n);
         }
       }
     }
+    wino_flush(w, 36, c, stage);
   }
 }
 

@@ -102,6 +102,7 @@ typedef struct er_wino {
   int64_t c, h, w, oh, ow, pt, pl;
   int64_t tw;                  /* tiles per row (th = ceil(oh / tile) rows) */
   int64_t t0, tn;              /* this chunk: tiles [t0, t0 + tn), row-major */
+  int64_t chunk;               /* the most tiles of a chunk (a multiple of 32) */
   float *v;                    /* 16 x [panels of nr tiles][C][nr] */
   int64_t nr;                  /* the GEMM's panel width */
   size_t v_stride;             /* floats between the 16 matrices */
@@ -114,10 +115,12 @@ typedef struct er_wino {
   er_activation act;
 } er_wino;
 
-/* Scratch floats one worker needs for the input transform (rows of the
- * padded input for one row of tiles). */
-static inline size_t er__wino_scratch_floats(int64_t tw, int vn, int tile) {
-  return tile == 4 ? (size_t)(6 * (4 * tw + 4 + 4 * vn) + 16) : (size_t)(4 * (2 * tw + 2 + 2 * vn) + 16);
+/* Scratch floats one worker needs for the input transform: rows of the
+ * padded input for one row of tiles, then one channel's transformed tiles
+ * ([(tile + 2)^2][chunk], copied into the panels once complete). */
+static inline size_t er__wino_scratch_floats(int64_t tw, int vn, int tile, int64_t chunk) {
+  size_t rows = tile == 4 ? (size_t)(6 * (4 * tw + 4 + 4 * vn)) : (size_t)(4 * (2 * tw + 2 + 2 * vn));
+  return (rows + 15) / 16 * 16 + (size_t)((tile + 2) * (tile + 2) * chunk) + 16;
 }
 
 typedef struct er_vec_ops {
