@@ -11,6 +11,7 @@
 #include "kharness.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -492,6 +493,37 @@ static void on_case(kcase *c, void *arg) {
 /* main                                                                      */
 /* ======================================================================== */
 
+/* The pool the kernels split work on must run every chunk of every job
+ * exactly once, also when workers lag (more workers than cores, jobs with
+ * fewer chunks than workers): many small jobs, each chunk counting its
+ * runs. */
+#define POOL_JOBS 30000
+static _Atomic int pool_hits[8];
+
+static void pool_count(void *arg, int64_t begin, int64_t end) {
+  ER_UNUSED(arg);
+  for (int64_t i = begin; i < end; i++) atomic_fetch_add(&pool_hits[i], 1);
+}
+
+static bool pool_selfcheck(void) {
+  er_thread_pool *pool;
+  if (er__pool_create(4, &pool) != ER_STATUS_OK) return false;
+  long bad = 0;
+  for (long job = 0; job < POOL_JOBS; job++) {
+    int n = 1 + (int)(job % 4);
+    for (int i = 0; i < 8; i++) atomic_store(&pool_hits[i], 0);
+    er__parallel_for(pool, n, 1, pool_count, NULL);
+    for (int i = 0; i < n; i++)
+      if (atomic_load(&pool_hits[i]) != 1) {
+        bad++;
+        break;
+      }
+  }
+  er__pool_free(pool);
+  if (bad) fprintf(stderr, "FAIL thread pool: %ld of %d jobs ran a chunk other than once\n", bad, POOL_JOBS);
+  return bad == 0;
+}
+
 /* Whether the CPU runs kernels of this ISA; *lacks names what is missing. */
 static bool isa_available(const char *isa, const er_cpu_features *f, const char **lacks) {
   if (strcmp(isa, "avx512") == 0) {
@@ -529,6 +561,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   int passed = 0, failed = 0, skipped = 0, kernels = 0;
+  if (!kernel_filter) {
+    bool ok = pool_selfcheck();
+    printf("%s thread pool: %d jobs, each chunk run exactly once\n", ok ? "ok  " : "FAIL", POOL_JOBS);
+    if (ok) passed++;
+    else failed++;
+  }
   for (const er_cpu_kernel *const *kp = er__cpu_kernels_all(); *kp; kp++) {
     const er_cpu_kernel *k = *kp;
     if (kernel_filter && !strstr(k->name, kernel_filter)) continue;

@@ -614,7 +614,7 @@ static er_status dw_run(const er_kernel_run *kr) {
   er_window g;
   er_dw_args a;
   if (!er__window_get(ctx, ctx->in[0], ctx->in[1], ctx->out[0], &g) || !dw_args(kr, &g, &a) ||
-      g.kh > ER_DW_MAX_TAPS || g.kw > ER_DW_MAX_TAPS)
+      g.kh > ER_DW_MAX_TAPS || g.kw > ER_DW_MAX_TAPS || er__dw_ring_slots(&a) > ER_DW_RING_MAX)
     return er__kr_reference(kr);
   if (er__tensor_count(ctx->out[0]) == 0) return ER_STATUS_OK;
   size_t slot_floats = (er__dw_scratch_floats(&a, s->ops->vn) + 15) / 16 * 16;

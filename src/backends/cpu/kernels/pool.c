@@ -91,6 +91,7 @@ static er_status pool_run(const er_kernel_run *kr) {
   a.sh = g.sh, a.sw = g.sw, a.dh = g.dh, a.dw = g.dw, a.pt = g.pt, a.pl = g.pl, a.pb = g.pb, a.pr = g.pr;
   a.pool = s->kind;
   a.count_include_pad = s->count_include_pad;
+  if (er__dw_ring_slots(&a) > ER_DW_RING_MAX) return er__kr_reference(kr);
   size_t slot_floats = (er__dw_scratch_floats(&a, s->ops->vn) + 15) / 16 * 16;
   void *scratch = NULL, *owned = NULL;
   int slots = 1;

@@ -65,6 +65,14 @@ static inline vm v_ge(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ);
 static inline vm v_isnan(vf a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
 static inline vf v_sel(vm m, vf if_false, vf if_true) { return _mm512_mask_blend_ps(m, if_false, if_true); }
 static inline bool v_any(vm m) { return m != 0; }
+/* Lanes [lo, hi) loaded from p (only those are read), the others `fill`;
+ * lo and hi are clamped to [0, VN]. */
+static inline vf v_ld_range(const float *p, int lo, int hi, vf fill) {
+  lo = lo < 0 ? 0 : lo > VN ? VN : lo;
+  hi = hi < lo ? lo : hi > VN ? VN : hi;
+  __mmask16 m = (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+  return _mm512_mask_loadu_ps(fill, m, p);
+}
 /* Round to nearest, ties to even. */
 static inline vf v_round(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 static inline vf v_floor(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
@@ -145,6 +153,12 @@ static inline vm v_ge(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
 static inline vm v_isnan(vf a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
 static inline vf v_sel(vm m, vf if_false, vf if_true) { return _mm256_blendv_ps(if_false, if_true, m); }
 static inline bool v_any(vm m) { return _mm256_movemask_ps(m) != 0; }
+static inline vf v_ld_range(const float *p, int lo, int hi, vf fill) {
+  __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256i m = _mm256_and_si256(_mm256_cmpgt_epi32(iota, _mm256_set1_epi32(lo - 1)),
+                               _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), iota));
+  return _mm256_blendv_ps(fill, _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
+}
 static inline vf v_round(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 static inline vf v_floor(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
 static inline vf v_pow2i(vf n) {
@@ -238,6 +252,12 @@ static inline vm v_ge(vf a, vf b) { return vcgeq_f32(a, b); }
 static inline vm v_isnan(vf a) { return vmvnq_u32(vceqq_f32(a, a)); }
 static inline vf v_sel(vm m, vf if_false, vf if_true) { return vbslq_f32(m, if_true, if_false); }
 static inline bool v_any(vm m) { return vmaxvq_u32(m) != 0; }
+static inline vf v_ld_range(const float *p, int lo, int hi, vf fill) {
+  float t[4];
+  vst1q_f32(t, fill);
+  for (int i = lo < 0 ? 0 : lo; i < hi && i < 4; i++) t[i] = p[i];
+  return vld1q_f32(t);
+}
 static inline vf v_round(vf a) { return vrndnq_f32(a); }
 static inline vf v_floor(vf a) { return vrndmq_f32(a); }
 static inline vf v_pow2i(vf n) {

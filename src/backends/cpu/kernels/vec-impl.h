@@ -27,9 +27,9 @@
 
 typedef struct dw_ring {
   float *buf;                 /* [slots][rs] */
-  int64_t slots, len, rs;     /* rows, phase length, row stride (floats) */
+  int64_t slots, len, rs;     /* rows (a power of two), phase length, row stride (floats) */
   int64_t wp;                 /* padded columns */
-  int64_t tag[DW_ROWS * 2 + 2 * ER_DW_MAX_TAPS]; /* padded row held by each slot; -1 none */
+  int64_t tag[ER_DW_RING_MAX]; /* padded row held by each slot; -1 none */
 } dw_ring;
 
 static inline void fill_floats(float *d, int64_t n, float v) {
@@ -39,7 +39,7 @@ static inline void fill_floats(float *d, int64_t n, float v) {
   for (; i < n; i++) d[i] = v;
 }
 
-static int64_t dw_slots(const er_dw_args *a) { return (DW_ROWS - 1) * a->sh + (a->kh - 1) * a->dh + 1; }
+static int64_t dw_slots(const er_dw_args *a) { return er__dw_ring_slots(a); }
 
 static void dw_ring_init(dw_ring *rg, const er_dw_args *a, float *buf) {
   rg->buf = buf;
@@ -64,9 +64,14 @@ static void dw_build_row(const er_dw_args *a, const dw_ring *rg, const float *x,
   if (hi < lo) hi = lo;
   const float *src = x + iy * a->w_;
   if (s == 1) {
-    fill_floats(row, lo, fill);
-    if (hi > lo) memcpy(row + lo, src, (size_t)(hi - lo) * sizeof *row);
-    fill_floats(row + hi, rg->len - hi, fill);
+    /* Padded column q holds input column q - pl when lo <= q < hi: one
+     * masked load per vector (only valid lanes are read), no calls. */
+    vf vfill = v_set(fill);
+    for (int64_t q = 0; q < rg->len; q += VN) {
+      int64_t from = lo - q, to = hi - q;
+      int la = from < 0 ? 0 : from > VN ? VN : (int)from, lb = to < 0 ? 0 : to > VN ? VN : (int)to;
+      v_st(row + q, la < lb ? v_ld_range(src + (q - lo), la, lb, vfill) : vfill);
+    }
     return;
   }
   /* Input column ix sits at padded column q = ix + pl: phase q % s, index
@@ -102,7 +107,7 @@ static void dw_build_row(const er_dw_args *a, const dw_ring *rg, const float *x,
 }
 
 static const float *dw_row(dw_ring *rg, const er_dw_args *a, const float *x, int64_t r, float fill) {
-  int64_t slot = r % rg->slots;
+  int64_t slot = r & (rg->slots - 1); /* a power of two: no division per row */
   float *row = rg->buf + slot * rg->rs;
   if (rg->tag[slot] != r) {
     dw_build_row(a, rg, x, r, fill, row);
@@ -277,10 +282,7 @@ static void dw_plane_run(const er_dw_args *a, int64_t c, float *scratch) {
   dw_ring rg;
   dw_ring_init(&rg, a, scratch);
   int64_t col[ER_DW_MAX_TAPS];
-  for (int64_t kx = 0; kx < a->kw; kx++) {
-    int64_t t = kx * a->dw;
-    col[kx] = (t % a->sw) * rg.len + t / a->sw;
-  }
+  for (int64_t kx = 0, t = 0; kx < a->kw; kx++, t += a->dw) col[kx] = (t % a->sw) * rg.len + t / a->sw;
   bool s1 = a->pool == 0 && a->sh == 1 && a->sw == 1 && a->dh == 1 && a->dw == 1 && a->kh == a->kw;
   dw_block_fn block = s1 && a->kh == 3                   ? dw_s1_3
                       : s1 && a->kh == 5                 ? dw_s1_5
@@ -298,7 +300,7 @@ static void dw_plane_run(const er_dw_args *a, int64_t c, float *scratch) {
     for (int64_t ox = a->ow; ox < a->ow + VN; ox++) cx[ox] = 1.0f;
   }
   vf bias = v_set(a->bias ? a->bias[c] : 0.0f);
-  const float *rowp[DW_ROWS * 2 + 2 * ER_DW_MAX_TAPS];
+  const float *rowp[ER_DW_RING_MAX];
   int rows;
   for (int64_t oy = 0; oy < a->oh; oy += rows) {
     rows = a->oh - oy >= DW_ROWS ? DW_ROWS : (int)(a->oh - oy);

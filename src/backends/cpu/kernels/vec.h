@@ -30,10 +30,22 @@ typedef struct er_dw_args {
   int64_t pb, pr;              /* padding after (average divisor) */
 } er_dw_args;
 
-/* Scratch floats one worker needs for er_dw_args a: a ring of padded,
- * phase-split input rows (see vec-impl.h) and a row of divisors. */
+/* The most rows of the ring of padded input rows (see vec-impl.h);
+ * windows needing more go to the reference kernels. */
+#define ER_DW_RING_MAX 256
+
+/* Rows of the ring: a block of 4 output rows spans (4 - 1) * sh + (kh - 1)
+ * * dh + 1 input rows, rounded up to a power of two. */
+static inline int64_t er__dw_ring_slots(const er_dw_args *a) {
+  int64_t span = 3 * a->sh + (a->kh - 1) * a->dh + 1, slots = 1;
+  while (slots < span) slots *= 2;
+  return slots;
+}
+
+/* Scratch floats one worker needs for er_dw_args a: the ring of padded,
+ * phase-split input rows and a row of divisors. */
 static inline size_t er__dw_scratch_floats(const er_dw_args *a, int vn) {
-  int64_t slots = 3 * a->sh + (a->kh - 1) * a->dh + 1; /* DW_ROWS - 1 = 3 */
+  int64_t slots = er__dw_ring_slots(a);
   int64_t wp = (a->ow - 1) * a->sw + (a->kw - 1) * a->dw + 1;
   int64_t len = (wp + a->sw - 1) / a->sw + vn;
   int64_t rs = (a->sw * len + 15) / 16 * 16;
