@@ -94,6 +94,10 @@ static void conv_pack(const void *vctx, int64_t k0, int64_t kc, int64_t j0, int6
   ic->ops->im2col_pack(&ic->ic, k0, kc, j0, nc, dst);
 }
 
+/* p + o, or NULL for a null p (sizing a problem at compile time, when no
+ * tensor has data yet). */
+static const float *at(const float *p, int64_t o) { return p ? p + o : NULL; }
+
 /* The GEMM of image n, group gi. */
 static void conv_problem(const conv_state *s, const er_window *g, const float *x, const float *w,
                          const float *bias, const float *z, float *y, int64_t n, int64_t gi, im2col *ic,
@@ -106,11 +110,11 @@ static void conv_problem(const conv_state *s, const er_window *g, const float *x
   p->isa = s->isa;
   p->scale = 1.0f;
   p->k = kg;
-  p->c = y + (n * g->m + gi * mg) * ohw;
+  p->c = (float *)at(y, (n * g->m + gi * mg) * ohw);
   p->ldc = ohw;
   p->epi.act = s->act;
-  const float *xg = x + (n * g->c + gi * cg) * hw;
-  const float *wg = w + gi * mg * kg;
+  const float *xg = at(x, (n * g->c + gi * cg) * hw);
+  const float *wg = at(w, gi * mg * kg);
   /* The patch operand: X itself for a pointwise convolution, else packed
    * from the image block by block. */
   er_gemm_operand patches;
@@ -139,7 +143,7 @@ static void conv_problem(const conv_state *s, const er_window *g, const float *x
       p->b.rs = 1;
       p->b.cs = kg;
     }
-    if (bias) p->epi.bias = bias + gi * mg;
+    p->epi.bias = at(bias, gi * mg);
     if (z) {
       p->epi.add = z + (n * g->m + gi * mg) * ohw;
       p->epi.add_rs = 1;
@@ -161,10 +165,8 @@ static void conv_problem(const conv_state *s, const er_window *g, const float *x
     p->a.rs = kg;
     p->a.cs = 1;
   }
-  if (bias) {
-    p->epi.bias = bias + gi * mg;
-    p->epi.bias_rows = true;
-  }
+  p->epi.bias = at(bias, gi * mg);
+  p->epi.bias_rows = true;
   if (z) {
     p->epi.add = z + (n * g->m + gi * mg) * ohw;
     p->epi.add_rs = ohw;

@@ -132,7 +132,9 @@ static void sgemm_part(const er_gemm_problem *p, int64_t m0, int64_t m1, int64_t
   const er_sgemm_isa *isa = p->isa;
   const int mr = isa->mr, nr = isa->nr;
   const int64_t K = p->k, KC = block_kc(p), NC = block_nc(p), MC = block_mc(p);
-  float *bbuf = scratch, *abuf = scratch + (p->b.packed ? 0 : KC * NC);
+  /* No scratch at all when both operands are prepacked (no offsets from
+   * a null pointer, not even zero ones). */
+  float *bbuf = scratch, *abuf = scratch && !p->b.packed ? scratch + KC * NC : scratch;
   const er_gemm_epilogue *e = &p->epi;
   er_gemm_tile t;
   memset(&t, 0, sizeof t);
@@ -243,7 +245,7 @@ static void run_chunks(void *arg, int64_t begin, int64_t end) {
   const er_gemm_problem *p = ra->p;
   for (int64_t c = begin; c < end; c++) {
     int64_t lo = ra->s.panels * c / ra->s.chunks, hi = ra->s.panels * (c + 1) / ra->s.chunks;
-    float *scratch = ra->scratch + (size_t)c * ra->slot_floats;
+    float *scratch = ra->scratch ? ra->scratch + (size_t)c * ra->slot_floats : NULL;
     if (ra->s.along_n)
       sgemm_part(p, 0, p->m, lo * p->isa->nr, min64(hi * p->isa->nr, p->n), scratch);
     else
@@ -286,7 +288,7 @@ static er_gemm_problem batch_item(const batch_args *ba, int64_t i) {
 static void run_batch_chunks(void *arg, int64_t begin, int64_t end) {
   const batch_args *ba = arg;
   for (int64_t c = begin; c < end; c++) {
-    float *scratch = ba->scratch + (size_t)c * ba->slot_floats;
+    float *scratch = ba->scratch ? ba->scratch + (size_t)c * ba->slot_floats : NULL;
     for (int64_t i = ba->batch * c / ba->chunks; i < ba->batch * (c + 1) / ba->chunks; i++) {
       er_gemm_problem q = batch_item(ba, i);
       sgemm_part(&q, 0, q.m, 0, q.n, scratch);
