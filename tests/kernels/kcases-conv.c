@@ -237,3 +237,57 @@ const case_gen kcases_conv[] = {
     {"FusedConv", "com.edgerun", gen_fused_conv},
     {NULL, NULL, NULL},
 };
+
+/* ---- ConvTranspose ---------------------------------------------------------- */
+
+typedef struct convt_spec {
+  int64_t n, c, h, w, m, kh, kw, sh, sw, dh, dw;
+  int64_t pads[4], opad[2];
+  int64_t group;
+  const char *auto_pad;
+  bool output_shape;     /* give output_shape (the output the pads give) */
+} convt_spec;
+
+static void gen_convt(case_fn fn, void *arg) {
+  static const convt_spec tspecs[] = {
+      {1, 16, 8, 9, 8, 2, 2, 2, 2, 1, 1, {0, 0, 0, 0}, {0, 0}, 1, NULL, false},     /* 2x upsample */
+      {1, 8, 7, 6, 5, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, {1, 1}, 1, NULL, false},      /* output_padding */
+      {2, 6, 5, 5, 4, 4, 4, 2, 2, 1, 1, {1, 1, 1, 1}, {0, 0}, 1, NULL, false},      /* overlaps, batch */
+      {1, 4, 6, 7, 6, 3, 3, 1, 1, 2, 2, {2, 1, 0, 1}, {0, 0}, 2, NULL, false},      /* dilated, groups, asymmetric */
+      {1, 5, 6, 6, 3, 3, 3, 2, 2, 1, 1, {0, 0, 0, 0}, {0, 0}, 1, "SAME_UPPER", false},
+      {1, 5, 6, 6, 3, 3, 3, 2, 2, 1, 1, {0, 0, 0, 0}, {0, 0}, 1, "SAME_LOWER", false},
+      {1, 5, 6, 6, 3, 3, 3, 2, 2, 1, 1, {0, 0, 0, 0}, {1, 1}, 1, NULL, true},
+      {1, 64, 30, 30, 64, 4, 4, 2, 2, 1, 1, {1, 1, 1, 1}, {0, 0}, 1, NULL, false},  /* several pixel chunks */
+      {1, 3, 4, 4, 2, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, {0, 0}, 1, "VALID", false},
+  };
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(tspecs); i++) {
+    const convt_spec *s = &tspecs[i];
+    for (int bias = 0; bias < 2; bias++) {
+      kc_begin(&c, "ConvTranspose", "", 11, "ConvTranspose#%zu x[%lld,%lld,%lld,%lld] m%lld k%lldx%lld s%lld %s%s", i,
+               (long long)s->n, (long long)s->c, (long long)s->h, (long long)s->w, (long long)s->m, (long long)s->kh,
+               (long long)s->kw, (long long)s->sh, s->auto_pad ? s->auto_pad : "", bias ? " bias" : "");
+      kc_input(&c, 4, DIMS(s->n, s->c, s->h, s->w), -1, 1, false);
+      kc_input(&c, 4, DIMS(s->c, s->m / s->group, s->kh, s->kw), -0.5f, 0.5f, true);
+      if (bias) kc_input(&c, 1, DIMS(s->m), -1, 1, true);
+      kc_attr_ints(&c, "kernel_shape", 2, DIMS(s->kh, s->kw));
+      kc_attr_ints(&c, "strides", 2, DIMS(s->sh, s->sw));
+      kc_attr_ints(&c, "dilations", 2, DIMS(s->dh, s->dw));
+      if (s->auto_pad) kc_attr_string(&c, "auto_pad", s->auto_pad);
+      else if (!s->output_shape) kc_attr_ints(&c, "pads", 4, s->pads);
+      if (s->opad[0] || s->opad[1]) kc_attr_ints(&c, "output_padding", 2, s->opad);
+      if (s->output_shape) {
+        int64_t oh = s->sh * (s->h - 1) + s->opad[0] + (s->kh - 1) * s->dh + 1 - 1;
+        int64_t ow = s->sw * (s->w - 1) + s->opad[1] + (s->kw - 1) * s->dw + 1 - 2;
+        kc_attr_ints(&c, "output_shape", 2, DIMS(oh, ow));
+      }
+      if (s->group != 1) kc_attr_int(&c, "group", s->group);
+      fn(&c, arg);
+    }
+  }
+}
+
+const case_gen kcases_convt[] = {
+    {"ConvTranspose", "", gen_convt},
+    {NULL, NULL, NULL},
+};
