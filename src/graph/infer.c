@@ -6,9 +6,11 @@
 #include "graph/ir.h"
 #include "ops/op.h"
 
-/* Folding materializes outputs at load; a cap keeps a model from inflating
- * memory through, say, a constant Expand to a huge shape. */
-#define ER_FOLD_MAX_BYTES (UINT64_C(64) << 20)
+/* Folding materializes outputs at load, where running them would have
+ * materialized them on every run; the model's max_tensor_bytes bounds each
+ * one (models that build their weights with ConstantOfShape, e.g. the
+ * classic VGG/AlexNet test models, fold 100 MB tensors), and folded data
+ * counts against max_total_bytes like initializers. */
 
 static int64_t domain_opset(const struct er_model *m, const char *domain) {
   for (int i = 0; i < m->n_opsets; i++)
@@ -112,10 +114,13 @@ static er_status fold_node(er_graph *g, er_node *node, er_tensor *const *in, er_
     if (c < 0) return ER_STATUS_OK;
     uint64_t b;
     if (!er__mul_u64((uint64_t)c, er_dtype_size(out_infos[k].dtype), &b) ||
-        !er__add_u64(bytes, b, &bytes) || bytes > ER_FOLD_MAX_BYTES)
+        !er__add_u64(bytes, b, &bytes) || bytes > g->model->limits.max_tensor_bytes)
       return ER_STATUS_OK;
     if (!er__dtype_is_numeric(out_infos[k].dtype)) return ER_STATUS_OK;
   }
+  uint64_t total;
+  if (!er__add_u64(g->model->total_bytes, bytes, &total) || total > g->model->limits.max_total_bytes)
+    return ER_STATUS_OK; /* left to run time */
   er_kctx ctx = {node, node->n_inputs, in, node->n_outputs, outp, false, NULL, g};
   int made = 0;
   er_status st = ER_STATUS_OK;
@@ -130,7 +135,7 @@ static er_status fold_node(er_graph *g, er_node *node, er_tensor *const *in, er_
   st = node->op->check(&ctx);
   for (int k = 0; k < node->n_outputs && st == ER_STATUS_OK; k++) {
     if (!outp[k]) continue;
-    if (!(node->op->flags & ER_OP_DYNAMIC_OUTPUT)) st = er__tensor_alloc(outp[k], ER_FOLD_MAX_BYTES);
+    if (!(node->op->flags & ER_OP_DYNAMIC_OUTPUT)) st = er__tensor_alloc(outp[k], g->model->limits.max_tensor_bytes);
     made = k + 1;
   }
   if (st == ER_STATUS_OK) st = node->op->run(&ctx);
@@ -152,6 +157,7 @@ static er_status fold_node(er_graph *g, er_node *node, er_tensor *const *in, er_
     v->producer = -1;
     er__tensor_set(&v->info, t->dtype, t->rank, t->dims);
   }
+  g->model->total_bytes = total;
   *folded = true;
   return ER_STATUS_OK;
 }

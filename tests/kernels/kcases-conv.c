@@ -124,6 +124,53 @@ static void gen_conv_family(case_fn fn, void *arg, bool fused) {
     if (fused) kc_attr_string(&c, "activation", "Relu");
     fn(&c, arg);
   }
+  /* Pixel-major layers (few pixels, whole channel panels) with residual,
+   * constant weights and bias, 1x1 and 3x3. */
+  if (fused) {
+    for (int k = 1; k <= 3; k += 2) {
+      kc_begin(&c, op, domain, version, "FusedConv 7x7 pixels, 64 channels, %dx%d, residual, Relu", k, k);
+      kc_input(&c, 4, DIMS(1, 40, 7, 7), -1, 1, false);
+      kc_input(&c, 4, DIMS(64, 40, k, k), -0.5f, 0.5f, true);
+      kc_input(&c, 1, DIMS(64), -1, 1, true);
+      kc_input(&c, 4, DIMS(1, 64, 7, 7), -1, 1, false);
+      kc_attr_ints(&c, "kernel_shape", 2, DIMS(k, k));
+      kc_attr_ints(&c, "pads", 4, DIMS(k / 2, k / 2, k / 2, k / 2));
+      kc_attr_string(&c, "activation", "Relu");
+      fn(&c, arg);
+    }
+  }
+  /* Winograd-sized 3x3 stride-1 layers: odd output sizes (partial
+   * tiles), asymmetric and automatic pads, a batch, and an image large
+   * enough for several tile chunks with a chunk ending mid-row. */
+  static const conv_spec wino[] = {
+      {1, 16, 7, 7, 16, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+      {1, 20, 9, 13, 24, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, 1, NULL},
+      {1, 17, 11, 10, 19, 3, 3, 1, 1, 1, 1, {2, 0, 1, 2}, 1, NULL},
+      {2, 16, 6, 5, 32, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, 1, "SAME_LOWER"},
+      {1, 64, 50, 50, 64, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+      /* F(4x4)-sized: odd extents, asymmetric and automatic pads, a batch. */
+      {1, 16, 37, 41, 24, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+      {1, 17, 30, 29, 16, 3, 3, 1, 1, 1, 1, {0, 2, 1, 0}, 1, NULL},
+      {2, 16, 33, 34, 17, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, 1, "SAME_UPPER"},
+      {1, 32, 64, 64, 32, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+  };
+  for (size_t i = 0; i < ER_ARRAY_LEN(wino); i++) {
+    const conv_spec *w = &wino[i];
+    int64_t oh = out_extent(w, 0), ow = out_extent(w, 1);
+    kc_begin(&c, op, domain, version, "%s winograd-sized x[%lld,%lld,%lld,%lld] m%lld p%lld,%lld,%lld,%lld %s", op,
+             (long long)w->n, (long long)w->c, (long long)w->h, (long long)w->w, (long long)w->m,
+             (long long)w->pads[0], (long long)w->pads[1], (long long)w->pads[2], (long long)w->pads[3],
+             w->auto_pad ? w->auto_pad : "");
+    kc_input(&c, 4, DIMS(w->n, w->c, w->h, w->w), -1, 1, false);
+    kc_input(&c, 4, DIMS(w->m, w->c, 3, 3), -0.5f, 0.5f, true);
+    kc_input(&c, 1, DIMS(w->m), -1, 1, true);
+    if (fused) {
+      kc_input(&c, 4, DIMS(w->n, w->m, oh, ow), -1, 1, false);
+      kc_attr_string(&c, "activation", "Relu");
+    }
+    add_conv_attrs(&c, w, false);
+    fn(&c, arg);
+  }
   /* A residual with every activation, on a depthwise and a dense layer. */
   if (fused) {
     for (int a = 0; a < er_kcases_n_activations; a++) {
@@ -145,11 +192,102 @@ static void gen_conv_family(case_fn fn, void *arg, bool fused) {
   }
 }
 
-static void gen_conv(case_fn fn, void *arg) { gen_conv_family(fn, arg, false); }
-static void gen_fused_conv(case_fn fn, void *arg) { gen_conv_family(fn, arg, true); }
+/* Full-size layers of ResNet-50 and MobileNet, for --time. */
+static const conv_spec big_specs[] = {
+    {1, 256, 56, 56, 64, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, NULL},
+    {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+    {1, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+    {1, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+    {1, 1024, 14, 14, 256, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, NULL},
+    {1, 3, 224, 224, 64, 7, 7, 2, 2, 1, 1, {3, 3, 3, 3}, 1, NULL},
+    {1, 32, 112, 112, 32, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 32, NULL},
+    {1, 96, 112, 112, 96, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 96, NULL},
+    {1, 512, 14, 14, 512, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 512, NULL},
+    {1, 240, 14, 14, 240, 5, 5, 1, 1, 1, 1, {2, 2, 2, 2}, 240, NULL},
+};
+
+static void gen_conv_big(case_fn fn, void *arg, bool fused) {
+  kcase c;
+  for (size_t i = 0; kc_timing && i < ER_ARRAY_LEN(big_specs); i++) {
+    const conv_spec *s = &big_specs[i];
+    kc_begin(&c, fused ? "FusedConv" : "Conv", fused ? "com.edgerun" : "", fused ? 1 : 11,
+             "full-size x[1,%lld,%lld,%lld] w[%lld,%lld,%lld,%lld] s%lld g%lld", (long long)s->c, (long long)s->h,
+             (long long)s->w, (long long)s->m, (long long)(s->c / s->group), (long long)s->kh, (long long)s->kw,
+             (long long)s->sh, (long long)s->group);
+    kc_input(&c, 4, DIMS(s->n, s->c, s->h, s->w), -1, 1, false);
+    kc_input(&c, 4, DIMS(s->m, s->c / s->group, s->kh, s->kw), -1, 1, true);
+    kc_input(&c, 1, DIMS(s->m), -1, 1, true);
+    add_conv_attrs(&c, s, false);
+    if (fused) kc_attr_string(&c, "activation", "Relu");
+    fn(&c, arg);
+  }
+}
+
+static void gen_conv(case_fn fn, void *arg) {
+  gen_conv_family(fn, arg, false);
+  gen_conv_big(fn, arg, false);
+}
+static void gen_fused_conv(case_fn fn, void *arg) {
+  gen_conv_family(fn, arg, true);
+  gen_conv_big(fn, arg, true);
+}
 
 const case_gen kcases_conv[] = {
     {"Conv", "", gen_conv},
     {"FusedConv", "com.edgerun", gen_fused_conv},
+    {NULL, NULL, NULL},
+};
+
+/* ---- ConvTranspose ---------------------------------------------------------- */
+
+typedef struct convt_spec {
+  int64_t n, c, h, w, m, kh, kw, sh, sw, dh, dw;
+  int64_t pads[4], opad[2];
+  int64_t group;
+  const char *auto_pad;
+  bool output_shape;     /* give output_shape (the output the pads give) */
+} convt_spec;
+
+static void gen_convt(case_fn fn, void *arg) {
+  static const convt_spec tspecs[] = {
+      {1, 16, 8, 9, 8, 2, 2, 2, 2, 1, 1, {0, 0, 0, 0}, {0, 0}, 1, NULL, false},     /* 2x upsample */
+      {1, 8, 7, 6, 5, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, {1, 1}, 1, NULL, false},      /* output_padding */
+      {2, 6, 5, 5, 4, 4, 4, 2, 2, 1, 1, {1, 1, 1, 1}, {0, 0}, 1, NULL, false},      /* overlaps, batch */
+      {1, 4, 6, 7, 6, 3, 3, 1, 1, 2, 2, {2, 1, 0, 1}, {0, 0}, 2, NULL, false},      /* dilated, groups, asymmetric */
+      {1, 5, 6, 6, 3, 3, 3, 2, 2, 1, 1, {0, 0, 0, 0}, {0, 0}, 1, "SAME_UPPER", false},
+      {1, 5, 6, 6, 3, 3, 3, 2, 2, 1, 1, {0, 0, 0, 0}, {0, 0}, 1, "SAME_LOWER", false},
+      {1, 5, 6, 6, 3, 3, 3, 2, 2, 1, 1, {0, 0, 0, 0}, {1, 1}, 1, NULL, true},
+      {1, 64, 30, 30, 64, 4, 4, 2, 2, 1, 1, {1, 1, 1, 1}, {0, 0}, 1, NULL, false},  /* several pixel chunks */
+      {1, 3, 4, 4, 2, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, {0, 0}, 1, "VALID", false},
+  };
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(tspecs); i++) {
+    const convt_spec *s = &tspecs[i];
+    for (int bias = 0; bias < 2; bias++) {
+      kc_begin(&c, "ConvTranspose", "", 11, "ConvTranspose#%zu x[%lld,%lld,%lld,%lld] m%lld k%lldx%lld s%lld %s%s", i,
+               (long long)s->n, (long long)s->c, (long long)s->h, (long long)s->w, (long long)s->m, (long long)s->kh,
+               (long long)s->kw, (long long)s->sh, s->auto_pad ? s->auto_pad : "", bias ? " bias" : "");
+      kc_input(&c, 4, DIMS(s->n, s->c, s->h, s->w), -1, 1, false);
+      kc_input(&c, 4, DIMS(s->c, s->m / s->group, s->kh, s->kw), -0.5f, 0.5f, true);
+      if (bias) kc_input(&c, 1, DIMS(s->m), -1, 1, true);
+      kc_attr_ints(&c, "kernel_shape", 2, DIMS(s->kh, s->kw));
+      kc_attr_ints(&c, "strides", 2, DIMS(s->sh, s->sw));
+      kc_attr_ints(&c, "dilations", 2, DIMS(s->dh, s->dw));
+      if (s->auto_pad) kc_attr_string(&c, "auto_pad", s->auto_pad);
+      else if (!s->output_shape) kc_attr_ints(&c, "pads", 4, s->pads);
+      if (s->opad[0] || s->opad[1]) kc_attr_ints(&c, "output_padding", 2, s->opad);
+      if (s->output_shape) {
+        int64_t oh = s->sh * (s->h - 1) + s->opad[0] + (s->kh - 1) * s->dh + 1 - 1;
+        int64_t ow = s->sw * (s->w - 1) + s->opad[1] + (s->kw - 1) * s->dw + 1 - 2;
+        kc_attr_ints(&c, "output_shape", 2, DIMS(oh, ow));
+      }
+      if (s->group != 1) kc_attr_int(&c, "group", s->group);
+      fn(&c, arg);
+    }
+  }
+}
+
+const case_gen kcases_convt[] = {
+    {"ConvTranspose", "", gen_convt},
     {NULL, NULL, NULL},
 };

@@ -69,6 +69,10 @@ static void gen_matmul(case_fn fn, void *arg) {
   kc_input(&c, 3, DIMS(8, 128, 64), -1, 1, false);
   kc_input(&c, 3, DIMS(8, 64, 128), -1, 1, false);
   fn(&c, arg);
+  kc_begin(&c, "MatMul", "", 13, "MatMul [8,1,64]x[8,64,130] batched GEMV (decode-shaped)");
+  kc_input(&c, 3, DIMS(8, 1, 64), -1, 1, false);
+  kc_input(&c, 3, DIMS(8, 64, 130), -1, 1, false);
+  fn(&c, arg);
   kc_begin(&c, "MatMul", "", 13, "MatMul [37]x[37,45] 1-D A");
   kc_input(&c, 1, DIMS(37), -1, 1, false);
   kc_input(&c, 2, DIMS(37, 45), -1, 1, true);
@@ -107,6 +111,12 @@ static void gen_fused_matmul(case_fn fn, void *arg) {
   kc_input(&c, 3, DIMS(2, 64, 300), -1, 1, false);
   kc_input(&c, 2, DIMS(300, 600), -0.2f, 0.2f, true);
   kc_input(&c, 1, DIMS(600), -1, 1, true);
+  kc_attr_string(&c, "activation", "Gelu");
+  fn(&c, arg);
+  kc_begin(&c, "FusedMatMul", "com.edgerun", 1, "FusedMatMul [2,300]x[300,70] run-time B, bias, Gelu (GEMV path)");
+  kc_input(&c, 2, DIMS(2, 300), -1, 1, false);
+  kc_input(&c, 2, DIMS(300, 70), -0.2f, 0.2f, false);
+  kc_input(&c, 1, DIMS(70), -1, 1, true);
   kc_attr_string(&c, "activation", "Gelu");
   fn(&c, arg);
   kc_begin(&c, "FusedMatMul", "com.edgerun", 1, "FusedMatMul [4,9,16]x[4,16,40] batched, run-time bias Relu");

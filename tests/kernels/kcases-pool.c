@@ -75,7 +75,24 @@ static void gen_pool(case_fn fn, void *arg, const char *op) {
   }
 }
 
-static void gen_maxpool(case_fn fn, void *arg) { gen_pool(fn, arg, "MaxPool"); }
+static void gen_maxpool(case_fn fn, void *arg) {
+  gen_pool(fn, arg, "MaxPool");
+  kcase c;
+  kc_begin(&c, "MaxPool", "", 12, "MaxPool 1-D k70: more taps than the kernels take");
+  kc_input(&c, 3, DIMS(1, 2, 100), -1, 1, false);
+  kc_attr_ints(&c, "kernel_shape", 1, DIMS(70));
+  c.tol = TOL_EXACT_T;
+  fn(&c, arg);
+  if (kc_timing) {
+    kc_begin(&c, "MaxPool", "", 12, "full-size MaxPool x[1,64,112,112] k3 s2 p1");
+    kc_input(&c, 4, DIMS(1, 64, 112, 112), -1, 1, false);
+    kc_attr_ints(&c, "kernel_shape", 2, DIMS(3, 3));
+    kc_attr_ints(&c, "strides", 2, DIMS(2, 2));
+    kc_attr_ints(&c, "pads", 4, DIMS(1, 1, 1, 1));
+    c.tol = TOL_EXACT_T;
+    fn(&c, arg);
+  }
+}
 static void gen_avgpool(case_fn fn, void *arg) { gen_pool(fn, arg, "AveragePool"); }
 
 static void gen_global(case_fn fn, void *arg, const char *op) {

@@ -4,6 +4,10 @@
 const case_gen *const kcase_groups[] = {
     kcases_gemm,
     kcases_conv,
+    kcases_convt,
     kcases_pool,
+    kcases_eltwise,
+    kcases_norm,
+    kcases_layout,
     NULL,
 };

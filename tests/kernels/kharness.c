@@ -1,15 +1,20 @@
 /* kharness.c - builds kernel cases, runs each optimized kernel against the
  * reference kernel of its op, and reports (see kharness.h). Usage:
  *
- *   test-kernels [KERNEL_SUBSTRING [CASE_SUBSTRING]]
+ *   test-kernels [--time] [KERNEL_SUBSTRING [CASE_SUBSTRING]]
  *
  * The last line is "N passed, N failed" (a pass is one kernel on one case
- * on every thread count). */
+ * on every thread count). --time also times each passing case (kernel
+ * run only, outputs and scratch already allocated; median of repeated
+ * runs on 1 and 2 threads) and adds the generators' full-size cases: a
+ * measurement aid, never a test. */
 #include "kharness.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "backends/cpu/cpu-kernels.h"
 
@@ -35,6 +40,13 @@ const tolerance TOL_EXACT_T = {TOL_EXACT, 0, 0, 0};
  * against libm/double: a few float ulp (2^-23 = 1.2e-7 relative), so 2e-6
  * relative plus a tiny absolute term for results that underflow. */
 const tolerance TOL_EXPF = {TOL_ELEMENT, 2e-6, 1e-30, 0};
+/* GELU: for x far below 0 the result is exp(-arg) with arg = x^2 / 2 (or
+ * 2u of the tanh form), computed in float: its rounding (a few 2^-24 * arg
+ * absolute) becomes a relative error of the result, 4e-6 at x = -6.6 where
+ * the result is 1e-10; below that the absolute term covers it. The double
+ * reference itself computes 1 + erf(z) (or 1 + tanh(u)) with cancellation
+ * there, good to about |x| * 1e-16 absolute. Hence rtol 1e-5, atol 1e-15. */
+const tolerance TOL_GELU = {TOL_ELEMENT, 1e-5, 1e-15, 0};
 /* Plain arithmetic (add, mul, div, clip, relu, scaling by a reciprocal
  * instead of dividing): at most an ulp or two. */
 const tolerance TOL_ARITH = {TOL_ELEMENT, 4e-7, 1e-37, 0};
@@ -174,6 +186,38 @@ void kc_specials(kcase *c, er_tensor *t) {
 /* ======================================================================== */
 
 typedef enum outcome { OUT_UNSUPPORTED, OUT_PASS, OUT_FAIL } outcome;
+
+bool kc_timing = false;
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + 1e-3 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Best time of the kernel's run on outputs and scratch already there. */
+static double time_kernel(const er_cpu_kernel *k, er_kernel_run *kr) {
+  double t[15];
+  k->run(kr);
+  double one_start = now_us();
+  k->run(kr);
+  double one = now_us() - one_start;
+  int reps = one > 0 ? (int)(2000.0 / one) + 1 : 100;
+  if (reps > 200) reps = 200;
+  for (int r = 0; r < 15; r++) {
+    double a = now_us();
+    for (int q = 0; q < reps; q++) k->run(kr);
+    t[r] = (now_us() - a) / reps;
+  }
+  /* The minimum: the machine is shared, and other load only adds. */
+  qsort(t, 15, sizeof t[0], cmp_double);
+  return t[0];
+}
 
 typedef struct node_box {
   er_node node;
@@ -413,6 +457,12 @@ static outcome run_case(run_ctx *rc, kcase *c) {
     for (int i = 0; i < c->n_in && result == OUT_PASS; i++)
       if (c->in[i] && memcmp(snapshot[i], c->in[i]->data, c->in[i]->nbytes) != 0)
         result = fail(rc, c, "%d threads: input %d was modified", t + 1, i);
+    if (kc_timing && result == OUT_PASS && t < 2) {
+      void *ts = er__aligned_alloc(scratch_bytes + GUARD_BYTES);
+      kr.scratch = scratch_bytes ? ts : NULL;
+      printf("time %-36s %8.1f us  %d thread%s  %s\n", k->name, time_kernel(k, &kr), t + 1, t ? "s" : " ", c->name);
+      er__aligned_free(ts);
+    }
   }
 done:
   for (int t = 0; t < 3; t++) free_outputs(got[t], c->n_out);
@@ -443,6 +493,37 @@ static void on_case(kcase *c, void *arg) {
 /* main                                                                      */
 /* ======================================================================== */
 
+/* The pool the kernels split work on must run every chunk of every job
+ * exactly once, also when workers lag (more workers than cores, jobs with
+ * fewer chunks than workers): many small jobs, each chunk counting its
+ * runs. */
+#define POOL_JOBS 30000
+static _Atomic int pool_hits[8];
+
+static void pool_count(void *arg, int64_t begin, int64_t end) {
+  ER_UNUSED(arg);
+  for (int64_t i = begin; i < end; i++) atomic_fetch_add(&pool_hits[i], 1);
+}
+
+static bool pool_selfcheck(void) {
+  er_thread_pool *pool;
+  if (er__pool_create(4, &pool) != ER_STATUS_OK) return false;
+  long bad = 0;
+  for (long job = 0; job < POOL_JOBS; job++) {
+    int n = 1 + (int)(job % 4);
+    for (int i = 0; i < 8; i++) atomic_store(&pool_hits[i], 0);
+    er__parallel_for(pool, n, 1, pool_count, NULL);
+    for (int i = 0; i < n; i++)
+      if (atomic_load(&pool_hits[i]) != 1) {
+        bad++;
+        break;
+      }
+  }
+  er__pool_free(pool);
+  if (bad) fprintf(stderr, "FAIL thread pool: %ld of %d jobs ran a chunk other than once\n", bad, POOL_JOBS);
+  return bad == 0;
+}
+
 /* Whether the CPU runs kernels of this ISA; *lacks names what is missing. */
 static bool isa_available(const char *isa, const er_cpu_features *f, const char **lacks) {
   if (strcmp(isa, "avx512") == 0) {
@@ -457,11 +538,17 @@ static bool isa_available(const char *isa, const er_cpu_features *f, const char 
     *lacks = "neon";
     return f->neon;
   }
+  if (strcmp(isa, "scalar") == 0) return true;
   *lacks = "an ISA the harness does not know";
   return false;
 }
 
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "--time") == 0) {
+    kc_timing = true;
+    argc--;
+    argv++;
+  }
   const char *kernel_filter = argc > 1 ? argv[1] : NULL, *case_filter = argc > 2 ? argv[2] : NULL;
   const er_cpu_features *cpu = er__cpu_features();
   char feat[256];
@@ -474,6 +561,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   int passed = 0, failed = 0, skipped = 0, kernels = 0;
+  if (!kernel_filter) {
+    bool ok = pool_selfcheck();
+    printf("%s thread pool: %d jobs, each chunk run exactly once\n", ok ? "ok  " : "FAIL", POOL_JOBS);
+    if (ok) passed++;
+    else failed++;
+  }
   for (const er_cpu_kernel *const *kp = er__cpu_kernels_all(); *kp; kp++) {
     const er_cpu_kernel *k = *kp;
     if (kernel_filter && !strstr(k->name, kernel_filter)) continue;

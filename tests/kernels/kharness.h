@@ -53,6 +53,9 @@ typedef struct kcase {
   uint64_t rng;
 } kcase;
 
+/* True under --time: generators add their full-size (model-like) cases. */
+extern bool kc_timing;
+
 /* Receives each case a generator builds. */
 typedef void (*case_fn)(kcase *c, void *arg);
 
@@ -80,7 +83,7 @@ float kc_uniform(kcase *c, float lo, float hi);
 #define NDIMS(...) (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), DIMS(__VA_ARGS__)
 
 /* Tolerances, named once; the comments say why each is what it is. */
-extern const tolerance TOL_GEMM, TOL_EXACT_T, TOL_EXPF, TOL_ARITH, TOL_REDUCE;
+extern const tolerance TOL_GEMM, TOL_EXACT_T, TOL_EXPF, TOL_GELU, TOL_ARITH, TOL_REDUCE;
 
 /* ---- generators, one per op family (kcases-*.c) -------------------------- */
 

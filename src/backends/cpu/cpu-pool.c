@@ -66,13 +66,15 @@ static void *worker_main(void *p) {
     }
     if (atomic_load(&pool->stop)) return NULL;
     seen = gen;
-    if (index < pool->job.chunks) {
-      run_chunk(&pool->job, index);
-      if (atomic_fetch_sub_explicit(&pool->remaining, 1, memory_order_acq_rel) == 1) {
-        pthread_mutex_lock(&pool->lock);
-        pthread_cond_signal(&pool->done_cv);
-        pthread_mutex_unlock(&pool->lock);
-      }
+    /* Every worker checks in for every job, chunk or not: otherwise a
+     * worker without a chunk that is slow to read pool->job could read the
+     * next job's fields, run its chunk there, and then run it again when it
+     * sees that job's generation. */
+    if (index < pool->job.chunks) run_chunk(&pool->job, index);
+    if (atomic_fetch_sub_explicit(&pool->remaining, 1, memory_order_acq_rel) == 1) {
+      pthread_mutex_lock(&pool->lock);
+      pthread_cond_signal(&pool->done_cv);
+      pthread_mutex_unlock(&pool->lock);
     }
   }
 }
@@ -144,13 +146,14 @@ void er__parallel_for(er_thread_pool *pool, int64_t n, int64_t grain, er_range_f
     return;
   }
   pool->job = job;
-  atomic_store_explicit(&pool->remaining, chunks - 1, memory_order_relaxed);
+  atomic_store_explicit(&pool->remaining, threads - 1, memory_order_relaxed);
   pthread_mutex_lock(&pool->lock);
   atomic_fetch_add_explicit(&pool->generation, 1, memory_order_release);
   pthread_cond_broadcast(&pool->wake);
   pthread_mutex_unlock(&pool->lock);
   run_chunk(&job, 0);
-  /* Wait for the workers: spin first (chunks are usually balanced). */
+  /* Wait for every worker to check in: spin first (chunks are usually
+   * balanced). */
   int spins = 0;
   while (atomic_load_explicit(&pool->remaining, memory_order_acquire) > 0) {
     if (++spins < ER_POOL_SPIN) continue;

@@ -59,79 +59,44 @@ static er_activation node_act(const er_kctx *ctx) {
 
 typedef struct conv_state {
   const er_sgemm_isa *isa;
+  const er_vec_ops *ops;
   er_activation act;
-  float *packed_w;    /* per group, group g at packed_w + g * gstride */
+  /* Pixel-major: the GEMM is Y^T[OH*OW, Mg] = X'^T W^T, stored
+   * transposed. Chosen at compile time when the output has few pixels
+   * (7x7, 14x14) and many channels: its tiles then cover the pixels
+   * exactly (any row count) and the channels in whole 32-wide panels,
+   * where the channel-major form would pad 49 pixels to 64. */
+  bool pixel_major;
+  float *packed_w;    /* per group, group g at packed_w + g * gstride: as
+                         A [Mg, Kg] (channel-major) or B [Kg, Mg] (pixel-major) */
   size_t gstride;     /* floats */
   int64_t m, kg, group;
   int slots;
 } conv_state;
 
+/* Share of the tile work that is useful along a dimension of n split in
+ * panels of p. */
+static double panel_use(int64_t n, int64_t p) { return n <= 0 ? 1.0 : (double)n / (double)((n + p - 1) / p * p); }
+
+static bool want_pixel_major(const er_sgemm_isa *isa, int64_t pixels, int64_t mg) {
+  return panel_use(mg, isa->nr) > panel_use(pixels, isa->nr) + 0.02;
+}
+
 /* The patch matrix of one image and group, packed on demand. */
 typedef struct im2col {
-  const float *x;     /* [Cg, H, W] */
-  const er_window *g;
-  int nr;
+  er_im2col ic;
+  const er_vec_ops *ops;
 } im2col;
 
-/* Writes `count` values (src[0], src[stride], ...; NULL: zeros) to
- * columns [jj, jj + count) of row kk of the panel block (panels [q][kc][nr]). */
-static void put_run(float *dst, int64_t kc, int nr, int64_t kk, int64_t jj, const float *src, int64_t stride,
-                    int64_t count) {
-  while (count > 0) {
-    int64_t q = jj / nr, lane = jj % nr;
-    int64_t n = min64(count, nr - lane);
-    float *d = dst + (q * kc + kk) * nr + lane;
-    if (!src) {
-      for (int64_t i = 0; i < n; i++) d[i] = 0.0f;
-    } else if (stride == 1) {
-      memcpy(d, src, (size_t)n * sizeof *d);
-      src += n;
-    } else {
-      for (int64_t i = 0; i < n; i++) d[i] = src[i * stride];
-      src += n * stride;
-    }
-    jj += n;
-    count -= n;
-  }
-}
-
-/* The B block [k0, k0 + kc) x [j0, j0 + nc) of the patch matrix: row k is
- * (channel, ky, kx), column j the output position (oy, ox). */
+/* The GEMM's packing callback: the ISA's im2col packer. */
 static void conv_pack(const void *vctx, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst) {
   const im2col *ic = vctx;
-  const er_window *g = ic->g;
-  const int nr = ic->nr;
-  const int64_t khw = g->kh * g->kw, ow = g->ow, hw = g->h * g->w;
-  const int64_t ncp = (nc + nr - 1) / nr * nr;
-  for (int64_t kk = 0; kk < kc; kk++) {
-    int64_t k = k0 + kk, c = k / khw, r = k % khw, ky = r / g->kw, kx = r % g->kw;
-    const float *xc = ic->x + c * hw;
-    int64_t xoff = kx * g->dw - g->pl; /* ix = ox * sw + xoff */
-    int64_t lo = xoff >= 0 ? 0 : (-xoff + g->sw - 1) / g->sw;
-    int64_t hi = g->w - xoff > 0 ? (g->w - xoff + g->sw - 1) / g->sw : 0;
-    lo = min64(lo, ow);
-    hi = max64(min64(hi, ow), lo);
-    int64_t jj = 0, oy = j0 / ow, ox = j0 % ow;
-    while (jj < nc) {
-      int64_t seg = min64(ow - ox, nc - jj);
-      int64_t iy = oy * g->sh - g->pt + ky * g->dh;
-      if (iy < 0 || iy >= g->h) {
-        put_run(dst, kc, nr, kk, jj, NULL, 0, seg);
-      } else {
-        const float *row = xc + iy * g->w;
-        int64_t a = max64(ox, lo), b = min64(ox + seg, hi);
-        if (b < a) b = a;
-        put_run(dst, kc, nr, kk, jj, NULL, 0, a - ox);
-        if (b > a) put_run(dst, kc, nr, kk, jj + (a - ox), row + a * g->sw + xoff, g->sw, b - a);
-        put_run(dst, kc, nr, kk, jj + (b - ox), NULL, 0, ox + seg - b);
-      }
-      jj += seg;
-      oy++;
-      ox = 0;
-    }
-    put_run(dst, kc, nr, kk, nc, NULL, 0, ncp - nc);
-  }
+  ic->ops->im2col_pack(&ic->ic, k0, kc, j0, nc, dst);
 }
+
+/* p + o, or NULL for a null p (sizing a problem at compile time, when no
+ * tensor has data yet). */
+static const float *at(const float *p, int64_t o) { return p ? p + o : NULL; }
 
 /* The GEMM of image n, group gi. */
 static void conv_problem(const conv_state *s, const er_window *g, const float *x, const float *w,
@@ -143,36 +108,65 @@ static void conv_problem(const conv_state *s, const er_window *g, const float *x
                    g->oh == g->h && g->ow == g->w;
   memset(p, 0, sizeof *p);
   p->isa = s->isa;
+  p->scale = 1.0f;
+  p->k = kg;
+  p->c = (float *)at(y, (n * g->m + gi * mg) * ohw);
+  p->ldc = ohw;
+  p->epi.act = s->act;
+  const float *xg = at(x, (n * g->c + gi * cg) * hw);
+  const float *wg = at(w, gi * mg * kg);
+  /* The patch operand: X itself for a pointwise convolution, else packed
+   * from the image block by block. */
+  er_gemm_operand patches;
+  memset(&patches, 0, sizeof patches);
+  if (pointwise) {
+    patches.data = xg;
+  } else {
+    ic->ic.x = xg;
+    ic->ic.g = g;
+    ic->ops = s->ops;
+    patches.pack = conv_pack;
+    patches.pack_ctx = ic;
+  }
+  if (s->pixel_major) {
+    p->m = ohw;
+    p->n = mg;
+    p->c_trans = true;
+    patches.rs = 1;   /* A(pixel, k) = X'[k, pixel] */
+    patches.cs = hw;
+    ic->ic.nr = s->isa->mr;
+    p->a = patches;
+    if (s->packed_w) {
+      p->b.packed = s->packed_w + (size_t)gi * s->gstride;
+    } else {
+      p->b.data = wg;
+      p->b.rs = 1;
+      p->b.cs = kg;
+    }
+    p->epi.bias = at(bias, gi * mg);
+    if (z) {
+      p->epi.add = z + (n * g->m + gi * mg) * ohw;
+      p->epi.add_rs = 1;
+      p->epi.add_cs = ohw;
+      p->epi.beta = 1.0f;
+    }
+    return;
+  }
   p->m = mg;
   p->n = ohw;
-  p->k = kg;
+  patches.rs = hw;
+  patches.cs = 1;
+  ic->ic.nr = s->isa->nr;
+  p->b = patches;
   if (s->packed_w) {
     p->a.packed = s->packed_w + (size_t)gi * s->gstride;
   } else {
-    p->a.data = w + gi * mg * kg;
+    p->a.data = wg;
     p->a.rs = kg;
     p->a.cs = 1;
   }
-  p->scale = 1.0f;
-  const float *xg = x + (n * g->c + gi * cg) * hw;
-  if (pointwise) {
-    p->b.data = xg;
-    p->b.rs = hw;
-    p->b.cs = 1;
-  } else {
-    ic->x = xg;
-    ic->g = g;
-    ic->nr = s->isa->nr;
-    p->b.pack = conv_pack;
-    p->b.pack_ctx = ic;
-  }
-  p->c = y + (n * g->m + gi * mg) * ohw;
-  p->ldc = ohw;
-  p->epi.act = s->act;
-  if (bias) {
-    p->epi.bias = bias + gi * mg;
-    p->epi.bias_rows = true;
-  }
+  p->epi.bias = at(bias, gi * mg);
+  p->epi.bias_rows = true;
   if (z) {
     p->epi.add = z + (n * g->m + gi * mg) * ohw;
     p->epi.add_rs = ohw;
@@ -187,30 +181,40 @@ static bool conv_gemm_supports(const er_kernel_info *ki, const er_sgemm_isa *isa
   return conv_common_ok(ki, is_fused(ki));
 }
 
-static er_status conv_gemm_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa, void **state_out,
-                                   size_t *scratch_out) {
+static er_status conv_gemm_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa, const er_vec_ops *ops,
+                                   void **state_out, size_t *scratch_out) {
   conv_state *s = calloc(1, sizeof *s);
   if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for a Conv kernel");
   er_kctx ctx = er__ki_ctx(ki);
   s->isa = isa;
+  s->ops = ops;
   s->act = node_act(&ctx);
   s->slots = er__ki_slots(ki);
   const er_tensor *x = ki->in[0], *w = ki->in[1], *y = ki->out[0];
   int64_t group = 1;
   er__attr_int(&ctx, "group", 1, &group);
+  if (er__tensor_shape_known(w) && er__tensor_shape_known(y) && group >= 1 && w->dims[0] % group == 0) {
+    int64_t pixels = 1;
+    for (int d = 2; d < y->rank; d++) pixels *= y->dims[d];
+    s->pixel_major = want_pixel_major(isa, pixels, w->dims[0] / group);
+  }
   if (w->data && er__tensor_shape_known(w) && group >= 1 && w->dims[0] % group == 0) {
     int64_t m = w->dims[0], kg = 1;
     for (int d = 1; d < w->rank; d++) kg *= w->dims[d];
     int64_t mg = m / group;
-    s->gstride = (er__sgemm_packed_a_floats(isa, mg, kg) + 15) / 16 * 16;
+    s->gstride = ((s->pixel_major ? er__sgemm_packed_b_floats(isa, kg, mg) : er__sgemm_packed_a_floats(isa, mg, kg)) +
+                  15) / 16 * 16;
     s->packed_w = er__aligned_alloc(s->gstride * (size_t)group * sizeof(float));
     if (!s->packed_w) {
       free(s);
       return er__error(ER_STATUS_OUT_OF_MEMORY, "Conv '%s': out of memory packing weights", ki->node->name);
     }
-    for (int64_t gi = 0; gi < group; gi++)
-      er__sgemm_pack_a(isa, (const float *)w->data + gi * mg * kg, kg, 1, mg, kg, 1.0f,
-                       s->packed_w + (size_t)gi * s->gstride);
+    for (int64_t gi = 0; gi < group; gi++) {
+      const float *wg = (const float *)w->data + gi * mg * kg;
+      float *dst = s->packed_w + (size_t)gi * s->gstride;
+      if (s->pixel_major) er__sgemm_pack_b(isa, wg, 1, kg, kg, mg, dst);
+      else er__sgemm_pack_a(isa, wg, kg, 1, mg, kg, 1.0f, dst);
+    }
     s->m = m;
     s->kg = kg;
     s->group = group;
@@ -262,6 +266,477 @@ static er_status conv_gemm_run(const er_kernel_run *kr) {
 }
 
 /* ======================================================================== */
+/* Winograd F(2x2, 3x3)                                                      */
+/* ======================================================================== */
+
+/* 3x3 stride-1 convolutions as 16 GEMMs over 4x4 input tiles (Lavin and
+ * Gray): Y = A^T [ (G g G^T) .* (B^T d B) ] A per 2x2 output tile, so each
+ * output costs 16 / 4 = 4 multiply-adds per input channel instead of 9.
+ * U_t = (G g G^T)_t [M, C] is packed once per t as a GEMM left-hand side;
+ * per chunk of tiles the input transform writes V_t [C, tiles] straight
+ * into the right-hand packing layout, 16 GEMMs (one per t, spread over the
+ * workers) give M_t = U_t V_t, and the output transform adds bias and
+ * residual and applies the activation. F(2x2, 3x3)'s transforms hold only
+ * 0, +-1 and 1/2, so its rounding error stays within a few times that of
+ * the direct sum. Tiles are chunked so that V and M stay in the last-level
+ * cache. */
+
+/* Bytes of V and M one chunk of tiles may use. */
+#define WINO_CHUNK_BYTES (INT64_C(4) << 20)
+/* Below these channel counts the transforms cost more than they save. */
+#define WINO_MIN_CHANNELS 16
+
+typedef struct wino_state {
+  const er_sgemm_isa *isa;
+  const er_vec_ops *ops;
+  int tile;           /* output tile: 2 (F(2x2,3x3)) or 4 (F(4x4,3x3)) */
+  int mats;           /* (tile + 2)^2 products */
+  er_activation act;
+  float *u;           /* `mats` packed [M, C] matrices, u_stride floats apart */
+  size_t u_stride;
+  int64_t m, c;
+  int slots;
+} wino_state;
+
+/* Panel-rounded GEMM columns times products: the work of each form. */
+static int64_t wino_work(int64_t oh, int64_t ow, int tile) {
+  int64_t tiles = ((oh + tile - 1) / tile) * ((ow + tile - 1) / tile);
+  return (int64_t)(tile + 2) * (tile + 2) * ((tiles + 31) / 32 * 32);
+}
+
+static bool wino_supports(const er_kernel_info *ki, bool isa_ok, int tile) {
+  if (!isa_ok || !conv_common_ok(ki, is_fused(ki))) return false;
+  const er_tensor *x = ki->in[0], *w = ki->in[1];
+  if (x->rank != 4 || !w->data || !er__tensor_shape_known(w)) return false;
+  if (w->dims[2] != 3 || w->dims[3] != 3 || w->dims[0] < WINO_MIN_CHANNELS || w->dims[1] < WINO_MIN_CHANNELS)
+    return false;
+  er_kctx ctx = er__ki_ctx(ki);
+  int64_t group = 1;
+  const int64_t *st, *dl;
+  int64_t nst, ndl;
+  if (er__attr_int(&ctx, "group", 1, &group) != ER_STATUS_OK || group != 1) return false;
+  if (er__attr_ints(&ctx, "strides", &st, &nst) != ER_STATUS_OK ||
+      er__attr_ints(&ctx, "dilations", &dl, &ndl) != ER_STATUS_OK)
+    return false;
+  for (int64_t i = 0; st && i < nst; i++)
+    if (st[i] != 1) return false;
+  for (int64_t i = 0; dl && i < ndl; i++)
+    if (dl[i] != 1) return false;
+  /* Worth it only when the tiles fill the GEMM panels: the products over
+   * the tiles (rounded up to whole 32-wide panels) against 9 over the
+   * pixels, with a margin for the transforms; F(4x4) only where it beats
+   * F(2x2) by the same margin. Small images (7x7: 16 tiles) stay with the
+   * direct GEMM. */
+  const er_tensor *y = ki->out[0];
+  if (!er__tensor_shape_known(y) || y->rank != 4) return false;
+  int64_t oh = y->dims[2], ow = y->dims[3], direct = 9 * oh * ow;
+  int64_t w2 = wino_work(oh, ow, 2), w4 = wino_work(oh, ow, 4);
+  if (tile == 4) return 4 * w4 < 3 * direct && 4 * w4 < 3 * w2;
+  return 4 * w2 < 3 * direct;
+}
+
+/* The chunk of tiles and the scratch layout for a given geometry. */
+typedef struct wino_plan {
+  int64_t th, tw, tiles, chunk;   /* chunk: tiles per pass, a multiple of 32 */
+  size_t v_stride, m_stride;      /* floats */
+  size_t slot_floats;             /* input-transform rows per worker */
+  size_t total_floats;            /* V + M + slots */
+} wino_plan;
+
+static void wino_plan_make(const wino_state *s, const er_window *g, int slots, wino_plan *p) {
+  p->th = (g->oh + s->tile - 1) / s->tile;
+  p->tw = (g->ow + s->tile - 1) / s->tile;
+  p->tiles = p->th * p->tw;
+  int64_t per_tile = s->mats * (s->c + s->m) * (int64_t)sizeof(float);
+  /* A multiple of 32, so of every ISA's panel width. */
+  int64_t chunk = WINO_CHUNK_BYTES / per_tile / 32 * 32;
+  if (chunk < 32) chunk = 32;
+  int64_t all = (p->tiles + 31) / 32 * 32;
+  p->chunk = chunk < all ? chunk : all;
+  p->v_stride = (size_t)(s->c * p->chunk);
+  p->m_stride = (size_t)(s->m * p->chunk);
+  p->slot_floats = (er__wino_scratch_floats(p->tw, s->ops->vn, s->tile, p->chunk) + 15) / 16 * 16;
+  p->total_floats = (size_t)s->mats * (p->v_stride + p->m_stride) + (size_t)slots * p->slot_floats;
+}
+
+static er_status wino_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa, const er_vec_ops *ops, int tile,
+                              void **state_out, size_t *scratch_out) {
+  wino_state *s = calloc(1, sizeof *s);
+  if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for a Conv kernel");
+  er_kctx ctx = er__ki_ctx(ki);
+  const er_tensor *w = ki->in[1];
+  s->isa = isa;
+  s->ops = ops;
+  s->tile = tile;
+  s->mats = (tile + 2) * (tile + 2);
+  s->act = node_act(&ctx);
+  s->slots = er__ki_slots(ki);
+  s->m = w->dims[0];
+  s->c = w->dims[1];
+  s->u_stride = (er__sgemm_packed_a_floats(isa, s->m, s->c) + 15) / 16 * 16;
+  s->u = er__aligned_alloc((size_t)s->mats * s->u_stride * sizeof(float));
+  float *tmp = malloc((size_t)(s->mats * s->m * s->c) * sizeof *tmp);
+  if (!s->u || !tmp) {
+    er__aligned_free(s->u);
+    free(tmp);
+    free(s);
+    return er__error(ER_STATUS_OUT_OF_MEMORY, "Conv '%s': out of memory transforming weights", ki->node->name);
+  }
+  /* U = G g G^T, in double, rounded once. */
+  static const double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  static const double G4[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                  {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+  const int a = tile + 2;
+  const double(*G)[3] = tile == 4 ? G4 : G2;
+  const float *wd = w->data;
+  for (int64_t m = 0; m < s->m; m++) {
+    for (int64_t c = 0; c < s->c; c++) {
+      const float *gk = wd + (m * s->c + c) * 9;
+      double tg[6][3];
+      for (int i = 0; i < a; i++)
+        for (int j = 0; j < 3; j++) tg[i][j] = G[i][0] * gk[j] + G[i][1] * gk[3 + j] + G[i][2] * gk[6 + j];
+      for (int i = 0; i < a; i++)
+        for (int j = 0; j < a; j++)
+          tmp[((size_t)(i * a + j) * (size_t)s->m + (size_t)m) * (size_t)s->c + (size_t)c] =
+              (float)(tg[i][0] * G[j][0] + tg[i][1] * G[j][1] + tg[i][2] * G[j][2]);
+    }
+  }
+  for (int t = 0; t < s->mats; t++)
+    er__sgemm_pack_a(isa, tmp + (size_t)t * (size_t)(s->m * s->c), s->c, 1, s->m, s->c, 1.0f,
+                     s->u + (size_t)t * s->u_stride);
+  free(tmp);
+  *scratch_out = 0;
+  er_window g;
+  if (er__tensor_shape_known(ki->in[0]) && er__tensor_shape_known(ki->out[0]) &&
+      er__window_get(&ctx, ki->in[0], w, ki->out[0], &g)) {
+    wino_plan p;
+    wino_plan_make(s, &g, s->slots, &p);
+    *scratch_out = p.total_floats * sizeof(float);
+  }
+  *state_out = s;
+  return ER_STATUS_OK;
+}
+
+static void wino_release(void *state) {
+  wino_state *s = state;
+  if (!s) return;
+  er__aligned_free(s->u);
+  free(s);
+}
+
+typedef struct wino_job {
+  const wino_state *s;
+  const er_wino *w;
+  const wino_plan *p;
+  float *slots;       /* input-transform rows, one slot per chunk */
+  int64_t count;      /* channels or output channels split */
+  int chunks;
+} wino_job;
+
+static void wino_in_chunk(void *arg, int64_t begin, int64_t end) {
+  const wino_job *j = arg;
+  for (int64_t c = begin; c < end; c++)
+    (j->s->tile == 4 ? j->s->ops->wino4_input : j->s->ops->wino_input)(
+        j->w, j->count * c / j->chunks, j->count * (c + 1) / j->chunks, j->slots + (size_t)c * j->p->slot_floats);
+}
+
+static void wino_gemm_chunk(void *arg, int64_t begin, int64_t end) {
+  const wino_job *j = arg;
+  for (int64_t t = begin; t < end; t++) {
+    er_gemm_problem gp;
+    memset(&gp, 0, sizeof gp);
+    gp.isa = j->s->isa;
+    gp.m = j->s->m;
+    gp.n = j->w->tn;
+    gp.k = j->s->c;
+    gp.a.packed = j->s->u + (size_t)t * j->s->u_stride;
+    gp.b.packed = j->w->v + (size_t)t * j->w->v_stride;
+    gp.scale = 1.0f;
+    gp.c = (float *)j->w->mo + (size_t)t * j->w->m_stride;
+    gp.ldc = j->w->tn;
+    er__sgemm_run(&gp, NULL, NULL, 1);
+  }
+}
+
+static void wino_out_chunk(void *arg, int64_t begin, int64_t end) {
+  const wino_job *j = arg;
+  (j->s->tile == 4 ? j->s->ops->wino4_output : j->s->ops->wino_output)(j->w, begin, end);
+}
+
+static er_status wino_run(const er_kernel_run *kr) {
+  const wino_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *x = ctx->in[0], *w = ctx->in[1], *b = er__in(ctx, 2), *z = er__in(ctx, 3);
+  er_tensor *y = ctx->out[0];
+  er_window g;
+  if (!er__window_get(ctx, x, w, y, &g) || g.c != s->c || g.m != s->m || g.kh != 3 || g.kw != 3 || g.sh != 1 ||
+      g.sw != 1 || g.dh != 1 || g.dw != 1 || g.group != 1)
+    return er__kr_reference(kr);
+  if (er__tensor_count(y) == 0) return ER_STATUS_OK;
+  int workers = er__pool_threads(kr->pool);
+  if (workers > ER_KERNEL_MAX_SLOTS) workers = ER_KERNEL_MAX_SLOTS;
+  wino_plan p;
+  wino_plan_make(s, &g, workers, &p);
+  void *scratch = NULL, *owned = NULL;
+  int slots = 1;
+  /* One allocation for V, M and every worker's rows: ask for it as one slot. */
+  ER_CHECK(er__kr_scratch(kr, p.total_floats * sizeof(float), &scratch, &slots, &owned));
+  float *v = scratch, *mo = v + (size_t)s->mats * p.v_stride, *rows = mo + (size_t)s->mats * p.m_stride;
+  for (int64_t n = 0; n < g.n; n++) {
+    for (int64_t t0 = 0; t0 < p.tiles; t0 += p.chunk) {
+      er_wino wj;
+      memset(&wj, 0, sizeof wj);
+      wj.x = (const float *)x->data + n * g.c * g.h * g.w;
+      wj.c = g.c, wj.h = g.h, wj.w = g.w, wj.oh = g.oh, wj.ow = g.ow, wj.pt = g.pt, wj.pl = g.pl;
+      wj.tw = p.tw;
+      wj.t0 = t0;
+      wj.tn = p.tiles - t0 < p.chunk ? p.tiles - t0 : p.chunk;
+      wj.chunk = p.chunk;
+      wj.v = v;
+      wj.nr = s->isa->nr;
+      wj.v_stride = p.v_stride;
+      wj.mo = mo;
+      wj.m_stride = (size_t)(g.m * wj.tn);
+      wj.m = g.m;
+      wj.y = (float *)y->data + n * g.m * g.oh * g.ow;
+      wj.bias = b ? b->data : NULL;
+      wj.add = z ? (const float *)z->data + n * g.m * g.oh * g.ow : NULL;
+      wj.act = s->act;
+      /* The last panel's columns past the chunk's tiles: zeros. */
+      int64_t nr = s->isa->nr, tail = wj.tn % nr;
+      if (tail)
+        for (int t = 0; t < s->mats; t++)
+          for (int64_t c = 0; c < g.c; c++)
+            memset(v + (size_t)t * p.v_stride + (size_t)(((wj.tn / nr) * g.c + c) * nr + tail), 0,
+                   (size_t)(nr - tail) * sizeof(float));
+      int64_t work = g.c * wj.tn;
+      int in_chunks = (int)min64(min64(workers, g.c), max64(1, work >> 12));
+      wino_job jin = {s, &wj, &p, rows, g.c, in_chunks};
+      er__parallel_for(kr->pool, in_chunks, 1, wino_in_chunk, &jin);
+      wino_job jg = {s, &wj, &p, rows, s->mats, s->mats};
+      er__parallel_for(kr->pool, s->mats, 1, wino_gemm_chunk, &jg);
+      er__parallel_for(kr->pool, g.m, max64(1, 4096 / max64(1, wj.tn)), wino_out_chunk, &jg);
+    }
+  }
+  er__aligned_free(owned);
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
+/* ConvTranspose                                                             */
+/* ======================================================================== */
+
+/* 2-D ConvTranspose as GEMM and col2im: per image, group and chunk of
+ * input pixels, col [Mg * kh * kw, pixels] = W_g^T X_g (W_g^T packed once
+ * as the GEMM's A), then every column adds its kh x kw window into Y,
+ * which starts as the bias. The adds run per output channel (one worker
+ * owns a channel's plane), chunk after chunk, so the order of the sums is
+ * fixed. */
+
+/* Bytes of column buffer one chunk of pixels may use. */
+#define CONVT_COL_BYTES (INT64_C(2) << 20)
+
+typedef struct convt_state {
+  const er_sgemm_isa *isa;
+  float *packed;      /* per group: W_g^T [Mg * kh * kw, Cg], gstride floats apart */
+  size_t gstride;
+  int64_t c, mg, kh, kw, group;
+  int slots;
+} convt_state;
+
+typedef struct convt_geom {
+  int64_t n, h, w, oh, ow;
+  int64_t sh, sw, dh, dw, pt, pl;
+} convt_geom;
+
+/* Pads in force from the attributes and the output extents, as the
+ * reference derives them: from output_shape or SAME_* as the split of the
+ * total (halves rounded down), else the explicit pads. */
+static bool convt_geom_get(const er_kctx *ctx, const convt_state *s, const er_tensor *x, const er_tensor *y,
+                           convt_geom *g) {
+  const int64_t *st, *dl, *pads, *os, *op;
+  int64_t nst, ndl, npads, nos, nop;
+  const char *ap;
+  if (er__attr_ints(ctx, "strides", &st, &nst) != ER_STATUS_OK ||
+      er__attr_ints(ctx, "dilations", &dl, &ndl) != ER_STATUS_OK ||
+      er__attr_ints(ctx, "pads", &pads, &npads) != ER_STATUS_OK ||
+      er__attr_ints(ctx, "output_shape", &os, &nos) != ER_STATUS_OK ||
+      er__attr_ints(ctx, "output_padding", &op, &nop) != ER_STATUS_OK ||
+      er__attr_string(ctx, "auto_pad", "NOTSET", &ap) != ER_STATUS_OK)
+    return false;
+  if ((st && nst != 2) || (dl && ndl != 2) || (pads && npads != 4) || (op && nop != 2)) return false;
+  g->n = x->dims[0];
+  g->h = x->dims[2];
+  g->w = x->dims[3];
+  g->oh = y->dims[2];
+  g->ow = y->dims[3];
+  int64_t s2[2] = {st ? st[0] : 1, st ? st[1] : 1}, d2[2] = {dl ? dl[0] : 1, dl ? dl[1] : 1};
+  int64_t in[2] = {g->h, g->w}, out[2] = {g->oh, g->ow}, k[2] = {s->kh, s->kw}, pb[2];
+  bool upper = strcmp(ap, "SAME_UPPER") == 0, same = upper || strcmp(ap, "SAME_LOWER") == 0;
+  for (int a = 0; a < 2; a++) {
+    if (os || same) {
+      int64_t full = s2[a] * (in[a] > 0 ? in[a] - 1 : 0) + (op ? op[a] : 0) + (k[a] - 1) * d2[a] + 1;
+      int64_t total = full - out[a], half = total >= 0 ? total / 2 : -((1 - total) / 2);
+      pb[a] = upper ? half : total - half;
+    } else {
+      pb[a] = strcmp(ap, "VALID") == 0 || !pads ? 0 : pads[a];
+    }
+  }
+  g->sh = s2[0], g->sw = s2[1], g->dh = d2[0], g->dw = d2[1], g->pt = pb[0], g->pl = pb[1];
+  return g->sh > 0 && g->sw > 0 && g->dh > 0 && g->dw > 0;
+}
+
+static bool convt_supports(const er_kernel_info *ki, bool isa_ok) {
+  if (!isa_ok || !er__ki_f32(ki, 0) || !er__ki_f32(ki, 1) || !er__ki_out_f32(ki)) return false;
+  if (ki->n_in > 2 && ki->in[2] && ki->in[2]->dtype != ER_DTYPE_FLOAT) return false;
+  const er_tensor *x = ki->in[0], *w = ki->in[1];
+  if (x->rank != 4 || w->rank != 4 || !w->data || !er__tensor_shape_known(w)) return false;
+  er_kctx ctx = er__ki_ctx(ki);
+  int64_t group = 1;
+  return er__window_attrs_ok(&ctx, 4) && er__attr_int(&ctx, "group", 1, &group) == ER_STATUS_OK && group >= 1 &&
+         w->dims[0] % group == 0;
+}
+
+static er_status convt_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa, void **state_out,
+                               size_t *scratch_out) {
+  convt_state *s = calloc(1, sizeof *s);
+  if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for a ConvTranspose kernel");
+  er_kctx ctx = er__ki_ctx(ki);
+  const er_tensor *w = ki->in[1];
+  er__attr_int(&ctx, "group", 1, &s->group);
+  s->isa = isa;
+  s->slots = er__ki_slots(ki);
+  s->c = w->dims[0];
+  s->mg = w->dims[1];
+  s->kh = w->dims[2];
+  s->kw = w->dims[3];
+  int64_t cg = s->c / s->group, rows = s->mg * s->kh * s->kw;
+  s->gstride = (er__sgemm_packed_a_floats(isa, rows, cg) + 15) / 16 * 16;
+  s->packed = er__aligned_alloc(s->gstride * (size_t)s->group * sizeof(float));
+  if (!s->packed) {
+    free(s);
+    return er__error(ER_STATUS_OUT_OF_MEMORY, "ConvTranspose '%s': out of memory packing weights", ki->node->name);
+  }
+  /* W_g [Cg, Mg * kh * kw] row-major; its transpose is the GEMM's A. */
+  for (int64_t gi = 0; gi < s->group; gi++)
+    er__sgemm_pack_a(isa, (const float *)w->data + gi * cg * rows, 1, rows, rows, cg, 1.0f,
+                     s->packed + (size_t)gi * s->gstride);
+  *scratch_out = 0;
+  *state_out = s;
+  return ER_STATUS_OK;
+}
+
+static void convt_release(void *state) {
+  convt_state *s = state;
+  if (!s) return;
+  er__aligned_free(s->packed);
+  free(s);
+}
+
+typedef struct convt_job {
+  const convt_state *s;
+  const convt_geom *g;
+  const float *col;   /* [Mg * kh * kw, pc] */
+  int64_t p0, pc;     /* input pixels of this chunk */
+  float *y;           /* this image and group's [Mg, OH, OW] */
+} convt_job;
+
+static void convt_col2im(void *arg, int64_t m0, int64_t m1) {
+  const convt_job *j = arg;
+  const convt_geom *g = j->g;
+  const convt_state *s = j->s;
+  for (int64_t m = m0; m < m1; m++) {
+    float *ym = j->y + m * g->oh * g->ow;
+    for (int64_t ky = 0; ky < s->kh; ky++) {
+      for (int64_t kx = 0; kx < s->kw; kx++) {
+        const float *row = j->col + ((m * s->kh + ky) * s->kw + kx) * j->pc;
+        int64_t xoff = kx * g->dw - g->pl; /* ox = ix * sw + xoff */
+        int64_t lo = xoff >= 0 ? 0 : (-xoff + g->sw - 1) / g->sw;
+        int64_t hi = g->ow - xoff > 0 ? (g->ow - xoff + g->sw - 1) / g->sw : 0;
+        if (hi > g->w) hi = g->w;
+        for (int64_t p = j->p0; p < j->p0 + j->pc;) {
+          int64_t iy = p / g->w, ix0 = p % g->w;
+          int64_t ix1 = g->w < ix0 + (j->p0 + j->pc - p) ? g->w : ix0 + (j->p0 + j->pc - p);
+          int64_t oy = iy * g->sh - g->pt + ky * g->dh;
+          if (oy >= 0 && oy < g->oh) {
+            float *yr = ym + oy * g->ow + xoff;
+            const float *src = row + (p - j->p0) - ix0;
+            int64_t a = ix0 > lo ? ix0 : lo, b = ix1 < hi ? ix1 : hi;
+            if (g->sw == 1)
+              for (int64_t ix = a; ix < b; ix++) yr[ix] += src[ix];
+            else
+              for (int64_t ix = a; ix < b; ix++) yr[ix * g->sw] += src[ix];
+          }
+          p += ix1 - ix0;
+        }
+      }
+    }
+  }
+}
+
+static er_status convt_run(const er_kernel_run *kr) {
+  const convt_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *x = ctx->in[0], *w = ctx->in[1], *b = er__in(ctx, 2);
+  er_tensor *y = ctx->out[0];
+  convt_geom g;
+  if (w->dims[0] != s->c || w->dims[1] != s->mg || !convt_geom_get(ctx, s, x, y, &g) || x->dims[1] != s->c)
+    return er__kr_reference(kr);
+  int64_t m = y->dims[1], cg = s->c / s->group, rows = s->mg * s->kh * s->kw, hw = g.h * g.w;
+  int64_t plane = g.oh * g.ow;
+  /* Y starts as the bias. */
+  float *yd = y->data;
+  for (int64_t i = 0; i < g.n * m; i++) {
+    float v = b ? ((const float *)b->data)[i % m] : 0.0f;
+    for (int64_t q = 0; q < plane; q++) yd[i * plane + q] = v;
+  }
+  if (hw == 0 || rows == 0) return ER_STATUS_OK;
+  int64_t pc = CONVT_COL_BYTES / (rows * (int64_t)sizeof(float));
+  pc = pc < 32 ? 32 : pc;
+  if (pc > hw) pc = hw;
+  er_gemm_problem p;
+  memset(&p, 0, sizeof p);
+  p.isa = s->isa;
+  p.m = rows;
+  p.n = pc;
+  p.k = cg;
+  p.a.packed = s->packed;
+  p.b.rs = hw;
+  p.b.cs = 1;
+  p.b.data = x->data; /* placeholder for sizing the scratch */
+  p.scale = 1.0f;
+  p.ldc = pc;
+  size_t slot_floats = er__sgemm_scratch_floats(&p);
+  int workers = er__pool_threads(kr->pool);
+  if (workers > ER_KERNEL_MAX_SLOTS) workers = ER_KERNEL_MAX_SLOTS;
+  size_t col_floats = ((size_t)(rows * pc) + 15) / 16 * 16;
+  void *scratch = NULL, *owned = NULL;
+  int slots = 1;
+  ER_CHECK(er__kr_scratch(kr, (col_floats + (size_t)workers * slot_floats) * sizeof(float), &scratch, &slots,
+                          &owned));
+  float *col = scratch, *gemm_scratch = col + col_floats;
+  for (int64_t n = 0; n < g.n; n++) {
+    for (int64_t gi = 0; gi < s->group; gi++) {
+      const float *xg = (const float *)x->data + (n * s->c + gi * cg) * hw;
+      float *yg = yd + (n * m + gi * s->mg) * plane;
+      for (int64_t p0 = 0; p0 < hw; p0 += pc) {
+        int64_t n_px = hw - p0 < pc ? hw - p0 : pc;
+        p.a.packed = s->packed + (size_t)gi * s->gstride;
+        p.b.data = xg + p0;
+        p.n = n_px;
+        p.c = col;
+        p.ldc = n_px;
+        er__sgemm_run(&p, kr->pool, gemm_scratch, workers);
+        convt_job j = {s, &g, col, p0, n_px, yg};
+        er__parallel_for(kr->pool, s->mg, max64(1, 4096 / max64(1, rows / s->mg * n_px)), convt_col2im, &j);
+      }
+    }
+  }
+  er__aligned_free(owned);
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
 /* Depthwise convolution                                                     */
 /* ======================================================================== */
 
@@ -278,6 +753,8 @@ static bool dw_supports(const er_kernel_info *ki, bool isa_ok) {
   int64_t group = 1;
   if (er__attr_int(&ctx, "group", 1, &group) != ER_STATUS_OK) return false;
   /* One filter per channel: W [C, 1, kh, kw] with group = C. */
+  for (int d = 2; d < w->rank; d++)
+    if (w->dims[d] > ER_DW_MAX_TAPS) return false;
   return group > 1 && w->dims[0] == group && w->dims[1] == 1;
 }
 
@@ -323,7 +800,8 @@ static er_status dw_prepare_common(const er_kernel_info *ki, const er_vec_ops *o
     er_dw_args a;
     memset(&a, 0, sizeof a);
     a.oh = g.oh, a.ow = g.ow, a.kh = g.kh, a.kw = g.kw, a.sh = g.sh, a.sw = g.sw, a.dh = g.dh, a.dw = g.dw;
-    *scratch_out = er__dw_scratch_floats(&a, ops->vn) * sizeof(float) * (size_t)s->slots;
+    /* Slots rounded as dw_run rounds them, so the run finds them all. */
+    *scratch_out = (er__dw_scratch_floats(&a, ops->vn) + 15) / 16 * 16 * sizeof(float) * (size_t)s->slots;
   }
   *state_out = s;
   return ER_STATUS_OK;
@@ -351,7 +829,8 @@ static er_status dw_run(const er_kernel_run *kr) {
   er_kctx *ctx = kr->ctx;
   er_window g;
   er_dw_args a;
-  if (!er__window_get(ctx, ctx->in[0], ctx->in[1], ctx->out[0], &g) || !dw_args(kr, &g, &a))
+  if (!er__window_get(ctx, ctx->in[0], ctx->in[1], ctx->out[0], &g) || !dw_args(kr, &g, &a) ||
+      g.kh > ER_DW_MAX_TAPS || g.kw > ER_DW_MAX_TAPS || er__dw_ring_slots(&a) > ER_DW_RING_MAX)
     return er__kr_reference(kr);
   if (er__tensor_count(ctx->out[0]) == 0) return ER_STATUS_OK;
   size_t slot_floats = (er__dw_scratch_floats(&a, s->ops->vn) + 15) / 16 * 16;
@@ -379,7 +858,7 @@ static er_status dw_run(const er_kernel_run *kr) {
 #define DEFINE_CONV_KERNELS(OP, DOMAIN, PREFIX, SFX, TILE, ISA, SG, VO, ISA_OK)                               \
   static bool gemm_supports_##SFX(const er_kernel_info *ki) { return conv_gemm_supports(ki, &SG, ISA_OK(ki->cpu)); } \
   static er_status gemm_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {          \
-    return conv_gemm_prepare(ki, &SG, st, scratch);                                                    \
+    return conv_gemm_prepare(ki, &SG, &VO, st, scratch);                                                    \
   }                                                                                                    \
   static const er_cpu_kernel k_gemm_##SFX = {"f32_" PREFIX "conv_gemm_" TILE "__" ISA, OP, DOMAIN,               \
                                             gemm_supports_##SFX, gemm_prepare_##SFX, conv_gemm_run,    \
@@ -389,9 +868,31 @@ static er_status dw_run(const er_kernel_run *kr) {
     return dw_prepare_common(ki, &VO, st, scratch);                                                    \
   }                                                                                                    \
   static const er_cpu_kernel k_dw_##SFX = {"f32_" PREFIX "dwconv__" ISA, OP, DOMAIN, dw_supports_##SFX,          \
-                                          dw_prepare_##SFX, dw_run, free};
+                                          dw_prepare_##SFX, dw_run, free};                                     \
+  static bool wino_supports_##SFX(const er_kernel_info *ki) { return wino_supports(ki, ISA_OK(ki->cpu), 2); }    \
+  static er_status wino_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {                  \
+    return wino_prepare(ki, &SG, &VO, 2, st, scratch);                                                         \
+  }                                                                                                            \
+  static const er_cpu_kernel k_wino_##SFX = {"f32_" PREFIX "conv_winograd_2x2_3x3__" ISA, OP, DOMAIN,           \
+                                            wino_supports_##SFX, wino_prepare_##SFX, wino_run, wino_release};  \
+  static bool wino4_supports_##SFX(const er_kernel_info *ki) { return wino_supports(ki, ISA_OK(ki->cpu), 4); }   \
+  static er_status wino4_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {                 \
+    return wino_prepare(ki, &SG, &VO, 4, st, scratch);                                                         \
+  }                                                                                                            \
+  static const er_cpu_kernel k_wino4_##SFX = {"f32_" PREFIX "conv_winograd_4x4_3x3__" ISA, OP, DOMAIN,          \
+                                             wino4_supports_##SFX, wino4_prepare_##SFX, wino_run, wino_release};
+
+#define DEFINE_CONVT_KERNEL(SFX, TILE, ISA, SG, ISA_OK)                                                  \
+  static bool convt_supports_##SFX(const er_kernel_info *ki) { return convt_supports(ki, ISA_OK(ki->cpu)); } \
+  static er_status convt_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {            \
+    return convt_prepare(ki, &SG, st, scratch);                                                           \
+  }                                                                                                       \
+  static const er_cpu_kernel k_convt_##SFX = {"f32_conv_transpose_gemm_" TILE "__" ISA, "ConvTranspose", "", \
+                                             convt_supports_##SFX, convt_prepare_##SFX, convt_run, convt_release};
 
 #if defined(__x86_64__) || defined(__i386__)
+DEFINE_CONVT_KERNEL(avx512, "14x32", "avx512", er__sgemm_avx512, er__cpu_has_avx512)
+DEFINE_CONVT_KERNEL(avx2, "6x16", "avx2", er__sgemm_avx2, er__cpu_has_avx2)
 DEFINE_CONV_KERNELS("Conv", "", "", conv_avx512, "14x32", "avx512", er__sgemm_avx512, er__vec_avx512, er__cpu_has_avx512)
 DEFINE_CONV_KERNELS("FusedConv", ER_FUSED_DOMAIN, "fused_", fconv_avx512, "14x32", "avx512", er__sgemm_avx512, er__vec_avx512,
                     er__cpu_has_avx512)
@@ -401,17 +902,26 @@ DEFINE_CONV_KERNELS("FusedConv", ER_FUSED_DOMAIN, "fused_", fconv_avx2, "6x16", 
 #endif
 #if defined(__aarch64__)
 static bool has_neon(const er_cpu_features *c) { return c->neon; }
+DEFINE_CONVT_KERNEL(neon, "8x8", "neon", er__sgemm_neon, has_neon)
 DEFINE_CONV_KERNELS("Conv", "", "", conv_neon, "8x8", "neon", er__sgemm_neon, er__vec_neon, has_neon)
 DEFINE_CONV_KERNELS("FusedConv", ER_FUSED_DOMAIN, "fused_", fconv_neon, "8x8", "neon", er__sgemm_neon, er__vec_neon, has_neon)
 #endif
 
 const er_cpu_kernel *const er__kernels_conv[] = {
 #if defined(__x86_64__) || defined(__i386__)
-    &k_dw_conv_avx512,   &k_dw_fconv_avx512,   &k_gemm_conv_avx512, &k_gemm_fconv_avx512,
-    &k_dw_conv_avx2,     &k_dw_fconv_avx2,     &k_gemm_conv_avx2,   &k_gemm_fconv_avx2,
+    &k_dw_conv_avx512,   &k_dw_fconv_avx512,   &k_wino4_conv_avx512, &k_wino4_fconv_avx512,
+    &k_wino_conv_avx512, &k_wino_fconv_avx512,
+    &k_gemm_conv_avx512, &k_gemm_fconv_avx512,
+    &k_dw_conv_avx2,     &k_dw_fconv_avx2,     &k_wino4_conv_avx2,  &k_wino4_fconv_avx2,
+    &k_wino_conv_avx2,   &k_wino_fconv_avx2,
+    &k_gemm_conv_avx2,   &k_gemm_fconv_avx2,
+    &k_convt_avx512,     &k_convt_avx2,
 #endif
 #if defined(__aarch64__)
-    &k_dw_conv_neon,     &k_dw_fconv_neon,     &k_gemm_conv_neon,   &k_gemm_fconv_neon,
+    &k_dw_conv_neon,     &k_dw_fconv_neon,     &k_wino4_conv_neon,  &k_wino4_fconv_neon,
+    &k_wino_conv_neon,   &k_wino_fconv_neon,
+    &k_gemm_conv_neon,   &k_gemm_fconv_neon,
+    &k_convt_neon,
 #endif
     NULL,
 };

@@ -1,6 +1,360 @@
-/* eltwise.c - optimized CPU kernels of the "eltwise" group. */
+/* eltwise.c - optimized CPU kernels of the "eltwise" group: float32
+ * activations and unary math (Relu, Sigmoid, Tanh, Clip, HardSigmoid,
+ * HardSwish, LeakyRelu, Gelu, Erf, Exp, Abs, Neg, Sqrt, Reciprocal) and
+ * broadcasting binary ops (Add, Sub, Mul, Div, PRelu, Sum).
+ *
+ * Binary broadcasting is reduced once per run to a few collapsed axes:
+ * axes where the output has extent 1 are dropped and neighbours are merged
+ * while both inputs stay contiguous (or both stay broadcast) across them,
+ * so the innermost run is contiguous or a repeated scalar for each input.
+ * Same shapes, scalars, per-channel [1,C,1,1] and per-row [W] operands all
+ * become long vector loops. Work is split over threads by output element
+ * ranges, which does not change any result. */
+#include <float.h>
+
 #include "backends/cpu/kernels/kernel-groups.h"
+#include "backends/cpu/kernels/kutil.h"
+#include "backends/cpu/kernels/vec.h"
+
+/* Elements below which an elementwise op is not worth a second thread. */
+#define ELTWISE_GRAIN 16384
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ======================================================================== */
+/* Unary                                                                     */
+/* ======================================================================== */
+
+typedef struct un_state {
+  const er_vec_ops *ops;
+  er_unary u;
+  bool clip_inputs;   /* Clip 11+: bounds come from inputs 1 and 2 */
+} un_state;
+
+/* The unary function of the node, from its type and attributes; false
+ * for nodes the kernels do not take. */
+static bool unary_of(const er_kernel_info *ki, er_unary *u, bool *clip_inputs) {
+  er_kctx ctx = er__ki_ctx(ki);
+  const char *op = ki->node->op_type;
+  int version = ki->node->version;
+  memset(u, 0, sizeof *u);
+  *clip_inputs = false;
+  u->op = ER_UNOP_ACT;
+  float a = 0, b = 0;
+  if (strcmp(op, "Relu") == 0) {
+    u->act.kind = ER_ACT_RELU;
+  } else if (strcmp(op, "Sigmoid") == 0) {
+    u->act.kind = ER_ACT_SIGMOID;
+  } else if (strcmp(op, "Tanh") == 0) {
+    u->act.kind = ER_ACT_TANH;
+  } else if (strcmp(op, "HardSwish") == 0) {
+    u->act.kind = ER_ACT_HARDSWISH;
+  } else if (strcmp(op, "Clip") == 0) {
+    u->act.kind = ER_ACT_CLIP;
+    if (version < 6) return false;
+    if (version >= 11) {
+      *clip_inputs = true;
+      for (int i = 1; i < ki->n_in; i++)
+        if (ki->in[i] && ki->in[i]->dtype != ER_DTYPE_FLOAT) return false;
+    } else {
+      if (er__attr_float(&ctx, "min", -FLT_MAX, &a) != ER_STATUS_OK ||
+          er__attr_float(&ctx, "max", FLT_MAX, &b) != ER_STATUS_OK)
+        return false;
+      u->act.p[0] = a;
+      u->act.p[1] = b;
+    }
+  } else if (strcmp(op, "HardSigmoid") == 0) {
+    u->act.kind = ER_ACT_HARDSIGMOID;
+    if (er__attr_float(&ctx, "alpha", 0.2f, &a) != ER_STATUS_OK ||
+        er__attr_float(&ctx, "beta", 0.5f, &b) != ER_STATUS_OK)
+      return false;
+    u->act.p[0] = a;
+    u->act.p[1] = b;
+  } else if (strcmp(op, "LeakyRelu") == 0) {
+    u->act.kind = ER_ACT_LEAKYRELU;
+    if (er__attr_float(&ctx, "alpha", 0.01f, &a) != ER_STATUS_OK) return false;
+    u->act.p[0] = a;
+  } else if (strcmp(op, "Gelu") == 0) {
+    const char *mode;
+    if (er__attr_string(&ctx, "approximate", "none", &mode) != ER_STATUS_OK) return false;
+    if (strcmp(mode, "none") == 0) u->act.kind = ER_ACT_GELU;
+    else if (strcmp(mode, "tanh") == 0) u->act.kind = ER_ACT_GELU_TANH;
+    else return false;
+  } else if (strcmp(op, "Erf") == 0) {
+    u->op = ER_UNOP_ERF;
+  } else if (strcmp(op, "Exp") == 0) {
+    u->op = ER_UNOP_EXP;
+  } else if (strcmp(op, "Abs") == 0) {
+    u->op = ER_UNOP_ABS;
+  } else if (strcmp(op, "Neg") == 0) {
+    u->op = ER_UNOP_NEG;
+  } else if (strcmp(op, "Sqrt") == 0) {
+    u->op = ER_UNOP_SQRT;
+  } else if (strcmp(op, "Reciprocal") == 0) {
+    u->op = ER_UNOP_RECIPROCAL;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+static bool un_supports(const er_kernel_info *ki, bool isa_ok) {
+  er_unary u;
+  bool clip_inputs;
+  if (!isa_ok || !er__ki_f32(ki, 0) || !er__ki_out_f32(ki)) return false;
+  bool ok = unary_of(ki, &u, &clip_inputs);
+  er__error_clear();
+  return ok;
+}
+
+static er_status un_prepare(const er_kernel_info *ki, const er_vec_ops *ops, void **state_out,
+                            size_t *scratch_out) {
+  un_state *s = calloc(1, sizeof *s);
+  if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for an elementwise kernel");
+  s->ops = ops;
+  unary_of(ki, &s->u, &s->clip_inputs);
+  *scratch_out = 0;
+  *state_out = s;
+  return ER_STATUS_OK;
+}
+
+typedef struct un_job {
+  const er_vec_ops *ops;
+  const er_unary *u;
+  const float *x;
+  float *y;
+} un_job;
+
+static void un_chunk(void *arg, int64_t begin, int64_t end) {
+  const un_job *j = arg;
+  j->ops->unary(j->u, j->x + begin, j->y + begin, end - begin);
+}
+
+static er_status un_run(const er_kernel_run *kr) {
+  const un_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  er_unary u = s->u;
+  if (s->clip_inputs) {
+    const er_tensor *lo = er__in(ctx, 1), *hi = er__in(ctx, 2);
+    u.act.p[0] = lo ? ((const float *)lo->data)[0] : -INFINITY;
+    u.act.p[1] = hi ? ((const float *)hi->data)[0] : INFINITY;
+  }
+  int64_t n = er__tensor_count(ctx->in[0]);
+  un_job j = {s->ops, &u, ctx->in[0]->data, ctx->out[0]->data};
+  er__parallel_for(kr->pool, n, ELTWISE_GRAIN, un_chunk, &j);
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
+/* Binary                                                                    */
+/* ======================================================================== */
+
+typedef struct bin_state {
+  const er_vec_ops *ops;
+  er_binop op;
+  bool sum;           /* variadic Sum: fold the inputs pairwise */
+} bin_state;
+
+static bool binop_of(const char *op, int version, er_binop *out, bool *sum) {
+  *sum = false;
+  /* Versions before 7 broadcast by the `broadcast` / `axis` attributes. */
+  if (strcmp(op, "Sum") == 0) {
+    *out = ER_BINOP_ADD;
+    *sum = true;
+    return true;
+  }
+  if (version < 7) return false;
+  if (strcmp(op, "Add") == 0) *out = ER_BINOP_ADD;
+  else if (strcmp(op, "Sub") == 0) *out = ER_BINOP_SUB;
+  else if (strcmp(op, "Mul") == 0) *out = ER_BINOP_MUL;
+  else if (strcmp(op, "Div") == 0) *out = ER_BINOP_DIV;
+  else if (strcmp(op, "PRelu") == 0) *out = ER_BINOP_PRELU;
+  else return false;
+  return true;
+}
+
+static bool bin_supports(const er_kernel_info *ki, bool isa_ok) {
+  er_binop op;
+  bool sum;
+  if (!isa_ok || !er__ki_out_f32(ki) || !binop_of(ki->node->op_type, ki->node->version, &op, &sum)) return false;
+  for (int i = 0; i < ki->n_in; i++)
+    if (!er__ki_f32(ki, i)) return false;
+  return ki->n_in >= (sum ? 1 : 2);
+}
+
+static er_status bin_prepare(const er_kernel_info *ki, const er_vec_ops *ops, void **state_out,
+                             size_t *scratch_out) {
+  bin_state *s = calloc(1, sizeof *s);
+  if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for an elementwise kernel");
+  s->ops = ops;
+  binop_of(ki->node->op_type, ki->node->version, &s->op, &s->sum);
+  *scratch_out = 0;
+  *state_out = s;
+  return ER_STATUS_OK;
+}
+
+/* A broadcast over collapsed axes; the last axis is the inner run. */
+typedef struct bplan {
+  int nd;
+  int64_t dims[ER_MAX_RANK];
+  int64_t sa[ER_MAX_RANK], sb[ER_MAX_RANK];   /* element strides, 0 = broadcast */
+} bplan;
+
+static void input_strides(const er_tensor *t, const er_tensor *y, int64_t *s) {
+  int r = y->rank, off = r - t->rank;
+  int64_t stride = 1;
+  for (int d = r - 1; d >= 0; d--) {
+    int64_t dim = d >= off ? t->dims[d - off] : 1;
+    s[d] = dim == 1 ? 0 : stride;
+    stride *= dim;
+  }
+}
+
+static void bplan_make(const er_tensor *a, const er_tensor *b, const er_tensor *y, bplan *p) {
+  int64_t sa[ER_MAX_RANK], sb[ER_MAX_RANK];
+  input_strides(a, y, sa);
+  input_strides(b, y, sb);
+  p->nd = 0;
+  for (int d = 0; d < y->rank; d++) {
+    if (y->dims[d] == 1) continue;
+    if (p->nd > 0) {
+      int k = p->nd - 1;
+      /* Merge when each input is contiguous across the two axes or
+       * broadcast along both. */
+      bool ma = (sa[d] == 0 && p->sa[k] == 0) || (sa[d] != 0 && p->sa[k] == sa[d] * y->dims[d]);
+      bool mb = (sb[d] == 0 && p->sb[k] == 0) || (sb[d] != 0 && p->sb[k] == sb[d] * y->dims[d]);
+      if (ma && mb) {
+        p->dims[k] *= y->dims[d];
+        p->sa[k] = sa[d];
+        p->sb[k] = sb[d];
+        continue;
+      }
+    }
+    p->dims[p->nd] = y->dims[d];
+    p->sa[p->nd] = sa[d];
+    p->sb[p->nd] = sb[d];
+    p->nd++;
+  }
+  if (p->nd == 0) {
+    p->nd = 1;
+    p->dims[0] = 1;
+    p->sa[0] = p->sb[0] = 0;
+  }
+}
+
+typedef struct bin_job {
+  const er_vec_ops *ops;
+  er_binop op;
+  const bplan *p;
+  const float *a, *b;
+  float *y;
+} bin_job;
+
+static void bin_chunk(void *arg, int64_t begin, int64_t end) {
+  const bin_job *j = arg;
+  const bplan *p = j->p;
+  int last = p->nd - 1;
+  int64_t inner = p->dims[last];
+  int64_t i = begin;
+  while (i < end) {
+    int64_t row = i / inner, col = i % inner;
+    int64_t oa = col * p->sa[last], ob = col * p->sb[last], r = row;
+    for (int d = last - 1; d >= 0; d--) {
+      int64_t idx = r % p->dims[d];
+      r /= p->dims[d];
+      oa += idx * p->sa[d];
+      ob += idx * p->sb[d];
+    }
+    int64_t n = min64(inner - col, end - i);
+    j->ops->binary(j->op, j->a + oa, p->sa[last] ? 1 : 0, j->b + ob, p->sb[last] ? 1 : 0, j->y + i, n);
+    i += n;
+  }
+}
+
+static void bin_pair(const er_kernel_run *kr, er_binop op, const er_tensor *a, const er_tensor *b, er_tensor *y) {
+  const bin_state *s = kr->state;
+  bplan p;
+  bplan_make(a, b, y, &p);
+  bin_job j = {s->ops, op, &p, a->data, b->data, y->data};
+  er__parallel_for(kr->pool, er__tensor_count(y), ELTWISE_GRAIN, bin_chunk, &j);
+}
+
+static er_status bin_run(const er_kernel_run *kr) {
+  const bin_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  er_tensor *y = ctx->out[0];
+  if (er__tensor_count(y) == 0) return ER_STATUS_OK;
+  if (s->sum && ctx->n_in == 1) {
+    /* One input: a broadcast copy is the reference's business. */
+    return er__kr_reference(kr);
+  }
+  bin_pair(kr, s->op, ctx->in[0], ctx->in[1], y);
+  for (int k = 2; k < ctx->n_in; k++) bin_pair(kr, s->op, y, ctx->in[k], y);
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
+/* The kernel table                                                          */
+/* ======================================================================== */
+
+#define UNARY_KERNEL(NAME, OP, SFX, ISA, VO, ISA_OK)                                               \
+  static const er_cpu_kernel k_##NAME##_##SFX = {"f32_" #NAME "__" ISA, OP, "", un_supports_##SFX,  \
+                                                un_prepare_##SFX, un_run, free};
+#define BINARY_KERNEL(NAME, OP, SFX, ISA, VO, ISA_OK)                                              \
+  static const er_cpu_kernel k_##NAME##_##SFX = {"f32_" #NAME "__" ISA, OP, "", bin_supports_##SFX, \
+                                                bin_prepare_##SFX, bin_run, free};
+
+#define ELTWISE_KERNELS(SFX, ISA, VO, ISA_OK)                                                           \
+  static bool un_supports_##SFX(const er_kernel_info *ki) { return un_supports(ki, ISA_OK(ki->cpu)); }  \
+  static er_status un_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {             \
+    return un_prepare(ki, &VO, st, scratch);                                                            \
+  }                                                                                                     \
+  static bool bin_supports_##SFX(const er_kernel_info *ki) { return bin_supports(ki, ISA_OK(ki->cpu)); } \
+  static er_status bin_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {            \
+    return bin_prepare(ki, &VO, st, scratch);                                                           \
+  }                                                                                                     \
+  UNARY_KERNEL(relu, "Relu", SFX, ISA, VO, ISA_OK)                                                      \
+  UNARY_KERNEL(sigmoid, "Sigmoid", SFX, ISA, VO, ISA_OK)                                                \
+  UNARY_KERNEL(tanh, "Tanh", SFX, ISA, VO, ISA_OK)                                                      \
+  UNARY_KERNEL(clip, "Clip", SFX, ISA, VO, ISA_OK)                                                      \
+  UNARY_KERNEL(hardsigmoid, "HardSigmoid", SFX, ISA, VO, ISA_OK)                                        \
+  UNARY_KERNEL(hardswish, "HardSwish", SFX, ISA, VO, ISA_OK)                                            \
+  UNARY_KERNEL(leakyrelu, "LeakyRelu", SFX, ISA, VO, ISA_OK)                                            \
+  UNARY_KERNEL(gelu, "Gelu", SFX, ISA, VO, ISA_OK)                                                      \
+  UNARY_KERNEL(erf, "Erf", SFX, ISA, VO, ISA_OK)                                                        \
+  UNARY_KERNEL(exp, "Exp", SFX, ISA, VO, ISA_OK)                                                        \
+  UNARY_KERNEL(abs, "Abs", SFX, ISA, VO, ISA_OK)                                                        \
+  UNARY_KERNEL(neg, "Neg", SFX, ISA, VO, ISA_OK)                                                        \
+  UNARY_KERNEL(sqrt, "Sqrt", SFX, ISA, VO, ISA_OK)                                                      \
+  UNARY_KERNEL(reciprocal, "Reciprocal", SFX, ISA, VO, ISA_OK)                                          \
+  BINARY_KERNEL(add, "Add", SFX, ISA, VO, ISA_OK)                                                       \
+  BINARY_KERNEL(sub, "Sub", SFX, ISA, VO, ISA_OK)                                                       \
+  BINARY_KERNEL(mul, "Mul", SFX, ISA, VO, ISA_OK)                                                       \
+  BINARY_KERNEL(div, "Div", SFX, ISA, VO, ISA_OK)                                                       \
+  BINARY_KERNEL(prelu, "PRelu", SFX, ISA, VO, ISA_OK)                                                   \
+  BINARY_KERNEL(sum, "Sum", SFX, ISA, VO, ISA_OK)
+
+#define ELTWISE_LIST(SFX)                                                                         \
+  &k_relu_##SFX, &k_sigmoid_##SFX, &k_tanh_##SFX, &k_clip_##SFX, &k_hardsigmoid_##SFX,             \
+      &k_hardswish_##SFX, &k_leakyrelu_##SFX, &k_gelu_##SFX, &k_erf_##SFX, &k_exp_##SFX,           \
+      &k_abs_##SFX, &k_neg_##SFX, &k_sqrt_##SFX, &k_reciprocal_##SFX, &k_add_##SFX, &k_sub_##SFX,  \
+      &k_mul_##SFX, &k_div_##SFX, &k_prelu_##SFX, &k_sum_##SFX,
+
+#if defined(__x86_64__) || defined(__i386__)
+ELTWISE_KERNELS(avx512, "avx512", er__vec_avx512, er__cpu_has_avx512)
+ELTWISE_KERNELS(avx2, "avx2", er__vec_avx2, er__cpu_has_avx2)
+#endif
+#if defined(__aarch64__)
+static bool has_neon(const er_cpu_features *c) { return c->neon; }
+ELTWISE_KERNELS(neon, "neon", er__vec_neon, has_neon)
+#endif
 
 const er_cpu_kernel *const er__kernels_eltwise[] = {
+#if defined(__x86_64__) || defined(__i386__)
+    ELTWISE_LIST(avx512) ELTWISE_LIST(avx2)
+#endif
+#if defined(__aarch64__)
+    ELTWISE_LIST(neon)
+#endif
     NULL,
 };

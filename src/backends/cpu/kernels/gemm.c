@@ -8,6 +8,7 @@
 #include "backends/cpu/kernels/kernel-groups.h"
 #include "backends/cpu/kernels/kutil.h"
 #include "backends/cpu/kernels/sgemm.h"
+#include "backends/cpu/kernels/vec.h"
 #include "ops/fused.h"
 
 typedef enum mm_kind { MM_MATMUL, MM_FUSED_MATMUL, MM_GEMM, MM_FUSED_GEMM } mm_kind;
@@ -15,6 +16,7 @@ typedef enum mm_kind { MM_MATMUL, MM_FUSED_MATMUL, MM_GEMM, MM_FUSED_GEMM } mm_k
 /* What prepare() works out once per node. */
 typedef struct mm_state {
   const er_sgemm_isa *isa;
+  const er_vec_ops *ops;
   mm_kind kind;
   bool trans_a, trans_b;     /* Gemm */
   float alpha, beta;         /* Gemm */
@@ -182,11 +184,12 @@ static void matmul_problem(const mm_state *s, const mm_batch *mb, const er_tenso
 /* ======================================================================== */
 
 static er_status mm_prepare(const er_kernel_info *ki, mm_kind kind, const er_sgemm_isa *isa,
-                            void **state_out, size_t *scratch_out) {
+                            const er_vec_ops *ops, void **state_out, size_t *scratch_out) {
   mm_state *s = calloc(1, sizeof *s);
   if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for a %s kernel", ki->node->op_type);
   read_attrs(ki, kind, s);
   s->isa = isa;
+  s->ops = ops;
   s->slots = er__ki_slots(ki);
   const er_tensor *a = er__ki_in(ki, 0), *b = er__ki_in(ki, 1);
   bool b_matrix = b->rank == 2 || (b->rank > 2 && er__tensor_shape_known(b) &&
@@ -242,6 +245,50 @@ static void mm_release(void *state) {
   free(s);
 }
 
+/* Few rows and a B that is not packed (run-time weights): products
+ * straight from B, split over workers by columns. */
+typedef struct gemv_job {
+  const er_vec_ops *ops;
+  er_gemv g;
+} gemv_job;
+
+static void gemv_chunk(void *arg, int64_t begin, int64_t end) {
+  const gemv_job *j = arg;
+  j->ops->gemv(&j->g, begin, end);
+}
+
+static bool try_gemv(const er_kernel_run *kr, const mm_state *s, const er_gemm_problem *p, const mm_batch *mb) {
+  if (p->b.packed || p->b.pack || p->m > ER_GEMV_MAX_M || (p->b.cs != 1 && p->b.rs != 1)) return false;
+  gemv_job j;
+  memset(&j, 0, sizeof j);
+  j.ops = s->ops;
+  er_gemv *g = &j.g;
+  g->m = p->m;
+  g->n = p->n;
+  g->k = p->k;
+  g->a_rs = p->a.rs;
+  g->a_cs = p->a.cs;
+  g->b_rs = p->b.rs;
+  g->b_cs = p->b.cs;
+  g->ldc = p->ldc;
+  g->scale = p->scale;
+  g->beta = p->epi.beta;
+  g->add_rs = p->epi.add_rs;
+  g->add_cs = p->epi.add_cs;
+  g->bias = p->epi.bias;
+  g->act = p->epi.act;
+  int64_t macs_per_col = p->m * (p->k > 0 ? p->k : 1);
+  int64_t grain = (INT64_C(1) << 16) / macs_per_col + 1;
+  for (int64_t i = 0; i < mb->batch; i++) {
+    g->a = p->a.data + i * mb->a_bs;
+    g->b = p->b.data + i * mb->b_bs;
+    g->c = p->c + i * p->m * p->n;
+    g->add = p->epi.add;
+    er__parallel_for(kr->pool, p->n, grain, gemv_chunk, &j);
+  }
+  return true;
+}
+
 static er_status mm_run(const er_kernel_run *kr) {
   const mm_state *s = kr->state;
   er_kctx *ctx = kr->ctx;
@@ -257,6 +304,8 @@ static er_status mm_run(const er_kernel_run *kr) {
     matmul_problem(s, &mb, a, b, s->kind == MM_FUSED_MATMUL ? c : NULL, y->data, &p);
   }
   if (p.b.packed && (s->k != p.k || s->n != p.n)) return er__kr_reference(kr);
+  if (p.m <= 0 || p.n <= 0) return ER_STATUS_OK;
+  if (try_gemv(kr, s, &p, &mb)) return ER_STATUS_OK;
   void *scratch = NULL, *owned = NULL;
   int slots = 1;
   ER_CHECK(er__kr_scratch(kr, er__sgemm_scratch_floats(&p) * sizeof(float), &scratch, &slots, &owned));
@@ -272,38 +321,38 @@ static er_status mm_run(const er_kernel_run *kr) {
 /* The kernel table                                                          */
 /* ======================================================================== */
 
-#define DEFINE_MM_KERNEL(KIND, OP, DOMAIN, NAME, ISA_VAR, ISA_OK)                                 \
+#define DEFINE_MM_KERNEL(KIND, OP, DOMAIN, NAME, ISA_VAR, VEC_VAR, ISA_OK)                        \
   static bool supports_##NAME(const er_kernel_info *ki) {                                       \
     return mm_supports(ki, KIND, &ISA_VAR, ISA_OK(ki->cpu));                                    \
   }                                                                                             \
   static er_status prepare_##NAME(const er_kernel_info *ki, void **state, size_t *scratch) {    \
-    return mm_prepare(ki, KIND, &ISA_VAR, state, scratch);                                      \
+    return mm_prepare(ki, KIND, &ISA_VAR, &VEC_VAR, state, scratch);                            \
   }                                                                                             \
   static const er_cpu_kernel k_##NAME = {#NAME, OP, DOMAIN, supports_##NAME, prepare_##NAME,    \
                                          mm_run, mm_release};
 
 #if defined(__x86_64__) || defined(__i386__)
-DEFINE_MM_KERNEL(MM_MATMUL, "MatMul", "", f32_matmul_14x32__avx512, er__sgemm_avx512, er__cpu_has_avx512)
-DEFINE_MM_KERNEL(MM_GEMM, "Gemm", "", f32_gemm_14x32__avx512, er__sgemm_avx512, er__cpu_has_avx512)
+DEFINE_MM_KERNEL(MM_MATMUL, "MatMul", "", f32_matmul_14x32__avx512, er__sgemm_avx512, er__vec_avx512, er__cpu_has_avx512)
+DEFINE_MM_KERNEL(MM_GEMM, "Gemm", "", f32_gemm_14x32__avx512, er__sgemm_avx512, er__vec_avx512, er__cpu_has_avx512)
 DEFINE_MM_KERNEL(MM_FUSED_MATMUL, "FusedMatMul", ER_FUSED_DOMAIN, f32_fused_matmul_14x32__avx512,
-                 er__sgemm_avx512, er__cpu_has_avx512)
+                 er__sgemm_avx512, er__vec_avx512, er__cpu_has_avx512)
 DEFINE_MM_KERNEL(MM_FUSED_GEMM, "FusedGemm", ER_FUSED_DOMAIN, f32_fused_gemm_14x32__avx512,
-                 er__sgemm_avx512, er__cpu_has_avx512)
-DEFINE_MM_KERNEL(MM_MATMUL, "MatMul", "", f32_matmul_6x16__avx2, er__sgemm_avx2, er__cpu_has_avx2)
-DEFINE_MM_KERNEL(MM_GEMM, "Gemm", "", f32_gemm_6x16__avx2, er__sgemm_avx2, er__cpu_has_avx2)
+                 er__sgemm_avx512, er__vec_avx512, er__cpu_has_avx512)
+DEFINE_MM_KERNEL(MM_MATMUL, "MatMul", "", f32_matmul_6x16__avx2, er__sgemm_avx2, er__vec_avx2, er__cpu_has_avx2)
+DEFINE_MM_KERNEL(MM_GEMM, "Gemm", "", f32_gemm_6x16__avx2, er__sgemm_avx2, er__vec_avx2, er__cpu_has_avx2)
 DEFINE_MM_KERNEL(MM_FUSED_MATMUL, "FusedMatMul", ER_FUSED_DOMAIN, f32_fused_matmul_6x16__avx2,
-                 er__sgemm_avx2, er__cpu_has_avx2)
+                 er__sgemm_avx2, er__vec_avx2, er__cpu_has_avx2)
 DEFINE_MM_KERNEL(MM_FUSED_GEMM, "FusedGemm", ER_FUSED_DOMAIN, f32_fused_gemm_6x16__avx2, er__sgemm_avx2,
-                 er__cpu_has_avx2)
+                 er__vec_avx2, er__cpu_has_avx2)
 #endif
 #if defined(__aarch64__)
 static bool has_neon(const er_cpu_features *c) { return c->neon; }
-DEFINE_MM_KERNEL(MM_MATMUL, "MatMul", "", f32_matmul_8x8__neon, er__sgemm_neon, has_neon)
-DEFINE_MM_KERNEL(MM_GEMM, "Gemm", "", f32_gemm_8x8__neon, er__sgemm_neon, has_neon)
+DEFINE_MM_KERNEL(MM_MATMUL, "MatMul", "", f32_matmul_8x8__neon, er__sgemm_neon, er__vec_neon, has_neon)
+DEFINE_MM_KERNEL(MM_GEMM, "Gemm", "", f32_gemm_8x8__neon, er__sgemm_neon, er__vec_neon, has_neon)
 DEFINE_MM_KERNEL(MM_FUSED_MATMUL, "FusedMatMul", ER_FUSED_DOMAIN, f32_fused_matmul_8x8__neon,
-                 er__sgemm_neon, has_neon)
+                 er__sgemm_neon, er__vec_neon, has_neon)
 DEFINE_MM_KERNEL(MM_FUSED_GEMM, "FusedGemm", ER_FUSED_DOMAIN, f32_fused_gemm_8x8__neon, er__sgemm_neon,
-                 has_neon)
+                 er__vec_neon, has_neon)
 #endif
 
 const er_cpu_kernel *const er__kernels_gemm[] = {

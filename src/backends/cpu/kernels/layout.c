@@ -1,6 +1,375 @@
-/* layout.c - optimized CPU kernels of the "layout" group. */
+/* layout.c - optimized CPU kernels of the "layout" group: Transpose (any
+ * element type) and nearest-neighbour Resize / Upsample (float32).
+ *
+ * Transpose first drops unit axes and merges output axes that stay
+ * consecutive in the input, so most real permutations (attention heads,
+ * channel shuffles, NCHW <-> NHWC) become either runs of contiguous rows
+ * (copied whole) or one 2-D transpose per outer index (done in cache-sized
+ * tiles). Resize builds, per spatial axis, the input index of every output
+ * position with the reference's own formulas for the supported modes, then
+ * copies rows, reusing the previous output row whenever two output rows
+ * map to the same input row (every upsampling). */
 #include "backends/cpu/kernels/kernel-groups.h"
+#include "backends/cpu/kernels/kutil.h"
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Bytes of copying below which a second thread is not worth waking. */
+#define LAYOUT_GRAIN_BYTES (INT64_C(1) << 16)
+/* Side of the square tiles of 2-D transposes (elements). */
+#define TRANSPOSE_TILE 16
+
+/* ======================================================================== */
+/* Transpose                                                                 */
+/* ======================================================================== */
+
+typedef struct tr_plan {
+  int nd;                         /* collapsed output axes */
+  int64_t dims[ER_MAX_RANK];      /* output extents */
+  int64_t is[ER_MAX_RANK];        /* input stride (elements) of each output axis */
+  int64_t os[ER_MAX_RANK];        /* output strides */
+  size_t es;                      /* element bytes */
+  int q;                          /* output axis with input stride 1 (when not last) */
+} tr_plan;
+
+static bool read_perm(const er_kctx *ctx, int rank, int *perm) {
+  const int64_t *p;
+  int64_t n;
+  if (er__attr_ints(ctx, "perm", &p, &n) != ER_STATUS_OK) return false;
+  bool seen[ER_MAX_RANK] = {false};
+  for (int d = 0; d < rank; d++) {
+    int64_t v = p ? p[d] : rank - 1 - d;
+    if ((p && n != rank) || v < 0 || v >= rank || seen[v]) return false;
+    seen[v] = true;
+    perm[d] = (int)v;
+  }
+  return true;
+}
+
+static void tr_plan_make(const er_tensor *x, const int *perm, tr_plan *p) {
+  int r = x->rank;
+  int64_t in_stride[ER_MAX_RANK];
+  int64_t s = 1;
+  for (int d = r - 1; d >= 0; d--) {
+    in_stride[d] = s;
+    s *= x->dims[d];
+  }
+  p->nd = 0;
+  p->es = er_dtype_size(x->dtype);
+  for (int i = 0; i < r; i++) {
+    int64_t dim = x->dims[perm[i]], st = in_stride[perm[i]];
+    if (dim == 1) continue;
+    /* Merge with the previous output axis when that one steps over exactly
+     * this one's extent in the input. */
+    if (p->nd > 0 && p->is[p->nd - 1] == st * dim) {
+      p->dims[p->nd - 1] *= dim;
+      p->is[p->nd - 1] = st;
+      continue;
+    }
+    p->dims[p->nd] = dim;
+    p->is[p->nd] = st;
+    p->nd++;
+  }
+  if (p->nd == 0) {
+    p->nd = 1;
+    p->dims[0] = 1;
+    p->is[0] = 1;
+  }
+  s = 1;
+  for (int k = p->nd - 1; k >= 0; k--) {
+    p->os[k] = s;
+    s *= p->dims[k];
+  }
+  p->q = -1;
+  for (int k = 0; k < p->nd - 1; k++)
+    if (p->is[k] == 1) p->q = k;
+}
+
+typedef struct tr_job {
+  const tr_plan *p;
+  const unsigned char *x;
+  unsigned char *y;
+  int64_t outer;          /* iterations of the outer loop */
+} tr_job;
+
+/* Offsets of outer index o over the axes other than `skip1`, `skip2`
+ * (and the last): a mixed-radix decode. */
+static void outer_offsets(const tr_plan *p, int64_t o, int skip1, int skip2, int64_t *in_off, int64_t *out_off) {
+  *in_off = *out_off = 0;
+  for (int k = p->nd - 1; k >= 0; k--) {
+    if (k == skip1 || k == skip2) continue;
+    int64_t idx = o % p->dims[k];
+    o /= p->dims[k];
+    *in_off += idx * p->is[k];
+    *out_off += idx * p->os[k];
+  }
+}
+
+/* Contiguous inner run: copy rows of dims[last] elements. */
+static void tr_rows(void *arg, int64_t begin, int64_t end) {
+  const tr_job *j = arg;
+  const tr_plan *p = j->p;
+  int last = p->nd - 1;
+  size_t row = (size_t)p->dims[last] * p->es;
+  for (int64_t o = begin; o < end; o++) {
+    int64_t io, oo;
+    outer_offsets(p, o, last, -1, &io, &oo);
+    memcpy(j->y + (size_t)oo * p->es, j->x + (size_t)io * p->es, row);
+  }
+}
+
+#define DEFINE_TILE(T)                                                                                    \
+  static void tile_##T(const T *in, int64_t in_a, int64_t in_b, T *out, int64_t out_a, int64_t na, int64_t nb) { \
+    for (int64_t a0 = 0; a0 < na; a0 += TRANSPOSE_TILE)                                                   \
+      for (int64_t b0 = 0; b0 < nb; b0 += TRANSPOSE_TILE) {                                               \
+        int64_t a1 = a0 + TRANSPOSE_TILE < na ? a0 + TRANSPOSE_TILE : na;                                 \
+        int64_t b1 = b0 + TRANSPOSE_TILE < nb ? b0 + TRANSPOSE_TILE : nb;                                 \
+        for (int64_t a = a0; a < a1; a++)                                                                 \
+          for (int64_t b = b0; b < b1; b++) out[a * out_a + b] = in[a * in_a + b * in_b];                 \
+      }                                                                                                   \
+  }
+DEFINE_TILE(uint8_t)
+DEFINE_TILE(uint16_t)
+DEFINE_TILE(uint32_t)
+DEFINE_TILE(uint64_t)
+#undef DEFINE_TILE
+
+/* The input's innermost axis is output axis q, not the last: one 2-D
+ * transpose (axes q and last) per outer index. */
+static void tr_2d(void *arg, int64_t begin, int64_t end) {
+  const tr_job *j = arg;
+  const tr_plan *p = j->p;
+  int last = p->nd - 1, q = p->q;
+  int64_t na = p->dims[q], nb = p->dims[last];
+  for (int64_t o = begin; o < end; o++) {
+    int64_t io, oo;
+    outer_offsets(p, o, q, last, &io, &oo);
+    const unsigned char *in = j->x + (size_t)io * p->es;
+    unsigned char *out = j->y + (size_t)oo * p->es;
+    /* out[a, b] at out + (a * os_q + b), in[a, b] at in + (a + b * is_last). */
+    switch (p->es) {
+      case 1: tile_uint8_t((const uint8_t *)in, 1, p->is[last], (uint8_t *)out, p->os[q], na, nb); break;
+      case 2: tile_uint16_t((const uint16_t *)(const void *)in, 1, p->is[last], (uint16_t *)(void *)out, p->os[q], na, nb); break;
+      case 4: tile_uint32_t((const uint32_t *)(const void *)in, 1, p->is[last], (uint32_t *)(void *)out, p->os[q], na, nb); break;
+      default: tile_uint64_t((const uint64_t *)(const void *)in, 1, p->is[last], (uint64_t *)(void *)out, p->os[q], na, nb); break;
+    }
+  }
+}
+
+static bool tr_supports(const er_kernel_info *ki, bool isa_ok) {
+  const er_tensor *x = ki->in[0];
+  if (!isa_ok || x->rank < 0 || x->dtype == ER_DTYPE_UNDEFINED || x->dtype == ER_DTYPE_STRING) return false;
+  size_t es = er_dtype_size(x->dtype);
+  if (es != 1 && es != 2 && es != 4 && es != 8) return false;
+  int perm[ER_MAX_RANK];
+  er_kctx ctx = er__ki_ctx(ki);
+  return read_perm(&ctx, x->rank, perm);
+}
+
+static er_status tr_run(const er_kernel_run *kr) {
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *x = ctx->in[0];
+  int perm[ER_MAX_RANK];
+  if (!read_perm(ctx, x->rank, perm)) return er__kr_reference(kr);
+  int64_t n = er__tensor_count(x);
+  if (n == 0) return ER_STATUS_OK;
+  tr_plan p;
+  tr_plan_make(x, perm, &p);
+  tr_job j = {&p, x->data, ctx->out[0]->data, 0};
+  int last = p.nd - 1;
+  if (p.is[last] == 1) {
+    j.outer = n / p.dims[last];
+    int64_t row_bytes = p.dims[last] * (int64_t)p.es;
+    er__parallel_for(kr->pool, j.outer, max64(1, LAYOUT_GRAIN_BYTES / max64(1, row_bytes)), tr_rows, &j);
+  } else {
+    j.outer = n / (p.dims[last] * p.dims[p.q]);
+    int64_t block = p.dims[last] * p.dims[p.q] * (int64_t)p.es;
+    er__parallel_for(kr->pool, j.outer, max64(1, LAYOUT_GRAIN_BYTES / max64(1, block)), tr_2d, &j);
+  }
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
+/* Resize / Upsample, nearest                                                */
+/* ======================================================================== */
+
+typedef enum coord_mode { CM_HALF_PIXEL, CM_PYTORCH_HALF_PIXEL, CM_ALIGN_CORNERS, CM_ASYMMETRIC, CM_TF_HALF_PIXEL_NN } coord_mode;
+typedef enum round_mode { RM_PREFER_FLOOR, RM_PREFER_CEIL, RM_FLOOR, RM_CEIL, RM_SIMPLE } round_mode;
+
+typedef struct rs_state {
+  coord_mode coord;
+  round_mode round;
+  int scales_i, sizes_i;       /* input indices; -1 = not in this version */
+} rs_state;
+
+/* The node's Resize / Upsample parameters, when they are ones this kernel
+ * takes: nearest mode, no axes, stretch policy, no antialiasing. */
+static bool rs_params(const er_kernel_info *ki, rs_state *s) {
+  er_kctx ctx = er__ki_ctx(ki);
+  const char *mode, *ct = "half_pixel", *nm = "round_prefer_floor", *policy = "stretch";
+  int64_t antialias = 0;
+  const int64_t *axes;
+  int64_t n_axes;
+  bool upsample = strcmp(ki->node->op_type, "Upsample") == 0;
+  int v = ki->node->version;
+  if (er__attr_string(&ctx, "mode", "nearest", &mode) != ER_STATUS_OK || strcmp(mode, "nearest") != 0) return false;
+  if (upsample || v == 10) {
+    /* Upsample 9 and Resize 10: scales input 1, asymmetric, truncation. */
+    if (upsample && v < 9) return false;
+    s->coord = CM_ASYMMETRIC;
+    s->round = RM_SIMPLE;
+    s->scales_i = 1;
+    s->sizes_i = -1;
+    return true;
+  }
+  if (er__attr_string(&ctx, "coordinate_transformation_mode", "half_pixel", &ct) != ER_STATUS_OK ||
+      er__attr_string(&ctx, "nearest_mode", "round_prefer_floor", &nm) != ER_STATUS_OK ||
+      er__attr_string(&ctx, "keep_aspect_ratio_policy", "stretch", &policy) != ER_STATUS_OK ||
+      er__attr_int(&ctx, "antialias", 0, &antialias) != ER_STATUS_OK ||
+      er__attr_ints(&ctx, "axes", &axes, &n_axes) != ER_STATUS_OK)
+    return false;
+  if (axes || antialias || strcmp(policy, "stretch") != 0) return false;
+  if (strcmp(ct, "half_pixel") == 0) s->coord = CM_HALF_PIXEL;
+  else if (strcmp(ct, "pytorch_half_pixel") == 0) s->coord = CM_PYTORCH_HALF_PIXEL;
+  else if (strcmp(ct, "align_corners") == 0) s->coord = CM_ALIGN_CORNERS;
+  else if (strcmp(ct, "asymmetric") == 0) s->coord = CM_ASYMMETRIC;
+  else if (strcmp(ct, "tf_half_pixel_for_nn") == 0) s->coord = CM_TF_HALF_PIXEL_NN;
+  else return false;
+  if (strcmp(nm, "round_prefer_floor") == 0) s->round = RM_PREFER_FLOOR;
+  else if (strcmp(nm, "round_prefer_ceil") == 0) s->round = RM_PREFER_CEIL;
+  else if (strcmp(nm, "floor") == 0) s->round = RM_FLOOR;
+  else if (strcmp(nm, "ceil") == 0) s->round = RM_CEIL;
+  else return false;
+  s->scales_i = 2;
+  s->sizes_i = 3;
+  return true;
+}
+
+/* Input index of output position j along an axis of in -> out elements
+ * at the given scale, as the reference computes it (then clamped). */
+static int64_t rs_index(const rs_state *s, int64_t j, int64_t in, int64_t out, double scale, double out_w) {
+  double x;
+  switch (s->coord) {
+    case CM_HALF_PIXEL: x = ((double)j + 0.5) / scale - 0.5; break;
+    case CM_PYTORCH_HALF_PIXEL: x = out > 1 ? ((double)j + 0.5) / scale - 0.5 : 0.0; break;
+    case CM_ALIGN_CORNERS: x = out_w == 1.0 ? 0.0 : (double)j * ((double)in - 1.0) / (out_w - 1.0); break;
+    case CM_TF_HALF_PIXEL_NN: x = ((double)j + 0.5) / scale; break;
+    default: x = (double)j / scale; break;
+  }
+  double bound = (double)in + 16.0;
+  if (x < -bound) x = -bound;
+  if (x > bound) x = bound;
+  double f = floor(x);
+  int64_t i;
+  switch (s->round) {
+    case RM_PREFER_FLOOR: i = (int64_t)(x - f <= 0.5 ? f : f + 1.0); break;
+    case RM_PREFER_CEIL: i = (int64_t)(x - f < 0.5 ? f : f + 1.0); break;
+    case RM_FLOOR: i = (int64_t)f; break;
+    case RM_CEIL: i = (int64_t)ceil(x); break;
+    default: i = scale < 1.0 ? (int64_t)ceil(x) : (int64_t)trunc(x); break;
+  }
+  return i < 0 ? 0 : i >= in ? in - 1 : i;
+}
+
+static bool rs_supports(const er_kernel_info *ki, bool isa_ok) {
+  rs_state s;
+  if (!isa_ok || !er__ki_f32(ki, 0) || !er__ki_out_f32(ki) || ki->in[0]->rank != 4) return false;
+  bool ok = rs_params(ki, &s);
+  er__error_clear();
+  return ok;
+}
+
+static er_status rs_prepare(const er_kernel_info *ki, void **state_out, size_t *scratch_out) {
+  rs_state *s = calloc(1, sizeof *s);
+  if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for a Resize kernel");
+  rs_params(ki, s);
+  *state_out = s;
+  *scratch_out = 0;
+  return ER_STATUS_OK;
+}
+
+typedef struct rs_job {
+  const float *x;
+  float *y;
+  int64_t h, w, oh, ow;
+  const int64_t *mh, *mw;      /* [oh], [ow] input indices */
+} rs_job;
+
+static void rs_planes(void *arg, int64_t begin, int64_t end) {
+  const rs_job *j = arg;
+  for (int64_t p = begin; p < end; p++) {
+    const float *x = j->x + p * j->h * j->w;
+    float *y = j->y + p * j->oh * j->ow;
+    for (int64_t oy = 0; oy < j->oh; oy++) {
+      float *row = y + oy * j->ow;
+      if (oy > 0 && j->mh[oy] == j->mh[oy - 1]) {
+        memcpy(row, row - j->ow, (size_t)j->ow * sizeof *row);
+        continue;
+      }
+      const float *src = x + j->mh[oy] * j->w;
+      for (int64_t ox = 0; ox < j->ow; ox++) row[ox] = src[j->mw[ox]];
+    }
+  }
+}
+
+static er_status rs_run(const er_kernel_run *kr) {
+  const rs_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *x = ctx->in[0], *sc = er__in(ctx, s->scales_i), *sz = s->sizes_i >= 0 ? er__in(ctx, s->sizes_i) : NULL;
+  er_tensor *y = ctx->out[0];
+  if (sc && er__tensor_count(sc) == 0) sc = NULL;
+  if (sz && er__tensor_count(sz) == 0) sz = NULL;
+  /* Batch and channel axes must not be resized. */
+  if (y->dims[0] != x->dims[0] || y->dims[1] != x->dims[1] || (!sc && !sz) || (sc && sc->dtype != ER_DTYPE_FLOAT) ||
+      (sc && er__tensor_count(sc) != 4))
+    return er__kr_reference(kr);
+  int64_t h = x->dims[2], w = x->dims[3], oh = y->dims[2], ow = y->dims[3];
+  if (er__tensor_count(y) == 0) return ER_STATUS_OK;
+  double scale[4], out_w[4];
+  for (int a = 0; a < 4; a++) {
+    int64_t in = x->dims[a], out = y->dims[a];
+    if (sc) {
+      scale[a] = ((const float *)sc->data)[a];
+      out_w[a] = scale[a] * (double)in;
+    } else {
+      scale[a] = in == 0 ? 1.0 : (double)out / (double)in;
+      out_w[a] = (double)out;
+    }
+  }
+  /* The coordinate rule applies to every axis: with tf_half_pixel_for_nn
+   * and a ceiling rounding even an unscaled batch or channel axis shifts
+   * by one. Only identity maps on those two are taken here. */
+  for (int a = 0; a < 2; a++)
+    for (int64_t j = 0; j < x->dims[a]; j++)
+      if (rs_index(s, j, x->dims[a], y->dims[a], scale[a], out_w[a]) != j) return er__kr_reference(kr);
+  int64_t *maps = malloc((size_t)(oh + ow) * sizeof *maps);
+  if (!maps) return er__error(ER_STATUS_OUT_OF_MEMORY, "Resize '%s': out of memory", ctx->node->name);
+  for (int64_t j = 0; j < oh; j++) maps[j] = rs_index(s, j, h, oh, scale[2], out_w[2]);
+  for (int64_t j = 0; j < ow; j++) maps[oh + j] = rs_index(s, j, w, ow, scale[3], out_w[3]);
+  rs_job job = {x->data, y->data, h, w, oh, ow, maps, maps + oh};
+  int64_t planes = x->dims[0] * x->dims[1];
+  er__parallel_for(kr->pool, planes, max64(1, LAYOUT_GRAIN_BYTES / max64(1, oh * ow * 4)), rs_planes, &job);
+  free(maps);
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
+/* The kernel table                                                          */
+/* ======================================================================== */
+
+/* Plain C (copies and index maps): ISA "scalar", there on every CPU. */
+static bool tr_supports_any(const er_kernel_info *ki) { return tr_supports(ki, true); }
+static bool rs_supports_any(const er_kernel_info *ki) { return rs_supports(ki, true); }
+
+static const er_cpu_kernel k_transpose = {"x_transpose__scalar", "Transpose", "", tr_supports_any, NULL, tr_run, NULL};
+static const er_cpu_kernel k_resize = {"f32_resize_nearest__scalar", "Resize", "", rs_supports_any, rs_prepare, rs_run,
+                                       free};
+static const er_cpu_kernel k_upsample = {"f32_upsample_nearest__scalar", "Upsample", "", rs_supports_any, rs_prepare,
+                                         rs_run, free};
 
 const er_cpu_kernel *const er__kernels_layout[] = {
+    &k_transpose,
+    &k_resize,
+    &k_upsample,
     NULL,
 };

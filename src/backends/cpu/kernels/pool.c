@@ -27,7 +27,10 @@ static bool pool_supports(const er_kernel_info *ki, int kind, bool isa_ok) {
   ER_UNUSED(kind);
   const int64_t *ks;
   int64_t nks;
-  return er__attr_ints(&ctx, "kernel_shape", &ks, &nks) == ER_STATUS_OK && ks;
+  if (er__attr_ints(&ctx, "kernel_shape", &ks, &nks) != ER_STATUS_OK || !ks) return false;
+  for (int64_t i = 0; i < nks; i++)
+    if (ks[i] > ER_DW_MAX_TAPS) return false;
+  return true;
 }
 
 static er_status pool_prepare(const er_kernel_info *ki, int kind, const er_vec_ops *ops, void **state_out,
@@ -77,7 +80,8 @@ static er_status pool_run(const er_kernel_run *kr) {
   const er_tensor *x = ctx->in[0];
   er_tensor *y = ctx->out[0];
   er_window g;
-  if (!er__window_get(ctx, x, NULL, y, &g)) return er__kr_reference(kr);
+  if (!er__window_get(ctx, x, NULL, y, &g) || g.kh > ER_DW_MAX_TAPS || g.kw > ER_DW_MAX_TAPS)
+    return er__kr_reference(kr);
   if (er__tensor_count(y) == 0) return ER_STATUS_OK;
   er_dw_args a;
   memset(&a, 0, sizeof a);
@@ -87,6 +91,7 @@ static er_status pool_run(const er_kernel_run *kr) {
   a.sh = g.sh, a.sw = g.sw, a.dh = g.dh, a.dw = g.dw, a.pt = g.pt, a.pl = g.pl, a.pb = g.pb, a.pr = g.pr;
   a.pool = s->kind;
   a.count_include_pad = s->count_include_pad;
+  if (er__dw_ring_slots(&a) > ER_DW_RING_MAX) return er__kr_reference(kr);
   size_t slot_floats = (er__dw_scratch_floats(&a, s->ops->vn) + 15) / 16 * 16;
   void *scratch = NULL, *owned = NULL;
   int slots = 1;

@@ -18,8 +18,48 @@
 /* Adds, scales, biases, activates and stores an accumulated tile that went
  * through memory: the general path (partial columns, first and last
  * k-blocks). */
+/* Rows of the memory tile: at least VN, so that the strided column loads
+ * of the transposed epilogue stay inside it. */
+#define TILE_ROWS (MR > VN ? MR : VN)
+
+/* The same for a transposed C: one column of the tile is a contiguous run
+ * of mr floats in C, read from the tile with a strided (gather) load. */
+static void tile_epilogue_trans(const er_gemm_tile *t, const float *acc /* [TILE_ROWS][NR] */) {
+  const vf beta = v_set(t->beta);
+  for (int j = 0; j < t->nr; j++) {
+    float *c = t->c + j * t->ldc;
+    for (int r0 = 0; r0 < t->mr; r0 += VN) {
+      int n = t->mr - r0 >= VN ? VN : t->mr - r0;
+      vf x = v_ld_stride(acc + r0 * NR + j, NR);
+      if (t->load_c) {
+        x = v_add(x, v_ld_n(c + r0, n));
+      } else if (t->add) {
+        const float *ad = t->add + j * t->add_cs + r0 * t->add_rs;
+        vf d;
+        if (t->add_rs == 1) {
+          d = v_ld_n(ad, n);
+        } else {
+          float tmp[VN] = {0};
+          for (int i = 0; i < n; i++) tmp[i] = ad[i * t->add_rs];
+          d = v_ld(tmp);
+        }
+        x = v_fma(beta, d, x);
+      }
+      if (t->finish) {
+        if (t->bias) x = v_add(x, t->bias_rows ? v_ld_n(t->bias + r0, n) : v_set(t->bias[j]));
+        x = v_act(x, t->act);
+      }
+      v_st_n(c + r0, x, n);
+    }
+  }
+}
+
 static void tile_epilogue(const er_gemm_tile *t, const float *acc /* [MR][NR] */) {
   const int mr = t->mr, nr = t->nr;
+  if (t->c_trans) {
+    tile_epilogue_trans(t, acc);
+    return;
+  }
   const vf beta = v_set(t->beta);
   for (int r = 0; r < mr; r++) {
     float *c = t->c + r * t->ldc;
@@ -68,7 +108,7 @@ static inline __attribute__((always_inline)) void tile_rows(const er_gemm_tile *
     a += MR;
     b += NR;
   }
-  if (!t->finish && !t->add && t->nr == NR) {
+  if (!t->finish && !t->add && t->nr == NR && !t->c_trans) {
     /* A middle k-block of a full-width tile: add to C in place. */
 #pragma GCC unroll 16
     for (int r = 0; r < MR; r++) {
@@ -84,7 +124,34 @@ static inline __attribute__((always_inline)) void tile_rows(const er_gemm_tile *
     }
     return;
   }
-  float tmp[MR * NR] __attribute__((aligned(64)));
+  if (t->finish && t->nr == NR && !t->c_trans &&
+      (t->act->kind == ER_ACT_NONE || t->act->kind == ER_ACT_RELU || t->act->kind == ER_ACT_CLIP)) {
+    /* A full-width last block with a cheap activation: finish in
+     * registers (the common convolution + bias + ReLU case). */
+    const vf beta = v_set(t->beta), lo = v_set(t->act->p[0]), hi = v_set(t->act->p[1]);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; r++) {
+      if (r < R) {
+        float *c = t->c + r * t->ldc;
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+          vf x = acc[r][v];
+          if (t->load_c) {
+            x = v_add(x, v_ld(c + v * VN));
+          } else if (t->add) {
+            const float *ad = t->add + r * t->add_rs;
+            x = v_fma(beta, t->add_cs ? v_ld(ad + v * VN) : v_set(ad[0]), x);
+          }
+          if (t->bias) x = v_add(x, t->bias_rows ? v_set(t->bias[r]) : v_ld(t->bias + v * VN));
+          if (t->act->kind == ER_ACT_RELU) x = v_max(v_zero(), x);
+          else if (t->act->kind == ER_ACT_CLIP) x = v_min(hi, v_max(lo, x));
+          v_st(c + v * VN, x);
+        }
+      }
+    }
+    return;
+  }
+  float tmp[TILE_ROWS * NR] __attribute__((aligned(64)));
 #pragma GCC unroll 16
   for (int r = 0; r < MR; r++)
 #pragma GCC unroll 4

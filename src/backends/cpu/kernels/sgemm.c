@@ -31,6 +31,17 @@ static void pack_a_block(int mr, const float *a, int64_t rs, int64_t cs, int64_t
   for (int64_t p = 0; p < mc; p += mr) {
     int rows = (int)min64(mr, m - (i0 + p));
     if (rows < 0) rows = 0;
+    if (rs == 1 && scale == 1.0f && rows > 0) {
+      /* A column-major view (a transposed operand, a pixel-major patch
+       * matrix): the panel's rows are contiguous for each k. */
+      const float *src = a + (i0 + p) + k0 * cs;
+      for (int64_t k = 0; k < kc; k++) {
+        memcpy(dst + k * mr, src + k * cs, (size_t)rows * sizeof *dst);
+        for (int r = rows; r < mr; r++) dst[k * mr + r] = 0.0f;
+      }
+      dst += kc * mr;
+      continue;
+    }
     for (int r = 0; r < rows; r++) {
       const float *src = a + (i0 + p + r) * rs + k0 * cs;
       float *d = dst + r;
@@ -121,7 +132,9 @@ static void sgemm_part(const er_gemm_problem *p, int64_t m0, int64_t m1, int64_t
   const er_sgemm_isa *isa = p->isa;
   const int mr = isa->mr, nr = isa->nr;
   const int64_t K = p->k, KC = block_kc(p), NC = block_nc(p), MC = block_mc(p);
-  float *bbuf = scratch, *abuf = scratch + (p->b.packed ? 0 : KC * NC);
+  /* No scratch at all when both operands are prepacked (no offsets from
+   * a null pointer, not even zero ones). */
+  float *bbuf = scratch, *abuf = scratch && !p->b.packed ? scratch + KC * NC : scratch;
   const er_gemm_epilogue *e = &p->epi;
   er_gemm_tile t;
   memset(&t, 0, sizeof t);
@@ -131,6 +144,7 @@ static void sgemm_part(const er_gemm_problem *p, int64_t m0, int64_t m1, int64_t
   t.add_rs = e->add_rs;
   t.bias_rows = e->bias_rows;
   t.ldc = p->ldc;
+  t.c_trans = p->c_trans;
   for (int64_t j0 = n0; j0 < n1; j0 += NC) {
     int64_t nc = min64(NC, n1 - j0);
     for (int64_t k0 = 0; k0 < K || (K == 0 && k0 == 0); k0 += KC) {
@@ -158,7 +172,8 @@ static void sgemm_part(const er_gemm_problem *p, int64_t m0, int64_t m1, int64_t
           ap = p->a.packed + i0 * K + k0 * mr;
           a_panel = mr * K;
         } else {
-          pack_a_block(mr, p->a.data, p->a.rs, p->a.cs, p->m, i0, round_up(mc, mr), k0, kc, p->scale, abuf);
+          if (p->a.pack) p->a.pack(p->a.pack_ctx, k0, kc, i0, round_up(mc, mr), abuf);
+          else pack_a_block(mr, p->a.data, p->a.rs, p->a.cs, p->m, i0, round_up(mc, mr), k0, kc, p->scale, abuf);
           ap = abuf;
           a_panel = mr * kc;
         }
@@ -172,7 +187,7 @@ static void sgemm_part(const er_gemm_problem *p, int64_t m0, int64_t m1, int64_t
             int64_t j = j0 + jr;
             t.b = bp + (jr / nr) * b_panel;
             t.nr = (int)min64(nr, p->n - j);
-            t.c = p->c + i * p->ldc + j;
+            t.c = p->c_trans ? p->c + j * p->ldc + i : p->c + i * p->ldc + j;
             t.add = e->add && !t.load_c ? e->add + i * e->add_rs + j * e->add_cs : NULL;
             t.bias = e->bias && t.finish ? e->bias + (e->bias_rows ? i : j) : NULL;
             isa->tile(&t);
@@ -230,7 +245,7 @@ static void run_chunks(void *arg, int64_t begin, int64_t end) {
   const er_gemm_problem *p = ra->p;
   for (int64_t c = begin; c < end; c++) {
     int64_t lo = ra->s.panels * c / ra->s.chunks, hi = ra->s.panels * (c + 1) / ra->s.chunks;
-    float *scratch = ra->scratch + (size_t)c * ra->slot_floats;
+    float *scratch = ra->scratch ? ra->scratch + (size_t)c * ra->slot_floats : NULL;
     if (ra->s.along_n)
       sgemm_part(p, 0, p->m, lo * p->isa->nr, min64(hi * p->isa->nr, p->n), scratch);
     else
@@ -273,7 +288,7 @@ static er_gemm_problem batch_item(const batch_args *ba, int64_t i) {
 static void run_batch_chunks(void *arg, int64_t begin, int64_t end) {
   const batch_args *ba = arg;
   for (int64_t c = begin; c < end; c++) {
-    float *scratch = ba->scratch + (size_t)c * ba->slot_floats;
+    float *scratch = ba->scratch ? ba->scratch + (size_t)c * ba->slot_floats : NULL;
     for (int64_t i = ba->batch * c / ba->chunks; i < ba->batch * (c + 1) / ba->chunks; i++) {
       er_gemm_problem q = batch_item(ba, i);
       sgemm_part(&q, 0, q.m, 0, q.n, scratch);

@@ -47,6 +47,10 @@ typedef struct er_gemm_tile {
   const float *bias;
   bool bias_rows;
   const er_activation *act;
+  /* C is stored transposed: element (r, j) of the tile at c[j * ldc + r]
+   * (a convolution computed pixel-major into an NCHW output). The addend
+   * is read through add_rs / add_cs as given (any strides then). */
+  bool c_trans;
 } er_gemm_tile;
 
 typedef void (*er_gemm_tile_fn)(const er_gemm_tile *t);
@@ -70,9 +74,11 @@ extern const er_sgemm_isa er__sgemm_neon;
 /* How the driver reads an operand. A's element (i, k) is
  * data[i * rs + k * cs]; B's element (k, j) is data[k * rs + j * cs].
  * When `packed` is set (full-K panels from er__sgemm_pack_a / _b) the data
- * view is not used. B may instead come from `pack`, a callback that writes
- * the block [k0, k0 + kc) x [j0, j0 + nc) as NR-wide panels [q][kc][NR]
- * with zero columns past N (convolution packs its patches this way). */
+ * view is not used. Either may instead come from `pack`, a callback that
+ * writes B's block [k0, k0 + kc) x [j0, j0 + nc) as NR-wide panels
+ * [q][kc][NR] with zero columns past N (for A: rows [j0, j0 + nc) as
+ * MR-high panels [q][kc][MR], zero rows past M); convolution packs its
+ * patches this way. A packed by callback does not get `scale`. */
 typedef struct er_gemm_operand {
   const float *data;
   int64_t rs, cs;
@@ -100,6 +106,7 @@ typedef struct er_gemm_problem {
                             prepacked A carries it already */
   float *c;              /* [M, N] at row stride ldc */
   int64_t ldc;
+  bool c_trans;          /* C stored as [N, M] at row stride ldc instead */
   er_gemm_epilogue epi;
 } er_gemm_problem;
 

@@ -15,6 +15,7 @@
 #ifndef ER_KERNELS_SIMD_H
 #define ER_KERNELS_SIMD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -63,6 +64,15 @@ static inline vm v_le(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ);
 static inline vm v_ge(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
 static inline vm v_isnan(vf a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
 static inline vf v_sel(vm m, vf if_false, vf if_true) { return _mm512_mask_blend_ps(m, if_false, if_true); }
+static inline bool v_any(vm m) { return m != 0; }
+/* Lanes [lo, hi) loaded from p (only those are read), the others `fill`;
+ * lo and hi are clamped to [0, VN]. */
+static inline vf v_ld_range(const float *p, int lo, int hi, vf fill) {
+  lo = lo < 0 ? 0 : lo > VN ? VN : lo;
+  hi = hi < lo ? lo : hi > VN ? VN : hi;
+  __mmask16 m = (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+  return _mm512_mask_loadu_ps(fill, m, p);
+}
 /* Round to nearest, ties to even. */
 static inline vf v_round(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 static inline vf v_floor(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
@@ -70,8 +80,27 @@ static inline vf v_floor(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NE
 static inline vf v_pow2i(vf n) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
 }
+/* For positive normal x: x = m * 2^e with m in [1, 2). */
+static inline vf v_getexp(vf x) { return _mm512_getexp_ps(x); }
+static inline vf v_getmant(vf x) { return _mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_src); }
 static inline float v_hsum(vf a) { return _mm512_reduce_add_ps(a); }
 static inline float v_hmax(vf a) { return _mm512_reduce_max_ps(a); }
+/* Splits 2 VN floats at p into even and odd elements. */
+static inline void v_deinterleave2(const float *p, vf *even, vf *odd) {
+  vf a = v_ld(p), b = v_ld(p + VN);
+  *even = _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);
+  *odd = _mm512_permutex2var_ps(a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);
+}
+/* Even and odd elements of the 2 VN floats a, b (registers). */
+static inline void v_uzp(vf a, vf b, vf *even, vf *odd) {
+  *even = _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);
+  *odd = _mm512_permutex2var_ps(a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);
+}
+/* The inverse: *lo and *hi take a0 b0 a1 b1 ... */
+static inline void v_interleave2(vf a, vf b, vf *lo, vf *hi) {
+  *lo = _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23), b);
+  *hi = _mm512_permutex2var_ps(a, _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), b);
+}
 /* Loads VN floats at p[0], p[s], p[2s], ... */
 static inline vf v_ld_stride(const float *p, int64_t s) {
   if (s == 1) return v_ld(p);
@@ -123,10 +152,25 @@ static inline vm v_le(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LE_OQ); }
 static inline vm v_ge(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
 static inline vm v_isnan(vf a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
 static inline vf v_sel(vm m, vf if_false, vf if_true) { return _mm256_blendv_ps(if_false, if_true, m); }
+static inline bool v_any(vm m) { return _mm256_movemask_ps(m) != 0; }
+static inline vf v_ld_range(const float *p, int lo, int hi, vf fill) {
+  __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256i m = _mm256_and_si256(_mm256_cmpgt_epi32(iota, _mm256_set1_epi32(lo - 1)),
+                               _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), iota));
+  return _mm256_blendv_ps(fill, _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
+}
 static inline vf v_round(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 static inline vf v_floor(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
 static inline vf v_pow2i(vf n) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+}
+static inline vf v_getexp(vf x) {
+  __m256i e = _mm256_srli_epi32(_mm256_castps_si256(x), 23);
+  return _mm256_cvtepi32_ps(_mm256_sub_epi32(e, _mm256_set1_epi32(127)));
+}
+static inline vf v_getmant(vf x) {
+  __m256i m = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x007fffff));
+  return _mm256_castsi256_ps(_mm256_or_si256(m, _mm256_set1_epi32(0x3f800000)));
 }
 static inline float v_hsum(vf a) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -139,6 +183,22 @@ static inline float v_hmax(vf a) {
   s = _mm_max_ps(s, _mm_movehl_ps(s, s));
   s = _mm_max_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+static inline void v_deinterleave2(const float *p, vf *even, vf *odd) {
+  vf a = v_ld(p), b = v_ld(p + VN);
+  __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), o = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+  *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+  *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+static inline void v_uzp(vf a, vf b, vf *even, vf *odd) {
+  __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)), o = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+  *even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+  *odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+static inline void v_interleave2(vf a, vf b, vf *lo, vf *hi) {
+  __m256 l = _mm256_unpacklo_ps(a, b), h = _mm256_unpackhi_ps(a, b); /* a0 b0 a1 b1 | a4 b4 a5 b5 */
+  *lo = _mm256_permute2f128_ps(l, h, 0x20);
+  *hi = _mm256_permute2f128_ps(l, h, 0x31);
 }
 static inline vf v_ld_stride(const float *p, int64_t s) {
   if (s == 1) return v_ld(p);
@@ -191,13 +251,41 @@ static inline vm v_le(vf a, vf b) { return vcleq_f32(a, b); }
 static inline vm v_ge(vf a, vf b) { return vcgeq_f32(a, b); }
 static inline vm v_isnan(vf a) { return vmvnq_u32(vceqq_f32(a, a)); }
 static inline vf v_sel(vm m, vf if_false, vf if_true) { return vbslq_f32(m, if_true, if_false); }
+static inline bool v_any(vm m) { return vmaxvq_u32(m) != 0; }
+static inline vf v_ld_range(const float *p, int lo, int hi, vf fill) {
+  float t[4];
+  vst1q_f32(t, fill);
+  for (int i = lo < 0 ? 0 : lo; i < hi && i < 4; i++) t[i] = p[i];
+  return vld1q_f32(t);
+}
 static inline vf v_round(vf a) { return vrndnq_f32(a); }
 static inline vf v_floor(vf a) { return vrndmq_f32(a); }
 static inline vf v_pow2i(vf n) {
   return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23));
 }
+static inline vf v_getexp(vf x) {
+  int32x4_t e = vreinterpretq_s32_u32(vshrq_n_u32(vreinterpretq_u32_f32(x), 23));
+  return vcvtq_f32_s32(vsubq_s32(e, vdupq_n_s32(127)));
+}
+static inline vf v_getmant(vf x) {
+  uint32x4_t m = vandq_u32(vreinterpretq_u32_f32(x), vdupq_n_u32(0x007fffff));
+  return vreinterpretq_f32_u32(vorrq_u32(m, vdupq_n_u32(0x3f800000)));
+}
 static inline float v_hsum(vf a) { return vaddvq_f32(a); }
 static inline float v_hmax(vf a) { return vmaxvq_f32(a); }
+static inline void v_deinterleave2(const float *p, vf *even, vf *odd) {
+  vf a = v_ld(p), b = v_ld(p + VN);
+  *even = vuzp1q_f32(a, b);
+  *odd = vuzp2q_f32(a, b);
+}
+static inline void v_uzp(vf a, vf b, vf *even, vf *odd) {
+  *even = vuzp1q_f32(a, b);
+  *odd = vuzp2q_f32(a, b);
+}
+static inline void v_interleave2(vf a, vf b, vf *lo, vf *hi) {
+  *lo = vzip1q_f32(a, b);
+  *hi = vzip2q_f32(a, b);
+}
 static inline vf v_ld_stride(const float *p, int64_t s) {
   float t[4] = {p[0], p[s], p[2 * s], p[3 * s]};
   return vld1q_f32(t);

@@ -1,61 +1,119 @@
 /* vec-impl.h - the vectorized non-GEMM kernels of vec.h, written once over
  * simd.h and vmath.h; vec-<isa>.c includes it to build er__vec_<isa>. */
+#include <float.h>
 #include <math.h>
 
 #include "backends/cpu/kernels/vec.h"
+#include "backends/cpu/kernels/window.h"
 
 /* ======================================================================== */
 /* Depthwise convolution and 2-D pooling                                     */
 /* ======================================================================== */
 
-/* Each plane is first copied into scratch with its padding made explicit
- * and, for a horizontal stride s, its columns split into s phases (phase p
- * holds padded columns p, p + s, ...). Then the input of output column ox
- * at tap kx is phase (kx*dw) % s at index ox + (kx*dw) / s: consecutive
- * output columns read consecutive floats, so every tap is one vector load
- * and one FMA per VN outputs, whatever the stride, with no bounds tests.
- * Two output rows by two vectors are computed at once so that four
- * independent accumulation chains hide the FMA latency. */
+/* Each input row the window touches is first copied into a small ring of
+ * rows (in L1) with its padding made explicit and, for a horizontal
+ * stride s, its columns split into s phases (phase p holds padded columns
+ * p, p + s, ...). The input of output column ox at tap kx is then phase
+ * (kx*dw) % s at index ox + (kx*dw) / s: consecutive outputs read
+ * consecutive floats, so every tap is one vector load and one FMA per VN
+ * outputs, whatever the stride, with no bounds tests. Each padded row is
+ * built once per plane. Blocks of up to 4 output rows by 2 vectors keep
+ * enough independent accumulators to hide the FMA latency; with stride 1
+ * every loaded input vector serves all the output rows of the block that
+ * use it (3 for a 3x3 window), halving the loads per FMA. */
 
-typedef struct dw_plane {
-  float *p;                   /* [Hp][s][L] */
-  int64_t hp, wp, len, rs;    /* padded rows and columns, phase length, row stride */
-} dw_plane;
+/* Output rows per block, and the ring's rows. */
+#define DW_ROWS 4
 
-static void dw_build_plane(const er_dw_args *a, const float *x, float fill, dw_plane *pl) {
+typedef struct dw_ring {
+  float *buf;                 /* [slots][rs] */
+  int64_t slots, len, rs;     /* rows (a power of two), phase length, row stride (floats) */
+  int64_t wp;                 /* padded columns */
+  int64_t tag[ER_DW_RING_MAX]; /* padded row held by each slot; -1 none */
+} dw_ring;
+
+static inline void fill_floats(float *d, int64_t n, float v) {
+  vf vv = v_set(v);
+  int64_t i = 0;
+  for (; i + VN <= n; i += VN) v_st(d + i, vv);
+  for (; i < n; i++) d[i] = v;
+}
+
+static int64_t dw_slots(const er_dw_args *a) { return er__dw_ring_slots(a); }
+
+static void dw_ring_init(dw_ring *rg, const er_dw_args *a, float *buf) {
+  rg->buf = buf;
+  rg->slots = dw_slots(a);
+  rg->wp = (a->ow - 1) * a->sw + (a->kw - 1) * a->dw + 1;
+  rg->len = (rg->wp + a->sw - 1) / a->sw + VN;
+  rg->rs = (a->sw * rg->len + 15) / 16 * 16;
+  for (int64_t i = 0; i < rg->slots; i++) rg->tag[i] = -1;
+}
+
+/* Padded row r (input row r - pt) of plane x, split into phases. */
+static void dw_build_row(const er_dw_args *a, const dw_ring *rg, const float *x, int64_t r, float fill, float *row) {
   int64_t s = a->sw;
-  pl->hp = (a->oh - 1) * a->sh + (a->kh - 1) * a->dh + 1;
-  pl->wp = (a->ow - 1) * s + (a->kw - 1) * a->dw + 1;
-  pl->len = (pl->wp + s - 1) / s + VN;
-  pl->rs = s * pl->len;
-  for (int64_t r = 0; r < pl->hp; r++) {
-    float *row = pl->p + r * pl->rs;
-    int64_t iy = r - a->pt;
-    if (iy < 0 || iy >= a->h) {
-      for (int64_t i = 0; i < pl->rs; i++) row[i] = fill;
-      continue;
+  int64_t iy = r - a->pt;
+  if (iy < 0 || iy >= a->h) {
+    fill_floats(row, s * rg->len, fill);
+    return;
+  }
+  /* Padded columns [lo, hi) hold input columns [lo - pl, hi - pl). */
+  int64_t lo = a->pl < rg->wp ? a->pl : rg->wp, hi = a->pl + a->w_;
+  if (hi > rg->wp) hi = rg->wp;
+  if (hi < lo) hi = lo;
+  const float *src = x + iy * a->w_;
+  if (s == 1) {
+    /* Padded column q holds input column q - pl when lo <= q < hi: one
+     * masked load per vector (only valid lanes are read), no calls. */
+    vf vfill = v_set(fill);
+    for (int64_t q = 0; q < rg->len; q += VN) {
+      int64_t from = lo - q, to = hi - q;
+      int la = from < 0 ? 0 : from > VN ? VN : (int)from, lb = to < 0 ? 0 : to > VN ? VN : (int)to;
+      v_st(row + q, la < lb ? v_ld_range(src + (q - lo), la, lb, vfill) : vfill);
     }
-    const float *src = x + iy * a->w_;
-    /* Padded columns [0, wp) map to input columns q - pl. */
-    int64_t lo = a->pl, hi = a->pl + a->w_; /* padded columns holding input */
-    if (hi > pl->wp) hi = pl->wp;
-    if (s == 1) {
-      int64_t q = 0;
-      for (; q < lo && q < pl->wp; q++) row[q] = fill;
-      if (hi > q) {
-        memcpy(row + q, src + (q - a->pl), (size_t)(hi - q) * sizeof *row);
-        q = hi;
-      }
-      for (; q < pl->len; q++) row[q] = fill;
-    } else {
-      for (int64_t ph = 0; ph < s; ph++) {
-        float *d = row + ph * pl->len;
-        int64_t i = 0;
-        for (int64_t q = ph; q < pl->wp; q += s, i++) d[i] = q >= lo && q < hi ? src[q - a->pl] : fill;
-        for (; i < pl->len; i++) d[i] = fill;
-      }
+    return;
+  }
+  /* Input column ix sits at padded column q = ix + pl: phase q % s, index
+   * q / s. The phases are filled, then the input scattered in straight
+   * from x (a copy into a buffer read back at once would stall on store
+   * forwarding). */
+  /* Fill only what the input does not cover: in phase p, index i is
+   * padded column p + s * i. */
+  for (int64_t p = 0; p < s; p++) {
+    int64_t first = lo - p > 0 ? (lo - p + s - 1) / s : 0, end = hi - p > 0 ? (hi - p + s - 1) / s : 0;
+    if (end < first) end = first;
+    fill_floats(row + p * rg->len, first, fill);
+    fill_floats(row + p * rg->len + end, rg->len - end, fill);
+  }
+  int64_t n_in = hi - lo;
+  if (s == 2) {
+    float *even = row + (a->pl & 1) * rg->len + (a->pl >> 1);
+    float *odd = row + ((a->pl + 1) & 1) * rg->len + ((a->pl + 1) >> 1);
+    int64_t j = 0;
+    for (; 2 * j + 2 * VN <= n_in; j += VN) {
+      vf e, o;
+      v_deinterleave2(src + 2 * j, &e, &o);
+      v_st(even + j, e);
+      v_st(odd + j, o);
+    }
+    for (int64_t ix = 2 * j; ix < n_in; ix++) (ix & 1 ? odd : even)[ix >> 1] = src[ix];
+  } else {
+    for (int64_t ix = 0; ix < n_in; ix++) {
+      int64_t q = ix + a->pl;
+      row[(q % s) * rg->len + q / s] = src[ix];
     }
   }
+}
+
+static const float *dw_row(dw_ring *rg, const er_dw_args *a, const float *x, int64_t r, float fill) {
+  int64_t slot = r & (rg->slots - 1); /* a power of two: no division per row */
+  float *row = rg->buf + slot * rg->rs;
+  if (rg->tag[slot] != r) {
+    dw_build_row(a, rg, x, r, fill, row);
+    rg->tag[slot] = r;
+  }
+  return row;
 }
 
 /* Taps inside [0, in) (valid) and inside [-pad_begin, in + pad_end)
@@ -94,58 +152,145 @@ static float max_window_scalar(const er_dw_args *a, const float *x, int64_t oy, 
   return acc;
 }
 
-static inline __attribute__((always_inline)) void dw_block(const er_dw_args *a, const dw_plane *pl,
-                                                          const float *wc, int64_t oy, int64_t ox0,
-                                                          const int ROWS, const int NVEC,
-                                                          vf *out /* [ROWS][2] */) {
-  vf acc[2][2];
+/* One block: ROWS output rows x NVEC vectors at column ox0, any stride.
+ * rowp[j] is padded row (first output row) * sh + j. KH, KW are
+ * compile-time for 3x3 and 5x5 (0: from a). */
+static inline __attribute__((always_inline)) void dw_block(const er_dw_args *a, const float *const *rowp,
+                                                          const float *wc, const int64_t *col, int64_t ox0,
+                                                          const int ROWS, const int NVEC, const int KH, const int KW,
+                                                          vf *out /* [DW_ROWS][2] */) {
+  const int64_t kh = KH ? KH : a->kh, kw = KW ? KW : a->kw;
+  vf acc[DW_ROWS][2];
   vf init = a->pool == 1 ? v_set(-INFINITY) : v_zero();
+#pragma GCC unroll 4
+  for (int r = 0; r < ROWS; r++)
 #pragma GCC unroll 2
-  for (int r = 0; r < 2; r++)
-#pragma GCC unroll 2
-    for (int v = 0; v < 2; v++) acc[r][v] = init;
-  for (int64_t ky = 0; ky < a->kh; ky++) {
-    const float *rows[2];
-#pragma GCC unroll 2
-    for (int r = 0; r < ROWS; r++) rows[r] = pl->p + ((oy + r) * a->sh + ky * a->dh) * pl->rs;
-    for (int64_t kx = 0; kx < a->kw; kx++) {
-      int64_t t = kx * a->dw;
-      int64_t off = (t % a->sw) * pl->len + ox0 + t / a->sw;
+    for (int v = 0; v < NVEC; v++) acc[r][v] = init;
+#pragma GCC unroll 5
+  for (int64_t ky = 0; ky < kh; ky++) {
+#pragma GCC unroll 5
+    for (int64_t kx = 0; kx < kw; kx++) {
+      int64_t off = col[kx] + ox0;
       if (a->pool == 0) {
-        vf wv = v_set(wc[ky * a->kw + kx]);
+        vf wv = v_set(wc[ky * kw + kx]);
+#pragma GCC unroll 4
+        for (int r = 0; r < ROWS; r++) {
+          const float *src = rowp[r * a->sh + ky * a->dh] + off;
 #pragma GCC unroll 2
-        for (int r = 0; r < ROWS; r++)
-#pragma GCC unroll 2
-          for (int v = 0; v < NVEC; v++) acc[r][v] = v_fma(wv, v_ld(rows[r] + off + v * VN), acc[r][v]);
-      } else if (a->pool == 1) {
-#pragma GCC unroll 2
-        for (int r = 0; r < ROWS; r++)
-#pragma GCC unroll 2
-          for (int v = 0; v < NVEC; v++) acc[r][v] = v_max(v_ld(rows[r] + off + v * VN), acc[r][v]);
+          for (int v = 0; v < NVEC; v++) acc[r][v] = v_fma(wv, v_ld(src + v * VN), acc[r][v]);
+        }
       } else {
+#pragma GCC unroll 4
+        for (int r = 0; r < ROWS; r++) {
+          const float *src = rowp[r * a->sh + ky * a->dh] + off;
 #pragma GCC unroll 2
-        for (int r = 0; r < ROWS; r++)
-#pragma GCC unroll 2
-          for (int v = 0; v < NVEC; v++) acc[r][v] = v_add(acc[r][v], v_ld(rows[r] + off + v * VN));
+          for (int v = 0; v < NVEC; v++)
+            acc[r][v] = a->pool == 1 ? v_max(v_ld(src + v * VN), acc[r][v]) : v_add(acc[r][v], v_ld(src + v * VN));
+        }
       }
     }
   }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int r = 0; r < ROWS; r++)
 #pragma GCC unroll 2
     for (int v = 0; v < NVEC; v++) out[r * 2 + v] = acc[r][v];
 }
+
+/* Stride 1, dilation 1, convolution: each input row vector is loaded once
+ * per kx and used by every output row of the block that reads it. */
+static inline __attribute__((always_inline)) void dw_block_s1(const float *const *rowp, const float *wc,
+                                                             int64_t ox0, const int ROWS, const int NVEC,
+                                                             const int K, vf *out) {
+  vf acc[DW_ROWS][2];
+  vf w[25];
+#pragma GCC unroll 25
+  for (int i = 0; i < K * K; i++) w[i] = v_set(wc[i]);
+#pragma GCC unroll 4
+  for (int r = 0; r < ROWS; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < NVEC; v++) acc[r][v] = v_zero();
+#pragma GCC unroll 8
+  for (int j = 0; j < ROWS + K - 1; j++) {
+    const float *src = rowp[j] + ox0;
+#pragma GCC unroll 5
+    for (int kx = 0; kx < K; kx++) {
+#pragma GCC unroll 2
+      for (int v = 0; v < NVEC; v++) {
+        vf xv = v_ld(src + kx + v * VN);
+#pragma GCC unroll 4
+        for (int r = 0; r < ROWS; r++) {
+          int ky = j - r;
+          if (ky >= 0 && ky < K) acc[r][v] = v_fma(w[ky * K + kx], xv, acc[r][v]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < ROWS; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < NVEC; v++) out[r * 2 + v] = acc[r][v];
+}
+
+typedef void (*dw_block_fn)(const er_dw_args *a, const float *const *rowp, const float *wc, const int64_t *col,
+                            int64_t ox0, int rows, int nvec, vf *out);
+
+#define DW_GENERIC(K1, K2)                                                                                  \
+  static void dw_gen_##K1##x##K2(const er_dw_args *a, const float *const *rowp, const float *wc,            \
+                                 const int64_t *col, int64_t ox0, int rows, int nvec, vf *out) {           \
+    switch (rows * 2 + nvec - 1) {                                                                          \
+      case 2: dw_block(a, rowp, wc, col, ox0, 1, 1, K1, K2, out); break;                                    \
+      case 3: dw_block(a, rowp, wc, col, ox0, 1, 2, K1, K2, out); break;                                    \
+      case 4: dw_block(a, rowp, wc, col, ox0, 2, 1, K1, K2, out); break;                                    \
+      case 5: dw_block(a, rowp, wc, col, ox0, 2, 2, K1, K2, out); break;                                    \
+      case 6: dw_block(a, rowp, wc, col, ox0, 3, 1, K1, K2, out); break;                                    \
+      case 7: dw_block(a, rowp, wc, col, ox0, 3, 2, K1, K2, out); break;                                    \
+      case 8: dw_block(a, rowp, wc, col, ox0, 4, 1, K1, K2, out); break;                                    \
+      default: dw_block(a, rowp, wc, col, ox0, 4, 2, K1, K2, out); break;                                   \
+    }                                                                                                       \
+  }
+DW_GENERIC(3, 3)
+DW_GENERIC(5, 5)
+DW_GENERIC(0, 0)
+#undef DW_GENERIC
+
+#define DW_S1(K)                                                                                            \
+  static void dw_s1_##K(const er_dw_args *a, const float *const *rowp, const float *wc, const int64_t *col, \
+                        int64_t ox0, int rows, int nvec, vf *out) {                                         \
+    ER_UNUSED(a);                                                                                           \
+    ER_UNUSED(col);                                                                                         \
+    switch (rows * 2 + nvec - 1) {                                                                          \
+      case 2: dw_block_s1(rowp, wc, ox0, 1, 1, K, out); break;                                              \
+      case 3: dw_block_s1(rowp, wc, ox0, 1, 2, K, out); break;                                              \
+      case 4: dw_block_s1(rowp, wc, ox0, 2, 1, K, out); break;                                              \
+      case 5: dw_block_s1(rowp, wc, ox0, 2, 2, K, out); break;                                              \
+      case 6: dw_block_s1(rowp, wc, ox0, 3, 1, K, out); break;                                              \
+      case 7: dw_block_s1(rowp, wc, ox0, 3, 2, K, out); break;                                              \
+      case 8: dw_block_s1(rowp, wc, ox0, 4, 1, K, out); break;                                              \
+      default: dw_block_s1(rowp, wc, ox0, 4, 2, K, out); break;                                             \
+    }                                                                                                       \
+  }
+DW_S1(3)
+DW_S1(5)
+#undef DW_S1
 
 static void dw_plane_run(const er_dw_args *a, int64_t c, float *scratch) {
   const float *x = a->x + c * a->h * a->w_;
   float *y = a->y + c * a->oh * a->ow;
   const float *wc = a->w ? a->w + c * a->kh * a->kw : NULL;
   const float *add = a->add ? a->add + c * a->oh * a->ow : NULL;
-  dw_plane pl;
-  pl.p = scratch;
-  dw_build_plane(a, x, a->pool == 1 ? -INFINITY : 0.0f, &pl);
-  /* Average pools: per-column tap counts (as floats), after the plane. */
-  float *cx = scratch + pl.hp * pl.rs;
+  const float fill = a->pool == 1 ? -INFINITY : 0.0f;
+  dw_ring rg;
+  dw_ring_init(&rg, a, scratch);
+  int64_t col[ER_DW_MAX_TAPS];
+  for (int64_t kx = 0, t = 0; kx < a->kw; kx++, t += a->dw) col[kx] = (t % a->sw) * rg.len + t / a->sw;
+  bool s1 = a->pool == 0 && a->sh == 1 && a->sw == 1 && a->dh == 1 && a->dw == 1 && a->kh == a->kw;
+  dw_block_fn block = s1 && a->kh == 3                   ? dw_s1_3
+                      : s1 && a->kh == 5                 ? dw_s1_5
+                      : a->kh == 3 && a->kw == 3         ? dw_gen_3x3
+                      : a->kh == 5 && a->kw == 5         ? dw_gen_5x5
+                                                         : dw_gen_0x0;
+  /* Average pools: per-column tap counts (as floats), after the ring. */
+  float *cx = scratch + rg.slots * rg.rs;
   if (a->pool == 2) {
     for (int64_t ox = 0; ox < a->ow; ox++) {
       int64_t valid, padded;
@@ -155,27 +300,26 @@ static void dw_plane_run(const er_dw_args *a, int64_t c, float *scratch) {
     for (int64_t ox = a->ow; ox < a->ow + VN; ox++) cx[ox] = 1.0f;
   }
   vf bias = v_set(a->bias ? a->bias[c] : 0.0f);
+  const float *rowp[ER_DW_RING_MAX];
   int rows;
   for (int64_t oy = 0; oy < a->oh; oy += rows) {
-    rows = a->oh - oy >= 2 ? 2 : 1;
-    float cy = 1.0f;
+    rows = a->oh - oy >= DW_ROWS ? DW_ROWS : (int)(a->oh - oy);
+    float cy[DW_ROWS];
     if (a->pool == 2) {
-      int64_t v0, p0, v1, p1;
-      window_counts(oy, a->sh, a->pt, a->pb, a->dh, a->kh, a->h, &v0, &p0);
-      cy = (float)(a->count_include_pad ? p0 : v0);
-      if (rows == 2) {
-        window_counts(oy + 1, a->sh, a->pt, a->pb, a->dh, a->kh, a->h, &v1, &p1);
-        if ((a->count_include_pad ? p1 : v1) != (a->count_include_pad ? p0 : v0)) rows = 1;
+      /* Rows of a block share one divisor row each. */
+      for (int r = 0; r < rows; r++) {
+        int64_t v0, p0;
+        window_counts(oy + r, a->sh, a->pt, a->pb, a->dh, a->kh, a->h, &v0, &p0);
+        cy[r] = (float)(a->count_include_pad ? p0 : v0);
       }
     }
+    int64_t span = (rows - 1) * a->sh + (a->kh - 1) * a->dh + 1;
+    for (int64_t j = 0; j < span; j++) rowp[j] = dw_row(&rg, a, x, oy * a->sh + j, fill);
     for (int64_t ox0 = 0; ox0 < a->ow; ox0 += 2 * VN) {
       int64_t left = a->ow - ox0;
       int nvec = left > VN ? 2 : 1;
-      vf out[4];
-      if (rows == 2 && nvec == 2) dw_block(a, &pl, wc, oy, ox0, 2, 2, out);
-      else if (rows == 2) dw_block(a, &pl, wc, oy, ox0, 2, 1, out);
-      else if (nvec == 2) dw_block(a, &pl, wc, oy, ox0, 1, 2, out);
-      else dw_block(a, &pl, wc, oy, ox0, 1, 1, out);
+      vf out[DW_ROWS * 2];
+      block(a, rowp, wc, col, ox0, rows, nvec, out);
       for (int r = 0; r < rows; r++) {
         for (int v = 0; v < nvec; v++) {
           int64_t ox = ox0 + v * VN;
@@ -187,11 +331,11 @@ static void dw_plane_run(const er_dw_args *a, int64_t c, float *scratch) {
             if (add) o = v_add(o, n == VN ? v_ld(add + (oy + r) * a->ow + ox) : v_ld_n(add + (oy + r) * a->ow + ox, n));
             o = v_act(o, &a->act);
           } else if (a->pool == 2) {
-            o = v_div(o, v_mul(v_set(cy), v_ld(cx + ox)));
+            o = v_div(o, v_mul(v_set(cy[r]), v_ld(cx + ox)));
           }
           if (n == VN) v_st(dst, o);
           else v_st_n(dst, o, n);
-          if (a->pool == 1) {
+          if (a->pool == 1 && v_any(v_lt(n == VN ? o : v_ld_n(dst, n), v_set(-FLT_MAX)))) {
             for (int i = 0; i < n; i++)
               if (dst[i] == -INFINITY) dst[i] = max_window_scalar(a, x, oy + r, ox + i);
           }
@@ -250,6 +394,724 @@ static void vec_global_pool(const float *x, float *y, int64_t size, int64_t p0, 
       if (i < size) a1 = v_add(a1, v_ld_n(src + i, (int)(size - i)));
       float s = v_hsum(v_add(v_add(a0, a1), v_add(a2, a3)));
       y[p] = (float)((double)s / (double)size);
+    }
+  }
+}
+
+/* ======================================================================== */
+/* Elementwise                                                               */
+/* ======================================================================== */
+
+static inline vf unary_apply(const er_unary *u, vf x) {
+  switch (u->op) {
+    case ER_UNOP_ACT: return v_act(x, &u->act);
+    case ER_UNOP_EXP: return v_exp(x);
+    case ER_UNOP_ERF: return v_erf(x);
+    case ER_UNOP_ABS: return v_abs(x);
+    case ER_UNOP_NEG: return v_neg(x);
+    case ER_UNOP_SQRT: return v_sqrt(x);
+    case ER_UNOP_RECIPROCAL: return v_div(v_set(1.0f), x);
+  }
+  return x;
+}
+
+/* One loop per function (the switch is outside the loop), two vectors per
+ * step. */
+#define UNARY_LOOP(EXPR)                                          \
+  do {                                                            \
+    int64_t i = 0;                                                \
+    for (; i + 2 * VN <= n; i += 2 * VN) {                        \
+      vf x0 = v_ld(x + i), x1 = v_ld(x + i + VN);                 \
+      {                                                           \
+        vf v = x0;                                                \
+        v_st(y + i, EXPR);                                        \
+      }                                                           \
+      {                                                           \
+        vf v = x1;                                                \
+        v_st(y + i + VN, EXPR);                                   \
+      }                                                           \
+    }                                                             \
+    for (; i < n; i += VN) {                                      \
+      int m = n - i >= VN ? VN : (int)(n - i);                    \
+      vf v = v_ld_n(x + i, m);                                    \
+      v_st_n(y + i, EXPR, m);                                     \
+    }                                                             \
+  } while (0)
+
+static void vec_unary(const er_unary *u, const float *x, float *y, int64_t n) {
+  const er_activation *a = &u->act;
+  if (u->op == ER_UNOP_ACT) {
+    switch (a->kind) {
+      case ER_ACT_NONE: if (x != y) memmove(y, x, (size_t)n * sizeof *y); return;
+      case ER_ACT_RELU: UNARY_LOOP(v_max(v_zero(), v)); return;
+      case ER_ACT_CLIP: {
+        vf lo = v_set(a->p[0]), hi = v_set(a->p[1]);
+        UNARY_LOOP(v_min(hi, v_max(lo, v)));
+        return;
+      }
+      case ER_ACT_SIGMOID: UNARY_LOOP(v_sigmoid(v)); return;
+      case ER_ACT_TANH: UNARY_LOOP(v_tanh(v)); return;
+      case ER_ACT_GELU: UNARY_LOOP(v_gelu(v)); return;
+      default: UNARY_LOOP(v_act(v, a)); return;
+    }
+  }
+  switch (u->op) {
+    case ER_UNOP_EXP: UNARY_LOOP(v_exp(v)); return;
+    case ER_UNOP_ERF: UNARY_LOOP(v_erf(v)); return;
+    default: UNARY_LOOP(unary_apply(u, v)); return;
+  }
+}
+
+static inline vf binop_apply(er_binop op, vf a, vf b) {
+  switch (op) {
+    case ER_BINOP_ADD: return v_add(a, b);
+    case ER_BINOP_SUB: return v_sub(a, b);
+    case ER_BINOP_MUL: return v_mul(a, b);
+    case ER_BINOP_DIV: return v_div(a, b);
+    case ER_BINOP_PRELU: return v_sel(v_lt(a, v_zero()), a, v_mul(a, b));
+  }
+  return a;
+}
+
+static inline __attribute__((always_inline)) void binary_loop(er_binop op, const float *a, int64_t as,
+                                                             const float *b, int64_t bs, float *y, int64_t n) {
+  vf sa = v_set(as ? 0.0f : a[0]), sb = v_set(bs ? 0.0f : b[0]);
+  int64_t i = 0;
+  for (; i + 2 * VN <= n; i += 2 * VN) {
+    vf a0 = as ? v_ld(a + i) : sa, a1 = as ? v_ld(a + i + VN) : sa;
+    vf b0 = bs ? v_ld(b + i) : sb, b1 = bs ? v_ld(b + i + VN) : sb;
+    v_st(y + i, binop_apply(op, a0, b0));
+    v_st(y + i + VN, binop_apply(op, a1, b1));
+  }
+  for (; i < n; i += VN) {
+    int m = n - i >= VN ? VN : (int)(n - i);
+    vf a0 = as ? v_ld_n(a + i, m) : sa, b0 = bs ? v_ld_n(b + i, m) : sb;
+    v_st_n(y + i, binop_apply(op, a0, b0), m);
+  }
+}
+
+#define BINARY_CASES(OP)                                               \
+  if (as && bs) binary_loop(OP, a, 1, b, 1, y, n);                     \
+  else if (as) binary_loop(OP, a, 1, b, 0, y, n);                      \
+  else if (bs) binary_loop(OP, a, 0, b, 1, y, n);                      \
+  else binary_loop(OP, a, 0, b, 0, y, n);
+
+static void vec_binary(er_binop op, const float *a, int64_t as, const float *b, int64_t bs, float *y, int64_t n) {
+  if (n <= 0) return;
+  switch (op) {
+    case ER_BINOP_ADD: BINARY_CASES(ER_BINOP_ADD) break;
+    case ER_BINOP_SUB: BINARY_CASES(ER_BINOP_SUB) break;
+    case ER_BINOP_MUL: BINARY_CASES(ER_BINOP_MUL) break;
+    case ER_BINOP_DIV: BINARY_CASES(ER_BINOP_DIV) break;
+    case ER_BINOP_PRELU: BINARY_CASES(ER_BINOP_PRELU) break;
+  }
+}
+
+/* ======================================================================== */
+/* Normalization                                                             */
+/* ======================================================================== */
+
+static void vec_affine(const float *x, float *y, int64_t n, float a, float b) {
+  vf va = v_set(a), vb = v_set(b);
+  int64_t i = 0;
+  for (; i + 2 * VN <= n; i += 2 * VN) {
+    v_st(y + i, v_fma(v_ld(x + i), va, vb));
+    v_st(y + i + VN, v_fma(v_ld(x + i + VN), va, vb));
+  }
+  for (; i < n; i += VN) {
+    int m = n - i >= VN ? VN : (int)(n - i);
+    v_st_n(y + i, v_fma(v_ld_n(x + i, m), va, vb), m);
+  }
+}
+
+/* t^-beta: for the common beta = 0.75 as 1 / (sqrt(t) * sqrt(sqrt(t)))
+ * (correctly rounded roots), else exp(-beta log t). */
+static inline vf lrn_scale(vf t, float beta) {
+  if (beta == 0.75f) {
+    vf r = v_sqrt(t);
+    return v_div(v_set(1.0f), v_mul(r, v_sqrt(r)));
+  }
+  return v_exp(v_mul(v_set(-beta), v_log(t)));
+}
+
+static void vec_lrn(const float *x, float *y, int64_t c, int64_t inner, int64_t c0, int64_t c1, int64_t before,
+                    int64_t after, float bias, float k, float beta) {
+  for (int64_t ch = c0; ch < c1; ch++) {
+    int64_t lo = ch - before < 0 ? 0 : ch - before, hi = ch + after > c - 1 ? c - 1 : ch + after;
+    const float *xc = x + ch * inner;
+    float *yc = y + ch * inner;
+    for (int64_t i = 0; i < inner; i += VN) {
+      int m = inner - i >= VN ? VN : (int)(inner - i);
+      vf ss = v_zero();
+      for (int64_t j = lo; j <= hi; j++) {
+        vf v = v_ld_n(x + j * inner + i, m);
+        ss = v_fma(v, v, ss);
+      }
+      vf t = v_fma(v_set(k), ss, v_set(bias));
+      v_st_n(yc + i, v_mul(v_ld_n(xc + i, m), lrn_scale(t, beta)), m);
+    }
+  }
+}
+
+/* Softmax of one [n, inner] slice. Rows (inner == 1): max, then exp and
+ * sum in one pass storing the exps, then a scale by 1 / sum (log-softmax:
+ * x - (max + log sum), the log in double). Columns (inner > 1): the same
+ * with vectors along inner. The max skips NaN; a NaN element still makes
+ * its sum, and so its whole row, NaN, as in the reference. */
+static void vec_softmax(const float *x, float *y, int64_t n, int64_t inner, bool log_out) {
+  if (inner == 1) {
+    vf m0 = v_set(-INFINITY), m1 = m0;
+    int64_t i = 0;
+    for (; i + 2 * VN <= n; i += 2 * VN) {
+      m0 = v_max(v_ld(x + i), m0);
+      m1 = v_max(v_ld(x + i + VN), m1);
+    }
+    float m = v_hmax(v_max(m1, m0));
+    for (; i < n; i++)
+      if (x[i] > m) m = x[i];
+    vf vm_ = v_set(m), s0 = v_zero(), s1 = v_zero();
+    for (i = 0; i + 2 * VN <= n; i += 2 * VN) {
+      vf e0 = v_exp(v_sub(v_ld(x + i), vm_)), e1 = v_exp(v_sub(v_ld(x + i + VN), vm_));
+      if (!log_out) {
+        v_st(y + i, e0);
+        v_st(y + i + VN, e1);
+      }
+      s0 = v_add(s0, e0);
+      s1 = v_add(s1, e1);
+    }
+    for (; i < n; i += VN) {
+      int c = n - i >= VN ? VN : (int)(n - i);
+      vf e = v_exp(v_sub(v_ld_n(x + i, c), vm_));
+      if (!log_out) v_st_n(y + i, e, c);
+      /* Lanes past c loaded 0, so exp(0 - m) must not count. */
+      float tmp[VN];
+      v_st(tmp, e);
+      for (int l = c; l < VN; l++) tmp[l] = 0.0f;
+      s0 = v_add(s0, v_ld(tmp));
+    }
+    float sum = v_hsum(v_add(s0, s1));
+    if (log_out) {
+      /* (x - max) - log(sum): both terms are <= 0, so nothing cancels,
+       * unlike x - (max + log(sum)) rounded as one float. */
+      vf vls = v_set((float)log((double)sum));
+      for (i = 0; i < n; i += VN) {
+        int c = n - i >= VN ? VN : (int)(n - i);
+        v_st_n(y + i, v_sub(v_sub(v_ld_n(x + i, c), vm_), vls), c);
+      }
+    } else {
+      vf r = v_set(1.0f / sum);
+      for (i = 0; i < n; i += VN) {
+        int c = n - i >= VN ? VN : (int)(n - i);
+        v_st_n(y + i, v_mul(v_ld_n(y + i, c), r), c);
+      }
+    }
+    return;
+  }
+  for (int64_t j = 0; j < inner; j += VN) {
+    int c = inner - j >= VN ? VN : (int)(inner - j);
+    vf m = v_set(-INFINITY);
+    for (int64_t i = 0; i < n; i++) m = v_max(v_ld_n(x + i * inner + j, c), m);
+    vf s = v_zero();
+    for (int64_t i = 0; i < n; i++) {
+      vf e = v_exp(v_sub(v_ld_n(x + i * inner + j, c), m));
+      if (!log_out) v_st_n(y + i * inner + j, e, c);
+      s = v_add(s, e);
+    }
+    if (log_out) {
+      float ss[VN];
+      v_st(ss, s);
+      for (int l = 0; l < c; l++) ss[l] = (float)log((double)ss[l]);
+      vf ls = v_ld(ss);
+      for (int64_t i = 0; i < n; i++)
+        v_st_n(y + i * inner + j, v_sub(v_sub(v_ld_n(x + i * inner + j, c), m), ls), c);
+    } else {
+      vf r = v_div(v_set(1.0f), s);
+      for (int64_t i = 0; i < n; i++) v_st_n(y + i * inner + j, v_mul(v_ld_n(y + i * inner + j, c), r), c);
+    }
+  }
+}
+
+/* Two passes over each row: the mean, then the variance of x - mean (no
+ * cancellation), both summed in float over VN lanes. */
+static void vec_layernorm(const float *x, float *y, int64_t r0, int64_t r1, int64_t cols, const float *scale,
+                          const float *bias, float eps, float *mean_out, float *inv_out) {
+  for (int64_t r = r0; r < r1; r++) {
+    const float *xr = x + r * cols;
+    float *yr = y + r * cols;
+    vf s0 = v_zero(), s1 = v_zero();
+    int64_t i = 0;
+    for (; i + 2 * VN <= cols; i += 2 * VN) {
+      s0 = v_add(s0, v_ld(xr + i));
+      s1 = v_add(s1, v_ld(xr + i + VN));
+    }
+    for (; i < cols; i += VN) s0 = v_add(s0, v_ld_n(xr + i, cols - i >= VN ? VN : (int)(cols - i)));
+    float mean = v_hsum(v_add(s0, s1)) / (float)cols;
+    vf vmean = v_set(mean);
+    s0 = v_zero();
+    s1 = v_zero();
+    for (i = 0; i + 2 * VN <= cols; i += 2 * VN) {
+      vf d0 = v_sub(v_ld(xr + i), vmean), d1 = v_sub(v_ld(xr + i + VN), vmean);
+      s0 = v_fma(d0, d0, s0);
+      s1 = v_fma(d1, d1, s1);
+    }
+    for (; i < cols; i += VN) {
+      int c = cols - i >= VN ? VN : (int)(cols - i);
+      float tmp[VN];
+      v_st(tmp, v_sub(v_ld_n(xr + i, c), vmean));
+      for (int l = c; l < VN; l++) tmp[l] = 0.0f;
+      vf d = v_ld(tmp);
+      s0 = v_fma(d, d, s0);
+    }
+    float var = v_hsum(v_add(s0, s1)) / (float)cols;
+    float inv = (float)(1.0 / sqrt((double)var + (double)eps));
+    if (mean_out) mean_out[r] = mean;
+    if (inv_out) inv_out[r] = inv;
+    vf vinv = v_set(inv);
+    for (i = 0; i < cols; i += VN) {
+      int c = cols - i >= VN ? VN : (int)(cols - i);
+      vf v = v_mul(v_mul(v_sub(v_ld_n(xr + i, c), vmean), vinv), v_ld_n(scale + i, c));
+      if (bias) v = v_add(v, v_ld_n(bias + i, c));
+      v_st_n(yr + i, v, c);
+    }
+  }
+}
+
+/* ======================================================================== */
+/* im2col packing                                                            */
+/* ======================================================================== */
+
+/* A write cursor over one row kk of a panel block (panels [q][kc][nr]):
+ * consecutive columns, jumping to the next panel every nr. */
+typedef struct panel_cursor {
+  float *d;            /* current panel's row */
+  int64_t lane, nr, step;
+} panel_cursor;
+
+static inline void put_zeros(panel_cursor *pc, int64_t n) {
+  while (n > 0) {
+    int64_t m = pc->nr - pc->lane < n ? pc->nr - pc->lane : n;
+    float *d = pc->d + pc->lane;
+    int64_t i = 0;
+    for (; i + VN <= m; i += VN) v_st(d + i, v_zero());
+    if (i < m) v_st_n(d + i, v_zero(), (int)(m - i));
+    n -= m;
+    pc->lane += m;
+    if (pc->lane == pc->nr) {
+      pc->lane = 0;
+      pc->d += pc->step;
+    }
+  }
+}
+
+/* Copies n values src[0], src[stride], ...: vector copies for stride 1,
+ * even/odd splits for stride 2 (a split reads 2 VN floats, the last of
+ * them one past the last value it keeps, so only while more than VN
+ * values remain: nothing past the input row is read), scalar otherwise. */
+static inline void put_values(panel_cursor *pc, const float *src, int64_t stride, int64_t n) {
+  while (n > 0) {
+    int64_t m = pc->nr - pc->lane < n ? pc->nr - pc->lane : n;
+    float *d = pc->d + pc->lane;
+    int64_t i = 0;
+    if (stride == 1) {
+      for (; i + VN <= m; i += VN) v_st(d + i, v_ld(src + i));
+      if (i < m) v_st_n(d + i, v_ld_n(src + i, (int)(m - i)), (int)(m - i));
+    } else if (stride == 2) {
+      for (; i + VN < m; i += VN) {
+        vf e, o;
+        v_deinterleave2(src + 2 * i, &e, &o);
+        v_st(d + i, e);
+      }
+      for (; i < m; i++) d[i] = src[2 * i];
+    } else {
+      for (; i < m; i++) d[i] = src[i * stride];
+    }
+    src += m * stride;
+    n -= m;
+    pc->lane += m;
+    if (pc->lane == pc->nr) {
+      pc->lane = 0;
+      pc->d += pc->step;
+    }
+  }
+}
+
+static void vec_im2col_pack(const er_im2col *ic, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst) {
+  const er_window *g = ic->g;
+  const int nr = ic->nr;
+  const int64_t ow = g->ow, hw = g->h * g->w;
+  const int64_t ncp = (nc + nr - 1) / nr * nr;
+  const int64_t oy0 = j0 / ow, ox0 = j0 % ow;
+  /* (c, ky, kx) of row k0, stepped along with kk. */
+  int64_t c = k0 / (g->kh * g->kw), ky = (k0 / g->kw) % g->kh, kx = k0 % g->kw;
+  for (int64_t kk = 0; kk < kc; kk++) {
+    const float *xc = ic->x + c * hw;
+    int64_t xoff = kx * g->dw - g->pl; /* ix = ox * sw + xoff */
+    int64_t lo = xoff >= 0 ? 0 : (-xoff + g->sw - 1) / g->sw;
+    int64_t hi = g->w - xoff > 0 ? (g->w - xoff + g->sw - 1) / g->sw : 0;
+    if (lo > ow) lo = ow;
+    if (hi > ow) hi = ow;
+    if (hi < lo) hi = lo;
+    panel_cursor pc = {dst + kk * nr, 0, nr, kc * nr};
+    int64_t jj = 0, oy = oy0, ox = ox0;
+    while (jj < nc) {
+      int64_t seg = ow - ox < nc - jj ? ow - ox : nc - jj;
+      int64_t iy = oy * g->sh - g->pt + ky * g->dh;
+      if (iy < 0 || iy >= g->h) {
+        put_zeros(&pc, seg);
+      } else {
+        const float *row = xc + iy * g->w;
+        int64_t a = ox > lo ? ox : lo, b = ox + seg < hi ? ox + seg : hi;
+        if (b < a) b = a;
+        put_zeros(&pc, a - ox);
+        put_values(&pc, row + a * g->sw + xoff, g->sw, b - a);
+        put_zeros(&pc, ox + seg - b);
+      }
+      jj += seg;
+      oy++;
+      ox = 0;
+    }
+    put_zeros(&pc, ncp - nc);
+    if (++kx == g->kw) {
+      kx = 0;
+      if (++ky == g->kh) {
+        ky = 0;
+        c++;
+      }
+    }
+  }
+}
+
+/* ======================================================================== */
+/* Few-row products with an unpacked B                                       */
+/* ======================================================================== */
+
+static inline vf gemv_finish(const er_gemv *g, int64_t i, int64_t j, vf x, int n) {
+  x = v_mul(x, v_set(g->scale));
+  if (g->add) {
+    const float *ad = g->add + i * g->add_rs + j * g->add_cs;
+    x = v_fma(v_set(g->beta), g->add_cs ? v_ld_n(ad, n) : v_set(ad[0]), x);
+  }
+  if (g->bias) x = v_add(x, v_ld_n(g->bias + j, n));
+  return v_act(x, &g->act);
+}
+
+/* B row-major [K, N] (b_cs == 1): rows of B stream once; up to 4 rows of
+ * C x 2 vectors of columns accumulate in registers. */
+static void gemv_rows(const er_gemv *g, int64_t j0, int64_t j1) {
+  const int64_t m = g->m;
+  for (int64_t j = j0; j < j1; j += 2 * VN) {
+    int n0 = j1 - j >= VN ? VN : (int)(j1 - j);
+    int n1 = j1 - j - VN >= VN ? VN : (int)(j1 - j - VN);
+    vf acc[ER_GEMV_MAX_M][2];
+    for (int64_t i = 0; i < m; i++) acc[i][0] = acc[i][1] = v_zero();
+    for (int64_t k = 0; k < g->k; k++) {
+      const float *br = g->b + k * g->b_rs + j;
+      vf b0 = n0 == VN ? v_ld(br) : v_ld_n(br, n0);
+      vf b1 = n1 >= VN ? v_ld(br + VN) : n1 > 0 ? v_ld_n(br + VN, n1) : v_zero();
+      for (int64_t i = 0; i < m; i++) {
+        vf av = v_set(g->a[i * g->a_rs + k * g->a_cs]);
+        acc[i][0] = v_fma(av, b0, acc[i][0]);
+        acc[i][1] = v_fma(av, b1, acc[i][1]);
+      }
+    }
+    for (int64_t i = 0; i < m; i++) {
+      float *c = g->c + i * g->ldc + j;
+      v_st_n(c, gemv_finish(g, i, j, acc[i][0], n0), n0);
+      if (n1 > 0) v_st_n(c + VN, gemv_finish(g, i, j + VN, acc[i][1], n1), n1);
+    }
+  }
+}
+
+/* B transposed, stored [N, K] (b_rs == 1): each column of C is a dot
+ * product along a contiguous row of B, which is read once for all rows of
+ * A. */
+static void gemv_dots(const er_gemv *g, int64_t j0, int64_t j1) {
+  const int64_t m = g->m, k = g->k;
+  float out[ER_GEMV_MAX_M][VN];
+  for (int64_t jb = j0; jb < j1; jb += VN) {
+    int nj = j1 - jb >= VN ? VN : (int)(j1 - jb);
+    for (int jj = 0; jj < nj; jj++) {
+      const float *br = g->b + (jb + jj) * g->b_cs;
+      vf acc[ER_GEMV_MAX_M];
+      for (int64_t i = 0; i < m; i++) acc[i] = v_zero();
+      int64_t q = 0;
+      if (g->a_cs == 1) {
+        for (; q + VN <= k; q += VN) {
+          vf bv = v_ld(br + q);
+          for (int64_t i = 0; i < m; i++) acc[i] = v_fma(v_ld(g->a + i * g->a_rs + q), bv, acc[i]);
+        }
+        if (q < k) {
+          int r = (int)(k - q);
+          vf bv = v_ld_n(br + q, r);
+          for (int64_t i = 0; i < m; i++) acc[i] = v_fma(v_ld_n(g->a + i * g->a_rs + q, r), bv, acc[i]);
+        }
+        for (int64_t i = 0; i < m; i++) out[i][jj] = v_hsum(acc[i]);
+      } else {
+        for (int64_t i = 0; i < m; i++) {
+          float sacc = 0.0f;
+          for (q = 0; q < k; q++) sacc += g->a[i * g->a_rs + q * g->a_cs] * br[q];
+          out[i][jj] = sacc;
+        }
+      }
+    }
+    for (int64_t i = 0; i < m; i++)
+      v_st_n(g->c + i * g->ldc + jb, gemv_finish(g, i, jb, v_ld_n(out[i], nj), nj), nj);
+  }
+}
+
+static void vec_gemv(const er_gemv *g, int64_t j0, int64_t j1) {
+  if (g->b_cs == 1) gemv_rows(g, j0, j1);
+  else gemv_dots(g, j0, j1);
+}
+
+/* ======================================================================== */
+/* Winograd F(2x2, 3x3) transforms                                          */
+/* ======================================================================== */
+
+/* One channel's transformed tiles go to a contiguous staging row per
+ * product first ([mats][chunk], no panel boundaries inside a vector
+ * store), then into the GEMM's panel layout [p / nr][C][nr] in whole
+ * panel rows. */
+static void wino_flush(const er_wino *w, int mats, int64_t c, const float *stage) {
+  const int64_t nr = w->nr;
+  for (int t = 0; t < mats; t++) {
+    const float *src = stage + (size_t)t * (size_t)w->chunk;
+    float *vt = w->v + (size_t)t * w->v_stride;
+    for (int64_t p = 0; p < w->tn; p += nr) {
+      int64_t n = w->tn - p < nr ? w->tn - p : nr;
+      float *d = vt + ((p / nr) * w->c + c) * nr;
+      int64_t i = 0;
+      for (; i + VN <= n; i += VN) v_st(d + i, v_ld(src + p + i));
+      if (i < n) v_st_n(d + i, v_ld_n(src + p + i, (int)(n - i)), (int)(n - i));
+    }
+  }
+}
+
+static void vec_wino_input(const er_wino *w, int64_t c0, int64_t c1, float *scratch) {
+  const int64_t tw = w->tw, wpp = 2 * tw + 2 + 2 * VN;
+  const int64_t ty0 = w->t0 / tw, ty1 = (w->t0 + w->tn - 1) / tw;
+  float *stage = scratch + (4 * wpp + 15) / 16 * 16;
+  for (int64_t c = c0; c < c1; c++) {
+    const float *xc = w->x + c * w->h * w->w;
+    for (int64_t ty = ty0; ty <= ty1; ty++) {
+      /* The 4 padded input rows of this tile row, in scratch. */
+      for (int r = 0; r < 4; r++) {
+        float *row = scratch + r * wpp;
+        int64_t iy = 2 * ty - w->pt + r;
+        if (iy < 0 || iy >= w->h) {
+          for (int64_t q = 0; q < wpp; q++) row[q] = 0.0f;
+          continue;
+        }
+        int64_t lo = w->pl < wpp ? w->pl : wpp, hi = w->pl + w->w < wpp ? w->pl + w->w : wpp;
+        for (int64_t q = 0; q < lo; q++) row[q] = 0.0f;
+        if (hi > lo) memcpy(row + lo, xc + iy * w->w, (size_t)(hi - lo) * sizeof *row);
+        for (int64_t q = hi > lo ? hi : lo; q < wpp; q++) row[q] = 0.0f;
+      }
+      int64_t txa = w->t0 > ty * tw ? w->t0 - ty * tw : 0;
+      int64_t txb = w->t0 + w->tn - ty * tw < tw ? w->t0 + w->tn - ty * tw : tw;
+      for (int64_t tx = txa; tx < txb; tx += VN) {
+        int n = txb - tx >= VN ? VN : (int)(txb - tx);
+        vf d[4][4];
+        for (int r = 0; r < 4; r++) {
+          const float *row = scratch + r * wpp + 2 * tx;
+          v_deinterleave2(row, &d[r][0], &d[r][1]);
+          v_deinterleave2(row + 2, &d[r][2], &d[r][3]);
+        }
+        /* t = B^T d (rows), then v = t B (columns). */
+        vf t[4][4];
+        for (int j = 0; j < 4; j++) {
+          t[0][j] = v_sub(d[0][j], d[2][j]);
+          t[1][j] = v_add(d[1][j], d[2][j]);
+          t[2][j] = v_sub(d[2][j], d[1][j]);
+          t[3][j] = v_sub(d[1][j], d[3][j]);
+        }
+        int64_t p = ty * tw + tx - w->t0;
+        for (int i = 0; i < 4; i++) {
+          vf v0 = v_sub(t[i][0], t[i][2]), v1 = v_add(t[i][1], t[i][2]);
+          vf v2 = v_sub(t[i][2], t[i][1]), v3 = v_sub(t[i][1], t[i][3]);
+          v_st_n(stage + (size_t)(4 * i + 0) * (size_t)w->chunk + p, v0, n);
+          v_st_n(stage + (size_t)(4 * i + 1) * (size_t)w->chunk + p, v1, n);
+          v_st_n(stage + (size_t)(4 * i + 2) * (size_t)w->chunk + p, v2, n);
+          v_st_n(stage + (size_t)(4 * i + 3) * (size_t)w->chunk + p, v3, n);
+        }
+      }
+    }
+    wino_flush(w, 16, c, stage);
+  }
+}
+
+/* Y = A^T M A with A^T = [1 1 1 0; 0 1 -1 -1], then the epilogue; the two
+ * output columns of VN tiles are interleaved into 2 VN consecutive pixels. */
+static inline void wino_store_row(const er_wino *w, int64_t mch, int64_t oy, int64_t ox, int64_t limit, vf even,
+                                  vf odd, vf bias) {
+  if (oy >= w->oh) return;
+  /* Pixels of this vector's tiles only (limit), and inside the image. */
+  int64_t count = w->ow - ox < limit ? w->ow - ox : limit;
+  if (count <= 0) return;
+  vf lo, hi;
+  v_interleave2(even, odd, &lo, &hi);
+  float *dst = w->y + (mch * w->oh + oy) * w->ow + ox;
+  const float *add = w->add ? w->add + (mch * w->oh + oy) * w->ow + ox : NULL;
+  int n0 = count >= VN ? VN : (int)count, n1 = (int)(count - n0);
+  lo = v_add(lo, bias);
+  if (add) lo = v_add(lo, v_ld_n(add, n0));
+  v_st_n(dst, v_act(lo, &w->act), n0);
+  if (n1 > 0) {
+    hi = v_add(hi, bias);
+    if (add) hi = v_add(hi, v_ld_n(add + VN, n1));
+    v_st_n(dst + VN, v_act(hi, &w->act), n1);
+  }
+}
+
+static void vec_wino_output(const er_wino *w, int64_t m0, int64_t m1) {
+  const int64_t tw = w->tw;
+  const int64_t ty0 = w->t0 / tw, ty1 = (w->t0 + w->tn - 1) / tw;
+  for (int64_t mch = m0; mch < m1; mch++) {
+    vf bias = v_set(w->bias ? w->bias[mch] : 0.0f);
+    for (int64_t ty = ty0; ty <= ty1; ty++) {
+      int64_t txa = w->t0 > ty * tw ? w->t0 - ty * tw : 0;
+      int64_t txb = w->t0 + w->tn - ty * tw < tw ? w->t0 + w->tn - ty * tw : tw;
+      for (int64_t tx = txa; tx < txb; tx += VN) {
+        int n = txb - tx >= VN ? VN : (int)(txb - tx);
+        int64_t p = ty * tw + tx - w->t0;
+        vf mv[16];
+        for (int t = 0; t < 16; t++) mv[t] = v_ld_n(w->mo + (size_t)t * w->m_stride + mch * w->tn + p, n);
+        vf s0[4], s1[4];
+        for (int j = 0; j < 4; j++) {
+          s0[j] = v_add(v_add(mv[j], mv[4 + j]), mv[8 + j]);
+          s1[j] = v_sub(v_sub(mv[4 + j], mv[8 + j]), mv[12 + j]);
+        }
+        vf y00 = v_add(v_add(s0[0], s0[1]), s0[2]), y01 = v_sub(v_sub(s0[1], s0[2]), s0[3]);
+        vf y10 = v_add(v_add(s1[0], s1[1]), s1[2]), y11 = v_sub(v_sub(s1[1], s1[2]), s1[3]);
+        int64_t ox = 2 * tx;
+        wino_store_row(w, mch, 2 * ty, ox, 2 * n, y00, y01, bias);
+        wino_store_row(w, mch, 2 * ty + 1, ox, 2 * n, y10, y11, bias);
+      }
+    }
+  }
+}
+
+/* ---- F(4x4, 3x3) ------------------------------------------------------------ */
+
+/* B^T d for one column of six (or d B for one row): the rows of
+ * B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0;
+ *        0 2 -1 -2 1 0; 0 4 0 -5 0 1]. */
+static inline void wino4_bt(const vf *d, vf *o) {
+  vf four = v_set(4.0f), five = v_set(5.0f), two = v_set(2.0f);
+  o[0] = v_add(v_fnma(five, d[2], v_mul(four, d[0])), d[4]);
+  o[1] = v_add(v_add(d[3], d[4]), v_mul(four, v_neg(v_add(d[1], d[2]))));
+  o[2] = v_add(v_sub(d[4], d[3]), v_mul(four, v_sub(d[1], d[2])));
+  o[3] = v_add(v_sub(d[4], d[2]), v_mul(two, v_sub(d[3], d[1])));
+  o[4] = v_add(v_sub(d[4], d[2]), v_mul(two, v_sub(d[1], d[3])));
+  o[5] = v_add(v_fnma(five, d[3], v_mul(four, d[1])), d[5]);
+}
+
+static void vec_wino4_input(const er_wino *w, int64_t c0, int64_t c1, float *scratch) {
+  const int64_t tw = w->tw, wpp = 4 * tw + 4 + 4 * VN;
+  const int64_t ty0 = w->t0 / tw, ty1 = (w->t0 + w->tn - 1) / tw;
+  float *stage = scratch + (6 * wpp + 15) / 16 * 16;
+  for (int64_t c = c0; c < c1; c++) {
+    const float *xc = w->x + c * w->h * w->w;
+    for (int64_t ty = ty0; ty <= ty1; ty++) {
+      for (int r = 0; r < 6; r++) {
+        float *row = scratch + r * wpp;
+        int64_t iy = 4 * ty - w->pt + r;
+        if (iy < 0 || iy >= w->h) {
+          for (int64_t q = 0; q < wpp; q++) row[q] = 0.0f;
+          continue;
+        }
+        int64_t lo = w->pl < wpp ? w->pl : wpp, hi = w->pl + w->w < wpp ? w->pl + w->w : wpp;
+        for (int64_t q = 0; q < lo; q++) row[q] = 0.0f;
+        if (hi > lo) memcpy(row + lo, xc + iy * w->w, (size_t)(hi - lo) * sizeof *row);
+        for (int64_t q = hi > lo ? hi : lo; q < wpp; q++) row[q] = 0.0f;
+      }
+      int64_t txa = w->t0 > ty * tw ? w->t0 - ty * tw : 0;
+      int64_t txb = w->t0 + w->tn - ty * tw < tw ? w->t0 + w->tn - ty * tw : tw;
+      for (int64_t tx = txa; tx < txb; tx += VN) {
+        int n = txb - tx >= VN ? VN : (int)(txb - tx);
+        /* d[r][j]: column 4 tx + j of padded row r, VN tiles at once (two
+         * levels of even/odd splits give the stride-4 columns). */
+        vf t[6][6];
+        for (int r = 0; r < 6; r++) {
+          const float *row = scratch + r * wpp + 4 * tx;
+          vf d[8];
+          for (int h = 0; h < 2; h++) {
+            const float *p = row + 4 * h;
+            vf e01, o01, e23, o23;
+            v_uzp(v_ld(p), v_ld(p + VN), &e01, &o01);
+            v_uzp(v_ld(p + 2 * VN), v_ld(p + 3 * VN), &e23, &o23);
+            v_uzp(e01, e23, &d[4 * h + 0], &d[4 * h + 2]);
+            v_uzp(o01, o23, &d[4 * h + 1], &d[4 * h + 3]);
+          }
+          /* Row r of d B, i.e. B^T applied along the row. */
+          wino4_bt(d, t[r]);
+        }
+        int64_t p = ty * tw + tx - w->t0;
+        for (int j = 0; j < 6; j++) {
+          vf col[6], o[6];
+          for (int r = 0; r < 6; r++) col[r] = t[r][j];
+          wino4_bt(col, o);
+          for (int i = 0; i < 6; i++) v_st_n(stage + (size_t)(6 * i + j) * (size_t)w->chunk + p, o[i], n);
+        }
+      }
+    }
+    wino_flush(w, 36, c, stage);
+  }
+}
+
+/* A^T m for one column of six: rows of A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0;
+ * 0 1 1 4 4 0; 0 1 -1 8 -8 1]. */
+static inline void wino4_at(const vf *m, vf *o) {
+  vf s12 = v_add(m[1], m[2]), d12 = v_sub(m[1], m[2]), s34 = v_add(m[3], m[4]), d34 = v_sub(m[3], m[4]);
+  o[0] = v_add(v_add(m[0], s12), s34);
+  o[1] = v_fma(v_set(2.0f), d34, d12);
+  o[2] = v_fma(v_set(4.0f), s34, s12);
+  o[3] = v_add(v_fma(v_set(8.0f), d34, d12), m[5]);
+}
+
+static void vec_wino4_output(const er_wino *w, int64_t m0, int64_t m1) {
+  const int64_t tw = w->tw;
+  const int64_t ty0 = w->t0 / tw, ty1 = (w->t0 + w->tn - 1) / tw;
+  for (int64_t mch = m0; mch < m1; mch++) {
+    vf bias = v_set(w->bias ? w->bias[mch] : 0.0f);
+    for (int64_t ty = ty0; ty <= ty1; ty++) {
+      int64_t txa = w->t0 > ty * tw ? w->t0 - ty * tw : 0;
+      int64_t txb = w->t0 + w->tn - ty * tw < tw ? w->t0 + w->tn - ty * tw : tw;
+      for (int64_t tx = txa; tx < txb; tx += VN) {
+        int n = txb - tx >= VN ? VN : (int)(txb - tx);
+        int64_t p = ty * tw + tx - w->t0;
+        /* s = A^T M (rows 0..3), column by column. */
+        vf s[4][6];
+        for (int j = 0; j < 6; j++) {
+          vf col[6], o[4];
+          for (int i = 0; i < 6; i++) col[i] = v_ld_n(w->mo + (size_t)(6 * i + j) * w->m_stride + mch * w->tn + p, n);
+          wino4_at(col, o);
+          for (int i = 0; i < 4; i++) s[i][j] = o[i];
+        }
+        for (int i = 0; i < 4; i++) {
+          int64_t oy = 4 * ty + i;
+          if (oy >= w->oh) break;
+          vf y[4];
+          wino4_at(s[i], y);
+          /* Pixels 4 tx + j of VN tiles: two levels of interleaving. */
+          vf alo, ahi, blo, bhi, out[4];
+          v_interleave2(y[0], y[2], &alo, &ahi);
+          v_interleave2(y[1], y[3], &blo, &bhi);
+          v_interleave2(alo, blo, &out[0], &out[1]);
+          v_interleave2(ahi, bhi, &out[2], &out[3]);
+          int64_t ox = 4 * tx;
+          int64_t count = w->ow - ox < 4 * n ? w->ow - ox : 4 * n;
+          float *dst = w->y + (mch * w->oh + oy) * w->ow + ox;
+          const float *add = w->add ? w->add + (mch * w->oh + oy) * w->ow + ox : NULL;
+          for (int k = 0; k < 4 && count > 0; k++) {
+            int c = count >= VN ? VN : (int)count;
+            vf o = v_add(out[k], bias);
+            if (add) o = v_add(o, v_ld_n(add + k * VN, c));
+            v_st_n(dst + k * VN, v_act(o, &w->act), c);
+            count -= c;
+          }
+        }
+      }
     }
   }
 }

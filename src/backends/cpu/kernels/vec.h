@@ -10,6 +10,10 @@
 #include "backends/cpu/cpu-kernels.h"
 #include "ops/fused.h"
 
+/* The most taps along one axis the depthwise and pooling kernels take
+ * (larger windows go to the reference kernels). */
+#define ER_DW_MAX_TAPS 64
+
 /* One depthwise (or pooling) job: planes [c0, c1) of one image. */
 typedef struct er_dw_args {
   const float *x;              /* [C, H, W] */
@@ -26,13 +30,109 @@ typedef struct er_dw_args {
   int64_t pb, pr;              /* padding after (average divisor) */
 } er_dw_args;
 
-/* Scratch floats one worker needs for er_dw_args a: the padded,
- * phase-split plane (see vec-impl.h) and a row of divisors. */
+/* The most rows of the ring of padded input rows (see vec-impl.h);
+ * windows needing more go to the reference kernels. */
+#define ER_DW_RING_MAX 256
+
+/* Rows of the ring: a block of 4 output rows spans (4 - 1) * sh + (kh - 1)
+ * * dh + 1 input rows, rounded up to a power of two. */
+static inline int64_t er__dw_ring_slots(const er_dw_args *a) {
+  int64_t span = 3 * a->sh + (a->kh - 1) * a->dh + 1, slots = 1;
+  while (slots < span) slots *= 2;
+  return slots;
+}
+
+/* Scratch floats one worker needs for er_dw_args a: the ring of padded,
+ * phase-split input rows and a row of divisors. */
 static inline size_t er__dw_scratch_floats(const er_dw_args *a, int vn) {
-  int64_t hp = (a->oh - 1) * a->sh + (a->kh - 1) * a->dh + 1;
+  int64_t slots = er__dw_ring_slots(a);
   int64_t wp = (a->ow - 1) * a->sw + (a->kw - 1) * a->dw + 1;
   int64_t len = (wp + a->sw - 1) / a->sw + vn;
-  return (size_t)(hp * a->sw * len + a->ow + vn + 16);
+  int64_t rs = (a->sw * len + 15) / 16 * 16;
+  return (size_t)(slots * rs + a->ow + vn + 16);
+}
+
+/* Elementwise unary functions beyond the fused activations. */
+typedef enum er_unop {
+  ER_UNOP_ACT = 0,             /* the er_activation in er_unary.act */
+  ER_UNOP_EXP,
+  ER_UNOP_ERF,
+  ER_UNOP_ABS,
+  ER_UNOP_NEG,
+  ER_UNOP_SQRT,
+  ER_UNOP_RECIPROCAL,
+} er_unop;
+
+typedef struct er_unary {
+  er_unop op;
+  er_activation act;
+} er_unary;
+
+typedef enum er_binop {
+  ER_BINOP_ADD = 0,
+  ER_BINOP_SUB,
+  ER_BINOP_MUL,
+  ER_BINOP_DIV,
+  ER_BINOP_PRELU,              /* a < 0 ? a * b : a */
+} er_binop;
+
+/* The patch (im2col) matrix of one image and group for convolution as
+ * GEMM: row k is (channel, ky, kx), column j the output position. */
+struct er_window;
+typedef struct er_im2col {
+  const float *x;              /* [Cg, H, W] */
+  const struct er_window *g;
+  int nr;                      /* panel width to pack for */
+} er_im2col;
+
+/* A product with few rows (M <= ER_GEMV_MAX_M) and an unpacked B, for
+ * weights that are not constants: C = act(scale * A B + beta * D + bias)
+ * without packing B (packing would cost as much as the product). */
+#define ER_GEMV_MAX_M 4
+typedef struct er_gemv {
+  int64_t m, n, k;
+  const float *a;              /* element (i, k) at a[i * a_rs + k * a_cs] */
+  int64_t a_rs, a_cs;
+  const float *b;              /* element (k, j) at b[k * b_rs + j * b_cs]; b_cs or b_rs is 1 */
+  int64_t b_rs, b_cs;
+  float *c;                    /* [m, n] at row stride ldc */
+  int64_t ldc;
+  float scale, beta;
+  const float *add;            /* element (i, j) at add[i * add_rs + j * add_cs]; NULL = none */
+  int64_t add_rs, add_cs;
+  const float *bias;           /* [n] or NULL */
+  er_activation act;
+} er_gemv;
+
+/* Winograd F(2x2, 3x3) and F(4x4, 3x3) convolution over a chunk of output
+ * tiles (see conv.c): the input transform writes V_t = B^T d B of each
+ * tile as 16 (36) GEMM right-hand sides, the output transform turns the
+ * products M_t = U_t V_t back into 2x2 (4x4) outputs with bias, residual
+ * and activation. */
+typedef struct er_wino {
+  const float *x;              /* [C, H, W], one image */
+  int64_t c, h, w, oh, ow, pt, pl;
+  int64_t tw;                  /* tiles per row (th = ceil(oh / tile) rows) */
+  int64_t t0, tn;              /* this chunk: tiles [t0, t0 + tn), row-major */
+  int64_t chunk;               /* the most tiles of a chunk (a multiple of 32) */
+  float *v;                    /* 16 x [panels of nr tiles][C][nr] */
+  int64_t nr;                  /* the GEMM's panel width */
+  size_t v_stride;             /* floats between the 16 matrices */
+  const float *mo;             /* 16 x [M][tn] products */
+  size_t m_stride;
+  int64_t m;                   /* output channels */
+  float *y;                    /* [M, OH, OW] */
+  const float *bias;           /* [M] or NULL */
+  const float *add;            /* [M, OH, OW] residual or NULL */
+  er_activation act;
+} er_wino;
+
+/* Scratch floats one worker needs for the input transform: rows of the
+ * padded input for one row of tiles, then one channel's transformed tiles
+ * ([(tile + 2)^2][chunk], copied into the panels once complete). */
+static inline size_t er__wino_scratch_floats(int64_t tw, int vn, int tile, int64_t chunk) {
+  size_t rows = tile == 4 ? (size_t)(6 * (4 * tw + 4 + 4 * vn)) : (size_t)(4 * (2 * tw + 2 + 2 * vn));
+  return (rows + 15) / 16 * 16 + (size_t)((tile + 2) * (tile + 2) * chunk) + 16;
 }
 
 typedef struct er_vec_ops {
@@ -43,6 +143,36 @@ typedef struct er_vec_ops {
   /* Global average (max = false) or max pooling of planes [p0, p1) of
    * `size` floats each: y[p] = mean or max of x[p * size ...]. */
   void (*global_pool)(const float *x, float *y, int64_t size, int64_t p0, int64_t p1, bool max);
+  /* y[i] = f(x[i]) for i in [0, n). */
+  void (*unary)(const er_unary *u, const float *x, float *y, int64_t n);
+  /* y[i] = a[i * as] op b[i * bs] for i in [0, n); as and bs are 0 or 1. */
+  void (*binary)(er_binop op, const float *a, int64_t as, const float *b, int64_t bs, float *y, int64_t n);
+  /* y[i] = x[i] * a + b for i in [0, n). */
+  void (*affine)(const float *x, float *y, int64_t n, float a, float b);
+  /* LRN of channels [c0, c1) of one image x [C, inner]: the square sum over
+   * channels [c - before, c + after] clipped to [0, C);
+   * y = x / (bias + k * sum)^beta. */
+  void (*lrn)(const float *x, float *y, int64_t c, int64_t inner, int64_t c0, int64_t c1, int64_t before,
+              int64_t after, float bias, float k, float beta);
+  /* Softmax (or log-softmax) along the middle axis of x [n, inner], one
+   * slice; inner == 1 is the contiguous-row case. */
+  void (*softmax)(const float *x, float *y, int64_t n, int64_t inner, bool log);
+  /* The block [k0, k0 + kc) x [j0, j0 + nc) of the patch matrix as panels
+   * [q][kc][nr] (the GEMM's packing layout), zero past the last column. */
+  void (*im2col_pack)(const er_im2col *ic, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst);
+  /* Winograd transforms: input for channels [c0, c1), output for output
+   * channels [m0, m1). */
+  void (*wino_input)(const er_wino *w, int64_t c0, int64_t c1, float *scratch);
+  void (*wino_output)(const er_wino *w, int64_t m0, int64_t m1);
+  void (*wino4_input)(const er_wino *w, int64_t c0, int64_t c1, float *scratch);
+  void (*wino4_output)(const er_wino *w, int64_t m0, int64_t m1);
+  /* Columns [j0, j1) of a few-row product (see er_gemv). */
+  void (*gemv)(const er_gemv *g, int64_t j0, int64_t j1);
+  /* Layer normalization of rows [r0, r1) of x [rows, cols]: y = (x - mean)
+   * / sqrt(var + eps) * scale + bias (bias may be NULL); mean and inv (may
+   * be NULL) receive each row's mean and 1 / sqrt(var + eps). */
+  void (*layernorm)(const float *x, float *y, int64_t r0, int64_t r1, int64_t cols, const float *scale,
+                    const float *bias, float eps, float *mean, float *inv);
 } er_vec_ops;
 
 #if defined(__x86_64__) || defined(__i386__)

@@ -37,6 +37,32 @@ static inline vf v_exp(vf x) {
   return v_mul(v_mul(p, v_pow2i(n1)), v_pow2i(n2));
 }
 
+/* log(x) for positive normal x (Cephes logf): x = m 2^e with m moved into
+ * [sqrt(1/2), sqrt(2)), log(m) from a polynomial in m - 1, e ln 2 added in
+ * two parts. Zero, negative, infinite and NaN inputs are the caller's
+ * business (LRN's argument is at least its bias). */
+static inline vf v_log(vf x) {
+  vf e = v_getexp(x), m = v_getmant(x);
+  vm big = v_lt(v_set(1.41421356237f), m);
+  m = v_sel(big, m, v_mul(m, v_set(0.5f)));
+  e = v_sel(big, e, v_add(e, v_set(1.0f)));
+  vf t = v_sub(m, v_set(1.0f));
+  vf z = v_mul(t, t);
+  vf p = v_set(7.0376836292e-2f);
+  p = v_fma(p, t, v_set(-1.1514610310e-1f));
+  p = v_fma(p, t, v_set(1.1676998740e-1f));
+  p = v_fma(p, t, v_set(-1.2420140846e-1f));
+  p = v_fma(p, t, v_set(1.4249322787e-1f));
+  p = v_fma(p, t, v_set(-1.6668057665e-1f));
+  p = v_fma(p, t, v_set(2.0000714765e-1f));
+  p = v_fma(p, t, v_set(-2.4999993993e-1f));
+  p = v_fma(p, t, v_set(3.3333331174e-1f));
+  vf y = v_mul(v_mul(p, t), z);
+  y = v_fma(e, v_set(-2.12194440e-4f), y);
+  y = v_fnma(v_set(0.5f), z, y);
+  return v_fma(e, v_set(0.693359375f), v_add(t, y));
+}
+
 /* 1 / (1 + exp(-x)); exact division, so the result is accurate where it
  * is tiny (x very negative) and saturates to 1 cleanly. */
 static inline vf v_sigmoid(vf x) {
@@ -78,7 +104,15 @@ static inline vf v_erf_small(vf x) {
 /* erfc(a) for a >= 1 (Cephes erfcf): exp(-a^2) / a * P(1/a^2), with one
  * polynomial below a = 2 and another above. */
 static inline vf v_erfc_big(vf a) {
-  vf e = v_exp(v_neg(v_mul(a, a)));
+  /* exp(-a^2) with a^2 = p + err exactly (err from an FMA): exp(-p) times
+   * (1 - err), so the rounding of a^2 (up to 2^-24 * a^2 absolute) does
+   * not become a relative error of the result. Beyond a = 12 erfc is
+   * below the smallest float, so a is clamped there (keeping a^2 finite). */
+  a = v_min(v_set(12.0f), a);
+  vf sq = v_mul(a, a);
+  vf sq_err = v_fma(a, a, v_neg(sq));
+  vf e = v_exp(v_neg(sq));
+  e = v_fnma(e, sq_err, e);
   vf q = v_div(v_set(1.0f), a);
   vf y = v_mul(q, q);
   vf p = v_set(2.326819970068386e-2f);
@@ -146,7 +180,9 @@ static inline vf v_act(vf x, const er_activation *a) {
     case ER_ACT_HARDSIGMOID:
       return v_min(v_set(1.0f), v_max(v_zero(), v_fma(v_set(a->p[0]), x, v_set(a->p[1]))));
     case ER_ACT_HARDSWISH: {
-      vf h = v_min(v_set(1.0f), v_max(v_zero(), v_fma(x, v_set(1.0f / 6.0f), v_set(0.5f))));
+      /* (x + 3) / 6 rather than x * (1/6) + 1/2: near x = -3 the sum
+       * cancels, and the rounding error of 1/6 would be all that is left. */
+      vf h = v_min(v_set(1.0f), v_max(v_zero(), v_div(v_add(x, v_set(3.0f)), v_set(6.0f))));
       return v_mul(x, h);
     }
     case ER_ACT_LEAKYRELU: return v_sel(v_lt(x, v_zero()), x, v_mul(x, v_set(a->p[0])));

@@ -1,0 +1,243 @@
+/* kcases-eltwise.c - cases for the unary and binary elementwise kernels:
+ * lengths around the vector width (1, 7, 15, 16, 17, 33, 1000), NaN,
+ * infinities, denormals and values where exp over- and underflows, input
+ * ranges where each function is hard (tanh near 0, erf near 1, GELU far
+ * below 0), every attribute form (Clip by attributes and by inputs,
+ * HardSigmoid, LeakyRelu, Gelu approximate), and every broadcast form
+ * (same shape, scalar either side, per channel, per row, outer product,
+ * leading ones, empty). */
+#include "kcases.h"
+
+typedef struct un_spec {
+  const char *op;
+  int version;
+  float lo, hi;
+  const tolerance *tol;
+} un_spec;
+
+static void gen_unary_one(case_fn fn, void *arg, const un_spec *s, void (*attrs)(kcase *c, int variant), int variants) {
+  static const int64_t lens[] = {1, 7, 15, 16, 17, 33, 1000, 40000};
+  kcase c;
+  for (int v = 0; v < variants; v++) {
+    for (size_t i = 0; i < ER_ARRAY_LEN(lens); i++) {
+      for (int sp = 0; sp < 2; sp++) {
+        kc_begin(&c, s->op, "", s->version, "%s v%d [%lld] [%g,%g]%s", s->op, v, (long long)lens[i], s->lo, s->hi,
+                 sp ? " specials" : "");
+        er_tensor *x = kc_input(&c, 1, DIMS(lens[i]), s->lo, s->hi, false);
+        if (sp) kc_specials(&c, x);
+        if (attrs) attrs(&c, v);
+        c.tol = *s->tol;
+        fn(&c, arg);
+      }
+    }
+  }
+  kc_begin(&c, s->op, "", s->version, "%s [2,3,5,7] dynamic", s->op);
+  kc_input(&c, 4, DIMS(2, 3, 5, 7), s->lo, s->hi, false);
+  if (attrs) attrs(&c, 0);
+  c.dynamic = true;
+  c.tol = *s->tol;
+  fn(&c, arg);
+}
+
+static void clip6_attrs(kcase *c, int v) {
+  if (v == 1) kc_attr_float(c, "min", -0.5f);
+  if (v == 2) kc_attr_float(c, "max", 0.25f);
+  if (v == 3) {
+    kc_attr_float(c, "min", 0.5f);
+    kc_attr_float(c, "max", -0.5f); /* min > max: everything becomes max */
+  }
+}
+
+static void clip11_inputs(kcase *c, int v) {
+  float lo = v == 3 ? 0.5f : -0.5f, hi = v == 3 ? -0.5f : 0.25f;
+  er_tensor *t;
+  if (v == 1 || v == 3) {
+    t = kc_input(c, 0, NULL, 0, 0, v == 1);
+    *(float *)t->data = lo;
+  } else if (v == 2) {
+    kc_input_none(c);
+  }
+  if (v >= 2) {
+    t = kc_input(c, 0, NULL, 0, 0, true);
+    *(float *)t->data = hi;
+  }
+}
+
+static void hardsigmoid_attrs(kcase *c, int v) {
+  if (v == 1) {
+    kc_attr_float(c, "alpha", 0.3f);
+    kc_attr_float(c, "beta", 0.4f);
+  }
+}
+
+static void leakyrelu_attrs(kcase *c, int v) {
+  if (v == 1) kc_attr_float(c, "alpha", 0.2f);
+}
+
+static void gelu_attrs(kcase *c, int v) {
+  if (v == 1) kc_attr_string(c, "approximate", "tanh");
+}
+
+static const un_spec relu = {"Relu", 14, -5, 5, &TOL_EXACT_T};
+static const un_spec sigmoid = {"Sigmoid", 13, -30, 30, &TOL_EXPF};
+static const un_spec tanh_wide = {"Tanh", 13, -10, 10, &TOL_EXPF};
+static const un_spec tanh_small = {"Tanh", 13, -0.7f, 0.7f, &TOL_EXPF};
+static const un_spec clip6 = {"Clip", 6, -2, 2, &TOL_EXACT_T};
+static const un_spec clip11 = {"Clip", 13, -2, 2, &TOL_EXACT_T};
+static const un_spec hardsigmoid = {"HardSigmoid", 6, -6, 6, &TOL_ARITH};
+/* x / 6 in double against x * (1/6) in float: a couple of ulp. */
+static const un_spec hardswish = {"HardSwish", 14, -6, 6, &TOL_EXPF};
+static const un_spec leakyrelu = {"LeakyRelu", 16, -5, 5, &TOL_EXACT_T};
+static const un_spec gelu = {"Gelu", 20, -10, 10, &TOL_GELU};
+static const un_spec gelu_far = {"Gelu", 20, -9, -3, &TOL_GELU};
+static const un_spec erf_s = {"Erf", 13, -5, 5, &TOL_EXPF};
+static const un_spec erf_near1 = {"Erf", 13, 0.8f, 1.2f, &TOL_EXPF};
+static const un_spec exp_s = {"Exp", 13, -100, 100, &TOL_EXPF};
+static const un_spec abs_s = {"Abs", 13, -5, 5, &TOL_EXACT_T};
+static const un_spec neg_s = {"Neg", 13, -5, 5, &TOL_EXACT_T};
+static const un_spec sqrt_s = {"Sqrt", 13, 0, 100, &TOL_EXACT_T};
+static const un_spec recip = {"Reciprocal", 13, -10, 10, &TOL_ARITH};
+
+static void g_relu(case_fn fn, void *arg) { gen_unary_one(fn, arg, &relu, NULL, 1); }
+static void g_sigmoid(case_fn fn, void *arg) { gen_unary_one(fn, arg, &sigmoid, NULL, 1); }
+static void g_tanh(case_fn fn, void *arg) {
+  gen_unary_one(fn, arg, &tanh_wide, NULL, 1);
+  gen_unary_one(fn, arg, &tanh_small, NULL, 1);
+}
+static void g_clip(case_fn fn, void *arg) {
+  gen_unary_one(fn, arg, &clip6, clip6_attrs, 4);
+  gen_unary_one(fn, arg, &clip11, clip11_inputs, 4);
+}
+static void g_hardsigmoid(case_fn fn, void *arg) { gen_unary_one(fn, arg, &hardsigmoid, hardsigmoid_attrs, 2); }
+static void g_hardswish(case_fn fn, void *arg) { gen_unary_one(fn, arg, &hardswish, NULL, 1); }
+static void g_leakyrelu(case_fn fn, void *arg) { gen_unary_one(fn, arg, &leakyrelu, leakyrelu_attrs, 2); }
+static void g_gelu(case_fn fn, void *arg) {
+  gen_unary_one(fn, arg, &gelu, gelu_attrs, 2);
+  gen_unary_one(fn, arg, &gelu_far, gelu_attrs, 2);
+}
+static void g_erf(case_fn fn, void *arg) {
+  gen_unary_one(fn, arg, &erf_s, NULL, 1);
+  gen_unary_one(fn, arg, &erf_near1, NULL, 1);
+}
+static void g_exp(case_fn fn, void *arg) { gen_unary_one(fn, arg, &exp_s, NULL, 1); }
+static void g_abs(case_fn fn, void *arg) { gen_unary_one(fn, arg, &abs_s, NULL, 1); }
+static void g_neg(case_fn fn, void *arg) { gen_unary_one(fn, arg, &neg_s, NULL, 1); }
+static void g_sqrt(case_fn fn, void *arg) { gen_unary_one(fn, arg, &sqrt_s, NULL, 1); }
+static void g_recip(case_fn fn, void *arg) { gen_unary_one(fn, arg, &recip, NULL, 1); }
+
+/* ---- binary ------------------------------------------------------------------ */
+
+typedef struct bshape {
+  int ra;
+  int64_t a[5];
+  int rb;
+  int64_t b[5];
+} bshape;
+
+static const bshape bshapes[] = {
+    {2, {3, 17}, 2, {3, 17}},                 /* same shape */
+    {1, {1000}, 1, {1000}},
+    {3, {2, 3, 17}, 0, {0}},                  /* scalar b */
+    {0, {0}, 3, {2, 3, 17}},                  /* scalar a */
+    {4, {2, 3, 4, 5}, 4, {1, 3, 1, 1}},       /* per channel */
+    {4, {1, 64, 56, 56}, 3, {64, 1, 1}},      /* per channel, large */
+    {4, {2, 3, 4, 5}, 1, {5}},                /* per row */
+    {2, {4, 1}, 2, {1, 5}},                   /* outer product */
+    {3, {2, 1, 4}, 2, {3, 1}},
+    {3, {1, 1, 1}, 3, {2, 3, 4}},
+    {3, {2, 3, 1}, 3, {2, 3, 33}},
+    {2, {0, 3}, 1, {3}},                      /* empty */
+    {3, {128, 4, 64}, 3, {128, 1, 64}},       /* middle-axis broadcast */
+};
+
+static void gen_binary(case_fn fn, void *arg, const char *op, float blo, float bhi) {
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(bshapes); i++) {
+    const bshape *s = &bshapes[i];
+    for (int v = 0; v < 2; v++) {
+      kc_begin(&c, op, "", 14, "%s shape#%zu %s", op, i, v ? "specials, const b" : "");
+      er_tensor *a = kc_input(&c, s->ra, s->a, -5, 5, false);
+      er_tensor *b = kc_input(&c, s->rb, s->b, blo, bhi, v == 1);
+      if (v) {
+        kc_specials(&c, a);
+        kc_specials(&c, b);
+      }
+      c.tol = TOL_ARITH;
+      fn(&c, arg);
+    }
+  }
+  kc_begin(&c, op, "", 14, "%s [3,40,7]x[40,1] dynamic", op);
+  kc_input(&c, 3, DIMS(3, 40, 7), -5, 5, false);
+  kc_input(&c, 2, DIMS(40, 1), blo, bhi, false);
+  c.dynamic = true;
+  c.tol = TOL_ARITH;
+  fn(&c, arg);
+  kc_begin(&c, op, "", 6, "%s version 6 (legacy broadcast attribute)", op);
+  kc_input(&c, 2, DIMS(3, 4), -5, 5, false);
+  kc_input(&c, 2, DIMS(3, 4), blo, bhi, false);
+  c.tol = TOL_ARITH;
+  fn(&c, arg);
+}
+
+static void g_add(case_fn fn, void *arg) { gen_binary(fn, arg, "Add", -5, 5); }
+static void g_sub(case_fn fn, void *arg) { gen_binary(fn, arg, "Sub", -5, 5); }
+static void g_mul(case_fn fn, void *arg) { gen_binary(fn, arg, "Mul", -5, 5); }
+static void g_div(case_fn fn, void *arg) { gen_binary(fn, arg, "Div", 0.5f, 5); }
+
+static void g_prelu(case_fn fn, void *arg) {
+  static const bshape s[] = {
+      {4, {1, 8, 5, 6}, 3, {8, 1, 1}}, {4, {2, 3, 4, 33}, 0, {0}}, {2, {7, 40}, 1, {40}}, {3, {2, 5, 9}, 3, {2, 5, 9}}};
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(s); i++) {
+    kc_begin(&c, "PRelu", "", 16, "PRelu shape#%zu", i);
+    kc_specials(&c, kc_input(&c, s[i].ra, s[i].a, -5, 5, false));
+    kc_input(&c, s[i].rb, s[i].b, -1, 1, true);
+    c.tol = TOL_EXACT_T;
+    fn(&c, arg);
+  }
+}
+
+static void g_sum(case_fn fn, void *arg) {
+  kcase c;
+  for (int n = 1; n <= 4; n++) {
+    kc_begin(&c, "Sum", "", 13, "Sum of %d [3,5,33]", n);
+    for (int k = 0; k < n; k++) kc_input(&c, 3, DIMS(3, 5, 33), -5, 5, false);
+    c.tol = TOL_EXACT_T;
+    fn(&c, arg);
+  }
+  kc_begin(&c, "Sum", "", 13, "Sum with broadcast third input");
+  kc_input(&c, 3, DIMS(3, 5, 33), -5, 5, false);
+  kc_input(&c, 3, DIMS(3, 5, 33), -5, 5, false);
+  kc_input(&c, 1, DIMS(33), -5, 5, true);
+  c.tol = TOL_EXACT_T;
+  fn(&c, arg);
+  kc_begin(&c, "Sum", "", 6, "Sum version 6 of 2 [64,56]");
+  kc_input(&c, 2, DIMS(64, 56), -5, 5, false);
+  kc_input(&c, 2, DIMS(64, 56), -5, 5, false);
+  c.tol = TOL_EXACT_T;
+  fn(&c, arg);
+}
+
+const case_gen kcases_eltwise[] = {
+    {"Relu", "", g_relu},
+    {"Sigmoid", "", g_sigmoid},
+    {"Tanh", "", g_tanh},
+    {"Clip", "", g_clip},
+    {"HardSigmoid", "", g_hardsigmoid},
+    {"HardSwish", "", g_hardswish},
+    {"LeakyRelu", "", g_leakyrelu},
+    {"Gelu", "", g_gelu},
+    {"Erf", "", g_erf},
+    {"Exp", "", g_exp},
+    {"Abs", "", g_abs},
+    {"Neg", "", g_neg},
+    {"Sqrt", "", g_sqrt},
+    {"Reciprocal", "", g_recip},
+    {"Add", "", g_add},
+    {"Sub", "", g_sub},
+    {"Mul", "", g_mul},
+    {"Div", "", g_div},
+    {"PRelu", "", g_prelu},
+    {"Sum", "", g_sum},
+    {NULL, NULL, NULL},
+};

@@ -1,0 +1,138 @@
+/* kcases-layout.c - cases for Transpose (every element size, permutations
+ * that collapse to row copies, to 2-D transposes and to neither, unit
+ * axes, tiles at and around 16) and nearest Resize / Upsample (every
+ * coordinate mode and rounding mode, scales and sizes, up and down, odd
+ * factors). */
+#include <stdlib.h>
+
+#include "kcases.h"
+
+static void gen_transpose(case_fn fn, void *arg) {
+  static const struct {
+    int rank;
+    int64_t dims[5];
+    int64_t perm[5];
+  } specs[] = {
+      {2, {17, 33}, {1, 0}},
+      {2, {64, 16}, {1, 0}},
+      {4, {2, 128, 4, 32}, {0, 2, 1, 3}},    /* attention heads out */
+      {4, {2, 4, 128, 32}, {0, 1, 3, 2}},    /* K^T */
+      {4, {1, 3, 9, 11}, {0, 2, 3, 1}},      /* NCHW -> NHWC */
+      {4, {1, 9, 11, 3}, {0, 3, 1, 2}},      /* NHWC -> NCHW */
+      {5, {1, 2, 3, 7, 7}, {0, 2, 1, 3, 4}}, /* channel shuffle */
+      {3, {5, 1, 7}, {2, 1, 0}},             /* unit axis */
+      {3, {4, 5, 6}, {1, 2, 0}},
+      {3, {4, 5, 6}, {2, 0, 1}},
+      {4, {3, 4, 5, 6}, {3, 1, 2, 0}},
+      {1, {10}, {0}},
+      {3, {2, 0, 3}, {2, 1, 0}},
+  };
+  static const er_dtype types[] = {ER_DTYPE_FLOAT, ER_DTYPE_UINT8, ER_DTYPE_FLOAT16, ER_DTYPE_INT64};
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(specs); i++) {
+    for (size_t t = 0; t < ER_ARRAY_LEN(types); t++) {
+      kc_begin(&c, "Transpose", "", 13, "Transpose#%zu %s", i, er_dtype_name(types[t]));
+      er_tensor *x = kc_input(&c, specs[i].rank, specs[i].dims, -100, 100, false);
+      if (types[t] != ER_DTYPE_FLOAT) {
+        /* Reinterpret the random bytes as the other type (same count). */
+        int64_t n = er__tensor_count(x);
+        size_t es = er_dtype_size(types[t]);
+        unsigned char *d = calloc(1, n > 0 ? (size_t)n * es : 1);
+        for (size_t b = 0; b < (size_t)n * es; b++) d[b] = (unsigned char)(kc_uniform(&c, 0, 256));
+        free(x->data);
+        x->data = d;
+        x->dtype = types[t];
+        x->nbytes = (size_t)n * es;
+      }
+      kc_attr_ints(&c, "perm", specs[i].rank, specs[i].perm);
+      c.tol = TOL_EXACT_T;
+      fn(&c, arg);
+    }
+  }
+  kc_begin(&c, "Transpose", "", 13, "Transpose default perm (reverse)");
+  kc_input(&c, 3, DIMS(3, 4, 5), -1, 1, false);
+  c.tol = TOL_EXACT_T;
+  fn(&c, arg);
+}
+
+static void gen_resize(case_fn fn, void *arg) {
+  static const char *const coords[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                                       "tf_half_pixel_for_nn"};
+  static const char *const rounds[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  static const float factors[][2] = {{2, 2}, {3, 1.5f}, {0.5f, 0.5f}, {1.7f, 0.6f}};
+  kcase c;
+  for (size_t ci = 0; ci < ER_ARRAY_LEN(coords); ci++) {
+    for (size_t ri = 0; ri < ER_ARRAY_LEN(rounds); ri++) {
+      for (size_t f = 0; f < ER_ARRAY_LEN(factors); f++) {
+        bool sizes = (ci + ri + f) % 3 == 0;
+        int version = ci == 4 ? 11 : 13;
+        kc_begin(&c, "Resize", "", version, "Resize nearest %s %s x[1,3,7,9] %s %gx%g", coords[ci], rounds[ri],
+                 sizes ? "sizes" : "scales", factors[f][0], factors[f][1]);
+        kc_input(&c, 4, DIMS(1, 3, 7, 9), -1, 1, false);
+        kc_input_none(&c); /* roi */
+        if (sizes) {
+          kc_input_none(&c);
+          int64_t s[4] = {1, 3, (int64_t)(7 * factors[f][0]), (int64_t)(9 * factors[f][1])};
+          kc_input_i64(&c, 1, DIMS(4), s, true);
+        } else {
+          er_tensor *t = kc_input(&c, 1, DIMS(4), 0, 0, true);
+          float *d = t->data;
+          d[0] = d[1] = 1.0f;
+          d[2] = factors[f][0];
+          d[3] = factors[f][1];
+        }
+        kc_attr_string(&c, "mode", "nearest");
+        kc_attr_string(&c, "coordinate_transformation_mode", coords[ci]);
+        kc_attr_string(&c, "nearest_mode", rounds[ri]);
+        c.tol = TOL_EXACT_T;
+        fn(&c, arg);
+      }
+    }
+  }
+  kc_begin(&c, "Resize", "", 13, "Resize nearest default modes x[2,16,20,20] 2x (detector upsample)");
+  kc_input(&c, 4, DIMS(2, 16, 20, 20), -1, 1, false);
+  kc_input_none(&c);
+  er_tensor *t = kc_input(&c, 1, DIMS(4), 0, 0, true);
+  ((float *)t->data)[0] = ((float *)t->data)[1] = 1.0f;
+  ((float *)t->data)[2] = ((float *)t->data)[3] = 2.0f;
+  kc_attr_string(&c, "mode", "nearest");
+  c.tol = TOL_EXACT_T;
+  fn(&c, arg);
+  kc_begin(&c, "Resize", "", 10, "Resize-10 nearest x[1,2,5,6] scales 2x3");
+  kc_input(&c, 4, DIMS(1, 2, 5, 6), -1, 1, false);
+  t = kc_input(&c, 1, DIMS(4), 0, 0, true);
+  ((float *)t->data)[0] = ((float *)t->data)[1] = 1.0f;
+  ((float *)t->data)[2] = 2.0f;
+  ((float *)t->data)[3] = 3.0f;
+  kc_attr_string(&c, "mode", "nearest");
+  c.tol = TOL_EXACT_T;
+  fn(&c, arg);
+  kc_begin(&c, "Resize", "", 13, "Resize linear (not taken)");
+  kc_input(&c, 4, DIMS(1, 2, 5, 6), -1, 1, false);
+  kc_input_none(&c);
+  t = kc_input(&c, 1, DIMS(4), 0, 0, true);
+  ((float *)t->data)[0] = ((float *)t->data)[1] = 1.0f;
+  ((float *)t->data)[2] = ((float *)t->data)[3] = 2.0f;
+  kc_attr_string(&c, "mode", "linear");
+  c.tol = TOL_EXACT_T;
+  fn(&c, arg);
+}
+
+static void gen_upsample(case_fn fn, void *arg) {
+  kcase c;
+  kc_begin(&c, "Upsample", "", 9, "Upsample-9 nearest x[1,4,6,5] 2x2");
+  kc_input(&c, 4, DIMS(1, 4, 6, 5), -1, 1, false);
+  er_tensor *t = kc_input(&c, 1, DIMS(4), 0, 0, true);
+  ((float *)t->data)[0] = ((float *)t->data)[1] = 1.0f;
+  ((float *)t->data)[2] = ((float *)t->data)[3] = 2.0f;
+  kc_attr_string(&c, "mode", "nearest");
+  c.tol = TOL_EXACT_T;
+  fn(&c, arg);
+}
+
+const case_gen kcases_layout[] = {
+    {"Transpose", "", gen_transpose},
+    {"Resize", "", gen_resize},
+    {"Upsample", "", gen_upsample},
+    {NULL, NULL, NULL},
+};

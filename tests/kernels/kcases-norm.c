@@ -1,0 +1,163 @@
+/* kcases-norm.c - cases for BatchNormalization (inference), LRN, Softmax,
+ * LogSoftmax and LayerNormalization: shapes of several ranks, row lengths
+ * around the vector width, softmax along inner and middle axes and in the
+ * opset < 13 coerced form, NaN and infinities in softmax rows, LRN window
+ * sizes (odd and even) with the common and other betas, layer norm over
+ * one and two axes with and without bias and statistics outputs. */
+#include "kcases.h"
+
+static void gen_bn(case_fn fn, void *arg) {
+  static const int64_t shapes[][4] = {{1, 16, 7, 9}, {2, 3, 5, 5}, {1, 64, 1, 1}, {1, 33, 28, 28}};
+  static const int versions[] = {7, 9, 14, 15};
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(shapes); i++) {
+    for (size_t v = 0; v < ER_ARRAY_LEN(versions); v++) {
+      int64_t ch = shapes[i][1];
+      kc_begin(&c, "BatchNormalization", "", versions[v], "BatchNormalization v%d x[%lld,%lld,%lld,%lld]", versions[v],
+               (long long)shapes[i][0], (long long)ch, (long long)shapes[i][2], (long long)shapes[i][3]);
+      kc_input(&c, 4, shapes[i], -3, 3, false);
+      kc_input(&c, 1, DIMS(ch), 0.5f, 2, v % 2 == 0);
+      kc_input(&c, 1, DIMS(ch), -1, 1, v % 2 == 0);
+      kc_input(&c, 1, DIMS(ch), -1, 1, v % 2 == 0);
+      kc_input(&c, 1, DIMS(ch), 0.1f, 3, v % 2 == 0);
+      if (v == 1) kc_attr_float(&c, "epsilon", 1e-3f);
+      c.tol = TOL_REDUCE;
+      fn(&c, arg);
+    }
+  }
+  kc_begin(&c, "BatchNormalization", "", 15, "BatchNormalization 2-D [5,7]");
+  kc_input(&c, 2, DIMS(5, 7), -3, 3, false);
+  for (int k = 0; k < 4; k++) kc_input(&c, 1, DIMS(7), k == 3 ? 0.1f : -1, 2, true);
+  c.tol = TOL_REDUCE;
+  fn(&c, arg);
+  kc_begin(&c, "BatchNormalization", "", 15, "BatchNormalization 3-D [2,6,50]");
+  kc_input(&c, 3, DIMS(2, 6, 50), -3, 3, false);
+  for (int k = 0; k < 4; k++) kc_input(&c, 1, DIMS(6), k == 3 ? 0.1f : -1, 2, true);
+  c.tol = TOL_REDUCE;
+  fn(&c, arg);
+}
+
+static void gen_lrn(case_fn fn, void *arg) {
+  static const int64_t sizes[] = {1, 3, 4, 5};
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(sizes); i++) {
+    for (int b = 0; b < 2; b++) {
+      kc_begin(&c, "LRN", "", 13, "LRN size %lld beta %s x[2,7,9,11]", (long long)sizes[i], b ? "0.6" : "0.75");
+      kc_input(&c, 4, DIMS(2, 7, 9, 11), -10, 10, false);
+      kc_attr_int(&c, "size", sizes[i]);
+      kc_attr_float(&c, "alpha", 1e-2f);
+      if (b) {
+        kc_attr_float(&c, "beta", 0.6f);
+        kc_attr_float(&c, "bias", 2.0f);
+      }
+      /* pow in double against sqrt/exp/log in float: a few ulp. */
+      c.tol = TOL_EXPF;
+      fn(&c, arg);
+    }
+  }
+  kc_begin(&c, "LRN", "", 13, "LRN size 5 x[1,96,55,55] AlexNet");
+  kc_input(&c, 4, DIMS(1, 96, 55, 55), -50, 50, false);
+  kc_attr_int(&c, "size", 5);
+  c.tol = TOL_EXPF;
+  fn(&c, arg);
+}
+
+/* Softmax: exp(x - max) carries the rounding of x - max (up to 2^-24 *
+ * |x - max| absolute, |x - max| < 88 before exp underflows) into its
+ * relative error: up to 5e-6 for the tiniest outputs. LogSoftmax: the
+ * float sum of exps is good to 2^-24 relative, so log(sum) to about 6e-8
+ * absolute, which is all the error an output near 0 has. */
+static const tolerance TOL_SOFTMAX = {TOL_ELEMENT, 1e-5, 1e-30, 0};
+static const tolerance TOL_LOG_SOFTMAX = {TOL_ELEMENT, 1e-5, 1e-7, 0};
+
+static void gen_softmax_op(case_fn fn, void *arg, const char *op) {
+  kcase c;
+  const tolerance *tol = strcmp(op, "Softmax") == 0 ? &TOL_SOFTMAX : &TOL_LOG_SOFTMAX;
+  static const int64_t lens[] = {1, 7, 16, 17, 33, 128, 1000};
+  for (size_t i = 0; i < ER_ARRAY_LEN(lens); i++) {
+    for (int sp = 0; sp < 3; sp++) {
+      kc_begin(&c, op, "", 13, "%s [3,%lld] last axis%s", op, (long long)lens[i],
+               sp == 1 ? " specials" : sp == 2 ? " one -inf row" : "");
+      er_tensor *x = kc_input(&c, 2, DIMS(3, lens[i]), -20, 20, false);
+      if (sp == 1) kc_specials(&c, x);
+      if (sp == 2)
+        for (int64_t k = 0; k < lens[i]; k++) ((float *)x->data)[k] = k % 2 ? -INFINITY : 5.0f;
+      c.tol = *tol;
+      fn(&c, arg);
+    }
+  }
+  kc_begin(&c, op, "", 13, "%s [2,5,33,3] axis 1 (middle)", op);
+  kc_input(&c, 4, DIMS(2, 5, 33, 3), -20, 20, false);
+  kc_attr_int(&c, "axis", 1);
+  c.tol = *tol;
+  fn(&c, arg);
+  kc_begin(&c, op, "", 13, "%s [4,40,17] axis -2", op);
+  kc_input(&c, 3, DIMS(4, 40, 17), -20, 20, false);
+  kc_attr_int(&c, "axis", -2);
+  c.tol = *tol;
+  fn(&c, arg);
+  kc_begin(&c, op, "", 11, "%s v11 [2,3,4,5] axis 1 coerced to 2-D", op);
+  kc_input(&c, 4, DIMS(2, 3, 4, 5), -20, 20, false);
+  c.tol = *tol;
+  fn(&c, arg);
+  kc_begin(&c, op, "", 13, "%s [8,128,128] attention scores", op);
+  kc_input(&c, 3, DIMS(8, 128, 128), -10, 10, false);
+  c.tol = *tol;
+  fn(&c, arg);
+  kc_begin(&c, op, "", 13, "%s [3,0] empty rows", op);
+  kc_input(&c, 2, DIMS(3, 0), -1, 1, false);
+  c.tol = *tol;
+  fn(&c, arg);
+}
+
+static void gen_softmax(case_fn fn, void *arg) { gen_softmax_op(fn, arg, "Softmax"); }
+static void gen_log_softmax(case_fn fn, void *arg) { gen_softmax_op(fn, arg, "LogSoftmax"); }
+
+static void gen_layernorm(case_fn fn, void *arg) {
+  static const int64_t cols[] = {1, 7, 16, 33, 256, 768};
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(cols); i++) {
+    for (int v = 0; v < 3; v++) {
+      kc_begin(&c, "LayerNormalization", "", 17, "LayerNormalization [2,5,%lld] %s", (long long)cols[i],
+               v == 0 ? "scale+bias" : v == 1 ? "scale only" : "with statistics, dynamic");
+      kc_input(&c, 3, DIMS(2, 5, cols[i]), -3, 5, false);
+      kc_input(&c, 1, DIMS(cols[i]), -2, 2, true);
+      if (v != 1) kc_input(&c, 1, DIMS(cols[i]), -1, 1, true);
+      if (v == 2) {
+        c.n_out = 3;
+        c.dynamic = true;
+      }
+      c.tol = TOL_REDUCE;
+      fn(&c, arg);
+    }
+  }
+  kc_begin(&c, "LayerNormalization", "", 17, "LayerNormalization [3,4,10] axis -2 scale [4,10]");
+  kc_input(&c, 3, DIMS(3, 4, 10), -3, 3, false);
+  kc_input(&c, 2, DIMS(4, 10), -2, 2, true);
+  kc_input(&c, 3, DIMS(1, 4, 10), -2, 2, true);
+  kc_attr_int(&c, "axis", -2);
+  c.tol = TOL_REDUCE;
+  fn(&c, arg);
+  kc_begin(&c, "LayerNormalization", "", 17, "LayerNormalization [3,4,10] axis 1, scale broadcast [10]");
+  kc_input(&c, 3, DIMS(3, 4, 10), -3, 3, false);
+  kc_input(&c, 1, DIMS(10), -2, 2, true);
+  kc_attr_int(&c, "axis", 1);
+  c.tol = TOL_REDUCE;
+  fn(&c, arg);
+  kc_begin(&c, "LayerNormalization", "", 17, "LayerNormalization [128,256] epsilon 1e-12");
+  kc_input(&c, 2, DIMS(128, 256), -3, 3, false);
+  kc_input(&c, 1, DIMS(256), -2, 2, true);
+  kc_input(&c, 1, DIMS(256), -2, 2, true);
+  kc_attr_float(&c, "epsilon", 1e-12f);
+  c.tol = TOL_REDUCE;
+  fn(&c, arg);
+}
+
+const case_gen kcases_norm[] = {
+    {"BatchNormalization", "", gen_bn},
+    {"LRN", "", gen_lrn},
+    {"Softmax", "", gen_softmax},
+    {"LogSoftmax", "", gen_log_softmax},
+    {"LayerNormalization", "", gen_layernorm},
+    {NULL, NULL, NULL},
+};
