@@ -185,5 +185,8 @@ er_status er__graph_infer(er_graph *g, bool fold);
  * GELU recognition, Transpose/Reshape chain simplification. Never changes
  * what a caller can observe beyond float rounding. */
 er_status er__graph_optimize(er_graph *g);
+/* The QDQ pass (passes-qdq.c), run first by er__graph_optimize:
+ * DequantizeLinear -> op -> QuantizeLinear patterns to integer ops. */
+er_status er__graph_qdq_fuse(er_graph *g);
 
 #endif /* ER_IR_H */

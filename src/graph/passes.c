@@ -773,6 +773,9 @@ static er_status pass_reshape(pass_ctx *pc) {
 /* ---- driver ------------------------------------------------------------------ */
 
 er_status er__graph_optimize(er_graph *g) {
+  /* QDQ patterns become integer ops first; the passes below see what stays
+   * float. */
+  ER_CHECK(er__graph_qdq_fuse(g));
   pass_ctx pc = {g, NULL, 0, NULL, 0};
   er_status st = ER_STATUS_OK;
   /* Rewrites add values (folded weights and biases): at most three per
