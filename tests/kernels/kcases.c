@@ -5,5 +5,6 @@ const case_gen *const kcase_groups[] = {
     kcases_gemm,
     kcases_conv,
     kcases_pool,
+    kcases_quant,
     NULL,
 };

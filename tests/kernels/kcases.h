@@ -15,5 +15,6 @@ void er_kcases_activation(int i, kcase *c, char *label, size_t size);
 extern const case_gen kcases_gemm[];
 extern const case_gen kcases_conv[];
 extern const case_gen kcases_pool[];
+extern const case_gen kcases_quant[];
 
 #endif

@@ -1,0 +1,154 @@
+/* qgemm-avx512.c - the integer GEMM microkernels and epilogue for AVX-512
+ * with VNNI (vpdpbusd: 64 unsigned x signed byte products into 16 int32
+ * lanes per instruction, no intermediate saturation). Called only when
+ * er__cpu_features() reports AVX-512 F/BW/VL/DQ and VNNI (er__qgemm_best).
+ *
+ * Two orientations (see qgemm.h):
+ *  - conv, 8 x 32: weight rows are broadcast (4 signed bytes each), 32
+ *    output pixels are two vectors of activations; 16 accumulators.
+ *  - mm, 4 x 64: activation rows are broadcast (4 unsigned bytes), 64
+ *    weight columns are four vectors; 16 accumulators, so a single row
+ *    (batch 1) still keeps four independent chains in flight.
+ * One copy of the loop is compiled per row count so that bottom-edge
+ * tiles do no wasted work. */
+#include <immintrin.h>
+
+#include "backends/cpu/kernels/qgemm.h"
+
+static inline __attribute__((always_inline)) void tile_body(int64_t groups, const uint8_t *a, const uint8_t *b,
+                                                            int32_t *acc, const int MR, const int NV, const int R,
+                                                            const bool w_rows) {
+  __m512i c[8][4];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+      if (r < R) c[r][v] = _mm512_setzero_si512();
+  for (int64_t q = 0; q < groups; q++) {
+    __m512i bv[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_si512((const void *)(b + v * 64));
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++) {
+      if (r < R) {
+        int32_t w;
+        memcpy(&w, a + r * 4, sizeof w);
+        __m512i av = _mm512_set1_epi32(w);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+          c[r][v] = w_rows ? _mm512_dpbusd_epi32(c[r][v], bv[v], av) : _mm512_dpbusd_epi32(c[r][v], av, bv[v]);
+      }
+    }
+    a += MR * 4;
+    b += NV * 64;
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+      if (r < R) _mm512_storeu_si512((void *)(acc + r * NV * 16 + v * 16), c[r][v]);
+}
+
+#define DEFINE_TILE(NAME, MR, NV, WR, R) \
+  static void NAME##_##R(int64_t g, const uint8_t *a, const uint8_t *b, int32_t *acc) { tile_body(g, a, b, acc, MR, NV, R, WR); }
+
+DEFINE_TILE(conv, 8, 2, true, 1)
+DEFINE_TILE(conv, 8, 2, true, 2)
+DEFINE_TILE(conv, 8, 2, true, 3)
+DEFINE_TILE(conv, 8, 2, true, 4)
+DEFINE_TILE(conv, 8, 2, true, 5)
+DEFINE_TILE(conv, 8, 2, true, 6)
+DEFINE_TILE(conv, 8, 2, true, 7)
+DEFINE_TILE(conv, 8, 2, true, 8)
+DEFINE_TILE(mm, 4, 4, false, 1)
+DEFINE_TILE(mm, 4, 4, false, 2)
+DEFINE_TILE(mm, 4, 4, false, 3)
+DEFINE_TILE(mm, 4, 4, false, 4)
+
+typedef void (*tile_fn)(int64_t, const uint8_t *, const uint8_t *, int32_t *);
+
+static void tile_conv(int64_t groups, const void *rows, const uint8_t *cols, int rows_valid, bool w_rows,
+                      int32_t *acc) {
+  static const tile_fn fns[] = {NULL, conv_1, conv_2, conv_3, conv_4, conv_5, conv_6, conv_7, conv_8};
+  ER_UNUSED(w_rows);
+  fns[rows_valid](groups, rows, cols, acc);
+}
+
+static void tile_mm(int64_t groups, const void *rows, const uint8_t *cols, int rows_valid, bool w_rows,
+                    int32_t *acc) {
+  static const tile_fn fns[] = {NULL, mm_1, mm_2, mm_3, mm_4};
+  ER_UNUSED(w_rows);
+  fns[rows_valid](groups, rows, cols, acc);
+}
+
+/* ======================================================================== */
+/* The epilogue                                                              */
+/* ======================================================================== */
+
+static inline __m512i load_n(const int32_t *p, __mmask16 m) { return _mm512_maskz_loadu_epi32(m, p); }
+
+static void epilogue(const er_qepi *e, const er_qtile_out *t) {
+  const __m512 big = _mm512_set1_ps(1073741824.0f), nbig = _mm512_set1_ps(-1073741824.0f);
+  const __m512i zp = _mm512_set1_epi32(e->zp), lo = _mm512_set1_epi32(e->lo), hi = _mm512_set1_epi32(e->hi);
+  const __m512 clo = _mm512_set1_ps(e->clip_lo), chi = _mm512_set1_ps(e->clip_hi);
+  const __m512d zpd = _mm512_set1_pd((double)e->zp), lod = _mm512_set1_pd((double)e->lo),
+                hid = _mm512_set1_pd((double)e->hi);
+  const size_t es = e->kind == ER_QEPI_Q8 || e->kind == ER_QEPI_QLINEAR ? 1 : 4;
+  for (int r = 0; r < t->rows; r++) {
+    const int32_t *acc = t->acc + r * t->nr;
+    uint8_t *out = (uint8_t *)t->c + (size_t)(r * t->ldc) * es;
+    int64_t row_ch = t->i0 + r;
+    for (int j = 0; j < t->cols; j += 16) {
+      int n = t->cols - j < 16 ? t->cols - j : 16;
+      __mmask16 m = (__mmask16)((1u << n) - 1u);
+      int64_t col_ch = t->j0 + j;
+      __m512i v = load_n(acc + j, m);
+      __m512i corr = e->channel_rows ? _mm512_set1_epi32(e->corr[row_ch]) : load_n(e->corr + col_ch, m);
+      v = _mm512_add_epi32(v, corr);
+      if (e->wzp) {
+        __m512i wz = e->channel_rows ? _mm512_set1_epi32(e->wzp[row_ch]) : load_n(e->wzp + col_ch, m);
+        __m512i as = e->channel_rows ? load_n(t->asum + j, m) : _mm512_set1_epi32(t->asum[r]);
+        v = _mm512_sub_epi32(v, _mm512_mullo_epi32(wz, as));
+      }
+      switch (e->kind) {
+        case ER_QEPI_Q8:
+        case ER_QEPI_F32: {
+          __m512 mult = e->channel_rows ? _mm512_set1_ps(e->mult[row_ch]) : _mm512_maskz_loadu_ps(m, e->mult + col_ch);
+          __m512 off = e->channel_rows ? _mm512_set1_ps(e->off[row_ch]) : _mm512_maskz_loadu_ps(m, e->off + col_ch);
+          __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), mult, off);
+          if (e->kind == ER_QEPI_F32) {
+            f = _mm512_min_ps(chi, _mm512_max_ps(clo, f));
+            _mm512_mask_storeu_ps(out + (size_t)j * 4, m, f);
+            break;
+          }
+          f = _mm512_min_ps(_mm512_max_ps(f, nbig), big);
+          __m512i q = _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+          q = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(q, zp), lo), hi);
+          _mm512_mask_cvtepi32_storeu_epi8(out + j, m, q);
+          break;
+        }
+        case ER_QEPI_QLINEAR: {
+          /* QLinearConv's arithmetic: (double)acc * mult + zp, two roundings. */
+          __m512d m0, m1;
+          if (e->channel_rows) {
+            m0 = m1 = _mm512_set1_pd(e->mult_d[row_ch]);
+          } else {
+            m0 = _mm512_maskz_loadu_pd((__mmask8)(m & 0xff), e->mult_d + col_ch);
+            m1 = _mm512_maskz_loadu_pd((__mmask8)(m >> 8), e->mult_d + col_ch + 8);
+          }
+          __m512d d0 = _mm512_add_pd(_mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(v)), m0), zpd);
+          __m512d d1 = _mm512_add_pd(_mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(v, 1)), m1), zpd);
+          d0 = _mm512_roundscale_pd(_mm512_min_pd(_mm512_max_pd(d0, lod), hid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+          d1 = _mm512_roundscale_pd(_mm512_min_pd(_mm512_max_pd(d1, lod), hid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+          __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtpd_epi32(d0)), _mm512_cvtpd_epi32(d1), 1);
+          _mm512_mask_cvtepi32_storeu_epi8(out + j, m, q);
+          break;
+        }
+        case ER_QEPI_I32: _mm512_mask_storeu_epi32(out + (size_t)j * 4, m, v); break;
+      }
+    }
+  }
+}
+
+const er_qgemm_isa er__qgemm_conv_avx512vnni = {"8x32__avx512vnni", 8, 32, 4, 1, tile_conv, epilogue};
+const er_qgemm_isa er__qgemm_mm_avx512vnni = {"4x64__avx512vnni", 4, 64, 4, 1, tile_mm, epilogue};

@@ -1,0 +1,563 @@
+/* quant.c - optimized CPU kernels of the "quant" group: integer
+ * convolutions and matrix products on the integer GEMM of qgemm.h.
+ *
+ *  - q8_conv_<tile>__<isa>: QConv (com.edgerun), QLinearConv and
+ *    ConvInteger over NCHW (1-D and 2-D): one GEMM per image and group,
+ *    Y[Mg, OH*OW] = W[Mg, Cg*kh*kw] X'[Cg*kh*kw, OH*OW], weights packed once
+ *    at compile time, the patch matrix X' packed block by block straight
+ *    from the image (padding holds the input zero point, i.e. real 0; a
+ *    1x1 stride-1 convolution interleaves the image rows directly), the
+ *    requantization in the tile epilogue.
+ *  - q8_matmul_<tile>__<isa>: QMatMul, QLinearMatMul and MatMulInteger
+ *    with constant 2-D weights: A's batch dims fold into M, A is packed per
+ *    block at run time, B once at compile time.
+ *
+ * Every result equals the reference kernel's bit for bit (see qgemm.h for
+ * why the integer sums are exact; the epilogues repeat the references'
+ * floating-point operations in the same order). Shapes the fast path does
+ * not cover at run time go to the reference kernel. */
+#include <stdlib.h>
+
+#include "backends/cpu/kernels/kernel-groups.h"
+#include "backends/cpu/kernels/kutil.h"
+#include "backends/cpu/kernels/qgemm.h"
+#include "backends/cpu/kernels/window.h"
+#include "ops/qfused.h"
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* ======================================================================== */
+/* The node, read once                                                       */
+/* ======================================================================== */
+
+typedef enum qg_op { QG_QCONV, QG_QLINEARCONV, QG_CONVINTEGER, QG_QMATMUL, QG_QLINEARMATMUL, QG_MATMULINTEGER } qg_op;
+
+/* Where each operand sits among the node's inputs (-1: not an input). */
+typedef struct qg_layout {
+  int x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias, mult, off;
+} qg_layout;
+
+static const qg_layout layouts[] = {
+    [QG_QCONV] = {0, -1, 1, 2, -1, 3, -1, 7, 4, 5, 6},
+    [QG_QLINEARCONV] = {0, 1, 2, 3, 4, 5, 6, 7, 8, -1, -1},
+    [QG_CONVINTEGER] = {0, -1, 2, 1, -1, 3, -1, -1, -1, -1, -1},
+    [QG_QMATMUL] = {0, -1, 1, 2, -1, 3, -1, 7, 4, 5, 6},
+    [QG_QLINEARMATMUL] = {0, 1, 2, 3, 4, 5, 6, 7, -1, -1, -1},
+    [QG_MATMULINTEGER] = {0, -1, 2, 1, -1, 3, -1, -1, -1, -1, -1},
+};
+
+static bool is_conv(qg_op op) { return op <= QG_CONVINTEGER; }
+
+static const er_tensor *in_at(const er_kernel_info *ki, int i) { return i < 0 ? NULL : er__ki_in(ki, i); }
+
+/* A constant with data, of one value or `len` values (len < 0: any). */
+static bool const_vec(const er_tensor *t, int64_t len) {
+  if (!t || !t->data) return false;
+  int64_t n = er__tensor_count(t);
+  return n == 1 || (len >= 0 && n == len && t->rank == 1);
+}
+
+static bool q8(er_dtype t) { return t == ER_DTYPE_UINT8 || t == ER_DTYPE_INT8; }
+
+/* Element c of a one-or-per-channel parameter. */
+static double pval(const er_tensor *t, int64_t c) {
+  return er__load_f64(t->data, t->dtype, er__tensor_count(t) == 1 ? 0 : c);
+}
+
+/* QLinearConv's and QLinearMatMul's multiplier, as their reference
+ * computes it: the float product of the scales, then the float quotient. */
+static double qlinear_mult(const er_tensor *xs, const er_tensor *ws, const er_tensor *ys, int64_t c) {
+  return (float)((double)(float)(pval(xs, 0) * pval(ws, c)) / pval(ys, 0));
+}
+
+/* Everything prepare() works out. */
+typedef struct qg_state {
+  qg_op op;
+  const er_qgemm_isa *isa;
+  bool conv;
+  er_dtype x_type;
+  uint8_t x_flip, w_flip;
+  uint8_t x_pad;             /* a padded input element (the zero point, as stored) */
+  int64_t channels, k;       /* M (conv) or N (matmul); K per group */
+  int64_t group;             /* conv */
+  int64_t wdims[4];          /* conv weight dims */
+  int wrank;
+  void *packed;              /* weights: rows panels per group (conv) or columns panels */
+  size_t gstride;            /* bytes between groups of packed */
+  int32_t *corr, *wzp;       /* [channels] */
+  float *mult, *off;         /* [channels] */
+  double *mult_d;            /* [channels] */
+  er_qepi epi;
+  int slots;
+} qg_state;
+
+static void qg_release(void *state) {
+  qg_state *s = state;
+  if (!s) return;
+  er__aligned_free(s->packed);
+  free(s->corr);
+  free(s->wzp);
+  free(s->mult);
+  free(s->off);
+  free(s->mult_d);
+  free(s);
+}
+
+/* Checks what the kernel needs to know at compile time. */
+static bool qg_supports(const er_kernel_info *ki, qg_op op, const er_qgemm_isa *isa) {
+  if (!isa) return false;
+  const qg_layout *L = &layouts[op];
+  const er_tensor *x = in_at(ki, L->x), *w = in_at(ki, L->w);
+  if (!x || !w || !q8(x->dtype) || !q8(w->dtype) || !w->data || !er__tensor_shape_known(w)) return false;
+  bool conv = is_conv(op);
+  int64_t ch = conv ? w->dims[0] : (w->rank == 2 ? w->dims[1] : -1);
+  if (ch <= 0) return false;
+  if (conv) {
+    if ((w->rank != 3 && w->rank != 4) || (x->rank >= 0 && x->rank != w->rank)) return false;
+    er_kctx ctx = er__ki_ctx(ki);
+    if (!er__window_attrs_ok(&ctx, w->rank)) return false;
+  } else {
+    if (w->rank != 2 || x->rank < 1) return false;
+    /* The int32 sum must not wrap where QLinearMatMul's double sum does not. */
+    if (op == QG_QLINEARMATMUL && w->dims[0] > 33025) return false;
+  }
+  /* Quantization parameters: constants of the right shapes. */
+  const er_tensor *xz = in_at(ki, L->x_zp), *wz = in_at(ki, L->w_zp);
+  if (xz && (!const_vec(xz, -1) || xz->dtype != x->dtype)) return false;
+  if (wz && (!const_vec(wz, ch) || wz->dtype != w->dtype)) return false;
+  if (L->x_scale >= 0) {
+    const er_tensor *xs = in_at(ki, L->x_scale), *ws = in_at(ki, L->w_scale), *ys = in_at(ki, L->y_scale);
+    if (!const_vec(xs, -1) || !const_vec(ws, ch) || !const_vec(ys, -1)) return false;
+    if (xs->dtype != ER_DTYPE_FLOAT || ws->dtype != ER_DTYPE_FLOAT || ys->dtype != ER_DTYPE_FLOAT) return false;
+    for (int64_t c = 0; c < ch; c++)
+      if (!isfinite(qlinear_mult(xs, ws, ys, c))) return false;
+  }
+  const er_tensor *yz = in_at(ki, L->y_zp);
+  if (yz && (!const_vec(yz, -1) || !q8(yz->dtype))) return false;
+  if (L->y_zp >= 0 && op != QG_QCONV && op != QG_QMATMUL && !yz) return false;
+  const er_tensor *b = in_at(ki, L->bias);
+  if (b && (!const_vec(b, ch) || b->dtype != ER_DTYPE_INT32)) return false;
+  if (L->mult >= 0) {
+    const er_tensor *m = in_at(ki, L->mult), *o = in_at(ki, L->off);
+    if (!const_vec(m, ch) || !const_vec(o, ch) || m->dtype != ER_DTYPE_FLOAT || o->dtype != ER_DTYPE_FLOAT) return false;
+    for (int64_t c = 0; c < ch; c++)
+      if (!isfinite(pval(m, c)) || !isfinite(pval(o, c))) return false;
+  }
+  return ki->n_out == 1;
+}
+
+static er_status oom(const er_kernel_info *ki) {
+  return er__error(ER_STATUS_OUT_OF_MEMORY, "%s '%s': out of memory preparing an integer kernel", ki->node->op_type,
+                   ki->node->name);
+}
+
+static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_isa *isa, void **state_out,
+                            size_t *scratch_out);
+
+/* ======================================================================== */
+/* Convolution                                                               */
+/* ======================================================================== */
+
+typedef struct conv_pack_ctx {
+  const qg_state *s;
+  const er_window *g;
+  const uint8_t *x;          /* [Cg, H, W] of this image and group */
+  bool pointwise;
+} conv_pack_ctx;
+
+/* Row (c, ky, kx) of the patch matrix for output pixels [j, j + n). */
+static void fill_row(const conv_pack_ctx *cc, int64_t c, int64_t ky, int64_t kx, int64_t j, int n, uint8_t *dst) {
+  const er_window *g = cc->g;
+  const uint8_t pad = cc->s->x_pad;
+  const uint8_t *xc = cc->x + c * g->h * g->w;
+  const int64_t xoff = kx * g->dw - g->pl; /* ix = ox * sw + xoff */
+  int64_t lo = xoff >= 0 ? 0 : (-xoff + g->sw - 1) / g->sw;
+  int64_t hi = g->w - xoff > 0 ? (g->w - xoff + g->sw - 1) / g->sw : 0;
+  lo = min64(lo, g->ow);
+  hi = max64(min64(hi, g->ow), lo);
+  int64_t oy = j / g->ow, ox = j % g->ow;
+  int i = 0;
+  while (i < n) {
+    int seg = (int)min64(g->ow - ox, n - i);
+    int64_t iy = oy * g->sh - g->pt + ky * g->dh;
+    if (iy < 0 || iy >= g->h) {
+      memset(dst + i, pad, (size_t)seg);
+    } else {
+      const uint8_t *row = xc + iy * g->w;
+      int64_t a = max64(ox, lo), b = min64(ox + seg, hi);
+      if (b < a) b = a;
+      memset(dst + i, pad, (size_t)(a - ox));
+      if (g->sw == 1) {
+        memcpy(dst + i + (a - ox), row + a + xoff, (size_t)(b - a));
+      } else {
+        for (int64_t t = a; t < b; t++) dst[i + (t - ox)] = row[t * g->sw + xoff];
+      }
+      memset(dst + i + (b - ox), pad, (size_t)(ox + seg - b));
+    }
+    i += seg;
+    oy++;
+    ox = 0;
+  }
+}
+
+static void conv_pack(const void *vctx, int64_t j0, int64_t cols, uint8_t *dst, int32_t *sums) {
+  const conv_pack_ctx *cc = vctx;
+  const qg_state *s = cc->s;
+  const er_qgemm_isa *isa = s->isa;
+  const int nr = isa->nr, kg = isa->kg;
+  const int64_t K = s->k, groups = er__qgemm_kgroups(isa, K), khw = cc->g->kh * cc->g->kw;
+  const int64_t hw = cc->g->h * cc->g->w;
+  const size_t cpb = er__qgemm_col_panel_bytes(isa, K);
+  uint8_t tmp[4][ER_QGEMM_MAX_NR];
+  for (int64_t q = 0; q * nr < cols; q++) {
+    int n = (int)min64(nr, cols - q * nr);
+    int64_t j = j0 + q * nr;
+    uint8_t *pd = dst + (size_t)q * cpb;
+    int32_t *ps = sums ? sums + q * nr : NULL;
+    if (ps) memset(ps, 0, (size_t)nr * sizeof *ps);
+    for (int64_t g4 = 0; g4 < groups; g4++) {
+      const uint8_t *rows[4] = {NULL, NULL, NULL, NULL};
+      for (int i = 0; i < kg; i++) {
+        int64_t kk = g4 * kg + i;
+        if (kk >= K) break;
+        if (cc->pointwise) {
+          rows[i] = cc->x + kk * hw + j;
+        } else {
+          int64_t c = kk / khw, r = kk % khw;
+          fill_row(cc, c, r / cc->g->kw, r % cc->g->kw, j, n, tmp[i]);
+          rows[i] = tmp[i];
+        }
+      }
+      er__qgemm_interleave(kg, nr, rows, n, s->x_flip, pd + g4 * nr * kg, ps);
+    }
+  }
+}
+
+static bool conv_geom(const er_kctx *ctx, const qg_state *s, const er_tensor *x, const er_tensor *y, er_window *g) {
+  er_tensor w;
+  er__tensor_set(&w, ER_DTYPE_INT8, s->wrank, s->wdims);
+  if (!er__window_get(ctx, x, &w, y, g)) return false;
+  return g->group == s->group && g->m == s->channels && (g->c / g->group) * g->kh * g->kw == s->k &&
+         g->c % g->group == 0;
+}
+
+static void conv_problem(const qg_state *s, const er_window *g, int64_t gi, conv_pack_ctx *cc, const uint8_t *x,
+                         void *y, int64_t n, er_qgemm_problem *p) {
+  int64_t cg = g->c / g->group, mg = g->m / g->group, ohw = g->oh * g->ow;
+  size_t es = s->epi.kind == ER_QEPI_Q8 || s->epi.kind == ER_QEPI_QLINEAR ? 1 : 4;
+  memset(p, 0, sizeof *p);
+  p->isa = s->isa;
+  p->m = mg;
+  p->n = ohw;
+  p->k = s->k;
+  p->rows_packed = (const uint8_t *)s->packed + (size_t)gi * s->gstride;
+  cc->s = s;
+  cc->g = g;
+  cc->x = x ? x + (n * g->c + gi * cg) * g->h * g->w : NULL;
+  cc->pointwise = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 &&
+                  g->oh == g->h && g->ow == g->w;
+  p->pack_cols = conv_pack;
+  p->cols_ctx = cc;
+  p->need_asum = s->wzp != NULL;
+  p->epi = s->epi;
+  p->epi.corr = s->corr + gi * mg;
+  p->epi.wzp = s->wzp ? s->wzp + gi * mg : NULL;
+  if (s->mult) p->epi.mult = s->mult + gi * mg;
+  if (s->off) p->epi.off = s->off + gi * mg;
+  if (s->mult_d) p->epi.mult_d = s->mult_d + gi * mg;
+  p->c = y ? (uint8_t *)y + (size_t)((n * g->m + gi * mg) * ohw) * es : NULL;
+  p->ldc = ohw;
+}
+
+static er_status conv_run(const er_kernel_run *kr) {
+  const qg_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *x = ctx->in[layouts[s->op].x];
+  er_tensor *y = ctx->out[0];
+  er_window g;
+  if (!conv_geom(ctx, s, x, y, &g)) return er__kr_reference(kr);
+  if (er__tensor_count(y) == 0) return ER_STATUS_OK;
+  er_qgemm_problem p;
+  conv_pack_ctx cc;
+  conv_problem(s, &g, 0, &cc, x->data, y->data, 0, &p);
+  void *scratch = NULL, *owned = NULL;
+  int slots = 1;
+  ER_CHECK(er__kr_scratch(kr, er__qgemm_scratch_bytes(&p), &scratch, &slots, &owned));
+  for (int64_t n = 0; n < g.n; n++)
+    for (int64_t gi = 0; gi < g.group; gi++) {
+      conv_problem(s, &g, gi, &cc, x->data, y->data, n, &p);
+      er__qgemm_run(&p, kr->pool, scratch, slots);
+    }
+  er__aligned_free(owned);
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
+/* Matrix product                                                            */
+/* ======================================================================== */
+
+typedef struct mm_pack_ctx {
+  const qg_state *s;
+  const uint8_t *a;          /* [M, K] */
+} mm_pack_ctx;
+
+static void mm_pack(const void *vctx, int64_t i0, int64_t rows, void *dst, int32_t *sums) {
+  const mm_pack_ctx *mc = vctx;
+  const qg_state *s = mc->s;
+  const er_qgemm_isa *isa = s->isa;
+  er_qsrc src = {mc->a, s->k, 1, s->x_flip, false};
+  size_t rpb = er__qgemm_row_panel_bytes(isa, s->k);
+  for (int64_t q = 0; q * isa->mr < rows; q++) {
+    int r = (int)min64(isa->mr, rows - q * isa->mr);
+    er__qgemm_pack_rows(isa, &src, i0 + q * isa->mr, r, s->k, (uint8_t *)dst + (size_t)q * rpb,
+                        sums ? sums + q * isa->mr : NULL);
+  }
+}
+
+static er_status mm_run(const er_kernel_run *kr) {
+  const qg_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *a = ctx->in[layouts[s->op].x];
+  er_tensor *y = ctx->out[0];
+  if (a->rank < 1 || a->dims[a->rank - 1] != s->k) return er__kr_reference(kr);
+  int64_t m = er__tensor_count(a) / (s->k ? s->k : 1);
+  if (s->k == 0 || er__tensor_count(y) != m * s->channels) return er__kr_reference(kr);
+  if (m == 0) return ER_STATUS_OK;
+  mm_pack_ctx mc = {s, a->data};
+  er_qgemm_problem p;
+  memset(&p, 0, sizeof p);
+  p.isa = s->isa;
+  p.m = m;
+  p.n = s->channels;
+  p.k = s->k;
+  p.pack_rows = mm_pack;
+  p.rows_ctx = &mc;
+  p.cols_packed = s->packed;
+  p.need_asum = s->wzp != NULL;
+  p.epi = s->epi;
+  p.c = y->data;
+  p.ldc = s->channels;
+  void *scratch = NULL, *owned = NULL;
+  int slots = 1;
+  ER_CHECK(er__kr_scratch(kr, er__qgemm_scratch_bytes(&p), &scratch, &slots, &owned));
+  er__qgemm_run(&p, kr->pool, scratch, slots);
+  er__aligned_free(owned);
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
+/* prepare                                                                   */
+/* ======================================================================== */
+
+static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_isa *isa, void **state_out,
+                            size_t *scratch_out) {
+  const qg_layout *L = &layouts[op];
+  const er_tensor *x = in_at(ki, L->x), *w = in_at(ki, L->w);
+  const er_tensor *xz = in_at(ki, L->x_zp), *wz = in_at(ki, L->w_zp), *yz = in_at(ki, L->y_zp);
+  const er_tensor *bias = in_at(ki, L->bias);
+  er_kctx ctx = er__ki_ctx(ki);
+  qg_state *s = calloc(1, sizeof *s);
+  if (!s) return oom(ki);
+  s->op = op;
+  s->isa = isa;
+  s->conv = is_conv(op);
+  s->x_type = x->dtype;
+  s->x_flip = x->dtype == ER_DTYPE_INT8 ? 0x80 : 0;
+  s->w_flip = w->dtype == ER_DTYPE_UINT8 ? 0x80 : 0;
+  s->slots = er__ki_slots(ki);
+  int64_t group = 1;
+  if (s->conv) er__attr_int(&ctx, "group", 1, &group);
+  s->group = group;
+  s->channels = s->conv ? w->dims[0] : w->dims[1];
+  s->k = s->conv ? er__tensor_count(w) / w->dims[0] : w->dims[0];
+  s->wrank = w->rank;
+  for (int d = 0; d < w->rank && d < 4; d++) s->wdims[d] = w->dims[d];
+  const int64_t C = s->channels, K = s->k;
+  if (s->conv && (group < 1 || C % group != 0)) {
+    qg_release(s);
+    return er__error(ER_STATUS_INVALID_ATTRIBUTE, "%s '%s': group %lld does not divide %lld channels",
+                     ki->node->op_type, ki->node->name, (long long)group, (long long)C);
+  }
+  /* Zero points in the packed domain: activations unsigned, weights signed. */
+  int32_t xz_raw = xz ? (int32_t)pval(xz, 0) : 0;
+  int32_t xz_u = xz_raw + (s->x_flip ? 128 : 0);
+  s->x_pad = (uint8_t)xz_raw;
+  s->corr = calloc((size_t)C, sizeof *s->corr);
+  int32_t *wsum = calloc((size_t)C, sizeof *wsum), *wz_s = calloc((size_t)C, sizeof *wz_s);
+  bool any_wz = false;
+  for (int64_t c = 0; c < C && wz_s; c++) {
+    /* uint8 weights shift by -128, their zero point (0 when absent) too */
+    wz_s[c] = (wz ? (int32_t)pval(wz, c) : 0) - (s->w_flip ? 128 : 0);
+    if (wz_s[c] != 0) any_wz = true;
+  }
+  if (any_wz) s->wzp = wz_s;
+  if (!s->corr || !wsum || !wz_s) {
+    free(wsum);
+    if (!any_wz) free(wz_s);
+    qg_release(s);
+    return oom(ki);
+  }
+  /* Pack the weights and sum them per channel. */
+  if (s->conv) {
+    int64_t mg = C / group;
+    s->gstride = (size_t)((mg + isa->mr - 1) / isa->mr) * er__qgemm_row_panel_bytes(isa, K);
+    s->packed = er__aligned_alloc(s->gstride * (size_t)group);
+    if (!s->packed) {
+      free(wsum);
+      if (!any_wz) free(wz_s);
+      qg_release(s);
+      return oom(ki);
+    }
+    for (int64_t gi = 0; gi < group; gi++) {
+      er_qsrc src = {(const uint8_t *)w->data + gi * mg * K, K, 1, s->w_flip, true};
+      for (int64_t r = 0; r < mg; r += isa->mr) {
+        int rows = (int)min64(isa->mr, mg - r);
+        er__qgemm_pack_rows(isa, &src, r, rows, K, (uint8_t *)s->packed + gi * s->gstride +
+                            (size_t)(r / isa->mr) * er__qgemm_row_panel_bytes(isa, K), wsum + gi * mg + r);
+      }
+    }
+  } else {
+    size_t cpb = er__qgemm_col_panel_bytes(isa, K);
+    int64_t panels = (C + isa->nr - 1) / isa->nr;
+    s->packed = er__aligned_alloc(cpb * (size_t)panels);
+    if (!s->packed) {
+      free(wsum);
+      if (!any_wz) free(wz_s);
+      qg_release(s);
+      return oom(ki);
+    }
+    er_qsrc src = {w->data, C, 1, s->w_flip, true};
+    for (int64_t q = 0; q < panels; q++)
+      er__qgemm_pack_cols(isa, &src, q * isa->nr, (int)min64(isa->nr, C - q * isa->nr), K,
+                          (uint8_t *)s->packed + (size_t)q * cpb, wsum + q * isa->nr);
+  }
+  for (int64_t c = 0; c < C; c++) {
+    uint32_t corr = (bias ? (uint32_t)(int32_t)pval(bias, c) : 0u) - (uint32_t)xz_u * (uint32_t)wsum[c] +
+                    (uint32_t)K * (uint32_t)xz_u * (uint32_t)wz_s[c];
+    s->corr[c] = (int32_t)corr;
+  }
+  if (!any_wz) free(wz_s);
+  free(wsum);
+  /* The epilogue. */
+  er_qepi *e = &s->epi;
+  e->channel_rows = s->conv;
+  e->corr = s->corr;
+  e->wzp = s->wzp;
+  er_dtype out_t = yz ? yz->dtype : ER_DTYPE_UNDEFINED;
+  e->out_signed = out_t == ER_DTYPE_INT8;
+  if (yz) e->zp = (int32_t)pval(yz, 0);
+  er__q_range(out_t, &e->lo, &e->hi);
+  if (op == QG_QCONV || op == QG_QMATMUL) {
+    const er_tensor *mt = in_at(ki, L->mult), *ot = in_at(ki, L->off);
+    s->mult = malloc((size_t)C * sizeof *s->mult);
+    s->off = malloc((size_t)C * sizeof *s->off);
+    if (!s->mult || !s->off) {
+      qg_release(s);
+      return oom(ki);
+    }
+    for (int64_t c = 0; c < C; c++) {
+      s->mult[c] = (float)pval(mt, c);
+      s->off[c] = (float)pval(ot, c);
+    }
+    e->mult = s->mult;
+    e->off = s->off;
+    if (yz) {
+      e->kind = ER_QEPI_Q8;
+      if (er__q_clamp_attrs(&ctx, out_t, &e->lo, &e->hi) != ER_STATUS_OK) {
+        qg_release(s);
+        return ER_STATUS_INVALID_ATTRIBUTE;
+      }
+    } else {
+      e->kind = ER_QEPI_F32;
+      er__attr_float(&ctx, "clip_min", -INFINITY, &e->clip_lo);
+      er__attr_float(&ctx, "clip_max", INFINITY, &e->clip_hi);
+    }
+  } else if (op == QG_QLINEARCONV || op == QG_QLINEARMATMUL) {
+    const er_tensor *xs = in_at(ki, L->x_scale), *ws = in_at(ki, L->w_scale), *ys = in_at(ki, L->y_scale);
+    s->mult_d = malloc((size_t)C * sizeof *s->mult_d);
+    if (!s->mult_d) {
+      qg_release(s);
+      return oom(ki);
+    }
+    for (int64_t c = 0; c < C; c++) s->mult_d[c] = qlinear_mult(xs, ws, ys, c);
+    e->kind = ER_QEPI_QLINEAR;
+    e->mult_d = s->mult_d;
+  } else {
+    e->kind = ER_QEPI_I32;
+  }
+  /* Scratch, when the shapes are known. */
+  *scratch_out = 0;
+  const er_tensor *y = ki->out[0];
+  if (s->conv) {
+    er_window g;
+    if (er__tensor_shape_known(x) && er__tensor_shape_known(y) && conv_geom(&ctx, s, x, y, &g)) {
+      er_qgemm_problem p;
+      conv_pack_ctx cc;
+      conv_problem(s, &g, 0, &cc, NULL, NULL, 0, &p);
+      *scratch_out = er__qgemm_scratch_bytes(&p) * (size_t)s->slots;
+    }
+  } else if (er__tensor_shape_known(x)) {
+    er_qgemm_problem p;
+    memset(&p, 0, sizeof p);
+    p.isa = isa;
+    p.m = er__tensor_count(x) / (K ? K : 1);
+    p.n = C;
+    p.k = K;
+    p.cols_packed = s->packed;
+    *scratch_out = er__qgemm_scratch_bytes(&p) * (size_t)s->slots;
+  }
+  *state_out = s;
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
+/* The kernel table                                                          */
+/* ======================================================================== */
+
+/* Each kernel runs its own ISA when the CPU has it; the table lists the
+ * best first, so the choice at compile time takes it. */
+#if defined(__x86_64__) || defined(__i386__)
+static bool has_vnni(const er_cpu_features *c) { return er__cpu_has_avx512(c) && c->avx512vnni; }
+
+static const er_qgemm_isa *conv_isa(const er_kernel_info *ki, bool vnni) {
+  if (vnni) return has_vnni(ki->cpu) ? &er__qgemm_conv_avx512vnni : NULL;
+  return er__cpu_has_avx2(ki->cpu) ? &er__qgemm_conv_avx2 : NULL;
+}
+
+static const er_qgemm_isa *mm_isa(const er_kernel_info *ki, bool vnni) {
+  if (vnni) return has_vnni(ki->cpu) ? &er__qgemm_mm_avx512vnni : NULL;
+  return er__cpu_has_avx2(ki->cpu) ? &er__qgemm_mm_avx2 : NULL;
+}
+#endif
+
+#define DEFINE_QG_KERNEL(SFX, OP, DOMAIN, QOP, ISA_FN, VNNI, NAME, RUN)                                     \
+  static bool supports_##SFX(const er_kernel_info *ki) { return qg_supports(ki, QOP, ISA_FN(ki, VNNI)); }    \
+  static er_status prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {                   \
+    return qg_prepare(ki, QOP, ISA_FN(ki, VNNI), st, scratch);                                             \
+  }                                                                                                         \
+  static const er_cpu_kernel k_##SFX = {NAME, OP, DOMAIN, supports_##SFX, prepare_##SFX,                     \
+                                        RUN, qg_release};
+
+#if defined(__x86_64__) || defined(__i386__)
+DEFINE_QG_KERNEL(qconv_vnni, "QConv", ER_QFUSED_DOMAIN, QG_QCONV, conv_isa, true, "q8_qconv_8x32__avx512vnni", conv_run)
+DEFINE_QG_KERNEL(qlconv_vnni, "QLinearConv", "", QG_QLINEARCONV, conv_isa, true, "q8_qlinearconv_8x32__avx512vnni", conv_run)
+DEFINE_QG_KERNEL(convint_vnni, "ConvInteger", "", QG_CONVINTEGER, conv_isa, true, "q8_convinteger_8x32__avx512vnni", conv_run)
+DEFINE_QG_KERNEL(qmm_vnni, "QMatMul", ER_QFUSED_DOMAIN, QG_QMATMUL, mm_isa, true, "q8_qmatmul_4x64__avx512vnni", mm_run)
+DEFINE_QG_KERNEL(qlmm_vnni, "QLinearMatMul", "", QG_QLINEARMATMUL, mm_isa, true, "q8_qlinearmatmul_4x64__avx512vnni", mm_run)
+DEFINE_QG_KERNEL(mmint_vnni, "MatMulInteger", "", QG_MATMULINTEGER, mm_isa, true, "q8_matmulinteger_4x64__avx512vnni", mm_run)
+DEFINE_QG_KERNEL(qconv_avx2, "QConv", ER_QFUSED_DOMAIN, QG_QCONV, conv_isa, false, "q8_qconv_6x16__avx2", conv_run)
+DEFINE_QG_KERNEL(qlconv_avx2, "QLinearConv", "", QG_QLINEARCONV, conv_isa, false, "q8_qlinearconv_6x16__avx2", conv_run)
+DEFINE_QG_KERNEL(convint_avx2, "ConvInteger", "", QG_CONVINTEGER, conv_isa, false, "q8_convinteger_6x16__avx2", conv_run)
+DEFINE_QG_KERNEL(qmm_avx2, "QMatMul", ER_QFUSED_DOMAIN, QG_QMATMUL, mm_isa, false, "q8_qmatmul_4x16__avx2", mm_run)
+DEFINE_QG_KERNEL(qlmm_avx2, "QLinearMatMul", "", QG_QLINEARMATMUL, mm_isa, false, "q8_qlinearmatmul_4x16__avx2", mm_run)
+DEFINE_QG_KERNEL(mmint_avx2, "MatMulInteger", "", QG_MATMULINTEGER, mm_isa, false, "q8_matmulinteger_4x16__avx2", mm_run)
+#endif
+
+const er_cpu_kernel *const er__kernels_quant[] = {
+#if defined(__x86_64__) || defined(__i386__)
+    &k_qconv_vnni, &k_qlconv_vnni, &k_convint_vnni, &k_qmm_vnni, &k_qlmm_vnni, &k_mmint_vnni,
+    &k_qconv_avx2, &k_qlconv_avx2, &k_convint_avx2, &k_qmm_avx2, &k_qlmm_avx2, &k_mmint_avx2,
+#endif
+    NULL,
+};
