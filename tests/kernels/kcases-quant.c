@@ -73,6 +73,10 @@ static const conv_shape conv_shapes[] = {
     {1, 9, 7, 6, 11, 3, 2, 1, 1, 0, 0, 1, 1, 1, false, true},      /* SAME_UPPER */
     {1, 64, 7, 7, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},    /* K 576, 49 pixels */
     {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, false},      /* 1x1x1x1 */
+    {1, 24, 17, 33, 24, 5, 5, 2, 2, 2, 2, 1, 1, 24, false, false}, /* depthwise 5x5 stride 2, odd sizes */
+    {1, 12, 9, 20, 12, 3, 3, 1, 1, 2, 2, 2, 2, 12, false, false},  /* depthwise dilated */
+    {2, 10, 1, 70, 10, 1, 7, 1, 1, 0, 3, 1, 1, 10, true, false},   /* depthwise 1-D, batch 2 */
+    {1, 6, 19, 18, 6, 3, 3, 2, 2, 0, 0, 1, 1, 6, false, true},     /* depthwise SAME stride 2 */
 };
 
 static void conv_attrs(kcase *c, const conv_shape *s) {

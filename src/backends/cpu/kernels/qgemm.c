@@ -224,6 +224,28 @@ size_t er__qgemm_scratch_bytes(const er_qgemm_problem *p) {
   return (n + 63) / 64 * 64;
 }
 
+/* A tile over virtual columns: its runs of real columns, each where it
+ * lands in C (the columns-per-channel parameters of matrix products are
+ * never virtual, so j0 only locates the activation sums). */
+static void virtual_epilogue(const er_qgemm_problem *p, const er_qtile_out *t, size_t es) {
+  int j = 0;
+  while (j < t->cols) {
+    int64_t v = t->j0 + j, row = v / p->vw, col = v % p->vw;
+    int seg = (int)min64(t->cols - j, p->vw - col);
+    int valid = col < p->ow ? (int)min64(seg, p->ow - col) : 0;
+    if (valid > 0) {
+      er_qtile_out s = *t;
+      s.acc = t->acc + j;
+      s.cols = valid;
+      s.j0 = v;
+      if (s.asum && p->epi.channel_rows) s.asum = t->asum + j;
+      s.c = (uint8_t *)p->c + (size_t)(t->i0 * p->ldc + row * p->ow + col) * es;
+      p->isa->epilogue(&p->epi, &s);
+    }
+    j += seg;
+  }
+}
+
 /* Rows [m0, m1) x columns [n0, n1) (aligned to the tile, except at the
  * ends of C). */
 static void qgemm_part(const er_qgemm_problem *p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, uint8_t *scratch) {
@@ -278,7 +300,10 @@ static void qgemm_part(const er_qgemm_problem *p, int64_t m0, int64_t m1, int64_
           t.asum = !p->need_asum ? NULL : p->epi.channel_rows ? casum + jr : rasum + ir;
           t.c = (uint8_t *)p->c + ((size_t)(t.i0 * p->ldc + t.j0)) * es;
           t.ldc = p->ldc;
-          isa->epilogue(&p->epi, &t);
+          if (p->vw > 0)
+            virtual_epilogue(p, &t, es);
+          else
+            isa->epilogue(&p->epi, &t);
         }
       }
     }

@@ -163,6 +163,11 @@ typedef struct er_qgemm_problem {
   er_qepi epi;
   void *c;               /* C [M, N], element size by epi.kind */
   int64_t ldc;           /* elements */
+  /* Virtual columns (convolutions over padded planes): when vw > 0,
+   * column j is (j / vw, j % vw) of rows vw wide of which the first `ow`
+   * are real; it lands in C's column (j / vw) * ow + j % vw, and the rest
+   * are dropped. */
+  int64_t vw, ow;
 } er_qgemm_problem;
 
 /* Scratch one worker needs (bytes, a multiple of 64). */

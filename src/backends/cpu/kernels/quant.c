@@ -20,12 +20,12 @@
 
 #include "backends/cpu/kernels/kernel-groups.h"
 #include "backends/cpu/kernels/kutil.h"
+#include "backends/cpu/kernels/qelt.h"
 #include "backends/cpu/kernels/qgemm.h"
 #include "backends/cpu/kernels/window.h"
 #include "ops/qfused.h"
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* ======================================================================== */
 /* The node, read once                                                       */
@@ -79,6 +79,7 @@ typedef struct qg_state {
   er_dtype x_type;
   uint8_t x_flip, w_flip;
   uint8_t x_pad;             /* a padded input element (the zero point, as stored) */
+  int32_t xz;                /* the input zero point's value */
   int64_t channels, k;       /* M (conv) or N (matmul); K per group */
   int64_t group;             /* conv */
   int64_t wdims[4];          /* conv weight dims */
@@ -90,6 +91,7 @@ typedef struct qg_state {
   double *mult_d;            /* [channels] */
   er_qepi epi;
   int slots;
+  const er_qelt_ops *dw;     /* depthwise: packed holds float (w - w_zp) [C][kh * kw] */
 } qg_state;
 
 static void qg_release(void *state) {
@@ -152,84 +154,117 @@ static er_status oom(const er_kernel_info *ki) {
                    ki->node->name);
 }
 
-static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_isa *isa, void **state_out,
-                            size_t *scratch_out);
+static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_isa *isa, const er_qelt_ops *dw,
+                            void **state_out, size_t *scratch_out);
 
 /* ======================================================================== */
 /* Convolution                                                               */
 /* ======================================================================== */
 
+/* The patch matrix is never built. The input of one image and group is
+ * copied once into planes padded with the zero point (the value of real 0)
+ * and split by stride phase: plane (py, px) holds padded rows py, py + sh,
+ * ... and columns px, px + sw, ... . Then tap (ky, kx) of output pixel
+ * (oy, ox) is element (oy + qy, ox + qx) of plane (ky dh % sh, kx dw % sw)
+ * with qy = ky dh / sh, qx = kx dw / sw, and over output pixels numbered
+ * oy * Ws + ox ("virtual" columns, Ws the plane width) every row of the
+ * patch matrix is one contiguous run of a plane: packing only interleaves.
+ * Columns ox >= OW are computed and dropped (qgemm's virtual columns). A
+ * 1x1 or unpadded stride-1 window reads the input itself. */
+typedef struct conv_planes {
+  const uint8_t *base;       /* [sh * sw][Cg][hs * ws] */
+  int64_t hs, ws;            /* plane height and width */
+  int64_t plane;             /* bytes between channels of a phase */
+  bool direct;               /* base is the input itself */
+} conv_planes;
+
 typedef struct conv_pack_ctx {
   const qg_state *s;
   const er_window *g;
-  const uint8_t *x;          /* [Cg, H, W] of this image and group */
-  bool pointwise;
+  conv_planes pl;
 } conv_pack_ctx;
 
-/* Row (c, ky, kx) of the patch matrix for output pixels [j, j + n). */
-static void fill_row(const conv_pack_ctx *cc, int64_t c, int64_t ky, int64_t kx, int64_t j, int n, uint8_t *dst) {
-  const er_window *g = cc->g;
-  const uint8_t pad = cc->s->x_pad;
-  const uint8_t *xc = cc->x + c * g->h * g->w;
-  const int64_t xoff = kx * g->dw - g->pl; /* ix = ox * sw + xoff */
-  int64_t lo = xoff >= 0 ? 0 : (-xoff + g->sw - 1) / g->sw;
-  int64_t hi = g->w - xoff > 0 ? (g->w - xoff + g->sw - 1) / g->sw : 0;
-  lo = min64(lo, g->ow);
-  hi = max64(min64(hi, g->ow), lo);
-  int64_t oy = j / g->ow, ox = j % g->ow;
-  int i = 0;
-  while (i < n) {
-    int seg = (int)min64(g->ow - ox, n - i);
-    int64_t iy = oy * g->sh - g->pt + ky * g->dh;
-    if (iy < 0 || iy >= g->h) {
-      memset(dst + i, pad, (size_t)seg);
-    } else {
-      const uint8_t *row = xc + iy * g->w;
-      int64_t a = max64(ox, lo), b = min64(ox + seg, hi);
-      if (b < a) b = a;
-      memset(dst + i, pad, (size_t)(a - ox));
-      if (g->sw == 1) {
-        memcpy(dst + i + (a - ox), row + a + xoff, (size_t)(b - a));
-      } else {
-        for (int64_t t = a; t < b; t++) dst[i + (t - ox)] = row[t * g->sw + xoff];
+static void planes_geometry(const er_window *g, conv_planes *pl) {
+  int64_t hp = g->h + g->pt + g->pb, wp = g->w + g->pl + g->pr;
+  pl->direct = g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 && g->pb == 0 && g->pr == 0;
+  pl->hs = pl->direct ? g->h : (hp + g->sh - 1) / g->sh;
+  pl->ws = pl->direct ? g->w : (wp + g->sw - 1) / g->sw;
+  pl->plane = pl->hs * pl->ws;
+}
+
+/* Bytes of the planes of one image and group (0 when direct). */
+static size_t planes_bytes(const er_window *g) {
+  conv_planes pl;
+  planes_geometry(g, &pl);
+  return pl.direct ? 0 : (size_t)(g->sh * g->sw * (g->c / g->group) * pl.plane + 64);
+}
+
+/* Writes the planes of x ([Cg, H, W]) into dst. */
+static void build_planes(const er_window *g, const uint8_t *x, uint8_t pad, uint8_t *dst) {
+  conv_planes pl;
+  planes_geometry(g, &pl);
+  int64_t cg = g->c / g->group;
+  for (int64_t py = 0; py < g->sh; py++)
+    for (int64_t px = 0; px < g->sw; px++)
+      for (int64_t c = 0; c < cg; c++) {
+        uint8_t *d = dst + ((py * g->sw + px) * cg + c) * pl.plane;
+        const uint8_t *xc = x + c * g->h * g->w;
+        /* Plane columns xx read input column xx * sw + px - pl. */
+        int64_t lo = 0, hi = pl.ws;
+        while (lo < pl.ws && lo * g->sw + px - g->pl < 0) lo++;
+        while (hi > lo && (hi - 1) * g->sw + px - g->pl >= g->w) hi--;
+        for (int64_t yy = 0; yy < pl.hs; yy++, d += pl.ws) {
+          int64_t r = yy * g->sh + py - g->pt;
+          if (r < 0 || r >= g->h) {
+            memset(d, pad, (size_t)pl.ws);
+            continue;
+          }
+          const uint8_t *row = xc + r * g->w;
+          memset(d, pad, (size_t)lo);
+          if (g->sw == 1) {
+            memcpy(d + lo, row + lo + px - g->pl, (size_t)(hi - lo));
+          } else {
+            for (int64_t xx = lo; xx < hi; xx++) d[xx] = row[xx * g->sw + px - g->pl];
+          }
+          memset(d + hi, pad, (size_t)(pl.ws - hi));
+        }
       }
-      memset(dst + i + (b - ox), pad, (size_t)(ox + seg - b));
-    }
-    i += seg;
-    oy++;
-    ox = 0;
-  }
 }
 
 static void conv_pack(const void *vctx, int64_t j0, int64_t cols, uint8_t *dst, int32_t *sums) {
   const conv_pack_ctx *cc = vctx;
   const qg_state *s = cc->s;
+  const er_window *g = cc->g;
   const er_qgemm_isa *isa = s->isa;
   const int nr = isa->nr, kg = isa->kg;
-  const int64_t K = s->k, groups = er__qgemm_kgroups(isa, K), khw = cc->g->kh * cc->g->kw;
-  const int64_t hw = cc->g->h * cc->g->w;
+  const int64_t K = s->k, groups = er__qgemm_kgroups(isa, K), khw = g->kh * g->kw, cg = g->c / g->group;
   const size_t cpb = er__qgemm_col_panel_bytes(isa, K);
-  uint8_t tmp[4][ER_QGEMM_MAX_NR];
+  /* The start of each patch row's run, for the k group at hand. */
   for (int64_t q = 0; q * nr < cols; q++) {
-    int n = (int)min64(nr, cols - q * nr);
-    int64_t j = j0 + q * nr;
-    uint8_t *pd = dst + (size_t)q * cpb;
     int32_t *ps = sums ? sums + q * nr : NULL;
     if (ps) memset(ps, 0, (size_t)nr * sizeof *ps);
-    for (int64_t g4 = 0; g4 < groups; g4++) {
-      const uint8_t *rows[4] = {NULL, NULL, NULL, NULL};
-      for (int i = 0; i < kg; i++) {
-        int64_t kk = g4 * kg + i;
-        if (kk >= K) break;
-        if (cc->pointwise) {
-          rows[i] = cc->x + kk * hw + j;
-        } else {
-          int64_t c = kk / khw, r = kk % khw;
-          fill_row(cc, c, r / cc->g->kw, r % cc->g->kw, j, n, tmp[i]);
-          rows[i] = tmp[i];
-        }
+  }
+  for (int64_t g4 = 0; g4 < groups; g4++) {
+    const uint8_t *base[4] = {NULL, NULL, NULL, NULL};
+    for (int i = 0; i < kg; i++) {
+      int64_t kk = g4 * kg + i;
+      if (kk >= K) break;
+      int64_t c = kk / khw, r = kk % khw, ky = r / g->kw, kx = r % g->kw;
+      if (cc->pl.direct) {
+        base[i] = cc->pl.base + c * cc->pl.plane + ky * g->dh * cc->pl.ws + kx * g->dw;
+      } else {
+        int64_t py = ky * g->dh % g->sh, qy = ky * g->dh / g->sh, px = kx * g->dw % g->sw, qx = kx * g->dw / g->sw;
+        base[i] = cc->pl.base + ((py * g->sw + px) * cg + c) * cc->pl.plane + qy * cc->pl.ws + qx;
       }
-      er__qgemm_interleave(kg, nr, rows, n, s->x_flip, pd + g4 * nr * kg, ps);
+    }
+    for (int64_t q = 0; q * nr < cols; q++) {
+      int n = (int)min64(nr, cols - q * nr);
+      int64_t j = j0 + q * nr;
+      const uint8_t *rows[4] = {NULL, NULL, NULL, NULL};
+      for (int i = 0; i < kg; i++)
+        if (base[i]) rows[i] = base[i] + j;
+      er__qgemm_interleave(kg, nr, rows, n, s->x_flip, dst + (size_t)q * cpb + g4 * nr * kg,
+                           sums ? sums + q * nr : NULL);
     }
   }
 }
@@ -238,25 +273,36 @@ static bool conv_geom(const er_kctx *ctx, const qg_state *s, const er_tensor *x,
   er_tensor w;
   er__tensor_set(&w, ER_DTYPE_INT8, s->wrank, s->wdims);
   if (!er__window_get(ctx, x, &w, y, g)) return false;
-  return g->group == s->group && g->m == s->channels && (g->c / g->group) * g->kh * g->kw == s->k &&
-         g->c % g->group == 0;
+  if (!(g->group == s->group && g->m == s->channels && (g->c / g->group) * g->kh * g->kw == s->k &&
+        g->c % g->group == 0 && g->oh > 0 && g->ow > 0))
+    return false;
+  /* Every tap of every output must fall inside the padded input (the
+   * reference ignores taps beyond it; the planes hold no such taps). */
+  return (g->oh - 1) * g->sh + (g->kh - 1) * g->dh < g->h + g->pt + g->pb &&
+         (g->ow - 1) * g->sw + (g->kw - 1) * g->dw < g->w + g->pl + g->pr;
 }
 
+/* The GEMM of image n, group gi; planes at `planes` (unless direct). */
 static void conv_problem(const qg_state *s, const er_window *g, int64_t gi, conv_pack_ctx *cc, const uint8_t *x,
-                         void *y, int64_t n, er_qgemm_problem *p) {
+                         const uint8_t *planes, void *y, int64_t n, er_qgemm_problem *p) {
   int64_t cg = g->c / g->group, mg = g->m / g->group, ohw = g->oh * g->ow;
   size_t es = s->epi.kind == ER_QEPI_Q8 || s->epi.kind == ER_QEPI_QLINEAR ? 1 : 4;
   memset(p, 0, sizeof *p);
-  p->isa = s->isa;
-  p->m = mg;
-  p->n = ohw;
-  p->k = s->k;
-  p->rows_packed = (const uint8_t *)s->packed + (size_t)gi * s->gstride;
   cc->s = s;
   cc->g = g;
-  cc->x = x ? x + (n * g->c + gi * cg) * g->h * g->w : NULL;
-  cc->pointwise = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 &&
-                  g->oh == g->h && g->ow == g->w;
+  planes_geometry(g, &cc->pl);
+  cc->pl.base = cc->pl.direct ? (x ? x + (n * g->c + gi * cg) * g->h * g->w : NULL) : planes;
+  p->isa = s->isa;
+  p->m = mg;
+  p->k = s->k;
+  if (cc->pl.ws == g->ow) {
+    p->n = ohw;
+  } else {
+    p->n = (g->oh - 1) * cc->pl.ws + g->ow;
+    p->vw = cc->pl.ws;
+    p->ow = g->ow;
+  }
+  p->rows_packed = (const uint8_t *)s->packed + (size_t)gi * s->gstride;
   p->pack_cols = conv_pack;
   p->cols_ctx = cc;
   p->need_asum = s->wzp != NULL;
@@ -280,15 +326,130 @@ static er_status conv_run(const er_kernel_run *kr) {
   if (er__tensor_count(y) == 0) return ER_STATUS_OK;
   er_qgemm_problem p;
   conv_pack_ctx cc;
-  conv_problem(s, &g, 0, &cc, x->data, y->data, 0, &p);
-  void *scratch = NULL, *owned = NULL;
-  int slots = 1;
-  ER_CHECK(er__kr_scratch(kr, er__qgemm_scratch_bytes(&p), &scratch, &slots, &owned));
+  conv_problem(s, &g, 0, &cc, x->data, NULL, y->data, 0, &p);
+  size_t pbytes = (planes_bytes(&g) + 63) / 64 * 64, slot = er__qgemm_scratch_bytes(&p);
+  /* Scratch: the planes, then one GEMM slot per worker. */
+  int want = er__pool_threads(kr->pool);
+  if (want > ER_KERNEL_MAX_SLOTS) want = ER_KERNEL_MAX_SLOTS;
+  uint8_t *scratch = kr->scratch, *owned = NULL;
+  int slots = slot ? (int)((kr->scratch_bytes > pbytes ? kr->scratch_bytes - pbytes : 0) / slot) : want;
+  if (!scratch || slots < 1) {
+    owned = er__aligned_alloc(pbytes + slot * (size_t)want);
+    if (!owned)
+      return er__error(ER_STATUS_OUT_OF_MEMORY, "%s '%s': out of memory for %zu bytes of kernel scratch",
+                       ctx->node->op_type, ctx->node->name, pbytes + slot * (size_t)want);
+    scratch = owned;
+    slots = want;
+  }
+  if (slots > want) slots = want;
   for (int64_t n = 0; n < g.n; n++)
     for (int64_t gi = 0; gi < g.group; gi++) {
-      conv_problem(s, &g, gi, &cc, x->data, y->data, n, &p);
-      er__qgemm_run(&p, kr->pool, scratch, slots);
+      const uint8_t *xg = (const uint8_t *)x->data + (n * g.c + gi * (g.c / g.group)) * g.h * g.w;
+      if (pbytes) build_planes(&g, xg, s->x_pad, scratch);
+      conv_problem(s, &g, gi, &cc, x->data, scratch, y->data, n, &p);
+      er__qgemm_run(&p, kr->pool, scratch + pbytes, slots);
     }
+  er__aligned_free(owned);
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
+/* Depthwise convolution                                                     */
+/* ======================================================================== */
+
+/* One filter per channel (group = C = M): a direct kernel per channel over
+ * float planes of (x - x_zp) (qelt.h). Float arithmetic is exact here:
+ * products of 9-bit integers and sums of up to 258 of them stay below
+ * 2^24, so the int32 result equals the integer reference's. */
+#define DW_MAX_TAPS 258
+
+static bool is_depthwise(const er_kernel_info *ki, qg_op op) {
+  const er_tensor *x = in_at(ki, layouts[op].x), *w = in_at(ki, layouts[op].w);
+  if (!is_conv(op) || !w || w->rank < 3 || w->dims[1] != 1 || er__tensor_count(w) / w->dims[0] > DW_MAX_TAPS)
+    return false;
+  er_kctx ctx = er__ki_ctx(ki);
+  int64_t group = 1;
+  if (er__attr_int(&ctx, "group", 1, &group) != ER_STATUS_OK) return false;
+  return group == w->dims[0] && group > 1 && (x->rank < 0 || x->dims[1] < 0 || x->dims[1] == group);
+}
+
+static void dw_geometry(const er_window *g, int64_t *hs, int64_t *ws) {
+  int64_t hp = g->h + g->pt + g->pb, wp = g->w + g->pl + g->pr;
+  *hs = (hp + g->sh - 1) / g->sh;
+  *ws = (wp + g->sw - 1) / g->sw;
+}
+
+/* One worker's planes, sums and tap pointers. */
+static size_t dw_slot_bytes(const er_window *g) {
+  int64_t hs, ws;
+  dw_geometry(g, &hs, &ws);
+  size_t f = (size_t)(g->sh * g->sw * hs * ws + g->oh * ws + 64);
+  return (f * sizeof(float) + (size_t)(g->kh * g->kw) * sizeof(float *) + 63) / 64 * 64;
+}
+
+typedef struct dw_job {
+  const qg_state *s;
+  const er_window *g;
+  const uint8_t *x;          /* [C, H, W] of this image */
+  uint8_t *y;                /* [C, OH, OW] of this image, element size es */
+  size_t es;
+  uint8_t *scratch;
+  size_t slot_bytes;
+  int chunks;
+} dw_job;
+
+static void dw_chunk(void *arg, int64_t begin, int64_t end) {
+  const dw_job *j = arg;
+  const qg_state *s = j->s;
+  const er_window *g = j->g;
+  int64_t hs, ws, taps = g->kh * g->kw;
+  dw_geometry(g, &hs, &ws);
+  for (int64_t ch = begin; ch < end; ch++) {
+    float *planes = (float *)(j->scratch + (size_t)ch * j->slot_bytes);
+    int32_t *iacc = (int32_t *)(planes + g->sh * g->sw * hs * ws);
+    er_qdw_args a = {planes, hs, ws, g->kh, g->kw, g->sh, g->sw, g->dh, g->dw, g->oh, g->ow, NULL,
+                     (const float **)(void *)(iacc + g->oh * ws + 64), iacc};
+    int64_t lo = g->c * ch / j->chunks, hi = g->c * (ch + 1) / j->chunks;
+    for (int64_t c = lo; c < hi; c++) {
+      a.w = (const float *)s->packed + c * taps;
+      s->dw->dw_planes(j->x + c * g->h * g->w, g->h, g->w, g->pt, g->pl, s->x_type == ER_DTYPE_INT8, s->xz, &a);
+      s->dw->dw_plane(&a);
+      /* The channel's output plane is contiguous: one epilogue call. */
+      er_qtile_out t;
+      t.acc = iacc;
+      t.rows = 1;
+      t.cols = (int)(g->oh * g->ow);
+      t.nr = t.cols;
+      t.i0 = c;
+      t.j0 = 0;
+      t.asum = NULL;
+      t.c = j->y + (size_t)(c * g->oh * g->ow) * j->es;
+      t.ldc = g->oh * g->ow;
+      s->isa->epilogue(&s->epi, &t);
+    }
+  }
+}
+
+static er_status dw_run(const er_kernel_run *kr) {
+  const qg_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *x = ctx->in[layouts[s->op].x];
+  er_tensor *y = ctx->out[0];
+  er_window g;
+  if (!conv_geom(ctx, s, x, y, &g) || g.oh * g.ow > INT32_MAX / 2) return er__kr_reference(kr);
+  if (er__tensor_count(y) == 0) return ER_STATUS_OK;
+  size_t slot = dw_slot_bytes(&g);
+  void *scratch = NULL, *owned = NULL;
+  int slots = 1;
+  ER_CHECK(er__kr_scratch(kr, slot, &scratch, &slots, &owned));
+  int64_t work = g.c * g.oh * g.ow * g.kh * g.kw;
+  int chunks = (int)min64(min64(slots, g.c), work >> 14 > 1 ? work >> 14 : 1);
+  size_t es = s->epi.kind == ER_QEPI_Q8 || s->epi.kind == ER_QEPI_QLINEAR ? 1 : 4;
+  for (int64_t n = 0; n < g.n; n++) {
+    dw_job j = {s, &g, (const uint8_t *)x->data + n * g.c * g.h * g.w,
+                (uint8_t *)y->data + (size_t)(n * g.c * g.oh * g.ow) * es, es, scratch, slot, chunks};
+    er__parallel_for(kr->pool, chunks, 1, dw_chunk, &j);
+  }
   er__aligned_free(owned);
   return ER_STATUS_OK;
 }
@@ -350,8 +511,8 @@ static er_status mm_run(const er_kernel_run *kr) {
 /* prepare                                                                   */
 /* ======================================================================== */
 
-static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_isa *isa, void **state_out,
-                            size_t *scratch_out) {
+static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_isa *isa, const er_qelt_ops *dw,
+                            void **state_out, size_t *scratch_out) {
   const qg_layout *L = &layouts[op];
   const er_tensor *x = in_at(ki, L->x), *w = in_at(ki, L->w);
   const er_tensor *xz = in_at(ki, L->x_zp), *wz = in_at(ki, L->w_zp), *yz = in_at(ki, L->y_zp);
@@ -361,6 +522,7 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
   if (!s) return oom(ki);
   s->op = op;
   s->isa = isa;
+  s->dw = dw;
   s->conv = is_conv(op);
   s->x_type = x->dtype;
   s->x_flip = x->dtype == ER_DTYPE_INT8 ? 0x80 : 0;
@@ -381,8 +543,9 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
   }
   /* Zero points in the packed domain: activations unsigned, weights signed. */
   int32_t xz_raw = xz ? (int32_t)pval(xz, 0) : 0;
-  int32_t xz_u = xz_raw + (s->x_flip ? 128 : 0);
+  int32_t xz_u = xz_raw + (s->x_flip ? 128 : 0); /* 0 for depthwise (below) */
   s->x_pad = (uint8_t)xz_raw;
+  s->xz = xz_raw;
   s->corr = calloc((size_t)C, sizeof *s->corr);
   int32_t *wsum = calloc((size_t)C, sizeof *wsum), *wz_s = calloc((size_t)C, sizeof *wz_s);
   bool any_wz = false;
@@ -399,7 +562,33 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
     return oom(ki);
   }
   /* Pack the weights and sum them per channel. */
-  if (s->conv) {
+  if (dw) {
+    /* Depthwise: float weights minus their zero point; the sums of the
+     * direct kernel are exact without corrections (corr = bias). */
+    int64_t taps = K;
+    float *wf = er__aligned_alloc((size_t)(C * taps) * sizeof *wf);
+    if (!wf) {
+      free(wsum);
+      if (!any_wz) free(wz_s);
+      qg_release(s);
+      return oom(ki);
+    }
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t t = 0; t < taps; t++) {
+        int32_t v = (int32_t)(((const uint8_t *)w->data)[c * taps + t] ^ s->w_flip);
+        wf[c * taps + t] = (float)((int32_t)(int8_t)(uint8_t)v - wz_s[c]);
+      }
+    s->packed = wf;
+    memset(wsum, 0, (size_t)C * sizeof *wsum);
+    memset(wz_s, 0, (size_t)C * sizeof *wz_s);
+    if (any_wz) {
+      free(wz_s);
+      s->wzp = NULL;
+      any_wz = false;
+      wz_s = NULL;
+    }
+    xz_u = 0;
+  } else if (s->conv) {
     int64_t mg = C / group;
     s->gstride = (size_t)((mg + isa->mr - 1) / isa->mr) * er__qgemm_row_panel_bytes(isa, K);
     s->packed = er__aligned_alloc(s->gstride * (size_t)group);
@@ -434,7 +623,7 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
   }
   for (int64_t c = 0; c < C; c++) {
     uint32_t corr = (bias ? (uint32_t)(int32_t)pval(bias, c) : 0u) - (uint32_t)xz_u * (uint32_t)wsum[c] +
-                    (uint32_t)K * (uint32_t)xz_u * (uint32_t)wz_s[c];
+                    (uint32_t)K * (uint32_t)xz_u * (uint32_t)(wz_s ? wz_s[c] : 0);
     s->corr[c] = (int32_t)corr;
   }
   if (!any_wz) free(wz_s);
@@ -489,13 +678,17 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
   /* Scratch, when the shapes are known. */
   *scratch_out = 0;
   const er_tensor *y = ki->out[0];
-  if (s->conv) {
+  if (dw) {
+    er_window g;
+    if (er__tensor_shape_known(x) && er__tensor_shape_known(y) && conv_geom(&ctx, s, x, y, &g))
+      *scratch_out = dw_slot_bytes(&g) * (size_t)s->slots;
+  } else if (s->conv) {
     er_window g;
     if (er__tensor_shape_known(x) && er__tensor_shape_known(y) && conv_geom(&ctx, s, x, y, &g)) {
       er_qgemm_problem p;
       conv_pack_ctx cc;
-      conv_problem(s, &g, 0, &cc, NULL, NULL, 0, &p);
-      *scratch_out = er__qgemm_scratch_bytes(&p) * (size_t)s->slots;
+      conv_problem(s, &g, 0, &cc, NULL, NULL, NULL, 0, &p);
+      *scratch_out = (planes_bytes(&g) + 63) / 64 * 64 + er__qgemm_scratch_bytes(&p) * (size_t)s->slots;
     }
   } else if (er__tensor_shape_known(x)) {
     er_qgemm_problem p;
@@ -534,7 +727,7 @@ static const er_qgemm_isa *mm_isa(const er_kernel_info *ki, bool vnni) {
 #define DEFINE_QG_KERNEL(SFX, OP, DOMAIN, QOP, ISA_FN, VNNI, NAME, RUN)                                     \
   static bool supports_##SFX(const er_kernel_info *ki) { return qg_supports(ki, QOP, ISA_FN(ki, VNNI)); }    \
   static er_status prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {                   \
-    return qg_prepare(ki, QOP, ISA_FN(ki, VNNI), st, scratch);                                             \
+    return qg_prepare(ki, QOP, ISA_FN(ki, VNNI), NULL, st, scratch);                                       \
   }                                                                                                         \
   static const er_cpu_kernel k_##SFX = {NAME, OP, DOMAIN, supports_##SFX, prepare_##SFX,                     \
                                         RUN, qg_release};
@@ -554,8 +747,31 @@ DEFINE_QG_KERNEL(qlmm_avx2, "QLinearMatMul", "", QG_QLINEARMATMUL, mm_isa, false
 DEFINE_QG_KERNEL(mmint_avx2, "MatMulInteger", "", QG_MATMULINTEGER, mm_isa, false, "q8_matmulinteger_4x16__avx2", mm_run)
 #endif
 
+/* Depthwise kernels: the epilogue of the ISA's conv GEMM, the loops of
+ * its qelt table. */
+#define DEFINE_DW_KERNEL(SFX, OP, QOP, VNNI, OPS, NAME)                                                     \
+  static bool dw_supports_##SFX(const er_kernel_info *ki) {                                                  \
+    return qg_supports(ki, QOP, conv_isa(ki, VNNI)) && is_depthwise(ki, QOP);                               \
+  }                                                                                                         \
+  static er_status dw_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {                \
+    return qg_prepare(ki, QOP, conv_isa(ki, VNNI), &OPS, st, scratch);                                     \
+  }                                                                                                         \
+  static const er_cpu_kernel k_dw_##SFX = {NAME, OP, QOP == QG_QCONV ? ER_QFUSED_DOMAIN : "", dw_supports_##SFX, \
+                                           dw_prepare_##SFX, dw_run, qg_release};
+
+#if defined(__x86_64__) || defined(__i386__)
+DEFINE_DW_KERNEL(qconv_512, "QConv", QG_QCONV, true, er__qelt_avx512, "q8_qconv_dw__avx512vnni")
+DEFINE_DW_KERNEL(qlconv_512, "QLinearConv", QG_QLINEARCONV, true, er__qelt_avx512, "q8_qlinearconv_dw__avx512vnni")
+DEFINE_DW_KERNEL(convint_512, "ConvInteger", QG_CONVINTEGER, true, er__qelt_avx512, "q8_convinteger_dw__avx512vnni")
+DEFINE_DW_KERNEL(qconv_avx2, "QConv", QG_QCONV, false, er__qelt_avx2, "q8_qconv_dw__avx2")
+DEFINE_DW_KERNEL(qlconv_avx2, "QLinearConv", QG_QLINEARCONV, false, er__qelt_avx2, "q8_qlinearconv_dw__avx2")
+DEFINE_DW_KERNEL(convint_avx2, "ConvInteger", QG_CONVINTEGER, false, er__qelt_avx2, "q8_convinteger_dw__avx2")
+#endif
+
 const er_cpu_kernel *const er__kernels_quant[] = {
 #if defined(__x86_64__) || defined(__i386__)
+    &k_dw_qconv_512, &k_dw_qlconv_512, &k_dw_convint_512,
+    &k_dw_qconv_avx2, &k_dw_qlconv_avx2, &k_dw_convint_avx2,
     &k_qconv_vnni, &k_qlconv_vnni, &k_convint_vnni, &k_qmm_vnni, &k_qlmm_vnni, &k_mmint_vnni,
     &k_qconv_avx2, &k_qlconv_avx2, &k_convint_avx2, &k_qmm_avx2, &k_qlmm_avx2, &k_mmint_avx2,
 #endif

@@ -1,0 +1,258 @@
+/* qelt-impl.h - the loops of qelt.h, written once and compiled per ISA by
+ * qelt-avx512.c and qelt-avx2.c, which define QE_AVX512 or QE_AVX2 before
+ * including it. Vector bodies cover whole vectors; the few elements left
+ * at the end of a row run the scalar form of the same arithmetic, which is
+ * also the reference kernels' (the harness checks all of it bit for bit). */
+#include <immintrin.h>
+#include <math.h>
+
+#include "backends/cpu/kernels/qelt.h"
+#include "ops/qfused.h"
+
+#if defined(QE_AVX512)
+#define VL 16
+typedef __m512 vf;
+typedef __m512i vi;
+static inline vf f_ld(const float *p) { return _mm512_loadu_ps(p); }
+static inline void f_st(float *p, vf v) { _mm512_storeu_ps(p, v); }
+static inline vf f_set(float x) { return _mm512_set1_ps(x); }
+static inline vf f_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+static inline vf f_add(vf a, vf b) { return _mm512_add_ps(a, b); }
+static inline vf f_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+static inline vf f_div(vf a, vf b) { return _mm512_div_ps(a, b); }
+static inline vf f_min(vf a, vf b) { return _mm512_min_ps(a, b); }
+static inline vf f_max(vf a, vf b) { return _mm512_max_ps(a, b); }
+static inline vf f_nan_to_zero(vf a) {
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a, a, _CMP_ORD_Q), a);
+}
+static inline vi i_ld8(const uint8_t *p, bool is_signed) {
+  __m128i b = _mm_loadu_si128((const __m128i *)p);
+  return is_signed ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
+}
+static inline vi i_set(int32_t x) { return _mm512_set1_epi32(x); }
+static inline vi i_add(vi a, vi b) { return _mm512_add_epi32(a, b); }
+static inline vi i_sub(vi a, vi b) { return _mm512_sub_epi32(a, b); }
+static inline vi i_clamp(vi a, vi lo, vi hi) { return _mm512_min_epi32(_mm512_max_epi32(a, lo), hi); }
+static inline vf i2f(vi a) { return _mm512_cvtepi32_ps(a); }
+static inline vi f2i_trunc(vf a) { return _mm512_cvttps_epi32(a); }
+static inline vi f2i_rhe(vf a) { return _mm512_cvt_roundps_epi32(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline void i_st(int32_t *p, vi v) { _mm512_storeu_si512((void *)p, v); }
+static inline vi i_ld(const int32_t *p) { return _mm512_loadu_si512((const void *)p); }
+static inline void st8(uint8_t *p, vi v) { _mm512_mask_cvtepi32_storeu_epi8(p, (__mmask16)0xffff, v); }
+#define BL 64 /* bytes per vector for byte-wise max */
+static inline void max_bytes(uint8_t *y, const uint8_t *x, bool is_signed) {
+  __m512i a = _mm512_loadu_si512((const void *)y), b = _mm512_loadu_si512((const void *)x);
+  _mm512_storeu_si512((void *)y, is_signed ? _mm512_max_epi8(a, b) : _mm512_max_epu8(a, b));
+}
+#define QE_NAME "avx512"
+#define QE_OPS er__qelt_avx512
+#elif defined(QE_AVX2)
+#define VL 8
+typedef __m256 vf;
+typedef __m256i vi;
+static inline vf f_ld(const float *p) { return _mm256_loadu_ps(p); }
+static inline void f_st(float *p, vf v) { _mm256_storeu_ps(p, v); }
+static inline vf f_set(float x) { return _mm256_set1_ps(x); }
+static inline vf f_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+static inline vf f_add(vf a, vf b) { return _mm256_add_ps(a, b); }
+static inline vf f_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+static inline vf f_div(vf a, vf b) { return _mm256_div_ps(a, b); }
+static inline vf f_min(vf a, vf b) { return _mm256_min_ps(a, b); }
+static inline vf f_max(vf a, vf b) { return _mm256_max_ps(a, b); }
+static inline vf f_nan_to_zero(vf a) { return _mm256_and_ps(a, _mm256_cmp_ps(a, a, _CMP_ORD_Q)); }
+static inline vi i_ld8(const uint8_t *p, bool is_signed) {
+  __m128i b = _mm_loadl_epi64((const __m128i *)p);
+  return is_signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
+}
+static inline vi i_set(int32_t x) { return _mm256_set1_epi32(x); }
+static inline vi i_add(vi a, vi b) { return _mm256_add_epi32(a, b); }
+static inline vi i_sub(vi a, vi b) { return _mm256_sub_epi32(a, b); }
+static inline vi i_clamp(vi a, vi lo, vi hi) { return _mm256_min_epi32(_mm256_max_epi32(a, lo), hi); }
+static inline vf i2f(vi a) { return _mm256_cvtepi32_ps(a); }
+static inline vi f2i_trunc(vf a) { return _mm256_cvttps_epi32(a); }
+static inline vi f2i_rhe(vf a) {
+  return _mm256_cvttps_epi32(_mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+static inline void i_st(int32_t *p, vi v) { _mm256_storeu_si256((__m256i *)p, v); }
+static inline vi i_ld(const int32_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+/* Values are already clamped to the 8-bit range, so the saturating packs
+ * only narrow them. */
+static inline void st8(uint8_t *p, vi v) {
+  __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  /* packs_epi16 would saturate uint8 values above 127: narrow by shuffle. */
+  w = _mm_shuffle_epi8(w, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1));
+  _mm_storel_epi64((__m128i *)p, w);
+}
+#define BL 32
+static inline void max_bytes(uint8_t *y, const uint8_t *x, bool is_signed) {
+  __m256i a = _mm256_loadu_si256((const __m256i *)y), b = _mm256_loadu_si256((const __m256i *)x);
+  _mm256_storeu_si256((__m256i *)y, is_signed ? _mm256_max_epi8(a, b) : _mm256_max_epu8(a, b));
+}
+#define QE_NAME "avx2"
+#define QE_OPS er__qelt_avx2
+#else
+#error "define QE_AVX512 or QE_AVX2 before including qelt-impl.h"
+#endif
+
+static inline int32_t ld8(const uint8_t *p, bool is_signed) { return is_signed ? (int8_t)*p : *p; }
+
+/* QuantizeLinear's arithmetic for one float that is already x / s. */
+static inline int32_t quant_one(float q, int32_t zp, int32_t lo, int32_t hi) {
+  return er__q_clamp(er__q_rhe(q) + zp, lo, hi);
+}
+
+/* The same for a vector: NaN -> 0 (then the zero point), saturate. */
+static inline vi quant_vec(vf q, vi zp, vi lo, vi hi) {
+  q = f_nan_to_zero(q);
+  q = f_min(f_max(q, f_set(-1073741824.0f)), f_set(1073741824.0f));
+  return i_clamp(i_add(f2i_rhe(q), zp), lo, hi);
+}
+
+/* ======================================================================== */
+/* Depthwise convolution                                                     */
+/* ======================================================================== */
+
+static void dw_planes(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int64_t pl, bool is_signed, int32_t zp,
+                      const er_qdw_args *a) {
+  const vi z = i_set(zp);
+  for (int64_t py = 0; py < a->sh; py++)
+    for (int64_t px = 0; px < a->sw; px++) {
+      float *d = (float *)a->planes + (py * a->sw + px) * a->hs * a->ws;
+      int64_t lo = 0, hi = a->ws;
+      while (lo < a->ws && lo * a->sw + px - pl < 0) lo++;
+      while (hi > lo && (hi - 1) * a->sw + px - pl >= w) hi--;
+      for (int64_t yy = 0; yy < a->hs; yy++, d += a->ws) {
+        int64_t r = yy * a->sh + py - pt;
+        if (r < 0 || r >= h) {
+          memset(d, 0, (size_t)a->ws * sizeof *d);
+          continue;
+        }
+        const uint8_t *row = x + r * w;
+        for (int64_t xx = 0; xx < lo; xx++) d[xx] = 0.0f;
+        int64_t xx = lo;
+        if (a->sw == 1) {
+          const uint8_t *src = row + px - pl;
+          for (; xx + VL <= hi; xx += VL) f_st(d + xx, i2f(i_sub(i_ld8(src + xx, is_signed), z)));
+        }
+        for (; xx < hi; xx++) d[xx] = (float)(ld8(row + xx * a->sw + px - pl, is_signed) - zp);
+        for (xx = hi; xx < a->ws; xx++) d[xx] = 0.0f;
+      }
+    }
+}
+
+/* Exact: products of values below 2^8 in magnitude, and sums of at most
+ * 258 of them (the kernel's limit), stay below 2^24. */
+static void dw_plane(const er_qdw_args *a) {
+  const int64_t ws = a->ws, len = (a->oh - 1) * ws + a->ow, ntaps = a->kh * a->kw;
+  const float **taps = a->taps;
+  for (int64_t ky = 0; ky < a->kh; ky++) {
+    int64_t py = ky * a->dh % a->sh, qy = ky * a->dh / a->sh;
+    for (int64_t kx = 0; kx < a->kw; kx++) {
+      int64_t px = kx * a->dw % a->sw, qx = kx * a->dw / a->sw;
+      taps[ky * a->kw + kx] = a->planes + (py * a->sw + px) * a->hs * ws + qy * ws + qx;
+    }
+  }
+  int32_t *out = a->iacc;
+  int64_t v = 0;
+  if (ntaps == 9) {
+    /* The common 3x3: weights stay in registers. */
+    vf w0 = f_set(a->w[0]), w1 = f_set(a->w[1]), w2 = f_set(a->w[2]), w3 = f_set(a->w[3]), w4 = f_set(a->w[4]),
+       w5 = f_set(a->w[5]), w6 = f_set(a->w[6]), w7 = f_set(a->w[7]), w8 = f_set(a->w[8]);
+    for (; v + VL <= len; v += VL) {
+      vf acc = f_mul(w0, f_ld(taps[0] + v));
+      acc = f_fma(w1, f_ld(taps[1] + v), acc);
+      acc = f_fma(w2, f_ld(taps[2] + v), acc);
+      acc = f_fma(w3, f_ld(taps[3] + v), acc);
+      acc = f_fma(w4, f_ld(taps[4] + v), acc);
+      acc = f_fma(w5, f_ld(taps[5] + v), acc);
+      acc = f_fma(w6, f_ld(taps[6] + v), acc);
+      acc = f_fma(w7, f_ld(taps[7] + v), acc);
+      acc = f_fma(w8, f_ld(taps[8] + v), acc);
+      i_st(out + v, f2i_trunc(acc));
+    }
+  } else {
+    for (; v + VL <= len; v += VL) {
+      vf acc = f_set(0.0f);
+      for (int64_t t = 0; t < ntaps; t++) acc = f_fma(f_set(a->w[t]), f_ld(taps[t] + v), acc);
+      i_st(out + v, f2i_trunc(acc));
+    }
+  }
+  for (; v < len; v++) {
+    float acc = 0.0f;
+    for (int64_t t = 0; t < ntaps; t++) acc = fmaf(a->w[t], taps[t][v], acc);
+    out[v] = (int32_t)acc;
+  }
+  /* Drop the virtual columns: row oy moves from oy * ws to oy * ow. */
+  if (ws != a->ow)
+    for (int64_t oy = 1; oy < a->oh; oy++) memmove(out + oy * a->ow, out + oy * ws, (size_t)a->ow * sizeof *out);
+}
+
+/* ======================================================================== */
+/* QuantizeLinear, DequantizeLinear                                          */
+/* ======================================================================== */
+
+static void quantize(const float *x, uint8_t *y, int64_t n, float s, int32_t zp, int32_t lo, int32_t hi) {
+  const vf vs = f_set(s);
+  const vi z = i_set(zp), l = i_set(lo), h = i_set(hi);
+  int64_t i = 0;
+  for (; i + VL <= n; i += VL) st8(y + i, quant_vec(f_div(f_ld(x + i), vs), z, l, h));
+  for (; i < n; i++) y[i] = (uint8_t)quant_one(x[i] / s, zp, lo, hi);
+}
+
+static void dequantize(const uint8_t *x, bool is_signed, float *y, int64_t n, float s, int32_t zp) {
+  const vf vs = f_set(s);
+  const vi z = i_set(zp);
+  int64_t i = 0;
+  for (; i + VL <= n; i += VL) f_st(y + i, f_mul(i2f(i_sub(i_ld8(x + i, is_signed), z)), vs));
+  for (; i < n; i++) y[i] = (float)(ld8(x + i, is_signed) - zp) * s;
+}
+
+/* ======================================================================== */
+/* QAdd, QMul                                                                */
+/* ======================================================================== */
+
+static void qbinary(const uint8_t *a, bool a_signed, int a_step, float as, int32_t az, const uint8_t *b, bool b_signed,
+                    int b_step, float bs, int32_t bz, uint8_t *y, int64_t n, float ys, int32_t yz, int32_t lo,
+                    int32_t hi, bool mul) {
+  const vf vas = f_set(as), vbs = f_set(bs), vys = f_set(ys);
+  const vi vaz = i_set(az), vbz = i_set(bz), z = i_set(yz), l = i_set(lo), h = i_set(hi);
+  /* A repeated operand is dequantized once. */
+  const float fa0 = (float)(ld8(a, a_signed) - az) * as, fb0 = (float)(ld8(b, b_signed) - bz) * bs;
+  int64_t i = 0;
+  for (; i + VL <= n; i += VL) {
+    vf fa = a_step ? f_mul(i2f(i_sub(i_ld8(a + i, a_signed), vaz)), vas) : f_set(fa0);
+    vf fb = b_step ? f_mul(i2f(i_sub(i_ld8(b + i, b_signed), vbz)), vbs) : f_set(fb0);
+    vf s = mul ? f_mul(fa, fb) : f_add(fa, fb);
+    st8(y + i, quant_vec(f_div(s, vys), z, l, h));
+  }
+  for (; i < n; i++) {
+    float fa = a_step ? (float)(ld8(a + i, a_signed) - az) * as : fa0;
+    float fb = b_step ? (float)(ld8(b + i, b_signed) - bz) * bs : fb0;
+    float s = mul ? fa * fb : fa + fb;
+    y[i] = (uint8_t)quant_one(s / ys, yz, lo, hi);
+  }
+}
+
+/* ======================================================================== */
+/* Pooling helpers                                                           */
+/* ======================================================================== */
+
+static void max_u8(uint8_t *y, const uint8_t *x, int64_t n, bool is_signed) {
+  int64_t i = 0;
+  for (; i + BL <= n; i += BL) max_bytes(y + i, x + i, is_signed);
+  for (; i < n; i++) {
+    if (is_signed) {
+      if ((int8_t)x[i] > (int8_t)y[i]) y[i] = x[i];
+    } else if (x[i] > y[i]) {
+      y[i] = x[i];
+    }
+  }
+}
+
+static void sum_u8(int32_t *acc, const uint8_t *x, int64_t n, bool is_signed) {
+  int64_t i = 0;
+  for (; i + VL <= n; i += VL) i_st(acc + i, i_add(i_ld(acc + i), i_ld8(x + i, is_signed)));
+  for (; i < n; i++) acc[i] += ld8(x + i, is_signed);
+}
+
+const er_qelt_ops QE_OPS = {QE_NAME, dw_planes, dw_plane, quantize, dequantize, qbinary, max_u8, sum_u8};

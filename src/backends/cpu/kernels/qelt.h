@@ -1,0 +1,54 @@
+/* qelt.h - the vector loops of the integer kernels other than the GEMM
+ * (depthwise convolution, QuantizeLinear, DequantizeLinear, QAdd/QMul,
+ * max and average pooling on 8-bit data), one table per ISA. The loops are
+ * written once in qelt-impl.h and compiled per ISA by qelt-<isa>.c; the
+ * kernels (qkernels.c) choose a table at compile time. Each loop repeats
+ * its reference kernel's arithmetic operation for operation, so results
+ * are bit-identical. */
+#ifndef ER_KERNELS_QELT_H
+#define ER_KERNELS_QELT_H
+
+#include "backends/cpu/kernels/qgemm.h"
+
+/* One channel of a depthwise convolution (see quant.c): planes of float
+ * (x - x_zp) values, padded with 0 and split by stride phase, so that
+ * every tap reads one contiguous run over the "virtual" output pixels
+ * oy * ws + ox (columns ox >= ow are computed and dropped). */
+typedef struct er_qdw_args {
+  const float *planes;   /* [sh * sw][hs * ws] */
+  int64_t hs, ws;
+  int64_t kh, kw, sh, sw, dh, dw;
+  int64_t oh, ow;
+  const float *w;        /* [kh * kw] weights minus their zero point */
+  const float **taps;    /* [kh * kw] scratch */
+  int32_t *iacc;         /* [oh * ws] scratch; the result, [oh * ow] */
+} er_qdw_args;
+
+typedef struct er_qelt_ops {
+  const char *isa;
+  /* Writes the planes of one channel: x [h, w] (int8 when is_signed,
+   * else uint8) minus the zero point zp, into a->planes with pads pt /
+   * pl. */
+  void (*dw_planes)(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int64_t pl, bool is_signed, int32_t zp,
+                    const er_qdw_args *a);
+  /* The channel's exact integer sums into a->iacc, [oh * ow]. */
+  void (*dw_plane)(const er_qdw_args *a);
+  /* QuantizeLinear, per tensor: y = clamp(rhe(x / s) + zp, lo, hi), NaN -> zp. */
+  void (*quantize)(const float *x, uint8_t *y, int64_t n, float s, int32_t zp, int32_t lo, int32_t hi);
+  /* DequantizeLinear, per tensor: y = (float)(x - zp) * s. */
+  void (*dequantize)(const uint8_t *x, bool is_signed, float *y, int64_t n, float s, int32_t zp);
+  /* QAdd / QMul over n elements; a_step / b_step 0 repeats element 0. */
+  void (*qbinary)(const uint8_t *a, bool a_signed, int a_step, float as, int32_t az, const uint8_t *b,
+                  bool b_signed, int b_step, float bs, int32_t bz, uint8_t *y, int64_t n, float ys, int32_t yz,
+                  int32_t lo, int32_t hi, bool mul);
+  /* y[i] = max(y[i], x[i]) over n bytes, unsigned or signed. */
+  void (*max_u8)(uint8_t *y, const uint8_t *x, int64_t n, bool is_signed);
+  /* acc[i] += x[i] (bytes, unsigned or signed) over n. */
+  void (*sum_u8)(int32_t *acc, const uint8_t *x, int64_t n, bool is_signed);
+} er_qelt_ops;
+
+#if defined(__x86_64__) || defined(__i386__)
+extern const er_qelt_ops er__qelt_avx512, er__qelt_avx2;
+#endif
+
+#endif /* ER_KERNELS_QELT_H */
