@@ -292,6 +292,179 @@ static void gen_matmulinteger(case_fn fn, void *arg) {
   }
 }
 
+/* ======================================================================== */
+/* QuantizeLinear, DequantizeLinear, QAdd, QMul, QLut                        */
+/* ======================================================================== */
+
+static const int64_t elt_sizes[] = {1, 15, 16, 17, 64, 100, 1000, 70001};
+
+static void gen_quantize(case_fn fn, void *arg) {
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(elt_sizes); i++) {
+    int64_t n = elt_sizes[i];
+    for (int variant = 0; variant < 4; variant++) {
+      /* 0 uint8, 1 int8, 2 no zero point (uint8), 3 int8 with specials */
+      er_dtype t = variant == 1 || variant == 3 ? ER_DTYPE_INT8 : ER_DTYPE_UINT8;
+      kc_begin(&c, "QuantizeLinear", "", variant == 3 ? 21 : 13, "QuantizeLinear [%lld] %s%s%s", (long long)n,
+               tname(t), variant == 2 ? " no zero point" : "", variant == 3 ? " specials" : "");
+      er_tensor *x = kc_input(&c, 1, DIMS(n), -3.0f, 3.0f, false);
+      float *xv = x->data;
+      float sc = 0.0123f;
+      /* Exact half steps, where round half to even decides. */
+      for (int64_t k = 0; k < n; k += 7) xv[k] = sc * ((float)(k % 50) - 25.5f);
+      if (variant == 3) kc_specials(&c, x);
+      kc_input(&c, 0, NULL, sc, sc, true);
+      if (variant != 2) q_param(&c, t, -1, type_lo(t) + 5, type_hi(t) - 5);
+      fn(&c, arg);
+    }
+  }
+}
+
+static void gen_dequantize(case_fn fn, void *arg) {
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(elt_sizes); i++) {
+    int64_t n = elt_sizes[i];
+    for (int variant = 0; variant < 3; variant++) {
+      er_dtype t = variant == 1 ? ER_DTYPE_INT8 : ER_DTYPE_UINT8;
+      kc_begin(&c, "DequantizeLinear", "", 13, "DequantizeLinear [%lld] %s%s", (long long)n, tname(t),
+               variant == 2 ? " no zero point" : "");
+      c.tol = TOL_EXACT_T;
+      q_input(&c, t, 1, DIMS(n), type_lo(t), type_hi(t), false);
+      kc_input(&c, 0, NULL, 0.001f, 0.1f, true);
+      if (variant != 2) q_param(&c, t, -1, type_lo(t), type_hi(t));
+      fn(&c, arg);
+    }
+  }
+}
+
+static void gen_qbinary(case_fn fn, void *arg, const char *op) {
+  kcase c;
+  static const int64_t shapes[][2][4] = {
+      /* a, b (4-D; a trailing 0 marks a scalar) */
+      {{1, 3, 5, 7}, {1, 3, 5, 7}},     {{2, 16, 8, 8}, {2, 16, 8, 8}}, {{1, 1, 1, 1}, {1, 8, 9, 10}},
+      {{1, 8, 9, 10}, {1, 1, 1, 1}},    {{1, 4, 5, 6}, {1, 4, 1, 1}},   {{1, 64, 40, 40}, {1, 64, 40, 40}},
+  };
+  for (size_t i = 0; i < ER_ARRAY_LEN(shapes); i++) {
+    for (int variant = 0; variant < 4; variant++) {
+      er_dtype at = variant & 1 ? ER_DTYPE_INT8 : ER_DTYPE_UINT8, bt = variant == 2 ? ER_DTYPE_INT8 : at;
+      er_dtype yt = variant >= 2 ? ER_DTYPE_INT8 : ER_DTYPE_UINT8;
+      const int64_t *as = shapes[i][0], *bs = shapes[i][1];
+      kc_begin(&c, op, "com.edgerun", 1, "%s [%lld,%lld,%lld,%lld]+[%lld,%lld,%lld,%lld] a%s b%s y%s%s", op,
+               (long long)as[0], (long long)as[1], (long long)as[2], (long long)as[3], (long long)bs[0],
+               (long long)bs[1], (long long)bs[2], (long long)bs[3], tname(at), tname(bt), tname(yt),
+               variant == 3 ? " clamp" : "");
+      bool mul = strcmp(op, "QMul") == 0;
+      q_input(&c, at, 4, as, type_lo(at), type_hi(at), false);
+      kc_input(&c, 0, NULL, 0.01f, 0.05f, true);
+      q_param(&c, at, -1, type_lo(at) + 10, type_hi(at) - 10);
+      q_input(&c, bt, 4, bs, type_lo(bt), type_hi(bt), i == 2 || i == 3);
+      kc_input(&c, 0, NULL, 0.01f, 0.05f, true);
+      q_param(&c, bt, -1, type_lo(bt) + 10, type_hi(bt) - 10);
+      kc_input(&c, 0, NULL, mul ? 0.02f : 0.03f, mul ? 0.05f : 0.06f, true);
+      q_param(&c, yt, -1, type_lo(yt) + 20, type_hi(yt) - 20);
+      if (variant == 3) {
+        kc_attr_int(&c, "qmin", type_lo(yt) + 100);
+        kc_attr_int(&c, "qmax", type_hi(yt) - 10);
+      }
+      fn(&c, arg);
+    }
+  }
+}
+
+static void gen_qadd(case_fn fn, void *arg) { gen_qbinary(fn, arg, "QAdd"); }
+static void gen_qmul(case_fn fn, void *arg) { gen_qbinary(fn, arg, "QMul"); }
+
+static void gen_qlut(case_fn fn, void *arg) {
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(elt_sizes); i++) {
+    for (int variant = 0; variant < 2; variant++) {
+      er_dtype t = variant ? ER_DTYPE_INT8 : ER_DTYPE_UINT8;
+      kc_begin(&c, "QLut", "com.edgerun", 1, "QLut [%lld] x%s", (long long)elt_sizes[i], tname(t));
+      q_input(&c, t, 1, DIMS(elt_sizes[i]), type_lo(t), type_hi(t), false);
+      q_input(&c, variant ? ER_DTYPE_UINT8 : ER_DTYPE_INT8, 1, DIMS(256), variant ? 0 : -128, variant ? 255 : 127,
+              true);
+      fn(&c, arg);
+    }
+  }
+}
+
+/* ======================================================================== */
+/* Pools                                                                     */
+/* ======================================================================== */
+
+typedef struct pool_shape {
+  int64_t n, c, h, w, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw;
+  bool ceil, one_d, same;
+} pool_shape;
+
+static const pool_shape pool_shapes[] = {
+    {1, 4, 16, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, false, false},   /* ResNet's stem pool */
+    {2, 3, 9, 11, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, false, false, false},    /* 2x2 stride 2, odd sizes */
+    {1, 5, 13, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false, false},   /* 3x3 stride 1 */
+    {1, 2, 14, 15, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, true, false, false},    /* ceil_mode */
+    {1, 3, 12, 12, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, false, false, false},   /* dilation 2 */
+    {1, 4, 1, 33, 1, 4, 1, 3, 0, 1, 0, 2, 1, 1, false, true, false},     /* 1-D */
+    {1, 6, 10, 7, 3, 2, 2, 1, 0, 0, 0, 0, 1, 1, false, false, true},     /* SAME_UPPER */
+    {1, 2, 6, 6, 2, 2, 1, 1, 2, 2, 2, 2, 1, 1, false, false, false},     /* pads >= kernel: reference */
+    {1, 64, 56, 56, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, false, false},  /* full size */
+};
+
+static void pool_attrs(kcase *c, const pool_shape *s, bool dilations) {
+  if (s->one_d) {
+    kc_attr_ints(c, "kernel_shape", 1, DIMS(s->kw));
+    kc_attr_ints(c, "strides", 1, DIMS(s->sw));
+    kc_attr_ints(c, "pads", 2, DIMS(s->pl, s->pr));
+  } else {
+    kc_attr_ints(c, "kernel_shape", 2, DIMS(s->kh, s->kw));
+    kc_attr_ints(c, "strides", 2, DIMS(s->sh, s->sw));
+    if (s->same) kc_attr_string(c, "auto_pad", "SAME_UPPER");
+    else kc_attr_ints(c, "pads", 4, DIMS(s->pt, s->pl, s->pb, s->pr));
+    if (dilations) kc_attr_ints(c, "dilations", 2, DIMS(s->dh, s->dw));
+  }
+  if (s->ceil) kc_attr_int(c, "ceil_mode", 1);
+}
+
+static er_tensor *pool_x(kcase *c, const pool_shape *s, er_dtype t) {
+  if (s->one_d) return q_input(c, t, 3, DIMS(s->n, s->c, s->w), type_lo(t), type_hi(t), false);
+  return q_input(c, t, 4, DIMS(s->n, s->c, s->h, s->w), type_lo(t), type_hi(t), false);
+}
+
+static void gen_maxpool(case_fn fn, void *arg) {
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(pool_shapes); i++) {
+    for (int variant = 0; variant < 2; variant++) {
+      er_dtype t = variant ? ER_DTYPE_INT8 : ER_DTYPE_UINT8;
+      const pool_shape *s = &pool_shapes[i];
+      kc_begin(&c, "MaxPool", "", 12, "MaxPool #%zu %s", i, tname(t));
+      pool_x(&c, s, t);
+      pool_attrs(&c, s, s->dh > 1);
+      fn(&c, arg);
+    }
+  }
+}
+
+static void gen_qavgpool(case_fn fn, void *arg) {
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(pool_shapes) + 2; i++) {
+    for (int variant = 0; variant < 3; variant++) {
+      er_dtype t = variant == 1 ? ER_DTYPE_INT8 : ER_DTYPE_UINT8, yt = variant == 2 ? ER_DTYPE_INT8 : t;
+      bool global = i >= ER_ARRAY_LEN(pool_shapes);
+      const pool_shape *s = &pool_shapes[global ? i - ER_ARRAY_LEN(pool_shapes) + 7 : i];
+      if (!global && s->dh > 1) continue; /* AveragePool dilations need opset 19; kept simple */
+      kc_begin(&c, "QAvgPool", "com.edgerun", 1, "QAvgPool #%zu%s x%s y%s%s", i, global ? " global" : "", tname(t),
+               tname(yt), variant == 2 ? " count_include_pad" : "");
+      pool_x(&c, s, t);
+      q_param(&c, t, -1, type_lo(t) + 5, type_hi(t) - 5);
+      kc_input(&c, 0, NULL, 0.7f, 1.3f, true);
+      q_param(&c, yt, -1, type_lo(yt) + 20, type_hi(yt) - 20);
+      if (global) kc_attr_int(&c, "global", 1);
+      else pool_attrs(&c, s, false);
+      if (!global && variant == 2) kc_attr_int(&c, "count_include_pad", 1);
+      fn(&c, arg);
+    }
+  }
+}
+
 const case_gen kcases_quant[] = {
     {"QConv", "com.edgerun", gen_qconv},
     {"QLinearConv", "", gen_qlinearconv},
@@ -299,5 +472,12 @@ const case_gen kcases_quant[] = {
     {"QMatMul", "com.edgerun", gen_qmatmul},
     {"QLinearMatMul", "", gen_qlinearmatmul},
     {"MatMulInteger", "", gen_matmulinteger},
+    {"QuantizeLinear", "", gen_quantize},
+    {"DequantizeLinear", "", gen_dequantize},
+    {"QAdd", "com.edgerun", gen_qadd},
+    {"QMul", "com.edgerun", gen_qmul},
+    {"QLut", "com.edgerun", gen_qlut},
+    {"MaxPool", "", gen_maxpool},
+    {"QAvgPool", "com.edgerun", gen_qavgpool},
     {NULL, NULL, NULL},
 };

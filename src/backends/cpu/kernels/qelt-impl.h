@@ -29,6 +29,25 @@ static inline vi i_ld8(const uint8_t *p, bool is_signed) {
   __m128i b = _mm_loadu_si128((const __m128i *)p);
   return is_signed ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
 }
+/* Bytes p[0], p[2], ..., p[2 * 15] (reads 32 bytes). */
+static inline vi i_ld8_even(const uint8_t *p, bool is_signed) {
+  __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+  return is_signed ? _mm512_srai_epi32(_mm512_slli_epi32(w, 24), 24) : _mm512_and_si512(w, _mm512_set1_epi32(0xff));
+}
+#define QE_MASKED 1
+static inline __mmask16 mask16(int64_t n) { return (__mmask16)((1u << n) - 1u); }
+static inline vi i_ld8_n(const uint8_t *p, int64_t n, bool is_signed) {
+  __m128i b = _mm_maskz_loadu_epi8(mask16(n), p);
+  return is_signed ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
+}
+/* The first n of bytes p[0], p[2], ... (reads 2n - 1 bytes). */
+static inline vi i_ld8_even_n(const uint8_t *p, int64_t n, bool is_signed) {
+  __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi8((__mmask32)((1u << (2 * n - 1)) - 1u), p));
+  return is_signed ? _mm512_srai_epi32(_mm512_slli_epi32(w, 24), 24) : _mm512_and_si512(w, _mm512_set1_epi32(0xff));
+}
+static inline vf f_ld_n(const float *p, int64_t n) { return _mm512_maskz_loadu_ps(mask16(n), p); }
+static inline void f_st_n(float *p, vf v, int64_t n) { _mm512_mask_storeu_ps(p, mask16(n), v); }
+static inline void i_st_n(int32_t *p, vi v, int64_t n) { _mm512_mask_storeu_epi32(p, mask16(n), v); }
 static inline vi i_set(int32_t x) { return _mm512_set1_epi32(x); }
 static inline vi i_add(vi a, vi b) { return _mm512_add_epi32(a, b); }
 static inline vi i_sub(vi a, vi b) { return _mm512_sub_epi32(a, b); }
@@ -63,6 +82,10 @@ static inline vf f_nan_to_zero(vf a) { return _mm256_and_ps(a, _mm256_cmp_ps(a, 
 static inline vi i_ld8(const uint8_t *p, bool is_signed) {
   __m128i b = _mm_loadl_epi64((const __m128i *)p);
   return is_signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
+}
+static inline vi i_ld8_even(const uint8_t *p, bool is_signed) {
+  __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+  return is_signed ? _mm256_srai_epi32(_mm256_slli_epi32(w, 24), 24) : _mm256_and_si256(w, _mm256_set1_epi32(0xff));
 }
 static inline vi i_set(int32_t x) { return _mm256_set1_epi32(x); }
 static inline vi i_add(vi a, vi b) { return _mm256_add_epi32(a, b); }
@@ -133,7 +156,24 @@ static void dw_planes(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int64_
         if (a->sw == 1) {
           const uint8_t *src = row + px - pl;
           for (; xx + VL <= hi; xx += VL) f_st(d + xx, i2f(i_sub(i_ld8(src + xx, is_signed), z)));
+        } else if (a->sw == 2) {
+          /* Every other byte; the 2 * VL bytes read must lie in the row. */
+          const uint8_t *src = row + px - pl;
+          for (; xx + VL <= hi && 2 * (xx + VL) + px - pl <= w; xx += VL)
+            f_st(d + xx, i2f(i_sub(i_ld8_even(src + 2 * xx, is_signed), z)));
+#if defined(QE_MASKED)
+          for (; xx < hi; xx += VL) {
+            int64_t n = hi - xx < VL ? hi - xx : VL;
+            f_st_n(d + xx, i2f(i_sub(i_ld8_even_n(src + 2 * xx, n, is_signed), z)), n);
+          }
+#endif
         }
+#if defined(QE_MASKED)
+        if (a->sw == 1 && xx < hi) {
+          f_st_n(d + xx, i2f(i_sub(i_ld8_n(row + px - pl + xx, hi - xx, is_signed), z)), hi - xx);
+          xx = hi;
+        }
+#endif
         for (; xx < hi; xx++) d[xx] = (float)(ld8(row + xx * a->sw + px - pl, is_signed) - zp);
         for (xx = hi; xx < a->ws; xx++) d[xx] = 0.0f;
       }
@@ -177,6 +217,15 @@ static void dw_plane(const er_qdw_args *a) {
       i_st(out + v, f2i_trunc(acc));
     }
   }
+#if defined(QE_MASKED)
+  if (v < len) {
+    int64_t n = len - v;
+    vf acc = f_set(0.0f);
+    for (int64_t t = 0; t < ntaps; t++) acc = f_fma(f_set(a->w[t]), f_ld_n(taps[t] + v, n), acc);
+    i_st_n(out + v, f2i_trunc(acc), n);
+    v = len;
+  }
+#endif
   for (; v < len; v++) {
     float acc = 0.0f;
     for (int64_t t = 0; t < ntaps; t++) acc = fmaf(a->w[t], taps[t][v], acc);

@@ -87,7 +87,43 @@ static void tile_mm(int64_t groups, const void *rows, const uint8_t *cols, int r
 
 static inline __m512i load_n(const int32_t *p, __mmask16 m) { return _mm512_maskz_loadu_epi32(m, p); }
 
+/* Narrows 16 int32 already in the 8-bit range and stores the first n
+ * (vpmovdb to a register, then a plain store: the memory form of vpmovdb
+ * is slow on some cores). */
+static inline void store8(uint8_t *p, __m512i q, __mmask16 m, int n) {
+  __m128i b = _mm512_cvtepi32_epi8(q);
+  if (n == 16) _mm_storeu_si128((__m128i *)p, b);
+  else _mm_mask_storeu_epi8(p, m, b);
+}
+
+/* The common case on its own: requantized 8-bit output, parameters per
+ * row (convolutions), no weight zero points. */
+static void epilogue_q8_rows(const er_qepi *e, const er_qtile_out *t) {
+  const __m512 big = _mm512_set1_ps(1073741824.0f), nbig = _mm512_set1_ps(-1073741824.0f);
+  const __m512i zp = _mm512_set1_epi32(e->zp), lo = _mm512_set1_epi32(e->lo), hi = _mm512_set1_epi32(e->hi);
+  for (int r = 0; r < t->rows; r++) {
+    const int32_t *acc = t->acc + r * t->nr;
+    uint8_t *out = (uint8_t *)t->c + (size_t)(r * t->ldc);
+    int64_t ch = t->i0 + r;
+    const __m512i corr = _mm512_set1_epi32(e->corr[ch]);
+    const __m512 mult = _mm512_set1_ps(e->mult[ch]), off = _mm512_set1_ps(e->off[ch]);
+    for (int j = 0; j < t->cols; j += 16) {
+      int n = t->cols - j < 16 ? t->cols - j : 16;
+      __mmask16 m = (__mmask16)((1u << n) - 1u);
+      __m512i v = _mm512_add_epi32(load_n(acc + j, m), corr);
+      __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), mult, off);
+      f = _mm512_min_ps(_mm512_max_ps(f, nbig), big);
+      __m512i q = _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      store8(out + j, _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(q, zp), lo), hi), m, n);
+    }
+  }
+}
+
 static void epilogue(const er_qepi *e, const er_qtile_out *t) {
+  if (e->kind == ER_QEPI_Q8 && e->channel_rows && !e->wzp) {
+    epilogue_q8_rows(e, t);
+    return;
+  }
   const __m512 big = _mm512_set1_ps(1073741824.0f), nbig = _mm512_set1_ps(-1073741824.0f);
   const __m512i zp = _mm512_set1_epi32(e->zp), lo = _mm512_set1_epi32(e->lo), hi = _mm512_set1_epi32(e->hi);
   const __m512 clo = _mm512_set1_ps(e->clip_lo), chi = _mm512_set1_ps(e->clip_hi);
@@ -124,7 +160,7 @@ static void epilogue(const er_qepi *e, const er_qtile_out *t) {
           f = _mm512_min_ps(_mm512_max_ps(f, nbig), big);
           __m512i q = _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
           q = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(q, zp), lo), hi);
-          _mm512_mask_cvtepi32_storeu_epi8(out + j, m, q);
+          store8(out + j, q, m, n);
           break;
         }
         case ER_QEPI_QLINEAR: {
@@ -141,7 +177,7 @@ static void epilogue(const er_qepi *e, const er_qtile_out *t) {
           d0 = _mm512_roundscale_pd(_mm512_min_pd(_mm512_max_pd(d0, lod), hid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
           d1 = _mm512_roundscale_pd(_mm512_min_pd(_mm512_max_pd(d1, lod), hid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
           __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtpd_epi32(d0)), _mm512_cvtpd_epi32(d1), 1);
-          _mm512_mask_cvtepi32_storeu_epi8(out + j, m, q);
+          store8(out + j, q, m, n);
           break;
         }
         case ER_QEPI_I32: _mm512_mask_storeu_epi32(out + (size_t)j * 4, m, v); break;
