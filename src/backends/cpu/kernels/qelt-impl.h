@@ -147,7 +147,9 @@ static void dw_planes(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int64_
       for (int64_t yy = 0; yy < a->hs; yy++, d += a->ws) {
         int64_t r = yy * a->sh + py - pt;
         if (r < 0 || r >= h) {
-          memset(d, 0, (size_t)a->ws * sizeof *d);
+          int64_t xx = 0;
+          for (; xx + VL <= a->ws; xx += VL) f_st(d + xx, f_set(0.0f));
+          for (; xx < a->ws; xx++) d[xx] = 0.0f;
           continue;
         }
         const uint8_t *row = x + r * w;
@@ -195,19 +197,22 @@ static void dw_plane(const er_qdw_args *a) {
   int32_t *out = a->iacc;
   int64_t v = 0;
   if (ntaps == 9) {
-    /* The common 3x3: weights stay in registers. */
-    vf w0 = f_set(a->w[0]), w1 = f_set(a->w[1]), w2 = f_set(a->w[2]), w3 = f_set(a->w[3]), w4 = f_set(a->w[4]),
-       w5 = f_set(a->w[5]), w6 = f_set(a->w[6]), w7 = f_set(a->w[7]), w8 = f_set(a->w[8]);
+    /* The common 3x3: weights and tap pointers stay in registers. */
+    const vf w0 = f_set(a->w[0]), w1 = f_set(a->w[1]), w2 = f_set(a->w[2]), w3 = f_set(a->w[3]),
+             w4 = f_set(a->w[4]), w5 = f_set(a->w[5]), w6 = f_set(a->w[6]), w7 = f_set(a->w[7]),
+             w8 = f_set(a->w[8]);
+    const float *t0 = taps[0], *t1 = taps[1], *t2 = taps[2], *t3 = taps[3], *t4 = taps[4], *t5 = taps[5],
+                *t6 = taps[6], *t7 = taps[7], *t8 = taps[8];
     for (; v + VL <= len; v += VL) {
-      vf acc = f_mul(w0, f_ld(taps[0] + v));
-      acc = f_fma(w1, f_ld(taps[1] + v), acc);
-      acc = f_fma(w2, f_ld(taps[2] + v), acc);
-      acc = f_fma(w3, f_ld(taps[3] + v), acc);
-      acc = f_fma(w4, f_ld(taps[4] + v), acc);
-      acc = f_fma(w5, f_ld(taps[5] + v), acc);
-      acc = f_fma(w6, f_ld(taps[6] + v), acc);
-      acc = f_fma(w7, f_ld(taps[7] + v), acc);
-      acc = f_fma(w8, f_ld(taps[8] + v), acc);
+      vf acc = f_mul(w0, f_ld(t0 + v));
+      acc = f_fma(w1, f_ld(t1 + v), acc);
+      acc = f_fma(w2, f_ld(t2 + v), acc);
+      acc = f_fma(w3, f_ld(t3 + v), acc);
+      acc = f_fma(w4, f_ld(t4 + v), acc);
+      acc = f_fma(w5, f_ld(t5 + v), acc);
+      acc = f_fma(w6, f_ld(t6 + v), acc);
+      acc = f_fma(w7, f_ld(t7 + v), acc);
+      acc = f_fma(w8, f_ld(t8 + v), acc);
       i_st(out + v, f2i_trunc(acc));
     }
   } else {

@@ -48,6 +48,57 @@ static inline __attribute__((always_inline)) void tile_body(int64_t groups, cons
   }
 }
 
+/* The convolution tile over columns read in place (pairs of bytes,
+ * widened in the loop). */
+static inline __attribute__((always_inline)) void tile_ind_body(int64_t groups, const int16_t *a, const uint8_t *b,
+                                                                const int64_t *koff, int32_t *acc, const int R) {
+  __m256i c[6][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < 6; r++)
+    if (r < R) c[r][0] = c[r][1] = _mm256_setzero_si256();
+  for (int64_t q = 0; q < groups; q++) {
+    const uint8_t *bq = b + koff[q];
+    __m256i v0 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)bq));
+    __m256i v1 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(bq + 16)));
+#pragma GCC unroll 6
+    for (int r = 0; r < 6; r++) {
+      if (r < R) {
+        int32_t w;
+        memcpy(&w, a + r * 2, sizeof w);
+        __m256i av = _mm256_set1_epi32(w);
+        c[r][0] = _mm256_add_epi32(c[r][0], _mm256_madd_epi16(v0, av));
+        c[r][1] = _mm256_add_epi32(c[r][1], _mm256_madd_epi16(v1, av));
+      }
+    }
+    a += 12;
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < 6; r++)
+    if (r < R) {
+      _mm256_storeu_si256((__m256i *)(acc + r * 16), c[r][0]);
+      _mm256_storeu_si256((__m256i *)(acc + r * 16 + 8), c[r][1]);
+    }
+}
+
+#define DEFINE_TILE_IND(R) \
+  static void ind_##R(int64_t g, const int16_t *a, const uint8_t *b, const int64_t *koff, int32_t *acc) { \
+    tile_ind_body(g, a, b, koff, acc, R);                                                               \
+  }
+DEFINE_TILE_IND(1)
+DEFINE_TILE_IND(2)
+DEFINE_TILE_IND(3)
+DEFINE_TILE_IND(4)
+DEFINE_TILE_IND(5)
+DEFINE_TILE_IND(6)
+
+typedef void (*tile_ind_fn)(int64_t, const int16_t *, const uint8_t *, const int64_t *, int32_t *);
+
+static void tile_conv_ind(int64_t groups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
+                          int32_t *acc) {
+  static const tile_ind_fn fns[] = {NULL, ind_1, ind_2, ind_3, ind_4, ind_5, ind_6};
+  fns[rows_valid](groups, rows, cols, koff, acc);
+}
+
 #define DEFINE_TILE(NAME, MR, WR, R) \
   static void NAME##_##R(int64_t g, const int16_t *a, const uint8_t *b, int32_t *acc) { tile_body(g, a, b, acc, MR, R, WR); }
 
@@ -139,5 +190,5 @@ static void epilogue(const er_qepi *e, const er_qtile_out *t) {
   }
 }
 
-const er_qgemm_isa er__qgemm_conv_avx2 = {"6x16__avx2", 6, 16, 2, 2, tile_conv, epilogue};
-const er_qgemm_isa er__qgemm_mm_avx2 = {"4x16__avx2", 4, 16, 2, 2, tile_mm, epilogue};
+const er_qgemm_isa er__qgemm_conv_avx2 = {"6x16__avx2", 6, 16, 2, 2, tile_conv, tile_conv_ind, epilogue};
+const er_qgemm_isa er__qgemm_mm_avx2 = {"4x16__avx2", 4, 16, 2, 2, tile_mm, NULL, epilogue};

@@ -49,6 +49,58 @@ static inline __attribute__((always_inline)) void tile_body(int64_t groups, cons
       if (r < R) _mm512_storeu_si512((void *)(acc + r * NV * 16 + v * 16), c[r][v]);
 }
 
+/* The convolution tile over columns read in place: k group g at
+ * b + koff[g] (activations, unsigned), weights broadcast. */
+static inline __attribute__((always_inline)) void tile_ind_body(int64_t groups, const uint8_t *a, const uint8_t *b,
+                                                                const int64_t *koff, int32_t *acc, const int R) {
+  __m512i c[8][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; r++)
+    if (r < R) c[r][0] = c[r][1] = _mm512_setzero_si512();
+  for (int64_t q = 0; q < groups; q++) {
+    const uint8_t *bq = b + koff[q];
+    __m512i b0 = _mm512_loadu_si512((const void *)bq), b1 = _mm512_loadu_si512((const void *)(bq + 64));
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) {
+      if (r < R) {
+        int32_t w;
+        memcpy(&w, a + r * 4, sizeof w);
+        __m512i av = _mm512_set1_epi32(w);
+        c[r][0] = _mm512_dpbusd_epi32(c[r][0], b0, av);
+        c[r][1] = _mm512_dpbusd_epi32(c[r][1], b1, av);
+      }
+    }
+    a += 32;
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; r++)
+    if (r < R) {
+      _mm512_storeu_si512((void *)(acc + r * 32), c[r][0]);
+      _mm512_storeu_si512((void *)(acc + r * 32 + 16), c[r][1]);
+    }
+}
+
+#define DEFINE_TILE_IND(R) \
+  static void ind_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, int32_t *acc) { \
+    tile_ind_body(g, a, b, koff, acc, R);                                                               \
+  }
+DEFINE_TILE_IND(1)
+DEFINE_TILE_IND(2)
+DEFINE_TILE_IND(3)
+DEFINE_TILE_IND(4)
+DEFINE_TILE_IND(5)
+DEFINE_TILE_IND(6)
+DEFINE_TILE_IND(7)
+DEFINE_TILE_IND(8)
+
+typedef void (*tile_ind_fn)(int64_t, const uint8_t *, const uint8_t *, const int64_t *, int32_t *);
+
+static void tile_conv_ind(int64_t groups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
+                          int32_t *acc) {
+  static const tile_ind_fn fns[] = {NULL, ind_1, ind_2, ind_3, ind_4, ind_5, ind_6, ind_7, ind_8};
+  fns[rows_valid](groups, rows, cols, koff, acc);
+}
+
 #define DEFINE_TILE(NAME, MR, NV, WR, R) \
   static void NAME##_##R(int64_t g, const uint8_t *a, const uint8_t *b, int32_t *acc) { tile_body(g, a, b, acc, MR, NV, R, WR); }
 
@@ -186,5 +238,5 @@ static void epilogue(const er_qepi *e, const er_qtile_out *t) {
   }
 }
 
-const er_qgemm_isa er__qgemm_conv_avx512vnni = {"8x32__avx512vnni", 8, 32, 4, 1, tile_conv, epilogue};
-const er_qgemm_isa er__qgemm_mm_avx512vnni = {"4x64__avx512vnni", 4, 64, 4, 1, tile_mm, epilogue};
+const er_qgemm_isa er__qgemm_conv_avx512vnni = {"8x32__avx512vnni", 8, 32, 4, 1, tile_conv, tile_conv_ind, epilogue};
+const er_qgemm_isa er__qgemm_mm_avx512vnni = {"4x64__avx512vnni", 4, 64, 4, 1, tile_mm, NULL, epilogue};

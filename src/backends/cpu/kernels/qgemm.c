@@ -200,6 +200,8 @@ static size_t out_size(const er_qepi *e) { return e->kind == ER_QEPI_Q8 || e->ki
 /* Columns per block when the columns are packed at run time; rows per
  * block when the rows are. */
 static int64_t block_cols(const er_qgemm_problem *p) {
+  /* In place, a block's columns are scattered over the k groups: the
+   * same budget bounds what one block touches. */
   int64_t panels = QGEMM_BLOCK_BYTES / (int64_t)er__qgemm_col_panel_bytes(p->isa, p->k);
   if (panels < 1) panels = 1;
   return min64(panels * p->isa->nr, round_up(p->n > 0 ? p->n : 1, p->isa->nr));
@@ -213,7 +215,7 @@ static int64_t block_rows(const er_qgemm_problem *p) {
 
 size_t er__qgemm_scratch_bytes(const er_qgemm_problem *p) {
   size_t n = 0;
-  if (!p->cols_packed) {
+  if (!p->cols_packed && !p->cols_base) {
     int64_t nc = block_cols(p);
     n += (size_t)(nc / p->isa->nr) * er__qgemm_col_panel_bytes(p->isa, p->k) + (size_t)nc * sizeof(int32_t);
   }
@@ -254,12 +256,13 @@ static void qgemm_part(const er_qgemm_problem *p, int64_t m0, int64_t m1, int64_
   const int64_t groups = er__qgemm_kgroups(isa, p->k);
   const size_t rpb = er__qgemm_row_panel_bytes(isa, p->k), cpb = er__qgemm_col_panel_bytes(isa, p->k);
   const int64_t NC = p->cols_packed ? round_up(n1 - n0, nr) : block_cols(p);
+  const int kg = isa->kg;
   const int64_t MC = p->rows_packed ? round_up(m1 - m0, mr) : block_rows(p);
   const bool w_rows = p->rows_packed != NULL; /* weights are the prepacked side */
   uint8_t *cbuf = scratch;
   int32_t *casum = NULL, *rasum = NULL;
   uint8_t *rbuf = scratch;
-  if (!p->cols_packed) {
+  if (!p->cols_packed && !p->cols_base) {
     casum = (int32_t *)(cbuf + (size_t)(NC / nr) * cpb);
     rbuf = (uint8_t *)(casum + NC);
   }
@@ -269,7 +272,9 @@ static void qgemm_part(const er_qgemm_problem *p, int64_t m0, int64_t m1, int64_
   for (int64_t j0 = n0; j0 < n1; j0 += NC) {
     int64_t nc = min64(NC, n1 - j0);
     const uint8_t *cp;
-    if (p->cols_packed) {
+    if (p->cols_base) {
+      cp = p->cols_base + j0 * kg;
+    } else if (p->cols_packed) {
       cp = p->cols_packed + (size_t)(j0 / nr) * cpb;
     } else {
       p->pack_cols(p->cols_ctx, j0, nc, cbuf, p->need_asum ? casum : NULL);
@@ -289,7 +294,10 @@ static void qgemm_part(const er_qgemm_problem *p, int64_t m0, int64_t m1, int64_
         const uint8_t *a = rp + (size_t)(ir / mr) * rpb;
         for (int64_t jr = 0; jr < nc; jr += nr) {
           int cols = (int)min64(nr, nc - jr);
-          isa->tile(groups, a, cp + (size_t)(jr / nr) * cpb, rows, w_rows, acc);
+          if (p->cols_base)
+            isa->tile_ind(groups, a, cp + jr * kg, p->cols_koff, rows, acc);
+          else
+            isa->tile(groups, a, cp + (size_t)(jr / nr) * cpb, rows, w_rows, acc);
           er_qtile_out t;
           t.acc = acc;
           t.rows = rows;

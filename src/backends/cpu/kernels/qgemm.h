@@ -90,6 +90,10 @@ typedef struct er_qgemm_isa {
   int row_bytes;         /* bytes per element of a rows panel (1 or 2) */
   void (*tile)(int64_t kgroups, const void *rows, const uint8_t *cols, int rows_valid, bool w_rows,
                int32_t *acc /* [mr][nr] */);
+  /* (optional; convolutions) The same with the columns read in place:
+   * k group g of the tile's columns is NR * KG bytes at cols + koff[g]. */
+  void (*tile_ind)(int64_t kgroups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
+                   int32_t *acc /* [mr][nr] */);
   void (*epilogue)(const er_qepi *e, const er_qtile_out *t);
 } er_qgemm_isa;
 
@@ -155,10 +159,14 @@ typedef struct er_qgemm_problem {
   const void *rows_packed;
   er_qpack_rows_fn pack_rows;
   const void *rows_ctx;
-  /* Columns: the same. */
+  /* Columns: the same, or read in place (cols_base, with isa->tile_ind):
+   * column j of k group g is KG bytes at cols_base + cols_koff[g] + j * KG
+   * (convolutions over channel-grouped planes). */
   const uint8_t *cols_packed;
   er_qpack_cols_fn pack_cols;
   const void *cols_ctx;
+  const uint8_t *cols_base;
+  const int64_t *cols_koff;
   bool need_asum;        /* the epilogue needs activation sums (weight zero points) */
   er_qepi epi;
   void *c;               /* C [M, N], element size by epi.kind */

@@ -320,9 +320,10 @@ static void pool_chunk(void *arg, int64_t begin, int64_t end) {
          * division. */
         int32_t *acc = (int32_t *)planes;
         int64_t n = g->w, total = 0;
-        memset(acc, 0, 256 * sizeof *acc);
+        int64_t lanes = min64(256, n);
+        memset(acc, 0, (size_t)lanes * sizeof *acc);
         for (int64_t i = 0; i < n; i += 256) j->ops->sum_u8(acc, xc + i, min64(256, n - i), j->is_signed);
-        for (int k = 0; k < 256; k++) total += acc[k];
+        for (int64_t k = 0; k < lanes; k++) total += acc[k];
         total -= (int64_t)j->xz * n;
         float avg = (float)((double)total / (double)n);
         yc[0] = (uint8_t)er__q_clamp(er__q_rhe(avg * j->mult) + j->yz, j->lo, j->hi);

@@ -92,6 +92,11 @@ typedef struct qg_state {
   er_qepi epi;
   int slots;
   const er_qelt_ops *dw;     /* depthwise: packed holds float (w - w_zp) [C][kh * kw] */
+  /* Convolutions read in place (no weight zero points): the weights are
+   * packed with k groups ordered (channel group, tap), KG channels per
+   * group, to match the grouped planes (see below). */
+  bool inplace;
+  int64_t cq;                /* channel groups per convolution group */
 } qg_state;
 
 static void qg_release(void *state) {
@@ -316,6 +321,116 @@ static void conv_problem(const qg_state *s, const er_window *g, int64_t gi, conv
   p->ldc = ohw;
 }
 
+/* ---- in place: grouped planes ---------------------------------------------
+ * The input of one image and group, padded and split by stride phase as
+ * above, with KG consecutive channels interleaved per pixel: plane (phase,
+ * q) holds pixels of channels q KG .. q KG + KG - 1, KG bytes each (values
+ * shifted to the unsigned domain; pads hold the zero point, channels past
+ * Cg hold 0). Then k group (q, tap) of output pixel v is KG contiguous
+ * bytes at offset(q, tap) + v KG, and so is every run of pixels: the GEMM
+ * reads its columns straight from the planes (qgemm's tile_ind), and no
+ * patch matrix or packed block is ever written. */
+static size_t grouped_plane_bytes(const qg_state *s, const er_window *g) {
+  conv_planes pl;
+  planes_geometry(g, &pl);
+  int64_t hs = pl.direct ? g->h : pl.hs, ws = pl.direct ? g->w : pl.ws;
+  return (size_t)(hs * ws * s->isa->kg);
+}
+
+static size_t grouped_bytes(const qg_state *s, const er_window *g) {
+  /* Slack: the last tile reads up to NR columns past the last one. */
+  return (size_t)(g->sh * g->sw * s->cq) * grouped_plane_bytes(s, g) +
+         (size_t)((s->isa->nr + 64) * s->isa->kg) + 64;
+}
+
+/* The shared scratch of the in-place path: the planes, the offset table,
+ * one row of padding and KG rows of strided input. */
+typedef struct grouped_layout {
+  size_t planes, koff, padrow, gather, total; /* byte offsets; total size */
+} grouped_layout;
+
+static grouped_layout grouped_scratch(const qg_state *s, const er_window *g) {
+  grouped_layout L;
+  conv_planes pl;
+  planes_geometry(g, &pl);
+  size_t ws = (size_t)(pl.direct ? g->w : pl.ws), kg = (size_t)s->isa->kg;
+  L.planes = 0;
+  L.koff = (grouped_bytes(s, g) + 63) / 64 * 64;
+  L.padrow = L.koff + ((size_t)(s->cq * g->kh * g->kw) * sizeof(int64_t) + 63) / 64 * 64;
+  L.gather = L.padrow + (ws * kg + 63) / 64 * 64;
+  L.total = L.gather + (ws * kg + 63) / 64 * 64;
+  return L;
+}
+
+/* Bytes of scratch shared by all workers. */
+static size_t conv_scratch_fixed(const qg_state *s, const er_window *g) {
+  if (!s->inplace) return (planes_bytes(g) + 63) / 64 * 64;
+  return grouped_scratch(s, g).total;
+}
+
+static void build_grouped(const qg_state *s, const er_window *g, const uint8_t *x, uint8_t *scratch) {
+  conv_planes pl;
+  planes_geometry(g, &pl);
+  const int kg = s->isa->kg;
+  const int64_t cg = g->c / g->group, hs = pl.direct ? g->h : pl.hs, ws = pl.direct ? g->w : pl.ws;
+  const size_t pb = grouped_plane_bytes(s, g);
+  const uint8_t pad = (uint8_t)(s->x_pad ^ s->x_flip);
+  grouped_layout L = grouped_scratch(s, g);
+  uint8_t *dst = scratch + L.planes, *padrow = scratch + L.padrow, *gather = scratch + L.gather;
+  for (int64_t py = 0; py < g->sh; py++)
+    for (int64_t px = 0; px < g->sw; px++) {
+      int64_t lo = 0, hi = ws;
+      if (!pl.direct) {
+        while (lo < ws && lo * g->sw + px - g->pl < 0) lo++;
+        while (hi > lo && (hi - 1) * g->sw + px - g->pl >= g->w) hi--;
+      }
+      for (int64_t q = 0; q < s->cq; q++) {
+        int lanes = (int)min64(kg, cg - q * kg);
+        /* A row of padding: the zero point for real channels, 0 past Cg. */
+        for (int64_t xx = 0; xx < ws; xx++)
+          for (int t = 0; t < kg; t++) padrow[xx * kg + t] = t < lanes ? pad : 0;
+        uint8_t *d = dst + ((py * g->sw + px) * s->cq + q) * pb;
+        for (int64_t yy = 0; yy < hs; yy++, d += ws * kg) {
+          int64_t r = pl.direct ? yy : yy * g->sh + py - g->pt;
+          if (r < 0 || r >= g->h) {
+            memcpy(d, padrow, (size_t)(ws * kg));
+            continue;
+          }
+          const uint8_t *rows[4] = {NULL, NULL, NULL, NULL};
+          for (int t = 0; t < lanes; t++) {
+            const uint8_t *src = x + ((q * kg + t) * g->h + r) * g->w;
+            if (pl.direct || g->sw == 1) {
+              rows[t] = src + lo * g->sw + px - g->pl * !pl.direct;
+            } else {
+              uint8_t *gt = gather + t * ws;
+              for (int64_t xx = lo; xx < hi; xx++) gt[xx - lo] = src[xx * g->sw + px - g->pl];
+              rows[t] = gt;
+            }
+          }
+          memcpy(d, padrow, (size_t)(lo * kg));
+          /* Rows past the real channels read as zeros (NULL rows). */
+          er__qgemm_interleave(kg, (int)(hi - lo), rows, (int)(hi - lo), s->x_flip, d + lo * kg, NULL);
+          memcpy(d + hi * kg, padrow + hi * kg, (size_t)((ws - hi) * kg));
+        }
+      }
+    }
+}
+
+/* The k group offsets of the grouped planes, in the weights' order
+ * (channel group, then tap). */
+static void grouped_offsets(const qg_state *s, const er_window *g, int64_t *koff) {
+  conv_planes pl;
+  planes_geometry(g, &pl);
+  const int64_t ws = pl.direct ? g->w : pl.ws, khw = g->kh * g->kw;
+  const size_t pb = grouped_plane_bytes(s, g);
+  for (int64_t q = 0; q < s->cq; q++)
+    for (int64_t t = 0; t < khw; t++) {
+      int64_t ky = t / g->kw, kx = t % g->kw;
+      int64_t py = ky * g->dh % g->sh, qy = ky * g->dh / g->sh, px = kx * g->dw % g->sw, qx = kx * g->dw / g->sw;
+      koff[q * khw + t] = (int64_t)(((py * g->sw + px) * s->cq + q) * pb) + (qy * ws + qx) * s->isa->kg;
+    }
+}
+
 static er_status conv_run(const er_kernel_run *kr) {
   const qg_state *s = kr->state;
   er_kctx *ctx = kr->ctx;
@@ -327,7 +442,7 @@ static er_status conv_run(const er_kernel_run *kr) {
   er_qgemm_problem p;
   conv_pack_ctx cc;
   conv_problem(s, &g, 0, &cc, x->data, NULL, y->data, 0, &p);
-  size_t pbytes = (planes_bytes(&g) + 63) / 64 * 64, slot = er__qgemm_scratch_bytes(&p);
+  size_t pbytes = conv_scratch_fixed(s, &g), slot = er__qgemm_scratch_bytes(&p);
   /* Scratch: the planes, then one GEMM slot per worker. */
   int want = er__pool_threads(kr->pool);
   if (want > ER_KERNEL_MAX_SLOTS) want = ER_KERNEL_MAX_SLOTS;
@@ -342,11 +457,20 @@ static er_status conv_run(const er_kernel_run *kr) {
     slots = want;
   }
   if (slots > want) slots = want;
+  int64_t *koff = s->inplace ? (int64_t *)(scratch + grouped_scratch(s, &g).koff) : NULL;
+  if (koff) grouped_offsets(s, &g, koff);
   for (int64_t n = 0; n < g.n; n++)
     for (int64_t gi = 0; gi < g.group; gi++) {
       const uint8_t *xg = (const uint8_t *)x->data + (n * g.c + gi * (g.c / g.group)) * g.h * g.w;
-      if (pbytes) build_planes(&g, xg, s->x_pad, scratch);
+      if (s->inplace) build_grouped(s, &g, xg, scratch);
+      else if (pbytes) build_planes(&g, xg, s->x_pad, scratch);
       conv_problem(s, &g, gi, &cc, x->data, scratch, y->data, n, &p);
+      if (s->inplace) {
+        p.pack_cols = NULL;
+        p.cols_base = scratch;
+        p.cols_koff = koff;
+        p.k = s->cq * g.kh * g.kw * s->isa->kg;
+      }
       er__qgemm_run(&p, kr->pool, scratch + pbytes, slots);
     }
   er__aligned_free(owned);
@@ -589,10 +713,35 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
     }
     xz_u = 0;
   } else if (s->conv) {
-    int64_t mg = C / group;
-    s->gstride = (size_t)((mg + isa->mr - 1) / isa->mr) * er__qgemm_row_panel_bytes(isa, K);
+    int64_t mg = C / group, cg = w->dims[1], khw = K / cg;
+    /* In place for windows larger than one pixel, where it saves
+     * rereading each input byte kh * kw times; a 1x1 window packs each
+     * byte once either way, and packed panels read sequentially. */
+    s->inplace = !any_wz && isa->tile_ind && khw > 1;
+    s->cq = (cg + isa->kg - 1) / isa->kg;
+    /* In place: weights reordered to [m][channel group][tap][KG], zero
+     * for the channels past Cg. */
+    int64_t kp = s->inplace ? s->cq * khw * isa->kg : K;
+    uint8_t *reordered = NULL;
+    if (s->inplace) {
+      reordered = calloc((size_t)(C * kp), 1);
+      if (!reordered) {
+        free(wsum);
+        if (!any_wz) free(wz_s);
+        qg_release(s);
+        return oom(ki);
+      }
+      const uint8_t *wv = w->data;
+      for (int64_t m = 0; m < C; m++)
+        for (int64_t c = 0; c < cg; c++)
+          for (int64_t t = 0; t < khw; t++)
+            reordered[m * kp + ((c / isa->kg) * khw + t) * isa->kg + c % isa->kg] =
+                (uint8_t)(wv[(m * cg + c) * khw + t] ^ s->w_flip);
+    }
+    s->gstride = (size_t)((mg + isa->mr - 1) / isa->mr) * er__qgemm_row_panel_bytes(isa, kp);
     s->packed = er__aligned_alloc(s->gstride * (size_t)group);
     if (!s->packed) {
+      free(reordered);
       free(wsum);
       if (!any_wz) free(wz_s);
       qg_release(s);
@@ -600,12 +749,14 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
     }
     for (int64_t gi = 0; gi < group; gi++) {
       er_qsrc src = {(const uint8_t *)w->data + gi * mg * K, K, 1, s->w_flip, true};
+      if (reordered) src = (er_qsrc){reordered + gi * mg * kp, kp, 1, 0, true};
       for (int64_t r = 0; r < mg; r += isa->mr) {
         int rows = (int)min64(isa->mr, mg - r);
-        er__qgemm_pack_rows(isa, &src, r, rows, K, (uint8_t *)s->packed + gi * s->gstride +
-                            (size_t)(r / isa->mr) * er__qgemm_row_panel_bytes(isa, K), wsum + gi * mg + r);
+        er__qgemm_pack_rows(isa, &src, r, rows, kp, (uint8_t *)s->packed + gi * s->gstride +
+                            (size_t)(r / isa->mr) * er__qgemm_row_panel_bytes(isa, kp), wsum + gi * mg + r);
       }
     }
+    free(reordered);
   } else {
     size_t cpb = er__qgemm_col_panel_bytes(isa, K);
     int64_t panels = (C + isa->nr - 1) / isa->nr;
@@ -688,7 +839,7 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
       er_qgemm_problem p;
       conv_pack_ctx cc;
       conv_problem(s, &g, 0, &cc, NULL, NULL, NULL, 0, &p);
-      *scratch_out = (planes_bytes(&g) + 63) / 64 * 64 + er__qgemm_scratch_bytes(&p) * (size_t)s->slots;
+      *scratch_out = conv_scratch_fixed(s, &g) + er__qgemm_scratch_bytes(&p) * (size_t)s->slots;
     }
   } else if (er__tensor_shape_known(x)) {
     er_qgemm_problem p;
