@@ -465,6 +465,41 @@ static void gen_qavgpool(case_fn fn, void *arg) {
   }
 }
 
+/* ======================================================================== */
+/* QBlockMatMul                                                              */
+/* ======================================================================== */
+
+static void gen_qblock(case_fn fn, void *arg) {
+  kcase c;
+  static const int64_t shapes[][4] = {
+      /* M, K, N, block */
+      {1, 64, 32, 32}, {1, 80, 33, 32}, {3, 256, 64, 128}, {5, 100, 65, 16}, {1, 1, 1, 16},
+      {300, 96, 40, 32}, {2, 4096, 48, 64}, {7, 33, 100, 32},
+  };
+  for (size_t i = 0; i < ER_ARRAY_LEN(shapes); i++) {
+    int64_t m = shapes[i][0], k = shapes[i][1], n = shapes[i][2], bs = shapes[i][3], nb = (k + bs - 1) / bs;
+    for (int variant = 0; variant < 4; variant++) {
+      /* 0 int4 [K,N]; 1 uint4 with zero points; 2 transB with bias; 3 int4 zero points, batched A */
+      bool trans = variant == 2, zp = variant == 1 || variant == 3;
+      er_dtype t = variant == 1 ? ER_DTYPE_UINT4 : ER_DTYPE_INT4;
+      kc_begin(&c, "QBlockMatMul", "com.edgerun", 1, "QBlockMatMul [%s%lld,%lld]x[%lld,%lld] block %lld %s%s%s",
+               variant == 3 ? "2," : "", (long long)m, (long long)k, (long long)k, (long long)n, (long long)bs,
+               t == ER_DTYPE_INT4 ? "int4" : "uint4", zp ? " zero points" : "", trans ? " transB bias" : "");
+      if (variant == 3) kc_input(&c, 3, DIMS(2, m, k), -1, 1, false);
+      else kc_input(&c, 2, DIMS(m, k), -1, 1, false);
+      int lo = t == ER_DTYPE_INT4 ? -8 : 0, hi = t == ER_DTYPE_INT4 ? 7 : 15;
+      q_input(&c, t, 2, trans ? DIMS(n, k) : DIMS(k, n), lo, hi, true);
+      kc_input(&c, 2, trans ? DIMS(n, nb) : DIMS(nb, n), 0.01f, 0.05f, true);
+      if (zp) q_input(&c, t, 2, trans ? DIMS(n, nb) : DIMS(nb, n), lo, hi, true);
+      else kc_input_none(&c);
+      if (trans) kc_input(&c, 1, DIMS(n), -1, 1, true);
+      kc_attr_int(&c, "block_size", bs);
+      if (trans) kc_attr_int(&c, "transB", 1);
+      fn(&c, arg);
+    }
+  }
+}
+
 const case_gen kcases_quant[] = {
     {"QConv", "com.edgerun", gen_qconv},
     {"QLinearConv", "", gen_qlinearconv},
@@ -479,5 +514,6 @@ const case_gen kcases_quant[] = {
     {"QLut", "com.edgerun", gen_qlut},
     {"MaxPool", "", gen_maxpool},
     {"QAvgPool", "com.edgerun", gen_qavgpool},
+    {"QBlockMatMul", "com.edgerun", gen_qblock},
     {NULL, NULL, NULL},
 };

@@ -18,6 +18,7 @@ static inline void f_st(float *p, vf v) { _mm512_storeu_ps(p, v); }
 static inline vf f_set(float x) { return _mm512_set1_ps(x); }
 static inline vf f_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
 static inline vf f_add(vf a, vf b) { return _mm512_add_ps(a, b); }
+static inline vf f_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
 static inline vf f_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
 static inline vf f_div(vf a, vf b) { return _mm512_div_ps(a, b); }
 static inline vf f_min(vf a, vf b) { return _mm512_min_ps(a, b); }
@@ -74,6 +75,7 @@ static inline void f_st(float *p, vf v) { _mm256_storeu_ps(p, v); }
 static inline vf f_set(float x) { return _mm256_set1_ps(x); }
 static inline vf f_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
 static inline vf f_add(vf a, vf b) { return _mm256_add_ps(a, b); }
+static inline vf f_sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
 static inline vf f_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
 static inline vf f_div(vf a, vf b) { return _mm256_div_ps(a, b); }
 static inline vf f_min(vf a, vf b) { return _mm256_min_ps(a, b); }
@@ -309,4 +311,67 @@ static void sum_u8(int32_t *acc, const uint8_t *x, int64_t n, bool is_signed) {
   for (; i < n; i++) acc[i] += ld8(x + i, is_signed);
 }
 
-const er_qelt_ops QE_OPS = {QE_NAME, dw_planes, dw_plane, quantize, dequantize, qbinary, max_u8, sum_u8};
+/* ======================================================================== */
+/* Block-wise 4-bit weights                                                  */
+/* ======================================================================== */
+
+#define BNR (2 * VL) /* columns per panel */
+
+static void block_dequant(const uint8_t *nib, int64_t kn, bool is_signed, const float *zp, const float *scale,
+                          float *dst) {
+  const vf s0 = f_ld(scale), s1 = f_ld(scale + VL);
+  const vf z0 = zp ? f_ld(zp) : f_set(0.0f), z1 = zp ? f_ld(zp + VL) : f_set(0.0f);
+  const __m128i lowmask = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+  for (int64_t k = 0; k < kn; k++, nib += BNR / 2, dst += BNR) {
+#if defined(QE_AVX512)
+    __m128i b = _mm_loadu_si128((const __m128i *)nib);
+#else
+    __m128i b = _mm_loadl_epi64((const __m128i *)nib);
+#endif
+    __m128i lo = _mm_and_si128(b, lowmask), hi = _mm_and_si128(_mm_srli_epi16(b, 4), lowmask);
+    __m128i c0 = _mm_unpacklo_epi8(lo, hi), c1 = _mm_unpackhi_epi8(lo, hi); /* columns in order */
+    if (is_signed) {
+      /* int4: (v ^ 8) - 8 sign-extends the nibble */
+      c0 = _mm_sub_epi8(_mm_xor_si128(c0, eight), eight);
+      c1 = _mm_sub_epi8(_mm_xor_si128(c1, eight), eight);
+    }
+#if defined(QE_AVX512)
+    vi q0 = _mm512_cvtepi8_epi32(c0), q1 = _mm512_cvtepi8_epi32(c1);
+#else
+    vi q0 = _mm256_cvtepi8_epi32(c0), q1 = _mm256_cvtepi8_epi32(_mm_srli_si128(c0, 8));
+    (void)c1;
+#endif
+    /* DequantizeLinear's float arithmetic: ((float)q - zp) * scale. */
+    f_st(dst, f_mul(f_sub(i2f(q0), z0), s0));
+    f_st(dst + VL, f_mul(f_sub(i2f(q1), z1), s1));
+  }
+}
+
+static void block_fma(const float *a, int64_t lda, int mr, const float *w, int64_t kn, float *acc) {
+  vf c[4][2];
+  for (int r = 0; r < 4; r++) {
+    if (r < mr) {
+      c[r][0] = f_ld(acc + r * BNR);
+      c[r][1] = f_ld(acc + r * BNR + VL);
+    }
+  }
+  for (int64_t k = 0; k < kn; k++) {
+    vf w0 = f_ld(w + k * BNR), w1 = f_ld(w + k * BNR + VL);
+    for (int r = 0; r < 4; r++) {
+      if (r < mr) {
+        vf av = f_set(a[r * lda + k]);
+        c[r][0] = f_fma(av, w0, c[r][0]);
+        c[r][1] = f_fma(av, w1, c[r][1]);
+      }
+    }
+  }
+  for (int r = 0; r < 4; r++) {
+    if (r < mr) {
+      f_st(acc + r * BNR, c[r][0]);
+      f_st(acc + r * BNR + VL, c[r][1]);
+    }
+  }
+}
+
+const er_qelt_ops QE_OPS = {QE_NAME, dw_planes, dw_plane, quantize,  dequantize,   qbinary,
+                            max_u8,  sum_u8,   BNR,      block_dequant, block_fma};

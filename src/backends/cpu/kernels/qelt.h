@@ -45,6 +45,16 @@ typedef struct er_qelt_ops {
   void (*max_u8)(uint8_t *y, const uint8_t *x, int64_t n, bool is_signed);
   /* acc[i] += x[i] (bytes, unsigned or signed) over n. */
   void (*sum_u8)(int32_t *acc, const uint8_t *x, int64_t n, bool is_signed);
+  /* Block-wise 4-bit weights (QBlockMatMul), in panels of block_nr
+   * columns. block_dequant: kn rows of one panel, nibbles [kn][nr / 2]
+   * (column 2i in the low nibble of byte i), into dst [kn][nr] as
+   * DequantizeLinear computes them: ((float)q - zp[j]) * scale[j]
+   * (zp may be NULL). block_fma: acc[r][j] += sum over k < kn of
+   * a[r * lda + k] * w[k][j] for r < mr (mr <= 4), k in order. */
+  int block_nr;
+  void (*block_dequant)(const uint8_t *nib, int64_t kn, bool is_signed, const float *zp, const float *scale,
+                        float *dst);
+  void (*block_fma)(const float *a, int64_t lda, int mr, const float *w, int64_t kn, float *acc);
 } er_qelt_ops;
 
 #if defined(__x86_64__) || defined(__i386__)

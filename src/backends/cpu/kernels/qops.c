@@ -472,6 +472,159 @@ static er_status pool_run(const er_kernel_run *kr) {
 }
 
 /* ======================================================================== */
+/* QBlockMatMul: block-wise 4-bit weights                                    */
+/* ======================================================================== */
+
+/* The weights stay 4-bit: packed once into panels of block_nr columns,
+ * two nibbles a byte ([panel][K][nr / 2]), with the block scales and zero
+ * points beside them ([panel][block][nr]). A run dequantizes one block of
+ * one panel at a time into a small tile (block_size x nr floats, in L1) and
+ * multiplies every row of A by it; the weights are never held in float
+ * beyond that tile. Each output sums over k in order, whatever the
+ * threads, so runs are deterministic. */
+#define QB_ROWS 256 /* rows of A per pass over a panel (the accumulator tile) */
+
+typedef struct qb_state {
+  const er_qelt_ops *ops;
+  int64_t k, n, block, nblocks, panels;
+  bool is_signed;
+  uint8_t *nib;              /* [panels][K][nr / 2] */
+  float *scale, *zp;         /* [panels][nblocks][nr]; zp may be NULL */
+  const float *bias;         /* [N] (the constant itself) or NULL */
+  int slots;
+} qb_state;
+
+static void qb_release(void *state) {
+  qb_state *s = state;
+  if (!s) return;
+  er__aligned_free(s->nib);
+  er__aligned_free(s->scale);
+  er__aligned_free(s->zp);
+  free(s);
+}
+
+static bool qb_supports(const er_kernel_info *ki, bool isa_ok) {
+  const er_tensor *a = er__ki_in(ki, 0), *b = er__ki_in(ki, 1), *sc = er__ki_in(ki, 2), *z = er__ki_in(ki, 3);
+  const er_tensor *bias = er__ki_in(ki, 4);
+  if (!isa_ok || !a || a->dtype != ER_DTYPE_FLOAT || !b || !b->data || b->rank != 2) return false;
+  if (b->dtype != ER_DTYPE_INT4 && b->dtype != ER_DTYPE_UINT4) return false;
+  if (!sc || !sc->data || sc->dtype != ER_DTYPE_FLOAT || (z && !z->data) || (bias && !bias->data)) return false;
+  return ki->n_out == 1 && ki->out[0] && ki->out[0]->dtype == ER_DTYPE_FLOAT && a->rank >= 1;
+}
+
+static size_t qb_slot_bytes(const qb_state *s) {
+  size_t nr = (size_t)s->ops->block_nr;
+  return ((size_t)s->block * nr + (size_t)QB_ROWS * nr) * sizeof(float) + 64;
+}
+
+static er_status qb_prepare(const er_kernel_info *ki, const er_qelt_ops *ops, void **state_out, size_t *scratch_out) {
+  const er_tensor *b = ki->in[1], *sc = ki->in[2], *z = er__ki_in(ki, 3), *bias = er__ki_in(ki, 4);
+  er_kctx ctx = er__ki_ctx(ki);
+  int64_t bs = 0, tb = 0;
+  er__attr_int(&ctx, "block_size", 0, &bs);
+  er__attr_int(&ctx, "transB", 0, &tb);
+  qb_state *s = calloc(1, sizeof *s);
+  if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for a QBlockMatMul kernel");
+  const int nr = ops->block_nr;
+  s->ops = ops;
+  s->block = bs;
+  s->k = b->dims[tb ? 1 : 0];
+  s->n = b->dims[tb ? 0 : 1];
+  s->nblocks = (s->k + bs - 1) / bs;
+  s->panels = (s->n + nr - 1) / nr;
+  s->is_signed = b->dtype == ER_DTYPE_INT4;
+  s->bias = bias ? bias->data : NULL;
+  s->slots = er__ki_slots(ki);
+  size_t nib_bytes = (size_t)(s->panels * s->k * (nr / 2)), par = (size_t)(s->panels * s->nblocks * nr);
+  s->nib = er__aligned_alloc(nib_bytes + 64);
+  s->scale = er__aligned_alloc(par * sizeof(float) + 64);
+  if (z) s->zp = er__aligned_alloc(par * sizeof(float) + 64);
+  if (!s->nib || !s->scale || (z && !s->zp)) {
+    qb_release(s);
+    return er__error(ER_STATUS_OUT_OF_MEMORY, "QBlockMatMul '%s': out of memory packing weights", ki->node->name);
+  }
+  memset(s->nib, 0, nib_bytes);
+  memset(s->scale, 0, par * sizeof(float));
+  if (s->zp) memset(s->zp, 0, par * sizeof(float));
+  const float *sv = sc->data;
+  for (int64_t n = 0; n < s->n; n++) {
+    int64_t p = n / nr, j = n % nr;
+    for (int64_t k = 0; k < s->k; k++) {
+      int64_t bi = tb ? n * s->k + k : k * s->n + n;
+      uint8_t q = (uint8_t)(er__load_i64(b->data, b->dtype, bi) & 0xf);
+      s->nib[(p * s->k + k) * (nr / 2) + j / 2] |= (uint8_t)(q << (j % 2 ? 4 : 0));
+    }
+    for (int64_t blk = 0; blk < s->nblocks; blk++) {
+      int64_t si = tb ? n * s->nblocks + blk : blk * s->n + n;
+      s->scale[(p * s->nblocks + blk) * nr + j] = sv[si];
+      if (s->zp) s->zp[(p * s->nblocks + blk) * nr + j] = (float)er__load_i64(z->data, z->dtype, si);
+    }
+  }
+  *scratch_out = qb_slot_bytes(s) * (size_t)s->slots;
+  *state_out = s;
+  return ER_STATUS_OK;
+}
+
+typedef struct qb_job {
+  const qb_state *s;
+  const float *a;            /* [m, K] */
+  float *y;                  /* [m, N] */
+  int64_t m;
+  uint8_t *scratch;
+  size_t slot;
+  int chunks;
+} qb_job;
+
+static void qb_chunk(void *arg, int64_t begin, int64_t end) {
+  const qb_job *j = arg;
+  const qb_state *s = j->s;
+  const int nr = s->ops->block_nr;
+  for (int64_t c = begin; c < end; c++) {
+    float *tile = (float *)(j->scratch + (size_t)c * j->slot), *acc = tile + s->block * nr;
+    for (int64_t p = s->panels * c / j->chunks; p < s->panels * (c + 1) / j->chunks; p++) {
+      int64_t cols = min64(nr, s->n - p * nr);
+      for (int64_t r0 = 0; r0 < j->m; r0 += QB_ROWS) {
+        int64_t rows = min64(QB_ROWS, j->m - r0);
+        memset(acc, 0, (size_t)(rows * nr) * sizeof *acc);
+        for (int64_t blk = 0; blk < s->nblocks; blk++) {
+          int64_t k0 = blk * s->block, kn = min64(s->block, s->k - k0);
+          const float *zp = s->zp ? s->zp + (p * s->nblocks + blk) * nr : NULL;
+          s->ops->block_dequant(s->nib + (p * s->k + k0) * (nr / 2), kn, s->is_signed, zp,
+                                s->scale + (p * s->nblocks + blk) * nr, tile);
+          for (int64_t r = 0; r < rows; r += 4)
+            s->ops->block_fma(j->a + (r0 + r) * s->k + k0, s->k, (int)min64(4, rows - r), tile, kn, acc + r * nr);
+        }
+        for (int64_t r = 0; r < rows; r++) {
+          float *yr = j->y + (r0 + r) * s->n + p * nr;
+          const float *ar = acc + r * nr;
+          for (int64_t col = 0; col < cols; col++) yr[col] = s->bias ? ar[col] + s->bias[p * nr + col] : ar[col];
+        }
+      }
+    }
+  }
+}
+
+static er_status qb_run(const er_kernel_run *kr) {
+  const qb_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *a = ctx->in[0];
+  er_tensor *y = ctx->out[0];
+  if (a->rank < 1 || a->dims[a->rank - 1] != s->k || s->k == 0) return er__kr_reference(kr);
+  int64_t m = er__tensor_count(a) / s->k;
+  if (er__tensor_count(y) != m * s->n) return er__kr_reference(kr);
+  if (m == 0 || s->n == 0) return ER_STATUS_OK;
+  void *scratch = NULL, *owned = NULL;
+  int slots = 1;
+  ER_CHECK(er__kr_scratch(kr, qb_slot_bytes(s), &scratch, &slots, &owned));
+  int64_t work = m * s->k * s->n;
+  qb_job j = {s, a->data, y->data, m, scratch, qb_slot_bytes(s), 1};
+  j.chunks = (int)min64(min64(slots, s->panels), work >> 16 > 1 ? work >> 16 : 1);
+  er__parallel_for(kr->pool, j.chunks, 1, qb_chunk, &j);
+  er__aligned_free(owned);
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
 /* The kernel table                                                          */
 /* ======================================================================== */
 
@@ -486,12 +639,12 @@ static er_status run_scalar_lut(const er_kernel_run *kr) { return lut_run(kr); }
   static er_status dq_run_##SFX(const er_kernel_run *kr) { return dequantize_run(kr, &OPS); }                 \
   static const er_cpu_kernel k_dq_##SFX = {"q8_dequantize__" ISA, "DequantizeLinear", "", dq_sup_##SFX, NULL,  \
                                            dq_run_##SFX, NULL};                                               \
-  static bool qb_sup_##SFX(const er_kernel_info *ki) { return qbinary_supports(ki, ISA_OK(ki->cpu)); }          \
+  static bool qbin_sup_##SFX(const er_kernel_info *ki) { return qbinary_supports(ki, ISA_OK(ki->cpu)); }          \
   static er_status qadd_run_##SFX(const er_kernel_run *kr) { return qbinary_run(kr, &OPS, false); }           \
   static er_status qmul_run_##SFX(const er_kernel_run *kr) { return qbinary_run(kr, &OPS, true); }            \
-  static const er_cpu_kernel k_qadd_##SFX = {"q8_qadd__" ISA, "QAdd", ER_QFUSED_DOMAIN, qb_sup_##SFX, NULL,    \
+  static const er_cpu_kernel k_qadd_##SFX = {"q8_qadd__" ISA, "QAdd", ER_QFUSED_DOMAIN, qbin_sup_##SFX, NULL,  \
                                              qadd_run_##SFX, NULL};                                           \
-  static const er_cpu_kernel k_qmul_##SFX = {"q8_qmul__" ISA, "QMul", ER_QFUSED_DOMAIN, qb_sup_##SFX, NULL,    \
+  static const er_cpu_kernel k_qmul_##SFX = {"q8_qmul__" ISA, "QMul", ER_QFUSED_DOMAIN, qbin_sup_##SFX, NULL,  \
                                              qmul_run_##SFX, NULL};                                           \
   static bool mp_sup_##SFX(const er_kernel_info *ki) { return pool_supports(ki, false, ISA_OK(ki->cpu)); }      \
   static er_status mp_prep_##SFX(const er_kernel_info *ki, void **st, size_t *sb) {                          \
@@ -504,7 +657,13 @@ static er_status run_scalar_lut(const er_kernel_run *kr) { return lut_run(kr); }
     return pool_prepare(ki, true, &OPS, st, sb);                                                              \
   }                                                                                                            \
   static const er_cpu_kernel k_ap_##SFX = {"q8_avgpool__" ISA, "QAvgPool", ER_QFUSED_DOMAIN, ap_sup_##SFX,     \
-                                           ap_prep_##SFX, pool_run, free};
+                                           ap_prep_##SFX, pool_run, free};                                    \
+  static bool qb_sup_##SFX(const er_kernel_info *ki) { return qb_supports(ki, ISA_OK(ki->cpu)); }               \
+  static er_status qb_prep_##SFX(const er_kernel_info *ki, void **st, size_t *sb) {                          \
+    return qb_prepare(ki, &OPS, st, sb);                                                                       \
+  }                                                                                                            \
+  static const er_cpu_kernel k_qb_##SFX = {"f32_q4matmul__" ISA, "QBlockMatMul", ER_QFUSED_DOMAIN, qb_sup_##SFX, \
+                                           qb_prep_##SFX, qb_run, qb_release};
 
 #if defined(__x86_64__) || defined(__i386__)
 DEFINE_QOPS(avx512, er__qelt_avx512, er__cpu_has_avx512, "avx512")
@@ -516,8 +675,8 @@ static const er_cpu_kernel k_lut = {"q8_lut__scalar", "QLut", ER_QFUSED_DOMAIN, 
 
 const er_cpu_kernel *const er__kernels_qops[] = {
 #if defined(__x86_64__) || defined(__i386__)
-    &k_q_avx512, &k_dq_avx512, &k_qadd_avx512, &k_qmul_avx512, &k_mp_avx512, &k_ap_avx512,
-    &k_q_avx2,   &k_dq_avx2,   &k_qadd_avx2,   &k_qmul_avx2,   &k_mp_avx2,   &k_ap_avx2,
+    &k_q_avx512, &k_dq_avx512, &k_qadd_avx512, &k_qmul_avx512, &k_mp_avx512, &k_ap_avx512, &k_qb_avx512,
+    &k_q_avx2,   &k_dq_avx2,   &k_qadd_avx2,   &k_qmul_avx2,   &k_mp_avx2,   &k_ap_avx2,   &k_qb_avx2,
 #endif
     &k_lut,
     NULL,
