@@ -51,6 +51,10 @@ typedef struct er_qelt_ops {
    * DequantizeLinear computes them: ((float)q - zp[j]) * scale[j]
    * (zp may be NULL). block_fma: acc[r][j] += sum over k < kn of
    * a[r * lda + k] * w[k][j] for r < mr (mr <= 4), k in order. */
+  /* dst[i] = src[2 i] for i < n (reads 2 n - 1 bytes). */
+  void (*gather2)(const uint8_t *src, int64_t n, uint8_t *dst);
+  /* y[i] = table[x[i] ^ flip] over n bytes (table: 256 entries). */
+  void (*lut)(const uint8_t *x, uint8_t flip, const uint8_t *table, uint8_t *y, int64_t n);
   int block_nr;
   void (*block_dequant)(const uint8_t *nib, int64_t kn, bool is_signed, const float *zp, const float *scale,
                         float *dst);

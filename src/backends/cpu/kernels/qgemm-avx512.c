@@ -101,6 +101,72 @@ static void tile_conv_ind(int64_t groups, const void *rows, const uint8_t *cols,
   fns[rows_valid](groups, rows, cols, koff, acc);
 }
 
+/* Both convolution tiles (packed columns, or in place with koff) with the
+ * Q8 epilogue in registers: the accumulators never go to memory. */
+static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, const uint8_t *a, const uint8_t *b,
+                                                               const int64_t *koff, const er_qepi *e, int64_t i0,
+                                                               uint8_t *out, int64_t ldc, const int R) {
+  __m512i c[8][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; r++)
+    if (r < R) c[r][0] = c[r][1] = _mm512_setzero_si512();
+  for (int64_t q = 0; q < groups; q++) {
+    const uint8_t *bq = koff ? b + koff[q] : b + q * 128;
+    __m512i b0 = _mm512_loadu_si512((const void *)bq), b1 = _mm512_loadu_si512((const void *)(bq + 64));
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) {
+      if (r < R) {
+        int32_t w;
+        memcpy(&w, a + r * 4, sizeof w);
+        __m512i av = _mm512_set1_epi32(w);
+        c[r][0] = _mm512_dpbusd_epi32(c[r][0], b0, av);
+        c[r][1] = _mm512_dpbusd_epi32(c[r][1], b1, av);
+      }
+    }
+    a += 32;
+  }
+  const __m512 big = _mm512_set1_ps(1073741824.0f), nbig = _mm512_set1_ps(-1073741824.0f);
+  const __m512i zp = _mm512_set1_epi32(e->zp), lo = _mm512_set1_epi32(e->lo), hi = _mm512_set1_epi32(e->hi);
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; r++) {
+    if (r < R) {
+      const __m512i corr = _mm512_set1_epi32(e->corr[i0 + r]);
+      const __m512 mult = _mm512_set1_ps(e->mult[i0 + r]), off = _mm512_set1_ps(e->off[i0 + r]);
+#pragma GCC unroll 2
+      for (int v = 0; v < 2; v++) {
+        __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(c[r][v], corr)), mult, off);
+        f = _mm512_min_ps(_mm512_max_ps(f, nbig), big);
+        __m512i q = _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(q, zp), lo), hi);
+        _mm_storeu_si128((__m128i *)(out + r * ldc + v * 16), _mm512_cvtepi32_epi8(q));
+      }
+    }
+  }
+}
+
+#define DEFINE_TILE_Q8(R)                                                                                  \
+  static void q8_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, const er_qepi *e,   \
+                     int64_t i0, uint8_t *out, int64_t ldc) {                                              \
+    tile_q8_body(g, a, b, koff, e, i0, out, ldc, R);                                                       \
+  }
+DEFINE_TILE_Q8(1)
+DEFINE_TILE_Q8(2)
+DEFINE_TILE_Q8(3)
+DEFINE_TILE_Q8(4)
+DEFINE_TILE_Q8(5)
+DEFINE_TILE_Q8(6)
+DEFINE_TILE_Q8(7)
+DEFINE_TILE_Q8(8)
+
+typedef void (*tile_q8_fn)(int64_t, const uint8_t *, const uint8_t *, const int64_t *, const er_qepi *, int64_t,
+                           uint8_t *, int64_t);
+
+static void tile_conv_q8(int64_t groups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
+                         const er_qepi *e, int64_t i0, uint8_t *c, int64_t ldc) {
+  static const tile_q8_fn fns[] = {NULL, q8_1, q8_2, q8_3, q8_4, q8_5, q8_6, q8_7, q8_8};
+  fns[rows_valid](groups, rows, cols, koff, e, i0, c, ldc);
+}
+
 #define DEFINE_TILE(NAME, MR, NV, WR, R) \
   static void NAME##_##R(int64_t g, const uint8_t *a, const uint8_t *b, int32_t *acc) { tile_body(g, a, b, acc, MR, NV, R, WR); }
 
@@ -238,5 +304,6 @@ static void epilogue(const er_qepi *e, const er_qtile_out *t) {
   }
 }
 
-const er_qgemm_isa er__qgemm_conv_avx512vnni = {"8x32__avx512vnni", 8, 32, 4, 1, tile_conv, tile_conv_ind, epilogue};
-const er_qgemm_isa er__qgemm_mm_avx512vnni = {"4x64__avx512vnni", 4, 64, 4, 1, tile_mm, NULL, epilogue};
+const er_qgemm_isa er__qgemm_conv_avx512vnni = {"8x32__avx512vnni", 8, 32, 4, 1, tile_conv, tile_conv_ind, epilogue,
+                                                tile_conv_q8};
+const er_qgemm_isa er__qgemm_mm_avx512vnni = {"4x64__avx512vnni", 4, 64, 4, 1, tile_mm, NULL, epilogue, NULL};

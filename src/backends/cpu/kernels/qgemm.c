@@ -269,6 +269,8 @@ static void qgemm_part(const er_qgemm_problem *p, int64_t m0, int64_t m1, int64_
   if (!p->rows_packed) rasum = (int32_t *)(rbuf + (size_t)(MC / mr) * rpb);
   int32_t acc[ER_QGEMM_MAX_MR * ER_QGEMM_MAX_NR] __attribute__((aligned(64)));
   const size_t es = out_size(&p->epi);
+  const bool fuse_q8 = isa->tile_q8 && p->rows_packed && p->epi.kind == ER_QEPI_Q8 && p->epi.channel_rows &&
+                       !p->epi.wzp;
   for (int64_t j0 = n0; j0 < n1; j0 += NC) {
     int64_t nc = min64(NC, n1 - j0);
     const uint8_t *cp;
@@ -294,6 +296,23 @@ static void qgemm_part(const er_qgemm_problem *p, int64_t m0, int64_t m1, int64_
         const uint8_t *a = rp + (size_t)(ir / mr) * rpb;
         for (int64_t jr = 0; jr < nc; jr += nr) {
           int cols = (int)min64(nr, nc - jr);
+          if (fuse_q8 && cols == nr) {
+            /* All NR columns real and contiguous in C: requantize in
+             * registers. */
+            int64_t j = j0 + jr, at = j;
+            bool whole = true;
+            if (p->vw > 0) {
+              int64_t col = j % p->vw;
+              whole = col + nr <= p->ow;
+              at = (j / p->vw) * p->ow + col;
+            }
+            if (whole) {
+              isa->tile_q8(groups, a, p->cols_base ? cp + jr * kg : cp + (size_t)(jr / nr) * cpb,
+                           p->cols_base ? p->cols_koff : NULL, rows, &p->epi, i0 + ir,
+                           (uint8_t *)p->c + (size_t)((i0 + ir) * p->ldc + at), p->ldc);
+              continue;
+            }
+          }
           if (p->cols_base)
             isa->tile_ind(groups, a, cp + jr * kg, p->cols_koff, rows, acc);
           else

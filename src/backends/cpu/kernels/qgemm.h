@@ -95,6 +95,12 @@ typedef struct er_qgemm_isa {
   void (*tile_ind)(int64_t kgroups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
                    int32_t *acc /* [mr][nr] */);
   void (*epilogue)(const er_qepi *e, const er_qtile_out *t);
+  /* (optional) The convolution tiles with the ER_QEPI_Q8 epilogue (per
+   * row, no weight zero points) applied in registers, for tiles whose NR
+   * columns are all real and contiguous in C: rows [i0, i0 + rows_valid)
+   * of C at c (row stride ldc). koff NULL: the packed-columns tile. */
+  void (*tile_q8)(int64_t kgroups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
+                  const er_qepi *e, int64_t i0, uint8_t *c, int64_t ldc);
 } er_qgemm_isa;
 
 #if defined(__x86_64__) || defined(__i386__)

@@ -198,12 +198,16 @@ static bool lut_supports(const er_kernel_info *ki) {
   return x && q8(x->dtype) && t && t->data && er__tensor_count(t) == 256 && q8(t->dtype);
 }
 
-static er_status lut_run(const er_kernel_run *kr) {
+static er_status lut_run(const er_kernel_run *kr, const er_qelt_ops *ops) {
   er_kctx *ctx = kr->ctx;
   const uint8_t *x = ctx->in[0]->data, *table = ctx->in[1]->data;
   uint8_t *y = ctx->out[0]->data;
   uint8_t flip = ctx->in[0]->dtype == ER_DTYPE_INT8 ? 0x80 : 0;
   int64_t n = er__tensor_count(ctx->out[0]);
+  if (ops) {
+    ops->lut(x, flip, table, y, n);
+    return ER_STATUS_OK;
+  }
   for (int64_t i = 0; i < n; i++) y[i] = table[(uint8_t)(x[i] ^ flip)];
   return ER_STATUS_OK;
 }
@@ -257,7 +261,7 @@ static int64_t taps_in(int64_t start, int64_t k, int64_t d, int64_t lo, int64_t 
   return n;
 }
 
-static void build_planes(const pool_geom *p, const uint8_t *x, uint8_t pad, uint8_t *dst) {
+static void build_planes(const er_qelt_ops *ops, const pool_geom *p, const uint8_t *x, uint8_t pad, uint8_t *dst) {
   const er_window *g = &p->g;
   for (int64_t py = 0; py < g->sh; py++)
     for (int64_t px = 0; px < g->sw; px++) {
@@ -269,10 +273,16 @@ static void build_planes(const pool_geom *p, const uint8_t *x, uint8_t pad, uint
           continue;
         }
         const uint8_t *row = x + r * g->w;
-        for (int64_t xx = 0; xx < p->ws; xx++) {
-          int64_t col = xx * g->sw + px - g->pl;
-          d[xx] = col >= 0 && col < g->w ? row[col] : pad;
-        }
+        /* Plane columns [lo, hi) read input columns xx * sw + px - pl. */
+        int64_t lo = 0, hi = p->ws;
+        while (lo < p->ws && lo * g->sw + px - g->pl < 0) lo++;
+        while (hi > lo && (hi - 1) * g->sw + px - g->pl >= g->w) hi--;
+        memset(d, pad, (size_t)lo);
+        if (g->sw == 1) memcpy(d + lo, row + lo + px - g->pl, (size_t)(hi - lo));
+        else if (g->sw == 2) ops->gather2(row + 2 * lo + px - g->pl, hi - lo, d + lo);
+        else
+          for (int64_t xx = lo; xx < hi; xx++) d[xx] = row[xx * g->sw + px - g->pl];
+        memset(d + hi, pad, (size_t)(p->ws - hi));
       }
     }
 }
@@ -330,7 +340,7 @@ static void pool_chunk(void *arg, int64_t begin, int64_t end) {
         continue;
       }
       uint8_t pad = j->avg ? (uint8_t)j->xz : j->is_signed ? 0x80 : 0x00;
-      build_planes(p, xc, pad, planes);
+      build_planes(j->ops, p, xc, pad, planes);
       if (!j->avg) {
         memcpy(vmax, tap_run(p, planes, 0, 0), (size_t)p->len);
         for (int64_t t = 1; t < ntaps; t++)
@@ -628,7 +638,7 @@ static er_status qb_run(const er_kernel_run *kr) {
 /* The kernel table                                                          */
 /* ======================================================================== */
 
-static er_status run_scalar_lut(const er_kernel_run *kr) { return lut_run(kr); }
+static er_status run_scalar_lut(const er_kernel_run *kr) { return lut_run(kr, NULL); }
 
 #define DEFINE_QOPS(SFX, OPS, ISA_OK, ISA)                                                                     \
   static bool q_sup_##SFX(const er_kernel_info *ki) { return quantize_supports(ki, ISA_OK(ki->cpu)); }          \
@@ -658,6 +668,10 @@ static er_status run_scalar_lut(const er_kernel_run *kr) { return lut_run(kr); }
   }                                                                                                            \
   static const er_cpu_kernel k_ap_##SFX = {"q8_avgpool__" ISA, "QAvgPool", ER_QFUSED_DOMAIN, ap_sup_##SFX,     \
                                            ap_prep_##SFX, pool_run, free};                                    \
+  static bool lut_sup_##SFX(const er_kernel_info *ki) { return ISA_OK(ki->cpu) && lut_supports(ki); }           \
+  static er_status lut_run_##SFX(const er_kernel_run *kr) { return lut_run(kr, &OPS); }                       \
+  static const er_cpu_kernel k_lut_##SFX = {"q8_lut__" ISA, "QLut", ER_QFUSED_DOMAIN, lut_sup_##SFX, NULL,     \
+                                            lut_run_##SFX, NULL};                                             \
   static bool qb_sup_##SFX(const er_kernel_info *ki) { return qb_supports(ki, ISA_OK(ki->cpu)); }               \
   static er_status qb_prep_##SFX(const er_kernel_info *ki, void **st, size_t *sb) {                          \
     return qb_prepare(ki, &OPS, st, sb);                                                                       \
@@ -675,8 +689,8 @@ static const er_cpu_kernel k_lut = {"q8_lut__scalar", "QLut", ER_QFUSED_DOMAIN, 
 
 const er_cpu_kernel *const er__kernels_qops[] = {
 #if defined(__x86_64__) || defined(__i386__)
-    &k_q_avx512, &k_dq_avx512, &k_qadd_avx512, &k_qmul_avx512, &k_mp_avx512, &k_ap_avx512, &k_qb_avx512,
-    &k_q_avx2,   &k_dq_avx2,   &k_qadd_avx2,   &k_qmul_avx2,   &k_mp_avx2,   &k_ap_avx2,   &k_qb_avx2,
+    &k_q_avx512, &k_dq_avx512, &k_qadd_avx512, &k_qmul_avx512, &k_mp_avx512, &k_ap_avx512, &k_qb_avx512, &k_lut_avx512,
+    &k_q_avx2,   &k_dq_avx2,   &k_qadd_avx2,   &k_qmul_avx2,   &k_mp_avx2,   &k_ap_avx2,   &k_qb_avx2,   &k_lut_avx2,
 #endif
     &k_lut,
     NULL,
