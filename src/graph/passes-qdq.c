@@ -99,6 +99,12 @@ static er_status count_uses(qctx *qc) {
   return ER_STATUS_OK;
 }
 
+static bool node_has_graphs(const er_node *n) {
+  for (int a = 0; a < n->n_attrs; a++)
+    if (n->attrs[a].type == ER_ATTR_GRAPH || n->attrs[a].type == ER_ATTR_GRAPHS) return true;
+  return false;
+}
+
 /* The one live node reading v (once), or -1. */
 static int32_t sole_consumer(const qctx *qc, int32_t v) {
   if (v < 0 || qc->uses[v] != 1) return -1;
@@ -344,6 +350,8 @@ static void input_infos(const qctx *qc, const er_node *n, int k_over, const er_t
     ptrs[k] = &buf[k];
   }
 }
+
+static bool dq_of_consts(const struct qctx *qc, int32_t id);
 
 /* ======================================================================== */
 /* Quantization parameters                                                   */
@@ -736,6 +744,21 @@ static er_status fuse_binary(qctx *qc, int32_t i, bool *done) {
   if (!dq_per_tensor(qc, producer(qc, n->inputs[0]), &ap, &aq) ||
       !dq_per_tensor(qc, producer(qc, n->inputs[1]), &bp, &bq))
     return ER_STATUS_OK;
+  /* A constant operand of one value or one per channel makes the op a
+   * (per-channel) lookup table, which fuse_lut builds and which chains of
+   * such ops merge into. */
+  for (int k = 0; k < 2; k++) {
+    int32_t o = n->inputs[k], other = n->inputs[1 - k];
+    const er_tensor *oi = &g->values[o].info, *xi = &g->values[other].info;
+    if (!dq_of_consts(qc, o) || dq_of_consts(qc, other) || xi->rank < 0 || oi->rank < 0) continue;
+    int64_t cnt = er__tensor_count(oi);
+    bool per_channel = (xi->rank == 3 || xi->rank == 4) && oi->rank <= xi->rank && cnt == xi->dims[1];
+    for (int d = 0; per_channel && d < oi->rank; d++) {
+      int ad = d + xi->rank - oi->rank;
+      if (oi->dims[d] != (ad == 1 ? xi->dims[1] : 1)) per_channel = false;
+    }
+    if (cnt == 1 || per_channel) return ER_STATUS_OK;
+  }
   int32_t y = n->outputs[0];
   out_chain c;
   follow_output(qc, y, &c);
@@ -807,7 +830,7 @@ static bool lut_op(const er_node *n) {
       "Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Celu",
       "Softplus", "Softsign", "Gelu", "Erf", "Exp", "Log", "Sqrt", "Neg", "Abs", "Reciprocal", "Sin", "Cos",
       "Floor", "Ceil", "Round", "Sign", "Identity", "ThresholdedRelu", "Mish", "Add", "Sub", "Mul", "Div",
-      "Pow", "Max", "Min", NULL};
+      "Pow", "Max", "Min", "PRelu", "BatchNormalization", NULL};
   if (n->domain[0] != '\0') return false;
   for (int k = 0; ops[k]; k++)
     if (strcmp(n->op_type, ops[k]) == 0) return true;
@@ -829,25 +852,79 @@ static er_status eval_node(const qctx *qc, const er_node *n, er_tensor *const *i
 
 /* Output of node n on the 256-value tensor `x` placed at every input that
  * reads value v (the other inputs are constants). */
+/* Value id is a DequantizeLinear of constants. */
+static bool dq_of_consts(const struct qctx *qc, int32_t id) {
+  int32_t d = producer(qc, id);
+  if (d < 0 || !is_op(&qc->g->nodes[d], "DequantizeLinear")) return false;
+  const er_node *dn = &qc->g->nodes[d];
+  for (int k = 0; k < dn->n_inputs; k++)
+    if (dn->inputs[k] >= 0 && !const_of(qc->g, dn->inputs[k])) return false;
+  return true;
+}
+
+/* Value id as a constant: a constant itself, or the output of a
+ * DequantizeLinear of constants (onnxruntime's quantizer dequantizes
+ * parameters it quantized, e.g. BatchNormalization's), evaluated into
+ * *tmp (*owned set: the caller releases it). NULL when neither. */
+static const er_tensor *const_input(const qctx *qc, int32_t id, er_tensor *tmp, bool *owned) {
+  *owned = false;
+  const er_tensor *c = const_of(qc->g, id);
+  if (c) return c;
+  int32_t d = producer(qc, id);
+  if (d < 0 || !is_op(&qc->g->nodes[d], "DequantizeLinear") || qc->g->nodes[d].n_inputs > 3) return NULL;
+  const er_node *dn = &qc->g->nodes[d];
+  er_tensor *in[3] = {NULL, NULL, NULL};
+  for (int k = 0; k < dn->n_inputs; k++) {
+    if (dn->inputs[k] < 0) continue;
+    in[k] = (er_tensor *)const_of(qc->g, dn->inputs[k]);
+    if (!in[k]) return NULL;
+  }
+  if (eval_node(qc, dn, in, tmp) != ER_STATUS_OK) {
+    er__error_clear();
+    return NULL;
+  }
+  *owned = true;
+  return tmp;
+}
+
 static er_status eval_on(const qctx *qc, const er_node *n, int32_t v, er_tensor *x, er_tensor *out) {
-  er_tensor *in[8];
+  er_tensor *in[8], tmp[8];
+  bool owned[8] = {false};
   if (n->n_inputs > 8) return ER_STATUS_UNSUPPORTED;
+  er_status st = ER_STATUS_OK;
   for (int k = 0; k < n->n_inputs; k++) {
     int32_t id = n->inputs[k];
-    in[k] = id < 0 ? NULL : id == v ? x : (er_tensor *)const_of(qc->g, id);
-    if (id >= 0 && !in[k]) return ER_STATUS_UNSUPPORTED;
+    in[k] = id < 0 ? NULL : id == v ? x : (er_tensor *)const_input(qc, id, &tmp[k], &owned[k]);
+    if (id >= 0 && !in[k]) st = ER_STATUS_UNSUPPORTED;
   }
-  return eval_node(qc, n, in, out);
+  if (st == ER_STATUS_OK) st = eval_node(qc, n, in, out);
+  for (int k = 0; k < n->n_inputs; k++)
+    if (owned[k]) er__tensor_release(&tmp[k]);
+  return st;
 }
 
 /* The table of Q(f(DQ(x))) for every 8-bit x (f may be -1: none): runs the
- * three nodes' reference kernels. */
-static er_status lut_table(const qctx *qc, int32_t dq, int32_t f, int32_t q, er_dtype xt, er_tensor *table) {
+ * three nodes' reference kernels. With channels > 0 the tables are per
+ * channel (f has per-channel constants): the 256 values are fed to every
+ * channel of a tensor of x's rank ([1, C, 256] or [1, C, 16, 16]) and the
+ * table is [C, 256]. */
+static er_status lut_table(const qctx *qc, int32_t dq, int32_t f, int32_t q, er_dtype xt, int rank, int64_t channels,
+                           er_tensor *table) {
   const er_graph *g = qc->g;
   er_tensor x, d, h;
-  int64_t n256 = 256;
-  ER_CHECK(alloc_tensor(&x, xt, 1, &n256));
-  for (int i = 0; i < 256; i++) ((uint8_t *)x.data)[i] = (uint8_t)(xt == ER_DTYPE_INT8 ? i ^ 0x80 : i);
+  int64_t dims[4] = {256, 0, 0, 0};
+  int xr = 1;
+  if (channels > 0) {
+    xr = rank;
+    dims[0] = 1;
+    dims[1] = channels;
+    if (rank == 3) dims[2] = 256;
+    else dims[2] = dims[3] = 16;
+  }
+  ER_CHECK(alloc_tensor(&x, xt, xr, dims));
+  int64_t c_count = channels > 0 ? channels : 1;
+  for (int64_t c = 0; c < c_count; c++)
+    for (int i = 0; i < 256; i++) ((uint8_t *)x.data)[c * 256 + i] = (uint8_t)(xt == ER_DTYPE_INT8 ? i ^ 0x80 : i);
   er_status st = eval_on(qc, &g->nodes[dq], g->nodes[dq].inputs[0], &x, &d);
   er__tensor_release(&x);
   if (st != ER_STATUS_OK) return st;
@@ -858,13 +935,53 @@ static er_status lut_table(const qctx *qc, int32_t dq, int32_t f, int32_t q, er_
     if (st != ER_STATUS_OK) return st;
     cur = &h;
   }
-  if (cur->dtype != ER_DTYPE_FLOAT || er__tensor_count(cur) != 256) {
+  if (cur->dtype != ER_DTYPE_FLOAT || er__tensor_count(cur) != 256 * c_count) {
     er__tensor_release(cur);
     return ER_STATUS_UNSUPPORTED;
   }
   st = eval_on(qc, &g->nodes[q], g->nodes[q].inputs[0], cur, table);
   er__tensor_release(cur);
+  if (st == ER_STATUS_OK && channels > 0) {
+    /* As [C, 256]. */
+    int64_t td[2] = {channels, 256};
+    void *data = table->data;
+    size_t nbytes = table->nbytes;
+    uint32_t flags = table->flags;
+    er__tensor_set(table, table->dtype, 2, td); /* clears data: put it back */
+    table->data = data;
+    table->nbytes = nbytes;
+    table->flags = flags;
+  }
   return st;
+}
+
+/* Whether f's constants vary at most along axis 1 of its rank-`rank`
+ * data (per channel): *channels receives C when some do, 0 when all are
+ * single values; false for anything else. */
+static bool lut_channels(const qctx *qc, const er_node *fn, int32_t src, int rank, int64_t c, int64_t *channels) {
+  *channels = 0;
+  for (int k = 0; k < fn->n_inputs; k++) {
+    int32_t id = fn->inputs[k];
+    if (id < 0 || id == src) continue;
+    /* Shapes only: the value info of a (dequantized) constant. */
+    const er_tensor *t = const_of(qc->g, id) ? const_of(qc->g, id) : &qc->g->values[id].info;
+    int64_t n = er__tensor_count(t);
+    if (n < 0) return false;
+    if (n == 1) continue;
+    if (c <= 0 || n != c || (rank != 3 && rank != 4)) return false;
+    if (is_op(fn, "BatchNormalization")) {
+      if (t->rank != 1) return false;
+    } else {
+      /* Aligned to the data's rank, every dim but axis 1 is 1. */
+      if (t->rank > rank) return false;
+      for (int d = 0; d < t->rank; d++) {
+        int ad = d + rank - t->rank;
+        if (t->dims[d] != (ad == 1 ? c : 1)) return false;
+      }
+    }
+    *channels = c;
+  }
+  return true;
 }
 
 /* Q reading DQ(x) directly, or through one elementwise f: a table (or
@@ -876,6 +993,8 @@ static er_status fuse_lut(qctx *qc, int32_t q, bool *done) {
   if (!q_per_tensor(qc, q, &qp)) return ER_STATUS_OK;
   int32_t v = g->nodes[q].inputs[0], q_out = g->nodes[q].outputs[0];
   int32_t f = -1, dq = producer(qc, v), xq;
+  int64_t channels = 0;
+  int rank = 1;
   if (!dq_per_tensor(qc, dq, &xp, &xq)) {
     /* Q(f(DQ(x))): f is the sole reader of nothing in particular, but its
      * output must be read by this Q alone. */
@@ -885,7 +1004,7 @@ static er_status fuse_lut(qctx *qc, int32_t q, bool *done) {
     int32_t src = -1;
     for (int k = 0; k < fn->n_inputs; k++) {
       int32_t id = fn->inputs[k];
-      if (id < 0 || const_of(g, id)) continue;
+      if (id < 0 || const_of(g, id) || dq_of_consts(qc, id)) continue;
       if (src >= 0 && id != src) return ER_STATUS_OK; /* two variables */
       src = id;
     }
@@ -896,6 +1015,10 @@ static er_status fuse_lut(qctx *qc, int32_t q, bool *done) {
     if (si->rank < 0 || si->rank != so->rank) return ER_STATUS_OK;
     for (int d = 0; d < si->rank; d++)
       if (si->dims[d] != so->dims[d]) return ER_STATUS_OK;
+    if (is_op(fn, "BatchNormalization") && (fn->n_outputs != 1 || !attr_is(fn, "training_mode", 0)))
+      return ER_STATUS_OK;
+    if (!lut_channels(qc, fn, src, si->rank, si->rank >= 2 ? si->dims[1] : -1, &channels)) return ER_STATUS_OK;
+    rank = si->rank;
   }
   if (qc->uses[q_out] >= 1000 && f < 0 && same_param(&xp, &qp)) return ER_STATUS_OK; /* keep a graph output's node */
   if (f < 0 && same_param(&xp, &qp)) {
@@ -906,7 +1029,7 @@ static er_status fuse_lut(qctx *qc, int32_t q, bool *done) {
     return ER_STATUS_OK;
   }
   er_tensor table;
-  er_status st = lut_table(qc, dq, f, q, xp.type, &table);
+  er_status st = lut_table(qc, dq, f, q, xp.type, rank, channels, &table);
   if (st == ER_STATUS_UNSUPPORTED) return ER_STATUS_OK;
   if (st != ER_STATUS_OK) {
     /* A kernel that refuses these inputs: leave the pattern alone. */
@@ -921,6 +1044,46 @@ static er_status fuse_lut(qctx *qc, int32_t q, bool *done) {
   ER_CHECK(set_attrs(g, n, NULL, NULL, 0));
   ER_CHECK(make_qop(n, "QLut"));
   if (f >= 0) qc->dead[f] = true;
+  *done = true;
+  return ER_STATUS_OK;
+}
+
+/* QLut -> QLut (the first read by the second alone): one table, t2 after
+ * t1, per channel when either is. Exact: both are exact tables. */
+static er_status fuse_lut_chain(qctx *qc, int32_t i, bool *done) {
+  er_graph *g = qc->g;
+  *done = false;
+  er_node *n2 = &g->nodes[i];
+  if (strcmp(n2->op_type, "QLut") != 0 || strcmp(n2->domain, ER_QFUSED_DOMAIN) != 0) return ER_STATUS_OK;
+  int32_t mid = n2->inputs[0], p = producer(qc, mid);
+  if (p < 0 || sole_consumer(qc, mid) != i) return ER_STATUS_OK;
+  er_node *n1 = &g->nodes[p];
+  if (strcmp(n1->op_type, "QLut") != 0 || strcmp(n1->domain, ER_QFUSED_DOMAIN) != 0) return ER_STATUS_OK;
+  const er_tensor *t1 = const_of(g, n1->inputs[1]), *t2 = const_of(g, n2->inputs[1]);
+  if (!t1 || !t2) return ER_STATUS_OK;
+  int64_t c1 = er__tensor_count(t1) / 256, c2 = er__tensor_count(t2) / 256, c = c1 > c2 ? c1 : c2;
+  if ((c1 != 1 && c1 != c) || (c2 != 1 && c2 != c)) return ER_STATUS_OK;
+  /* The merged table is indexed like t1; t1's entries are values of the
+   * middle type, which index t2 (int8 ones shifted by 128). */
+  er_dtype mt = vtype(g, mid);
+  uint8_t flip2 = mt == ER_DTYPE_INT8 ? 0x80 : 0;
+  er_tensor t;
+  int64_t dims[2] = {c, 256};
+  ER_CHECK(alloc_tensor(&t, t2->dtype, c > 1 ? 2 : 1, c > 1 ? dims : dims + 1));
+  const uint8_t *a = t1->data, *b = t2->data;
+  uint8_t *d = t.data;
+  for (int64_t ch = 0; ch < c; ch++)
+    for (int k = 0; k < 256; k++) {
+      /* Index k is input value k ^ flip1; t1 gives a value of mt. */
+      uint8_t v = a[(c1 > 1 ? ch : 0) * 256 + k];
+      d[ch * 256 + k] = b[(c2 > 1 ? ch : 0) * 256 + (uint8_t)(v ^ flip2)];
+    }
+  int32_t table_v;
+  ER_CHECK(new_const(qc, g->nodes[i].name, &t, &table_v));
+  n2 = &g->nodes[i];
+  int32_t ins[2] = {g->nodes[p].inputs[0], table_v};
+  ER_CHECK(set_inputs(g, n2, ins, 2));
+  qc->dead[p] = true;
   *done = true;
   return ER_STATUS_OK;
 }
@@ -1147,6 +1310,23 @@ static er_status fuse_block(qctx *qc, int32_t i, bool *done) {
 
 typedef er_status (*rewrite_fn)(qctx *qc, int32_t i, bool *done);
 
+/* Marks nodes none of whose outputs are read (the DQs a rewrite left
+ * behind), so that the next rewrites see true reader counts. */
+static void prune(qctx *qc) {
+  er_graph *g = qc->g;
+  for (int32_t i = g->n_nodes - 1; i >= 0; i--) {
+    if (qc->dead[i]) continue;
+    const er_node *n = &g->nodes[i];
+    bool used = n->n_outputs == 0;
+    for (int k = 0; k < n->n_outputs; k++)
+      if (n->outputs[k] >= 0 && qc->uses[n->outputs[k]] > 0) used = true;
+    if (used || node_has_graphs(n)) continue;
+    qc->dead[i] = true;
+    for (int k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k] >= 0) qc->uses[n->inputs[k]]--;
+  }
+}
+
 static er_status sweep(qctx *qc, rewrite_fn fn) {
   for (int32_t i = 0; i < qc->g->n_nodes; i++) {
     if (qc->dead[i]) continue;
@@ -1155,6 +1335,7 @@ static er_status sweep(qctx *qc, rewrite_fn fn) {
     if (done) {
       qc->changed++;
       ER_CHECK(count_uses(qc));
+      prune(qc);
     }
   }
   return ER_STATUS_OK;
@@ -1257,7 +1438,7 @@ er_status er__graph_qdq_fuse(er_graph *g) {
       if (st == ER_STATUS_OK) st = sweep(&qc, sink_dq);
       if (qc.changed == moved) break;
     }
-    static const rewrite_fn groups[] = {fuse_gemm, fuse_binary, fuse_avgpool, fuse_lut, fuse_block};
+    static const rewrite_fn groups[] = {fuse_gemm, fuse_binary, fuse_avgpool, fuse_lut, fuse_lut_chain, fuse_block};
     for (size_t r = 0; r < ER_ARRAY_LEN(groups) && st == ER_STATUS_OK; r++) st = sweep(&qc, groups[r]);
     if (qc.changed == before) break;
   }

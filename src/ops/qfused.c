@@ -294,23 +294,31 @@ static er_status qlut_check(er_kctx *ctx) {
   ER_CHECK(er__require_type(ctx, 0, q8_types));
   ER_CHECK(er__require_type(ctx, 1, q8_types));
   const er_tensor *x = ctx->in[0], *t = ctx->in[1];
-  if (er__tensor_shape_known(t) && (t->rank != 1 || t->dims[0] != 256)) {
-    char buf[160];
-    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "table has shape %s; it must be [256]",
+  char buf[160], xb[160];
+  if (er__tensor_shape_known(t) && !(t->rank == 1 && t->dims[0] == 256) && !(t->rank == 2 && t->dims[1] == 256))
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "table has shape %s; it must be [256] or [C, 256]",
                         er__shape_str(t, buf, sizeof buf));
-  }
+  if (t->rank == 2 && x->rank >= 0 && (x->rank < 2 || (x->dims[1] >= 0 && t->dims[0] >= 0 && x->dims[1] != t->dims[0])))
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "per-channel table %s does not match X %s (channels on axis 1)",
+                        er__shape_str(t, buf, sizeof buf), er__shape_str(x, xb, sizeof xb));
   er__set_output(ctx, 0, t->dtype, x->rank, x->dims);
   return ER_STATUS_OK;
 }
 
 static er_status qlut_run(er_kctx *ctx) {
-  const er_tensor *x = ctx->in[0];
-  const uint8_t *table = ctx->in[1]->data; /* [256] */
+  const er_tensor *x = ctx->in[0], *t = ctx->in[1];
+  const uint8_t *table = t->data; /* [256] or [C, 256] */
   uint8_t *y = ctx->out[0]->data;
   const uint8_t *xv = x->data;
   int64_t n = er__count(x);
   uint8_t flip = x->dtype == ER_DTYPE_INT8 ? 0x80 : 0; /* int8 v indexes v + 128 */
-  for (int64_t i = 0; i < n; i++) y[i] = table[(uint8_t)(xv[i] ^ flip)];
+  /* Per channel: element i is in channel (i / inner) % C. */
+  int64_t c_count = t->rank == 2 ? t->dims[0] : 1, inner = 1;
+  for (int d = 2; d < x->rank && c_count > 1; d++) inner *= x->dims[d];
+  for (int64_t i = 0; i < n; i++) {
+    int64_t c = c_count > 1 ? (i / inner) % c_count : 0;
+    y[i] = table[c * 256 + (uint8_t)(xv[i] ^ flip)];
+  }
   return ER_STATUS_OK;
 }
 

@@ -30,9 +30,10 @@
  *     - bit-identical to the unfused graph.
  *   QLut(X, table) -> Y
  *     Y[i] = table[X[i]] (int8 X indexes table[X + 128]); table is 256
- *     values of Y's type. The pass computes the table by running the
- *     reference kernels of the pattern it replaces on all 256 inputs, so
- *     the result is bit-identical to the unfused graph.
+ *     values of Y's type, or [C, 256]: one table per channel (axis 1 of
+ *     X). The pass computes the table by running the reference kernels of
+ *     the pattern it replaces on all 256 inputs (of every channel), so the
+ *     result is bit-identical to the unfused graph.
  *   QAvgPool(X, x_zp, mult, y_zp) -> Y
  *     AveragePool's attributes, or GlobalAveragePool when `global` = 1.
  *     avg = (float)(exact integer sum of (x - x_zp) / (double)count), as

@@ -343,6 +343,7 @@ static void gen_qbinary(case_fn fn, void *arg, const char *op) {
       /* a, b (4-D; a trailing 0 marks a scalar) */
       {{1, 3, 5, 7}, {1, 3, 5, 7}},     {{2, 16, 8, 8}, {2, 16, 8, 8}}, {{1, 1, 1, 1}, {1, 8, 9, 10}},
       {{1, 8, 9, 10}, {1, 1, 1, 1}},    {{1, 4, 5, 6}, {1, 4, 1, 1}},   {{1, 64, 40, 40}, {1, 64, 40, 40}},
+      {{2, 3, 4, 5}, {1, 1, 4, 5}},     {{1, 1, 7, 9}, {1, 6, 1, 1}},   {{2, 5, 1, 3}, {2, 1, 4, 1}},
   };
   for (size_t i = 0; i < ER_ARRAY_LEN(shapes); i++) {
     for (int variant = 0; variant < 4; variant++) {
@@ -383,6 +384,20 @@ static void gen_qlut(case_fn fn, void *arg) {
       q_input(&c, t, 1, DIMS(elt_sizes[i]), type_lo(t), type_hi(t), false);
       q_input(&c, variant ? ER_DTYPE_UINT8 : ER_DTYPE_INT8, 1, DIMS(256), variant ? 0 : -128, variant ? 255 : 127,
               true);
+      fn(&c, arg);
+    }
+  }
+  /* One table per channel (axis 1). */
+  static const int64_t shapes[][4] = {{2, 5, 7, 9}, {1, 3, 100, 0}, {1, 64, 28, 28}};
+  for (size_t i = 0; i < ER_ARRAY_LEN(shapes); i++) {
+    for (int variant = 0; variant < 2; variant++) {
+      er_dtype t = variant ? ER_DTYPE_INT8 : ER_DTYPE_UINT8;
+      const int64_t *d = shapes[i];
+      int rank = d[3] ? 4 : 3;
+      kc_begin(&c, "QLut", "com.edgerun", 1, "QLut per channel [%lld,%lld,%lld,%lld] x%s", (long long)d[0],
+               (long long)d[1], (long long)d[2], (long long)d[3], tname(t));
+      q_input(&c, t, rank, d, type_lo(t), type_hi(t), false);
+      q_input(&c, ER_DTYPE_UINT8, 2, DIMS(d[1], 256), 0, 255, true);
       fn(&c, arg);
     }
   }

@@ -231,6 +231,9 @@ static bool one_qadd(const er_model *m) {
 }
 static bool one_qmul(const er_model *m) { return count_op(m, "QMul") == 1 && no_float_ops(m, "Mul"); }
 static bool add_kept(const er_model *m) { return count_op(m, "QAdd") == 0 && count_op(m, "Add") == 1; }
+static bool channel_lut(const er_model *m) {
+  return count_op(m, "QLut") == 1 && no_float_ops(m, "Add") && count_op(m, "DequantizeLinear") == 1;
+}
 static bool one_lut(const er_model *m) {
   return count_op(m, "QLut") == 1 && count_op(m, "QuantizeLinear") == 1 && count_op(m, "DequantizeLinear") == 1;
 }
@@ -394,12 +397,14 @@ static void test_gemm(void) {
 /* ---- Add / Mul ------------------------------------------------------------------ */
 
 /* y = QDQ(act(QDQ(x) op QDQ(tanh(x)))) on [1,4,5,6]; with a float
- * constant second operand in the near miss. */
-static void binary_model(er_pbw *m, const char *op, int type, bool relu, bool const_operand) {
+ * constant second operand: per channel ([1,4,1,1], a per-channel table)
+ * or varying along the last axis ([1,1,1,6]: a near miss). */
+static void binary_model(er_pbw *m, const char *op, int type, bool relu, int const_operand) {
   er_pbw g = {0};
   node(&g, "Tanh", IN("x"), IN("x2"), NULL);
   qdq(&g, "x", "a", type, 0.02f, type == T_UINT8 ? 128 : 0);
-  if (const_operand) init_f(&g, "b", 4, (const int64_t[]){1, 4, 1, 1}, 0.5f, 0);
+  if (const_operand == 1) init_f(&g, "b", 4, (const int64_t[]){1, 4, 1, 1}, 0.5f, 0);
+  else if (const_operand == 2) init_f(&g, "b", 4, (const int64_t[]){1, 1, 1, 6}, 0.5f, 0);
   else qdq(&g, "x2", "b", type, 0.01f, type == T_UINT8 ? 120 : -5);
   node(&g, op, IN("a", "b"), IN("s"), NULL);
   const char *s = "s";
@@ -417,18 +422,22 @@ static void test_binary(void) {
   for (int t = 0; t < 2; t++)
     for (int relu = 0; relu < 2; relu++) {
       er_pbw m = {0};
-      binary_model(&m, "Add", t ? T_INT8 : T_UINT8, relu, false);
+      binary_model(&m, "Add", t ? T_INT8 : T_UINT8, relu, 0);
       compare(&m, 4, x, 0, one_qadd, relu ? "Add + Relu" : "Add");
       er__pbw_free(&m);
       er_pbw m2 = {0};
-      binary_model(&m2, "Mul", t ? T_INT8 : T_UINT8, relu, false);
+      binary_model(&m2, "Mul", t ? T_INT8 : T_UINT8, relu, 0);
       compare(&m2, 4, x, 0, one_qmul, "Mul");
       er__pbw_free(&m2);
     }
   er_pbw m = {0};
-  binary_model(&m, "Add", T_UINT8, false, true);
-  compare(&m, 4, x, 0, add_kept, "Add of a float constant (not fused)");
+  binary_model(&m, "Add", T_UINT8, false, 1);
+  compare(&m, 4, x, 0, channel_lut, "Add of a per-channel float constant (per-channel table)");
   er__pbw_free(&m);
+  er_pbw m3 = {0};
+  binary_model(&m3, "Add", T_UINT8, false, 2);
+  compare(&m3, 4, x, 0, add_kept, "Add of a constant varying along W (not fused)");
+  er__pbw_free(&m3);
 }
 
 /* ---- lookup tables ------------------------------------------------------------- */
@@ -472,6 +481,23 @@ static void test_lut(void) {
   lut_model(&m, "same", T_UINT8);
   compare(&m, 2, x, 0, no_lut_one_q, "DQ -> Q with equal parameters");
   er__pbw_free(&m);
+  /* DQ -> BatchNormalization -> Q (left float by onnxruntime's quantizer
+   * after a Concat): a per-channel table. */
+  for (int t = 0; t < 2; t++) {
+    int type = t ? T_INT8 : T_UINT8;
+    er_pbw g = {0}, mb = {0};
+    qdq(&g, "x", "a", type, 0.02f, type == T_UINT8 ? 128 : 0);
+    init_f(&g, "bn_s", 1, (const int64_t[]){3}, 0.5f, 1.0f);
+    init_f(&g, "bn_b", 1, (const int64_t[]){3}, 0.2f, 0);
+    init_f(&g, "bn_m", 1, (const int64_t[]){3}, 0.2f, 0);
+    init_f(&g, "bn_v", 1, (const int64_t[]){3}, 0.2f, 1.0f);
+    node(&g, "BatchNormalization", IN("a", "bn_s", "bn_b", "bn_m", "bn_v"), IN("bn"), NULL);
+    qdq(&g, "bn", "y", type, 0.03f, type == T_UINT8 ? 100 : -10);
+    finish(&g, &mb, 4, (const int64_t[]){1, 3, 5, 7}, 13);
+    compare(&mb, 4, (const int64_t[]){1, 3, 5, 7}, 0, one_lut, "BatchNormalization as per-channel tables");
+    er__pbw_free(&g);
+    er__pbw_free(&mb);
+  }
 }
 
 /* ---- pools, Concat, Reshape ------------------------------------------------------ */

@@ -159,12 +159,74 @@ static void qbinary_span(const span_job *j, int64_t lo, int64_t hi) {
                   c->bs, c->bz, c->y + lo, hi - lo, c->ys, c->yz, c->lo, c->hi, c->mul);
 }
 
+/* Broadcasting as rows: the output's trailing dims [d0, rank) form rows
+ * over which each input is either contiguous or one repeated element;
+ * the leading dims index the rows. */
+typedef struct qb_rows {
+  int outer_rank;
+  int64_t dims[ER_MAX_RANK];   /* leading dims */
+  int64_t st[2][ER_MAX_RANK];  /* element strides of a and b per leading dim */
+  int64_t len;                 /* row length */
+  int step[2];                 /* 1: contiguous along the row; 0: repeated */
+} qb_rows;
+
+static bool row_plan(const er_tensor *y, const er_tensor *const *in, qb_rows *r) {
+  int rank = y->rank;
+  int64_t st[2][ER_MAX_RANK];
+  for (int t = 0; t < 2; t++) {
+    const er_tensor *x = in[t];
+    if (x->rank > rank) return false;
+    int64_t acc = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+      int xd = d - (rank - x->rank);
+      int64_t dim = xd >= 0 ? x->dims[xd] : 1;
+      if (dim != 1 && dim != y->dims[d]) return false;
+      st[t][d] = dim == 1 ? 0 : acc;
+      acc *= dim;
+    }
+  }
+  /* Grow the row leftwards while every input stays contiguous or
+   * repeated over it. */
+  int d0 = rank;
+  int64_t len = 1;
+  int step[2] = {-1, -1};
+  while (d0 > 0) {
+    int d = d0 - 1;
+    bool ok = true;
+    int ns[2];
+    for (int t = 0; t < 2; t++) {
+      int want = st[t][d] == 0 ? 0 : 1;
+      if (y->dims[d] == 1) want = step[t] < 0 ? 0 : step[t];
+      if (step[t] >= 0 && want != step[t]) ok = false;
+      if (want == 1 && st[t][d] != 0 && st[t][d] != len) ok = false;
+      ns[t] = want;
+    }
+    if (!ok) break;
+    step[0] = ns[0];
+    step[1] = ns[1];
+    len *= y->dims[d];
+    d0 = d;
+  }
+  r->outer_rank = d0;
+  for (int d = 0; d < d0; d++) {
+    r->dims[d] = y->dims[d];
+    r->st[0][d] = st[0][d];
+    r->st[1][d] = st[1][d];
+  }
+  r->len = len;
+  r->step[0] = step[0] < 0 ? 0 : step[0];
+  r->step[1] = step[1] < 0 ? 0 : step[1];
+  return true;
+}
+
 static er_status qbinary_run(const er_kernel_run *kr, const er_qelt_ops *ops, bool mul) {
   er_kctx *ctx = kr->ctx;
   const er_tensor *a = ctx->in[0], *b = ctx->in[3];
   er_tensor *y = ctx->out[0];
-  int64_t n = er__tensor_count(y), na = er__tensor_count(a), nb = er__tensor_count(b);
-  if ((na != n && na != 1) || (nb != n && nb != 1)) return er__kr_reference(kr);
+  int64_t n = er__tensor_count(y);
+  const er_tensor *ins[2] = {a, b};
+  qb_rows rp;
+  if (!row_plan(y, ins, &rp)) return er__kr_reference(kr);
   if (n == 0) return ER_STATUS_OK;
   qb_ctx c = {ops,
               a->data,
@@ -172,8 +234,8 @@ static er_status qbinary_run(const er_kernel_run *kr, const er_qelt_ops *ops, bo
               y->data,
               a->dtype == ER_DTYPE_INT8,
               b->dtype == ER_DTYPE_INT8,
-              na == n ? 1 : 0,
-              nb == n ? 1 : 0,
+              rp.step[0],
+              rp.step[1],
               cfloat(ctx->in[1]),
               cfloat(ctx->in[4]),
               cfloat(ctx->in[6]),
@@ -184,8 +246,25 @@ static er_status qbinary_run(const er_kernel_run *kr, const er_qelt_ops *ops, bo
               0,
               mul};
   ER_CHECK(er__q_clamp_attrs(ctx, y->dtype, &c.lo, &c.hi));
-  span_job j = {qbinary_span, n, 1, &c};
-  run_spans(kr->pool, &j);
+  if (rp.outer_rank == 0) {
+    span_job j = {qbinary_span, n, 1, &c};
+    run_spans(kr->pool, &j);
+    return ER_STATUS_OK;
+  }
+  /* Row by row (each row a span of one thread; rows are many and short). */
+  int64_t rows = n / (rp.len ? rp.len : 1), idx[ER_MAX_RANK] = {0}, off[2] = {0, 0};
+  for (int64_t r = 0; r < rows; r++) {
+    ops->qbinary(c.a + off[0], c.as_, c.a_step, c.as, c.az, c.b + off[1], c.bs_, c.b_step, c.bs, c.bz,
+                 c.y + r * rp.len, rp.len, c.ys, c.yz, c.lo, c.hi, mul);
+    for (int d = rp.outer_rank - 1; d >= 0; d--) {
+      off[0] += rp.st[0][d];
+      off[1] += rp.st[1][d];
+      if (++idx[d] < rp.dims[d]) break;
+      off[0] -= rp.st[0][d] * rp.dims[d];
+      off[1] -= rp.st[1][d] * rp.dims[d];
+      idx[d] = 0;
+    }
+  }
   return ER_STATUS_OK;
 }
 
@@ -195,7 +274,8 @@ static er_status qbinary_run(const er_kernel_run *kr, const er_qelt_ops *ops, bo
 
 static bool lut_supports(const er_kernel_info *ki) {
   const er_tensor *x = er__ki_in(ki, 0), *t = er__ki_in(ki, 1);
-  return x && q8(x->dtype) && t && t->data && er__tensor_count(t) == 256 && q8(t->dtype);
+  if (!x || !q8(x->dtype) || !t || !t->data || !q8(t->dtype)) return false;
+  return er__tensor_count(t) == 256 || (t->rank == 2 && t->dims[1] == 256 && x->rank >= 2);
 }
 
 static er_status lut_run(const er_kernel_run *kr, const er_qelt_ops *ops) {
@@ -204,11 +284,22 @@ static er_status lut_run(const er_kernel_run *kr, const er_qelt_ops *ops) {
   uint8_t *y = ctx->out[0]->data;
   uint8_t flip = ctx->in[0]->dtype == ER_DTYPE_INT8 ? 0x80 : 0;
   int64_t n = er__tensor_count(ctx->out[0]);
-  if (ops) {
-    ops->lut(x, flip, table, y, n);
-    return ER_STATUS_OK;
+  const er_tensor *t = ctx->in[1], *xt = ctx->in[0];
+  int64_t chans = er__tensor_count(t) / 256, inner = n;
+  if (chans > 1) {
+    if (xt->dims[1] != chans) return er__kr_reference(kr);
+    inner = 1;
+    for (int d = 2; d < xt->rank; d++) inner *= xt->dims[d];
   }
-  for (int64_t i = 0; i < n; i++) y[i] = table[(uint8_t)(x[i] ^ flip)];
+  /* Planes of `inner` elements, each with its channel's table. */
+  for (int64_t p = 0; inner > 0 && p < n / inner; p++) {
+    const uint8_t *tab = table + (chans > 1 ? p % chans : 0) * 256;
+    if (ops) {
+      ops->lut(x + p * inner, flip, tab, y + p * inner, inner);
+    } else {
+      for (int64_t i = 0; i < inner; i++) y[p * inner + i] = tab[(uint8_t)(x[p * inner + i] ^ flip)];
+    }
+  }
   return ER_STATUS_OK;
 }
 
