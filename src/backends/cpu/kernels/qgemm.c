@@ -75,15 +75,12 @@ void er__qgemm_interleave(int kg, int nr, const uint8_t *const *rows, int cols, 
   const __m128i f = _mm_set1_epi8((char)flip);
   if (kg == 4) {
     for (; j + 16 <= cols; j += 16) {
-      __m128i a = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(r[0] + j)), f);
-      __m128i b = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(r[1] + j)), f);
-      __m128i c = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(r[2] + j)), f);
-      __m128i d = _mm_xor_si128(_mm_loadu_si128((const __m128i *)(r[3] + j)), f);
-      /* Rows NULL read as zeros before the flip; they must stay zero. */
-      if (!rows[1]) b = _mm_setzero_si128();
-      if (!rows[2]) c = _mm_setzero_si128();
-      if (!rows[3]) d = _mm_setzero_si128();
-      if (!rows[0]) a = _mm_setzero_si128();
+      /* NULL rows are zeros (never flipped). */
+      const __m128i z = _mm_setzero_si128();
+      __m128i a = rows[0] ? _mm_xor_si128(_mm_loadu_si128((const __m128i *)(rows[0] + j)), f) : z;
+      __m128i b = rows[1] ? _mm_xor_si128(_mm_loadu_si128((const __m128i *)(rows[1] + j)), f) : z;
+      __m128i c = rows[2] ? _mm_xor_si128(_mm_loadu_si128((const __m128i *)(rows[2] + j)), f) : z;
+      __m128i d = rows[3] ? _mm_xor_si128(_mm_loadu_si128((const __m128i *)(rows[3] + j)), f) : z;
       __m128i ab0 = _mm_unpacklo_epi8(a, b), ab1 = _mm_unpackhi_epi8(a, b);
       __m128i cd0 = _mm_unpacklo_epi8(c, d), cd1 = _mm_unpackhi_epi8(c, d);
       __m128i *o = (__m128i *)(dst + j * 4);
@@ -97,8 +94,8 @@ void er__qgemm_interleave(int kg, int nr, const uint8_t *const *rows, int cols, 
     }
   } else if (kg == 2) {
     for (; j + 16 <= cols; j += 16) {
-      __m128i a = rows[0] ? _mm_xor_si128(_mm_loadu_si128((const __m128i *)(r[0] + j)), f) : _mm_setzero_si128();
-      __m128i b = rows[1] ? _mm_xor_si128(_mm_loadu_si128((const __m128i *)(r[1] + j)), f) : _mm_setzero_si128();
+      __m128i a = rows[0] ? _mm_xor_si128(_mm_loadu_si128((const __m128i *)(rows[0] + j)), f) : _mm_setzero_si128();
+      __m128i b = rows[1] ? _mm_xor_si128(_mm_loadu_si128((const __m128i *)(rows[1] + j)), f) : _mm_setzero_si128();
       __m128i *o = (__m128i *)(dst + j * 2);
       _mm_storeu_si128(o + 0, _mm_unpacklo_epi8(a, b));
       _mm_storeu_si128(o + 1, _mm_unpackhi_epi8(a, b));

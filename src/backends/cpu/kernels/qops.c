@@ -384,9 +384,11 @@ static const uint8_t *tap_run(const pool_geom *p, const uint8_t *planes, int64_t
   return planes + (py * g->sw + px) * p->hs * p->ws + qy * p->ws + qx;
 }
 
+/* A worker's planes, then (64-byte aligned) the running max and sums. */
+static size_t pool_planes_bytes(const pool_geom *p) { return (size_t)(p->g.sh * p->g.sw * p->hs * p->ws + 63) / 64 * 64; }
+
 static size_t pool_slot_bytes(const pool_geom *p) {
-  size_t planes = (size_t)(p->g.sh * p->g.sw * p->hs * p->ws);
-  return (planes + (size_t)p->len * (1 + sizeof(int32_t)) + 64 + 63) / 64 * 64;
+  return pool_planes_bytes(p) + ((size_t)p->len + 63) / 64 * 64 + (size_t)p->len * sizeof(int32_t) + 64;
 }
 
 typedef struct pool_job {
@@ -410,7 +412,7 @@ static void pool_chunk(void *arg, int64_t begin, int64_t end) {
   const int64_t ohw = g->oh * g->ow, ntaps = g->kh * g->kw;
   for (int64_t ch = begin; ch < end; ch++) {
     uint8_t *planes = j->scratch + (size_t)ch * j->slot;
-    uint8_t *vmax = planes + g->sh * g->sw * p->hs * p->ws;
+    uint8_t *vmax = planes + pool_planes_bytes(p);
     int32_t *vsum = (int32_t *)(vmax + (p->len + 63) / 64 * 64);
     for (int64_t c = g->c * ch / j->chunks; c < g->c * (ch + 1) / j->chunks; c++) {
       const uint8_t *xc = j->x + c * g->h * g->w;

@@ -531,8 +531,10 @@ static void dw_chunk(void *arg, int64_t begin, int64_t end) {
   for (int64_t ch = begin; ch < end; ch++) {
     float *planes = (float *)(j->scratch + (size_t)ch * j->slot_bytes);
     int32_t *iacc = (int32_t *)(planes + g->sh * g->sw * hs * ws);
+    /* The tap pointers after the sums, 64-byte aligned. */
+    uintptr_t tp = ((uintptr_t)(iacc + g->oh * ws) + 63) & ~(uintptr_t)63;
     er_qdw_args a = {planes, hs, ws, g->kh, g->kw, g->sh, g->sw, g->dh, g->dw, g->oh, g->ow, NULL,
-                     (const float **)(void *)(iacc + g->oh * ws + 64), iacc};
+                     (const float **)(void *)tp, iacc};
     int64_t lo = g->c * ch / j->chunks, hi = g->c * (ch + 1) / j->chunks;
     for (int64_t c = lo; c < hi; c++) {
       a.w = (const float *)s->packed + c * taps;
