@@ -15,11 +15,20 @@
 
 #include "backends/cpu/kernels/qgemm.h"
 
+/* The convolution tile: CMR weight rows x CNV vectors of 16 pixels. */
+#ifndef CMR
+#define CMR 8
+#endif
+#ifndef CNV
+#define CNV 2
+#endif
+#define CNR (CNV * 16)
+
 static inline __attribute__((always_inline)) void tile_body(int64_t groups, const uint8_t *a, const uint8_t *b,
                                                             int32_t *acc, const int MR, const int NV, const int R,
                                                             const bool w_rows) {
-  __m512i c[8][4];
-#pragma GCC unroll 8
+  __m512i c[16][4];
+#pragma GCC unroll 16
   for (int r = 0; r < MR; r++)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++)
@@ -28,7 +37,7 @@ static inline __attribute__((always_inline)) void tile_body(int64_t groups, cons
     __m512i bv[4];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_si512((const void *)(b + v * 64));
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < MR; r++) {
       if (r < R) {
         int32_t w;
@@ -42,7 +51,7 @@ static inline __attribute__((always_inline)) void tile_body(int64_t groups, cons
     a += MR * 4;
     b += NV * 64;
   }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < MR; r++)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++)
@@ -53,51 +62,49 @@ static inline __attribute__((always_inline)) void tile_body(int64_t groups, cons
  * b + koff[g] (activations, unsigned), weights broadcast. */
 static inline __attribute__((always_inline)) void tile_ind_body(int64_t groups, const uint8_t *a, const uint8_t *b,
                                                                 const int64_t *koff, int32_t *acc, const int R) {
-  __m512i c[8][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < 8; r++)
-    if (r < R) c[r][0] = c[r][1] = _mm512_setzero_si512();
+  __m512i c[CMR][CNV];
+#pragma GCC unroll 16
+  for (int r = 0; r < CMR; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < CNV; v++)
+      if (r < R) c[r][v] = _mm512_setzero_si512();
   for (int64_t q = 0; q < groups; q++) {
     const uint8_t *bq = b + koff[q];
-    __m512i b0 = _mm512_loadu_si512((const void *)bq), b1 = _mm512_loadu_si512((const void *)(bq + 64));
-#pragma GCC unroll 8
-    for (int r = 0; r < 8; r++) {
+    __m512i bv[CNV];
+#pragma GCC unroll 4
+    for (int v = 0; v < CNV; v++) bv[v] = _mm512_loadu_si512((const void *)(bq + v * 64));
+#pragma GCC unroll 16
+    for (int r = 0; r < CMR; r++) {
       if (r < R) {
         int32_t w;
         memcpy(&w, a + r * 4, sizeof w);
         __m512i av = _mm512_set1_epi32(w);
-        c[r][0] = _mm512_dpbusd_epi32(c[r][0], b0, av);
-        c[r][1] = _mm512_dpbusd_epi32(c[r][1], b1, av);
+#pragma GCC unroll 4
+        for (int v = 0; v < CNV; v++) c[r][v] = _mm512_dpbusd_epi32(c[r][v], bv[v], av);
       }
     }
-    a += 32;
+    a += CMR * 4;
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < 8; r++)
-    if (r < R) {
-      _mm512_storeu_si512((void *)(acc + r * 32), c[r][0]);
-      _mm512_storeu_si512((void *)(acc + r * 32 + 16), c[r][1]);
-    }
+#pragma GCC unroll 16
+  for (int r = 0; r < CMR; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < CNV; v++)
+      if (r < R) _mm512_storeu_si512((void *)(acc + r * CNR + v * 16), c[r][v]);
 }
 
 #define DEFINE_TILE_IND(R) \
   static void ind_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, int32_t *acc) { \
     tile_ind_body(g, a, b, koff, acc, R);                                                               \
   }
-DEFINE_TILE_IND(1)
-DEFINE_TILE_IND(2)
-DEFINE_TILE_IND(3)
-DEFINE_TILE_IND(4)
-DEFINE_TILE_IND(5)
-DEFINE_TILE_IND(6)
-DEFINE_TILE_IND(7)
-DEFINE_TILE_IND(8)
+#define FOR_ROWS(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14)
+FOR_ROWS(DEFINE_TILE_IND)
 
 typedef void (*tile_ind_fn)(int64_t, const uint8_t *, const uint8_t *, const int64_t *, int32_t *);
 
 static void tile_conv_ind(int64_t groups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
                           int32_t *acc) {
-  static const tile_ind_fn fns[] = {NULL, ind_1, ind_2, ind_3, ind_4, ind_5, ind_6, ind_7, ind_8};
+#define IND_NAME(R) ind_##R,
+  static const tile_ind_fn fns[] = {NULL, FOR_ROWS(IND_NAME)};
   fns[rows_valid](groups, rows, cols, koff, acc);
 }
 
@@ -105,40 +112,66 @@ static void tile_conv_ind(int64_t groups, const void *rows, const uint8_t *cols,
  * Q8 epilogue in registers: the accumulators never go to memory. */
 static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, const uint8_t *a, const uint8_t *b,
                                                                const int64_t *koff, const er_qepi *e, int64_t i0,
-                                                               uint8_t *out, int64_t ldc, const int R) {
-  __m512i c[8][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < 8; r++)
-    if (r < R) c[r][0] = c[r][1] = _mm512_setzero_si512();
+                                                               uint8_t *out, int64_t ldc, const er_qseg *segs,
+                                                               int nseg, const int R) {
+  __m512i c[CMR][CNV];
+#pragma GCC unroll 16
+  for (int r = 0; r < CMR; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < CNV; v++)
+      if (r < R) c[r][v] = _mm512_setzero_si512();
   for (int64_t q = 0; q < groups; q++) {
-    const uint8_t *bq = koff ? b + koff[q] : b + q * 128;
-    __m512i b0 = _mm512_loadu_si512((const void *)bq), b1 = _mm512_loadu_si512((const void *)(bq + 64));
-#pragma GCC unroll 8
-    for (int r = 0; r < 8; r++) {
+    const uint8_t *bq = koff ? b + koff[q] : b + q * CNR * 4;
+    __m512i bv[CNV];
+#pragma GCC unroll 4
+    for (int v = 0; v < CNV; v++) bv[v] = _mm512_loadu_si512((const void *)(bq + v * 64));
+#pragma GCC unroll 16
+    for (int r = 0; r < CMR; r++) {
       if (r < R) {
         int32_t w;
         memcpy(&w, a + r * 4, sizeof w);
         __m512i av = _mm512_set1_epi32(w);
-        c[r][0] = _mm512_dpbusd_epi32(c[r][0], b0, av);
-        c[r][1] = _mm512_dpbusd_epi32(c[r][1], b1, av);
+#pragma GCC unroll 4
+        for (int v = 0; v < CNV; v++) c[r][v] = _mm512_dpbusd_epi32(c[r][v], bv[v], av);
       }
     }
-    a += 32;
+    a += CMR * 4;
   }
   const __m512 big = _mm512_set1_ps(1073741824.0f), nbig = _mm512_set1_ps(-1073741824.0f);
   const __m512i zp = _mm512_set1_epi32(e->zp), lo = _mm512_set1_epi32(e->lo), hi = _mm512_set1_epi32(e->hi);
-#pragma GCC unroll 8
-  for (int r = 0; r < 8; r++) {
+#pragma GCC unroll 16
+  for (int r = 0; r < CMR; r++) {
     if (r < R) {
       const __m512i corr = _mm512_set1_epi32(e->corr[i0 + r]);
       const __m512 mult = _mm512_set1_ps(e->mult[i0 + r]), off = _mm512_set1_ps(e->off[i0 + r]);
-#pragma GCC unroll 2
-      for (int v = 0; v < 2; v++) {
+      __m128i bytes[4];
+#pragma GCC unroll 4
+      for (int v = 0; v < CNV; v++) {
         __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(c[r][v], corr)), mult, off);
         f = _mm512_min_ps(_mm512_max_ps(f, nbig), big);
         __m512i q = _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         q = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(q, zp), lo), hi);
-        _mm_storeu_si128((__m128i *)(out + r * ldc + v * 16), _mm512_cvtepi32_epi8(q));
+        bytes[v] = _mm512_cvtepi32_epi8(q);
+      }
+      uint8_t *row = out + r * ldc;
+      if (nseg == 1 && segs[0].first == 0 && segs[0].len == CNR) {
+#pragma GCC unroll 4
+        for (int v = 0; v < CNV; v++) _mm_storeu_si128((__m128i *)(row + segs[0].col + v * 16), bytes[v]);
+      } else {
+        /* Each run with masked stores: lanes [first, first + len) of the
+         * tile go to C's columns [col, col + len). */
+        for (int sg = 0; sg < nseg; sg++) {
+          int first = segs[sg].first, end = first + segs[sg].len;
+#pragma GCC unroll 4
+          for (int v = 0; v < CNV; v++) {
+            int lane0 = first > v * 16 ? first - v * 16 : 0, lane1 = end < v * 16 + 16 ? end - v * 16 : 16;
+            if (lane1 <= lane0) continue;
+            __mmask16 m = (__mmask16)(((1u << (lane1 - lane0)) - 1u) << lane0);
+            /* The address of lane 0 may lie before the row; only the
+             * unmasked lanes are written. */
+            _mm_mask_storeu_epi8((void *)((uintptr_t)(row + segs[sg].col - first + v * 16)), m, bytes[v]);
+          }
+        }
       }
     }
   }
@@ -146,38 +179,26 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
 
 #define DEFINE_TILE_Q8(R)                                                                                  \
   static void q8_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, const er_qepi *e,   \
-                     int64_t i0, uint8_t *out, int64_t ldc) {                                              \
-    tile_q8_body(g, a, b, koff, e, i0, out, ldc, R);                                                       \
+                     int64_t i0, uint8_t *out, int64_t ldc, const er_qseg *segs, int nseg) {               \
+    tile_q8_body(g, a, b, koff, e, i0, out, ldc, segs, nseg, R);                                           \
   }
-DEFINE_TILE_Q8(1)
-DEFINE_TILE_Q8(2)
-DEFINE_TILE_Q8(3)
-DEFINE_TILE_Q8(4)
-DEFINE_TILE_Q8(5)
-DEFINE_TILE_Q8(6)
-DEFINE_TILE_Q8(7)
-DEFINE_TILE_Q8(8)
+FOR_ROWS(DEFINE_TILE_Q8)
 
 typedef void (*tile_q8_fn)(int64_t, const uint8_t *, const uint8_t *, const int64_t *, const er_qepi *, int64_t,
-                           uint8_t *, int64_t);
+                           uint8_t *, int64_t, const er_qseg *, int);
 
 static void tile_conv_q8(int64_t groups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
-                         const er_qepi *e, int64_t i0, uint8_t *c, int64_t ldc) {
-  static const tile_q8_fn fns[] = {NULL, q8_1, q8_2, q8_3, q8_4, q8_5, q8_6, q8_7, q8_8};
-  fns[rows_valid](groups, rows, cols, koff, e, i0, c, ldc);
+                         const er_qepi *e, int64_t i0, uint8_t *c, int64_t ldc, const er_qseg *segs, int nseg) {
+#define Q8_NAME(R) q8_##R,
+  static const tile_q8_fn fns[] = {NULL, FOR_ROWS(Q8_NAME)};
+  fns[rows_valid](groups, rows, cols, koff, e, i0, c, ldc, segs, nseg);
 }
 
 #define DEFINE_TILE(NAME, MR, NV, WR, R) \
   static void NAME##_##R(int64_t g, const uint8_t *a, const uint8_t *b, int32_t *acc) { tile_body(g, a, b, acc, MR, NV, R, WR); }
 
-DEFINE_TILE(conv, 8, 2, true, 1)
-DEFINE_TILE(conv, 8, 2, true, 2)
-DEFINE_TILE(conv, 8, 2, true, 3)
-DEFINE_TILE(conv, 8, 2, true, 4)
-DEFINE_TILE(conv, 8, 2, true, 5)
-DEFINE_TILE(conv, 8, 2, true, 6)
-DEFINE_TILE(conv, 8, 2, true, 7)
-DEFINE_TILE(conv, 8, 2, true, 8)
+#define DEFINE_CONV_TILE(R) DEFINE_TILE(conv, CMR, CNV, true, R)
+FOR_ROWS(DEFINE_CONV_TILE)
 DEFINE_TILE(mm, 4, 4, false, 1)
 DEFINE_TILE(mm, 4, 4, false, 2)
 DEFINE_TILE(mm, 4, 4, false, 3)
@@ -187,7 +208,8 @@ typedef void (*tile_fn)(int64_t, const uint8_t *, const uint8_t *, int32_t *);
 
 static void tile_conv(int64_t groups, const void *rows, const uint8_t *cols, int rows_valid, bool w_rows,
                       int32_t *acc) {
-  static const tile_fn fns[] = {NULL, conv_1, conv_2, conv_3, conv_4, conv_5, conv_6, conv_7, conv_8};
+#define CONV_NAME(R) conv_##R,
+  static const tile_fn fns[] = {NULL, FOR_ROWS(CONV_NAME)};
   ER_UNUSED(w_rows);
   fns[rows_valid](groups, rows, cols, acc);
 }
@@ -304,6 +326,6 @@ static void epilogue(const er_qepi *e, const er_qtile_out *t) {
   }
 }
 
-const er_qgemm_isa er__qgemm_conv_avx512vnni = {"8x32__avx512vnni", 8, 32, 4, 1, tile_conv, tile_conv_ind, epilogue,
+const er_qgemm_isa er__qgemm_conv_avx512vnni = {"8x32__avx512vnni", CMR, CNR, 4, 1, tile_conv, tile_conv_ind, epilogue,
                                                 tile_conv_q8};
 const er_qgemm_isa er__qgemm_mm_avx512vnni = {"4x64__avx512vnni", 4, 64, 4, 1, tile_mm, NULL, epilogue, NULL};

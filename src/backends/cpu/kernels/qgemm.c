@@ -266,8 +266,9 @@ static void qgemm_part(const er_qgemm_problem *p, int64_t m0, int64_t m1, int64_
   if (!p->rows_packed) rasum = (int32_t *)(rbuf + (size_t)(MC / mr) * rpb);
   int32_t acc[ER_QGEMM_MAX_MR * ER_QGEMM_MAX_NR] __attribute__((aligned(64)));
   const size_t es = out_size(&p->epi);
+  /* Rows of at least 2 columns keep a tile within ER_QGEMM_MAX_SEGS runs. */
   const bool fuse_q8 = isa->tile_q8 && p->rows_packed && p->epi.kind == ER_QEPI_Q8 && p->epi.channel_rows &&
-                       !p->epi.wzp;
+                       !p->epi.wzp && (p->vw == 0 || p->ow >= 2);
   for (int64_t j0 = n0; j0 < n1; j0 += NC) {
     int64_t nc = min64(NC, n1 - j0);
     const uint8_t *cp;
@@ -288,27 +289,34 @@ static void qgemm_part(const er_qgemm_problem *p, int64_t m0, int64_t m1, int64_
         p->pack_rows(p->rows_ctx, i0, mc, rbuf, p->need_asum ? rasum : NULL);
         rp = rbuf;
       }
-      for (int64_t ir = 0; ir < mc; ir += mr) {
-        int rows = (int)min64(mr, mc - ir);
-        const uint8_t *a = rp + (size_t)(ir / mr) * rpb;
-        for (int64_t jr = 0; jr < nc; jr += nr) {
-          int cols = (int)min64(nr, nc - jr);
-          if (fuse_q8 && cols == nr) {
-            /* All NR columns real and contiguous in C: requantize in
-             * registers. */
-            int64_t j = j0 + jr, at = j;
-            bool whole = true;
+      /* Column tiles outer, row panels inner: a tile's columns (all k
+       * groups) stay in L1 while every weight panel passes over them. */
+      for (int64_t jr = 0; jr < nc; jr += nr) {
+        int cols = (int)min64(nr, nc - jr);
+        for (int64_t ir = 0; ir < mc; ir += mr) {
+          int rows = (int)min64(mr, mc - ir);
+          const uint8_t *a = rp + (size_t)(ir / mr) * rpb;
+          if (fuse_q8) {
+            /* Requantize in registers; the tile's real columns land in
+             * runs of C. */
+            er_qseg segs[ER_QGEMM_MAX_SEGS];
+            int nseg = 0;
+            int64_t j = j0 + jr;
             if (p->vw > 0) {
-              int64_t col = j % p->vw;
-              whole = col + nr <= p->ow;
-              at = (j / p->vw) * p->ow + col;
+              for (int t = 0; t < cols && nseg < ER_QGEMM_MAX_SEGS;) {
+                int64_t v = j + t, row = v / p->vw, col = v % p->vw;
+                int seg = (int)min64(cols - t, p->vw - col);
+                int valid = col < p->ow ? (int)min64(seg, p->ow - col) : 0;
+                if (valid > 0) segs[nseg++] = (er_qseg){t, valid, row * p->ow + col};
+                t += seg;
+              }
+            } else {
+              segs[nseg++] = (er_qseg){0, cols, j};
             }
-            if (whole) {
-              isa->tile_q8(groups, a, p->cols_base ? cp + jr * kg : cp + (size_t)(jr / nr) * cpb,
-                           p->cols_base ? p->cols_koff : NULL, rows, &p->epi, i0 + ir,
-                           (uint8_t *)p->c + (size_t)((i0 + ir) * p->ldc + at), p->ldc);
-              continue;
-            }
+            isa->tile_q8(groups, a, p->cols_base ? cp + jr * kg : cp + (size_t)(jr / nr) * cpb,
+                         p->cols_base ? p->cols_koff : NULL, rows, &p->epi, i0 + ir,
+                         (uint8_t *)p->c + (size_t)((i0 + ir) * p->ldc), p->ldc, segs, nseg);
+            continue;
           }
           if (p->cols_base)
             isa->tile_ind(groups, a, cp + jr * kg, p->cols_koff, rows, acc);

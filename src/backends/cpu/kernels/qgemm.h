@@ -80,6 +80,17 @@ typedef struct er_qtile_out {
   int64_t ldc;           /* elements */
 } er_qtile_out;
 
+/* A run of a tile's columns: columns [first, first + len) of the tile are
+ * C's columns [col, col + len). */
+typedef struct er_qseg {
+  int first, len;
+  int64_t col;
+} er_qseg;
+
+/* The most runs a tile of NR columns can split into (rows at least 2
+ * columns wide: NR / 2 + 1 runs). */
+#define ER_QGEMM_MAX_SEGS (ER_QGEMM_MAX_NR / 2 + 2)
+
 /* One ISA: its tile shapes and functions. The microkernel computes
  * acc[r][j] = sum over k of rows[k][r] * cols[k][j] for r < rows, all NR
  * columns, with the rows side signed (weights: `w_rows` = 1) or unsigned
@@ -96,12 +107,13 @@ typedef struct er_qgemm_isa {
                    int32_t *acc /* [mr][nr] */);
   void (*epilogue)(const er_qepi *e, const er_qtile_out *t);
   /* (optional) The convolution tiles with the ER_QEPI_Q8 epilogue (per
-   * row, no weight zero points) applied in registers, for tiles whose NR
-   * columns are all real and contiguous in C: rows [i0, i0 + rows_valid)
-   * of C at c (row stride ldc). koff NULL: the packed-columns tile. */
+   * row, no weight zero points) applied in registers: rows [i0, i0 +
+   * rows_valid) of C (row stride ldc, C at c); the tile's columns land in
+   * nseg runs (see er_qseg). koff NULL: the packed-columns tile. */
   void (*tile_q8)(int64_t kgroups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
-                  const er_qepi *e, int64_t i0, uint8_t *c, int64_t ldc);
+                  const er_qepi *e, int64_t i0, uint8_t *c, int64_t ldc, const er_qseg *segs, int nseg);
 } er_qgemm_isa;
+
 
 #if defined(__x86_64__) || defined(__i386__)
 extern const er_qgemm_isa er__qgemm_conv_avx512vnni, er__qgemm_mm_avx512vnni;
