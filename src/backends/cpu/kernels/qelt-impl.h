@@ -362,6 +362,30 @@ static void lut(const uint8_t *x, uint8_t flip, const uint8_t *table, uint8_t *y
   for (; i < n; i++) y[i] = table[(uint8_t)(x[i] ^ flip)];
 }
 
+static void avg_quant(const int32_t *vs, int64_t n, int32_t sub, const double *cnt, float mult, int32_t yz,
+                      int32_t lo, int32_t hi, uint8_t *y) {
+  const vf m = f_set(mult);
+  const vi z = i_set(yz), l = i_set(lo), h = i_set(hi), sb = i_set(sub);
+  int64_t i = 0;
+  for (; i + VL <= n; i += VL) {
+    vi s = i_sub(i_ld(vs + i), sb);
+#if defined(QE_AVX512)
+    __m512d d0 = _mm512_div_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s)), _mm512_loadu_pd(cnt + i));
+    __m512d d1 = _mm512_div_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s, 1)), _mm512_loadu_pd(cnt + i + 8));
+    vf avg = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(d0)), _mm512_cvtpd_ps(d1), 1);
+#else
+    __m256d d0 = _mm256_div_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(s)), _mm256_loadu_pd(cnt + i));
+    __m256d d1 = _mm256_div_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(s, 1)), _mm256_loadu_pd(cnt + i + 4));
+    vf avg = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps(d0)), _mm256_cvtpd_ps(d1), 1);
+#endif
+    st8(y + i, quant_vec(f_mul(avg, m), z, l, h));
+  }
+  for (; i < n; i++) {
+    float avg = (float)((double)(vs[i] - sub) / cnt[i]);
+    y[i] = (uint8_t)quant_one(avg * mult, yz, lo, hi);
+  }
+}
+
 /* ======================================================================== */
 /* Block-wise 4-bit weights                                                  */
 /* ======================================================================== */
@@ -424,5 +448,5 @@ static void block_fma(const float *a, int64_t lda, int mr, const float *w, int64
   }
 }
 
-const er_qelt_ops QE_OPS = {QE_NAME, dw_planes, dw_plane, quantize, dequantize,    qbinary,  max_u8,
-                            sum_u8,  gather2,   lut,      BNR,      block_dequant, block_fma};
+const er_qelt_ops QE_OPS = {QE_NAME, dw_planes, dw_plane, quantize,  dequantize, qbinary,       max_u8,   sum_u8,
+                            gather2, lut,       avg_quant, BNR,      block_dequant, block_fma};

@@ -55,6 +55,10 @@ typedef struct er_qelt_ops {
   void (*gather2)(const uint8_t *src, int64_t n, uint8_t *dst);
   /* y[i] = table[x[i] ^ flip] over n bytes (table: 256 entries). */
   void (*lut)(const uint8_t *x, uint8_t flip, const uint8_t *table, uint8_t *y, int64_t n);
+  /* Average-pool requantization over n outputs: y[i] = clamp(rhe((float)
+   * ((double)(vs[i] - sub) / cnt[i]) * mult) + yz, lo, hi). */
+  void (*avg_quant)(const int32_t *vs, int64_t n, int32_t sub, const double *cnt, float mult, int32_t yz, int32_t lo,
+                    int32_t hi, uint8_t *y);
   int block_nr;
   void (*block_dequant)(const uint8_t *nib, int64_t kn, bool is_signed, const float *zp, const float *scale,
                         float *dst);

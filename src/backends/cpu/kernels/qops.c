@@ -388,7 +388,8 @@ static const uint8_t *tap_run(const pool_geom *p, const uint8_t *planes, int64_t
 static size_t pool_planes_bytes(const pool_geom *p) { return (size_t)(p->g.sh * p->g.sw * p->hs * p->ws + 63) / 64 * 64; }
 
 static size_t pool_slot_bytes(const pool_geom *p) {
-  return pool_planes_bytes(p) + ((size_t)p->len + 63) / 64 * 64 + (size_t)p->len * sizeof(int32_t) + 64;
+  return pool_planes_bytes(p) + ((size_t)p->len + 63) / 64 * 64 + (size_t)((p->len + 15) / 16 * 16) * sizeof(int32_t) +
+         (size_t)p->g.ow * sizeof(double) + 64;
 }
 
 typedef struct pool_job {
@@ -444,13 +445,14 @@ static void pool_chunk(void *arg, int64_t begin, int64_t end) {
       memset(vsum, 0, (size_t)p->len * sizeof *vsum);
       for (int64_t t = 0; t < ntaps; t++)
         j->ops->sum_u8(vsum, tap_run(p, planes, t / g->kw, t % g->kw), p->len, j->is_signed);
-      /* Padding holds the zero point: sum (x - x_zp) = sum - taps * x_zp. */
-      for (int64_t oy = 0; oy < g->oh; oy++)
-        for (int64_t ox = 0; ox < g->ow; ox++) {
-          int64_t s = (int64_t)vsum[oy * p->ws + ox] - ntaps * (int64_t)j->xz;
-          float avg = (float)((double)s / (double)(j->cy[oy] * j->cx[ox]));
-          yc[oy * g->ow + ox] = (uint8_t)er__q_clamp(er__q_rhe(avg * j->mult) + j->yz, j->lo, j->hi);
-        }
+      /* Padding holds the zero point: sum (x - x_zp) = sum - taps * x_zp
+       * (exact in int32: at most taps * 255 in magnitude). */
+      double *cnt = (double *)(vsum + (p->len + 15) / 16 * 16);
+      for (int64_t oy = 0; oy < g->oh; oy++) {
+        for (int64_t ox = 0; ox < g->ow; ox++) cnt[ox] = (double)(j->cy[oy] * j->cx[ox]);
+        j->ops->avg_quant(vsum + oy * p->ws, g->ow, (int32_t)(ntaps * j->xz), cnt, j->mult, j->yz, j->lo, j->hi,
+                          yc + oy * g->ow);
+      }
     }
   }
 }
