@@ -26,6 +26,9 @@ const er_qgemm_isa *er__qgemm_best(const er_cpu_features *cpu, bool conv) {
     return conv ? &er__qgemm_conv_avx512vnni : &er__qgemm_mm_avx512vnni;
   if (cpu->avx2 && cpu->fma && cpu->f16c) return conv ? &er__qgemm_conv_avx2 : &er__qgemm_mm_avx2;
 #endif
+#if defined(ER_QGEMM_NEONDOT)
+  if (cpu->neon && cpu->dotprod) return conv ? &er__qgemm_conv_neondot : &er__qgemm_mm_neondot;
+#endif
   ER_UNUSED(cpu);
   ER_UNUSED(conv);
   return NULL;

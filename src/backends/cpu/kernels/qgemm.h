@@ -119,6 +119,10 @@ typedef struct er_qgemm_isa {
 extern const er_qgemm_isa er__qgemm_conv_avx512vnni, er__qgemm_mm_avx512vnni;
 extern const er_qgemm_isa er__qgemm_conv_avx2, er__qgemm_mm_avx2;
 #endif
+#if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
+#define ER_QGEMM_NEONDOT 1
+extern const er_qgemm_isa er__qgemm_conv_neondot, er__qgemm_mm_neondot;
+#endif
 
 /* The best ISAs for weights-in-rows (convolution) and activations-in-rows
  * (matrix product) problems, or NULL. */

@@ -15,6 +15,13 @@
  * All of them repeat the reference's arithmetic and match it bit for bit. */
 #include <stdlib.h>
 
+/* Builds for CPUs none of the ISA variants below targets (Arm without
+ * dotprod, other architectures) use none of the shared code: the
+ * reference kernels run instead. */
+#if !defined(__x86_64__) && !defined(__i386__)
+#pragma GCC diagnostic ignored "-Wunused-function"
+#endif
+
 #include "backends/cpu/kernels/kernel-groups.h"
 #include "backends/cpu/kernels/kutil.h"
 #include "backends/cpu/kernels/qelt.h"

@@ -18,6 +18,13 @@
  * not cover at run time go to the reference kernel. */
 #include <stdlib.h>
 
+/* Builds for other architectures than x86 use none (or, on Arm with
+ * dotprod, only the GEMM part) of the shared code: the reference kernels
+ * run instead. */
+#if !defined(__x86_64__) && !defined(__i386__)
+#pragma GCC diagnostic ignored "-Wunused-function"
+#endif
+
 #include "backends/cpu/kernels/kernel-groups.h"
 #include "backends/cpu/kernels/kutil.h"
 #include "backends/cpu/kernels/qelt.h"
@@ -876,6 +883,14 @@ static const er_qgemm_isa *mm_isa(const er_kernel_info *ki, bool vnni) {
   return er__cpu_has_avx2(ki->cpu) ? &er__qgemm_mm_avx2 : NULL;
 }
 #endif
+#if defined(ER_QGEMM_NEONDOT)
+static const er_qgemm_isa *conv_isa(const er_kernel_info *ki, bool dot) {
+  return dot && ki->cpu->neon && ki->cpu->dotprod ? &er__qgemm_conv_neondot : NULL;
+}
+static const er_qgemm_isa *mm_isa(const er_kernel_info *ki, bool dot) {
+  return dot && ki->cpu->neon && ki->cpu->dotprod ? &er__qgemm_mm_neondot : NULL;
+}
+#endif
 
 #define DEFINE_QG_KERNEL(SFX, OP, DOMAIN, QOP, ISA_FN, VNNI, NAME, RUN)                                     \
   static bool supports_##SFX(const er_kernel_info *ki) { return qg_supports(ki, QOP, ISA_FN(ki, VNNI)); }    \
@@ -921,12 +936,24 @@ DEFINE_DW_KERNEL(qlconv_avx2, "QLinearConv", QG_QLINEARCONV, false, er__qelt_avx
 DEFINE_DW_KERNEL(convint_avx2, "ConvInteger", QG_CONVINTEGER, false, er__qelt_avx2, "q8_convinteger_dw__avx2")
 #endif
 
+#if defined(ER_QGEMM_NEONDOT)
+DEFINE_QG_KERNEL(qconv_dot, "QConv", ER_QFUSED_DOMAIN, QG_QCONV, conv_isa, true, "q8_qconv_8x8__neondot", conv_run)
+DEFINE_QG_KERNEL(qlconv_dot, "QLinearConv", "", QG_QLINEARCONV, conv_isa, true, "q8_qlinearconv_8x8__neondot", conv_run)
+DEFINE_QG_KERNEL(convint_dot, "ConvInteger", "", QG_CONVINTEGER, conv_isa, true, "q8_convinteger_8x8__neondot", conv_run)
+DEFINE_QG_KERNEL(qmm_dot, "QMatMul", ER_QFUSED_DOMAIN, QG_QMATMUL, mm_isa, true, "q8_qmatmul_4x16__neondot", mm_run)
+DEFINE_QG_KERNEL(qlmm_dot, "QLinearMatMul", "", QG_QLINEARMATMUL, mm_isa, true, "q8_qlinearmatmul_4x16__neondot", mm_run)
+DEFINE_QG_KERNEL(mmint_dot, "MatMulInteger", "", QG_MATMULINTEGER, mm_isa, true, "q8_matmulinteger_4x16__neondot", mm_run)
+#endif
+
 const er_cpu_kernel *const er__kernels_quant[] = {
 #if defined(__x86_64__) || defined(__i386__)
     &k_dw_qconv_512, &k_dw_qlconv_512, &k_dw_convint_512,
     &k_dw_qconv_avx2, &k_dw_qlconv_avx2, &k_dw_convint_avx2,
     &k_qconv_vnni, &k_qlconv_vnni, &k_convint_vnni, &k_qmm_vnni, &k_qlmm_vnni, &k_mmint_vnni,
     &k_qconv_avx2, &k_qlconv_avx2, &k_convint_avx2, &k_qmm_avx2, &k_qlmm_avx2, &k_mmint_avx2,
+#endif
+#if defined(ER_QGEMM_NEONDOT)
+    &k_qconv_dot, &k_qlconv_dot, &k_convint_dot, &k_qmm_dot, &k_qlmm_dot, &k_mmint_dot,
 #endif
     NULL,
 };
