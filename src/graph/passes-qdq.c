@@ -26,10 +26,13 @@
  *           exact integer sums; within one step (the float pool sums
  *           dequantized floats).
  *   lut     DQ(x) -> f -> Q for an elementwise f of one variable (Relu,
- *           Sigmoid, HardSwish, x * 0.5, ...), and DQ(x) -> Q with other
- *           parameters  =>  QLut, whose table is computed by running the
- *           replaced nodes' own reference kernels on all 256 inputs:
- *           bit-identical. DQ -> Q with equal parameters vanishes.
+ *           Sigmoid, HardSwish, x * 0.5, ...; per channel for
+ *           BatchNormalization and per-channel constants), and DQ(x) -> Q
+ *           with other parameters  =>  QLut, whose table is computed on all
+ *           256 inputs with f's own reference kernel between
+ *           DequantizeLinear's and QuantizeLinear's arithmetic:
+ *           bit-identical. DQ -> Q with equal parameters vanishes; chains
+ *           of tables merge.
  *   int4    DQ(W int4/uint4 const, blocked along K) -> MatMul / Gemm  =>
  *           QBlockMatMul (float activations, weights dequantized inside
  *           the kernel).
@@ -903,15 +906,17 @@ static er_status eval_on(const qctx *qc, const er_node *n, int32_t v, er_tensor 
   return st;
 }
 
-/* The table of Q(f(DQ(x))) for every 8-bit x (f may be -1: none): runs the
- * three nodes' reference kernels. With channels > 0 the tables are per
- * channel (f has per-channel constants): the 256 values are fed to every
- * channel of a tensor of x's rank ([1, C, 256] or [1, C, 16, 16]) and the
- * table is [C, 256]. */
-static er_status lut_table(const qctx *qc, int32_t dq, int32_t f, int32_t q, er_dtype xt, int rank, int64_t channels,
-                           er_tensor *table) {
+/* The table of Q(f(DQ(x))) for every 8-bit x (f may be -1: none): DQ's and
+ * Q's arithmetic exactly as their reference kernels do it (float product;
+ * float quotient, round half to even, zero point, saturation), f on its
+ * own reference kernel. With channels > 0 the tables are per channel (f has
+ * per-channel constants): the 256 values are fed to every channel of a
+ * tensor of x's rank ([1, C, 256] or [1, C, 16, 16]) and the table is
+ * [C, 256]. */
+static er_status lut_table(const qctx *qc, int32_t dq, int32_t f, const qparam *xp, const qparam *yp, int rank,
+                           int64_t channels, er_tensor *table) {
   const er_graph *g = qc->g;
-  er_tensor x, d, h;
+  er_tensor d, h;
   int64_t dims[4] = {256, 0, 0, 0};
   int xr = 1;
   if (channels > 0) {
@@ -921,15 +926,18 @@ static er_status lut_table(const qctx *qc, int32_t dq, int32_t f, int32_t q, er_
     if (rank == 3) dims[2] = 256;
     else dims[2] = dims[3] = 16;
   }
-  ER_CHECK(alloc_tensor(&x, xt, xr, dims));
   int64_t c_count = channels > 0 ? channels : 1;
+  /* DequantizeLinear's arithmetic (quant.c): (float)(x - zp) * scale. */
+  ER_CHECK(alloc_tensor(&d, ER_DTYPE_FLOAT, xr, dims));
   for (int64_t c = 0; c < c_count; c++)
-    for (int i = 0; i < 256; i++) ((uint8_t *)x.data)[c * 256 + i] = (uint8_t)(xt == ER_DTYPE_INT8 ? i ^ 0x80 : i);
-  er_status st = eval_on(qc, &g->nodes[dq], g->nodes[dq].inputs[0], &x, &d);
-  er__tensor_release(&x);
-  if (st != ER_STATUS_OK) return st;
+    for (int i = 0; i < 256; i++) {
+      int32_t v = xp->type == ER_DTYPE_INT8 ? (int8_t)(uint8_t)(i ^ 0x80) : i;
+      ((float *)d.data)[c * 256 + i] = (float)(v - xp->zp) * xp->scale;
+    }
   er_tensor *cur = &d;
+  er_status st = ER_STATUS_OK;
   if (f >= 0) {
+    /* f itself runs on its reference kernel. */
     st = eval_on(qc, &g->nodes[f], g->nodes[dq].outputs[0], &d, &h);
     er__tensor_release(&d);
     if (st != ER_STATUS_OK) return st;
@@ -939,19 +947,14 @@ static er_status lut_table(const qctx *qc, int32_t dq, int32_t f, int32_t q, er_
     er__tensor_release(cur);
     return ER_STATUS_UNSUPPORTED;
   }
-  st = eval_on(qc, &g->nodes[q], g->nodes[q].inputs[0], cur, table);
+  /* QuantizeLinear's arithmetic: float division, round half to even, the
+   * zero point, saturation (quantize_value). */
+  int64_t td[2] = {channels, 256};
+  st = alloc_tensor(table, yp->type, channels > 0 ? 2 : 1, channels > 0 ? td : td + 1);
+  if (st == ER_STATUS_OK)
+    for (int64_t k = 0; k < 256 * c_count; k++)
+      ((uint8_t *)table->data)[k] = (uint8_t)quantize_value(yp, ((const float *)cur->data)[k]);
   er__tensor_release(cur);
-  if (st == ER_STATUS_OK && channels > 0) {
-    /* As [C, 256]. */
-    int64_t td[2] = {channels, 256};
-    void *data = table->data;
-    size_t nbytes = table->nbytes;
-    uint32_t flags = table->flags;
-    er__tensor_set(table, table->dtype, 2, td); /* clears data: put it back */
-    table->data = data;
-    table->nbytes = nbytes;
-    table->flags = flags;
-  }
   return st;
 }
 
@@ -1029,7 +1032,7 @@ static er_status fuse_lut(qctx *qc, int32_t q, bool *done) {
     return ER_STATUS_OK;
   }
   er_tensor table;
-  er_status st = lut_table(qc, dq, f, q, xp.type, rank, channels, &table);
+  er_status st = lut_table(qc, dq, f, &xp, &qp, rank, channels, &table);
   if (st == ER_STATUS_UNSUPPORTED) return ER_STATUS_OK;
   if (st != ER_STATUS_OK) {
     /* A kernel that refuses these inputs: leave the pattern alone. */
