@@ -138,13 +138,19 @@ static const er_tensor *const_of(const er_graph *g, int32_t v) {
 static er_dtype vtype(const er_graph *g, int32_t v) { return v >= 0 ? g->values[v].info.dtype : ER_DTYPE_UNDEFINED; }
 static bool is_q8(er_dtype t) { return t == ER_DTYPE_INT8 || t == ER_DTYPE_UINT8; }
 
+/* Where the pass allocates and who owns new constants: the only two places
+ * that know the graph's storage (kept here so a change of ownership model is
+ * a two-line edit). */
+static er_arena *graph_arena(er_graph *g) { return &g->model->arena; }
+static er_status own_tensor(er_graph *g, er_tensor *t) { return er__model_own(g->model, t); }
+
 static char *unique_name(qctx *qc, const char *base, const char *what) {
   er_graph *g = qc->g;
   char name[512];
   do {
     snprintf(name, sizeof name, "%s/er_%s%d", base[0] ? base : "qdq", what, qc->serial++);
   } while (er__graph_find(g, name) >= 0);
-  return er__arena_strdup(&g->model->arena, name);
+  return er__arena_strdup(graph_arena(g), name);
 }
 
 /* A new intermediate value of the given type and shape. */
@@ -162,13 +168,13 @@ static er_status new_value(qctx *qc, const char *base, er_dtype t, const er_tens
 static er_status new_const(qctx *qc, const char *base, er_tensor *t, int32_t *id_out) {
   er_graph *g = qc->g;
   char *name = unique_name(qc, base, "c");
-  er_tensor *heap = er__arena_alloc(&g->model->arena, sizeof *heap);
+  er_tensor *heap = er__arena_alloc(graph_arena(g), sizeof *heap);
   if (!name || !heap) {
     er__tensor_release(t);
     return ER_STATUS_OUT_OF_MEMORY;
   }
   *heap = *t;
-  er_status st = er__model_own(g->model, heap);
+  er_status st = own_tensor(g, heap);
   if (st != ER_STATUS_OK) {
     er__tensor_release(t);
     return st;
@@ -203,7 +209,7 @@ static er_status new_floats(qctx *qc, const char *base, const float *v, int64_t 
 }
 
 static int32_t *arena_ids(er_graph *g, const int32_t *ids, int n) {
-  int32_t *p = er__arena_array(&g->model->arena, (size_t)n + 1, sizeof *p);
+  int32_t *p = er__arena_array(graph_arena(g), (size_t)n + 1, sizeof *p);
   if (p) memcpy(p, ids, (size_t)n * sizeof *p);
   return p;
 }
@@ -219,7 +225,7 @@ static er_status set_inputs(er_graph *g, er_node *n, const int32_t *ids, int cou
 /* Sets node n's attributes to `keep` of its own (by name; NULL = none)
  * plus `extra`. */
 static er_status set_attrs(er_graph *g, er_node *n, const char *const *keep, const er_attr *extra, int n_extra) {
-  er_attr *attrs = er__arena_array(&g->model->arena, (size_t)(n->n_attrs + n_extra) + 1, sizeof *attrs);
+  er_attr *attrs = er__arena_array(graph_arena(g), (size_t)(n->n_attrs + n_extra) + 1, sizeof *attrs);
   if (!attrs) return ER_STATUS_OUT_OF_MEMORY;
   int w = 0;
   for (int i = 0; i < n->n_attrs && keep; i++)
@@ -266,7 +272,7 @@ static er_status add_node(qctx *qc, const er_node *proto, const int32_t *in, int
   er_graph *g = qc->g;
   if (g->n_nodes == qc->ncap) {
     int32_t cap = qc->ncap * 2 + 16;
-    er_node *nodes = er__arena_array(&g->model->arena, (size_t)cap + 1, sizeof *nodes);
+    er_node *nodes = er__arena_array(graph_arena(g), (size_t)cap + 1, sizeof *nodes);
     bool *dead = realloc(qc->dead, (size_t)cap + 1);
     if (!nodes || !dead) {
       if (dead) qc->dead = dead;
@@ -1368,13 +1374,13 @@ static er_status fold_dq(qctx *qc, int *folded) {
       er__error_clear();
       continue; /* left to run (and fail) as written */
     }
-    er_tensor *heap = er__arena_alloc(&g->model->arena, sizeof *heap);
+    er_tensor *heap = er__arena_alloc(graph_arena(g), sizeof *heap);
     if (!heap) {
       er__tensor_release(&out);
       return ER_STATUS_OUT_OF_MEMORY;
     }
     *heap = out;
-    ER_CHECK(er__model_own(g->model, heap));
+    ER_CHECK(own_tensor(g, heap));
     er_value *v = &g->values[n->outputs[0]];
     v->kind = ER_VALUE_CONSTANT;
     v->constant = heap;
