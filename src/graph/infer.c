@@ -98,6 +98,13 @@ static bool reads_shape_only(const er_node *node) {
          (strcmp(node->op_type, "Shape") == 0 || strcmp(node->op_type, "Size") == 0);
 }
 
+/* DequantizeLinear in the main graph is not folded here: the QDQ pass
+ * (passes-qdq.c) needs the integer weights and their scales, and folds
+ * itself what it does not turn into integer ops. */
+static bool folded_by_qdq_pass(const er_graph *g, const er_node *node) {
+  return g->parent == NULL && node->domain[0] == '\0' && strcmp(node->op_type, "DequantizeLinear") == 0;
+}
+
 static er_status fold_node(er_graph *g, er_node *node, er_tensor *const *in, er_tensor *out_infos,
                            bool *folded) {
   er_tensor outs[ER_MAX_NODE_IO > 64 ? 64 : ER_MAX_NODE_IO];
@@ -324,6 +331,7 @@ er_status er__graph_infer(er_graph *g, bool fold) {
       er__tensor_set(&v->info, o->dtype, o->rank, o->rank > 0 ? o->dims : NULL);
     }
     bool foldable = fold && !(node->op->flags & ER_OP_NO_FOLD) && !node_has_subgraph(node) &&
+                    !folded_by_qdq_pass(g, node) &&
                     (all_const || (reads_shape_only(node) && shapes_known));
     if (foldable) {
       bool folded;

@@ -216,5 +216,8 @@ er_status er__graph_infer(er_graph *g, bool fold);
  * FusedConv/FusedGemm/FusedMatMul, LayerNorm and GELU from primitives. */
 er_status er__graph_optimize_basic(er_graph *g);
 er_status er__graph_optimize_fusion(er_graph *g);
+/* The QDQ pass (passes-qdq.c), run first by er__graph_optimize_fusion:
+ * DequantizeLinear -> op -> QuantizeLinear patterns to integer ops. */
+er_status er__graph_qdq_fuse(er_graph *g);
 
 #endif /* ER_IR_H */

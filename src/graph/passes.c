@@ -829,6 +829,9 @@ er_status er__graph_optimize_basic(er_graph *g) {
 }
 
 er_status er__graph_optimize_fusion(er_graph *g) {
+  /* QDQ patterns become integer ops first; the passes below see what
+   * stays float. */
+  ER_CHECK(er__graph_qdq_fuse(g));
   /* Order matters within a round: LayerNorm before the matmul/bias
    * fusion can take its Add; the residual before the activation, so
    * Conv + Add + Relu becomes one node. */

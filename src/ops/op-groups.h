@@ -22,7 +22,8 @@
   X(attention)              \
   X(signal)                 \
   X(detect)                 \
-  X(fused)
+  X(fused)                  \
+  X(qfused)
 
 #define ER_OP_GROUP_DECL(name) extern const er_op_def *const er__ops_##name[];
 ER_OP_GROUP_LIST(ER_OP_GROUP_DECL)

@@ -9,5 +9,6 @@ const case_gen *const kcase_groups[] = {
     kcases_eltwise,
     kcases_norm,
     kcases_layout,
+    kcases_quant,
     NULL,
 };

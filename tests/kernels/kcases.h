@@ -19,5 +19,6 @@ extern const case_gen kcases_pool[];
 extern const case_gen kcases_eltwise[];
 extern const case_gen kcases_norm[];
 extern const case_gen kcases_layout[];
+extern const case_gen kcases_quant[];
 
 #endif

@@ -530,6 +530,22 @@ static bool isa_available(const char *isa, const er_cpu_features *f, const char 
     *lacks = "avx512f/bw/vl/dq";
     return f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq;
   }
+  if (strcmp(isa, "scalar") == 0) {
+    *lacks = "nothing";
+    return true;
+  }
+  if (strcmp(isa, "avx512vnni") == 0) {
+    *lacks = "avx512f/bw/vl/dq/vnni";
+    return f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni;
+  }
+  if (strcmp(isa, "avxvnni") == 0) {
+    *lacks = "avx2/fma/f16c/avxvnni";
+    return f->avx2 && f->fma && f->f16c && f->avxvnni;
+  }
+  if (strcmp(isa, "neondot") == 0) {
+    *lacks = "neon/dotprod";
+    return f->neon && f->dotprod;
+  }
   if (strcmp(isa, "avx2") == 0) {
     *lacks = "avx2/fma/f16c";
     return f->avx2 && f->fma && f->f16c;

@@ -19,7 +19,7 @@
 #include "graph/ir.h"
 #include "ops/op.h"
 
-#define KC_MAX_IO 8
+#define KC_MAX_IO 12 /* QLinearConv has 9 inputs */
 #define KC_MAX_ATTRS 16
 #define KC_MAX_ATTR_VALUES 32
 

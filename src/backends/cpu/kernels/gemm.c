@@ -194,7 +194,26 @@ static er_status mm_prepare(const er_kernel_info *ki, mm_kind kind, const er_sge
   const er_tensor *a = er__ki_in(ki, 0), *b = er__ki_in(ki, 1);
   bool b_matrix = b->rank == 2 || (b->rank > 2 && er__tensor_shape_known(b) &&
                                    prod_dims(b->rank - 2, b->dims) == 1);
-  if (b->data && b_matrix && er__tensor_shape_known(b)) {
+  /* With a few rows known at compile time (batch-1 fully connected
+   * layers), the product runs straight from the weights as stored: it is
+   * bound by reading them once either way, and a packed copy would only
+   * double their memory (AlexNet's and VGG's classifiers are most of their
+   * weights). */
+  bool few_rows = false;
+  if (er__tensor_shape_known(a) && er__tensor_shape_known(b)) {
+    er_gemm_problem p0;
+    if (is_gemm(kind)) {
+      gemm_problem(s, a, b, NULL, NULL, &p0);
+      few_rows = p0.m > 0 && p0.m <= ER_GEMV_MAX_M;
+    } else {
+      mm_batch mb0;
+      if (matmul_batch(a, b, &mb0)) {
+        matmul_problem(s, &mb0, a, b, NULL, NULL, &p0);
+        few_rows = p0.m > 0 && p0.m <= ER_GEMV_MAX_M && mb0.batch == 1;
+      }
+    }
+  }
+  if (b->data && b_matrix && er__tensor_shape_known(b) && !few_rows) {
     int64_t k, n;
     const float *bd = b->data;
     int64_t rs, cs;

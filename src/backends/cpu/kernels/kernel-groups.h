@@ -14,7 +14,9 @@
   X(pool)                       \
   X(eltwise)                    \
   X(norm)                       \
-  X(layout)
+  X(layout)                     \
+  X(quant)                      \
+  X(qops)
 
 #define ER_KERNEL_GROUP_DECL(name) extern const er_cpu_kernel *const er__kernels_##name[];
 ER_KERNEL_GROUP_LIST(ER_KERNEL_GROUP_DECL)

@@ -1,0 +1,452 @@
+/* qelt-impl.h - the loops of qelt.h, written once and compiled per ISA by
+ * qelt-avx512.c and qelt-avx2.c, which define QE_AVX512 or QE_AVX2 before
+ * including it. Vector bodies cover whole vectors; the few elements left
+ * at the end of a row run the scalar form of the same arithmetic, which is
+ * also the reference kernels' (the harness checks all of it bit for bit). */
+#include <immintrin.h>
+#include <math.h>
+
+#include "backends/cpu/kernels/qelt.h"
+#include "ops/qfused.h"
+
+#if defined(QE_AVX512)
+#define VL 16
+typedef __m512 vf;
+typedef __m512i vi;
+static inline vf f_ld(const float *p) { return _mm512_loadu_ps(p); }
+static inline void f_st(float *p, vf v) { _mm512_storeu_ps(p, v); }
+static inline vf f_set(float x) { return _mm512_set1_ps(x); }
+static inline vf f_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+static inline vf f_add(vf a, vf b) { return _mm512_add_ps(a, b); }
+static inline vf f_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
+static inline vf f_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+static inline vf f_div(vf a, vf b) { return _mm512_div_ps(a, b); }
+static inline vf f_min(vf a, vf b) { return _mm512_min_ps(a, b); }
+static inline vf f_max(vf a, vf b) { return _mm512_max_ps(a, b); }
+static inline vf f_nan_to_zero(vf a) {
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a, a, _CMP_ORD_Q), a);
+}
+static inline vi i_ld8(const uint8_t *p, bool is_signed) {
+  __m128i b = _mm_loadu_si128((const __m128i *)p);
+  return is_signed ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
+}
+/* Bytes p[0], p[2], ..., p[2 * 15] (reads 32 bytes). */
+static inline vi i_ld8_even(const uint8_t *p, bool is_signed) {
+  __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+  return is_signed ? _mm512_srai_epi32(_mm512_slli_epi32(w, 24), 24) : _mm512_and_si512(w, _mm512_set1_epi32(0xff));
+}
+#define QE_MASKED 1
+static inline __mmask16 mask16(int64_t n) { return (__mmask16)((1u << n) - 1u); }
+static inline vi i_ld8_n(const uint8_t *p, int64_t n, bool is_signed) {
+  __m128i b = _mm_maskz_loadu_epi8(mask16(n), p);
+  return is_signed ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
+}
+/* The first n of bytes p[0], p[2], ... (reads 2n - 1 bytes). */
+static inline vi i_ld8_even_n(const uint8_t *p, int64_t n, bool is_signed) {
+  __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi8((__mmask32)((1u << (2 * n - 1)) - 1u), p));
+  return is_signed ? _mm512_srai_epi32(_mm512_slli_epi32(w, 24), 24) : _mm512_and_si512(w, _mm512_set1_epi32(0xff));
+}
+static inline vf f_ld_n(const float *p, int64_t n) { return _mm512_maskz_loadu_ps(mask16(n), p); }
+static inline void f_st_n(float *p, vf v, int64_t n) { _mm512_mask_storeu_ps(p, mask16(n), v); }
+static inline void i_st_n(int32_t *p, vi v, int64_t n) { _mm512_mask_storeu_epi32(p, mask16(n), v); }
+static inline vi i_set(int32_t x) { return _mm512_set1_epi32(x); }
+static inline vi i_add(vi a, vi b) { return _mm512_add_epi32(a, b); }
+static inline vi i_sub(vi a, vi b) { return _mm512_sub_epi32(a, b); }
+static inline vi i_clamp(vi a, vi lo, vi hi) { return _mm512_min_epi32(_mm512_max_epi32(a, lo), hi); }
+static inline vf i2f(vi a) { return _mm512_cvtepi32_ps(a); }
+static inline vi f2i_trunc(vf a) { return _mm512_cvttps_epi32(a); }
+static inline vi f2i_rhe(vf a) { return _mm512_cvt_roundps_epi32(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline void i_st(int32_t *p, vi v) { _mm512_storeu_si512((void *)p, v); }
+static inline vi i_ld(const int32_t *p) { return _mm512_loadu_si512((const void *)p); }
+static inline void st8(uint8_t *p, vi v) { _mm512_mask_cvtepi32_storeu_epi8(p, (__mmask16)0xffff, v); }
+#define BL 64 /* bytes per vector for byte-wise max */
+static inline void max_bytes(uint8_t *y, const uint8_t *x, bool is_signed) {
+  __m512i a = _mm512_loadu_si512((const void *)y), b = _mm512_loadu_si512((const void *)x);
+  _mm512_storeu_si512((void *)y, is_signed ? _mm512_max_epi8(a, b) : _mm512_max_epu8(a, b));
+}
+#define QE_NAME "avx512"
+#define QE_OPS er__qelt_avx512
+#elif defined(QE_AVX2)
+#define VL 8
+typedef __m256 vf;
+typedef __m256i vi;
+static inline vf f_ld(const float *p) { return _mm256_loadu_ps(p); }
+static inline void f_st(float *p, vf v) { _mm256_storeu_ps(p, v); }
+static inline vf f_set(float x) { return _mm256_set1_ps(x); }
+static inline vf f_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+static inline vf f_add(vf a, vf b) { return _mm256_add_ps(a, b); }
+static inline vf f_sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
+static inline vf f_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+static inline vf f_div(vf a, vf b) { return _mm256_div_ps(a, b); }
+static inline vf f_min(vf a, vf b) { return _mm256_min_ps(a, b); }
+static inline vf f_max(vf a, vf b) { return _mm256_max_ps(a, b); }
+static inline vf f_nan_to_zero(vf a) { return _mm256_and_ps(a, _mm256_cmp_ps(a, a, _CMP_ORD_Q)); }
+static inline vi i_ld8(const uint8_t *p, bool is_signed) {
+  __m128i b = _mm_loadl_epi64((const __m128i *)p);
+  return is_signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
+}
+static inline vi i_ld8_even(const uint8_t *p, bool is_signed) {
+  __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+  return is_signed ? _mm256_srai_epi32(_mm256_slli_epi32(w, 24), 24) : _mm256_and_si256(w, _mm256_set1_epi32(0xff));
+}
+static inline vi i_set(int32_t x) { return _mm256_set1_epi32(x); }
+static inline vi i_add(vi a, vi b) { return _mm256_add_epi32(a, b); }
+static inline vi i_sub(vi a, vi b) { return _mm256_sub_epi32(a, b); }
+static inline vi i_clamp(vi a, vi lo, vi hi) { return _mm256_min_epi32(_mm256_max_epi32(a, lo), hi); }
+static inline vf i2f(vi a) { return _mm256_cvtepi32_ps(a); }
+static inline vi f2i_trunc(vf a) { return _mm256_cvttps_epi32(a); }
+static inline vi f2i_rhe(vf a) {
+  return _mm256_cvttps_epi32(_mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+static inline void i_st(int32_t *p, vi v) { _mm256_storeu_si256((__m256i *)p, v); }
+static inline vi i_ld(const int32_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+/* Values are already clamped to the 8-bit range, so the saturating packs
+ * only narrow them. */
+static inline void st8(uint8_t *p, vi v) {
+  __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  /* packs_epi16 would saturate uint8 values above 127: narrow by shuffle. */
+  w = _mm_shuffle_epi8(w, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1));
+  _mm_storel_epi64((__m128i *)p, w);
+}
+#define BL 32
+static inline void max_bytes(uint8_t *y, const uint8_t *x, bool is_signed) {
+  __m256i a = _mm256_loadu_si256((const __m256i *)y), b = _mm256_loadu_si256((const __m256i *)x);
+  _mm256_storeu_si256((__m256i *)y, is_signed ? _mm256_max_epi8(a, b) : _mm256_max_epu8(a, b));
+}
+#define QE_NAME "avx2"
+#define QE_OPS er__qelt_avx2
+#else
+#error "define QE_AVX512 or QE_AVX2 before including qelt-impl.h"
+#endif
+
+static inline int32_t ld8(const uint8_t *p, bool is_signed) { return is_signed ? (int8_t)*p : *p; }
+
+/* QuantizeLinear's arithmetic for one float that is already x / s. */
+static inline int32_t quant_one(float q, int32_t zp, int32_t lo, int32_t hi) {
+  return er__q_clamp(er__q_rhe(q) + zp, lo, hi);
+}
+
+/* The same for a vector: NaN -> 0 (then the zero point), saturate. */
+static inline vi quant_vec(vf q, vi zp, vi lo, vi hi) {
+  q = f_nan_to_zero(q);
+  q = f_min(f_max(q, f_set(-1073741824.0f)), f_set(1073741824.0f));
+  return i_clamp(i_add(f2i_rhe(q), zp), lo, hi);
+}
+
+/* ======================================================================== */
+/* Depthwise convolution                                                     */
+/* ======================================================================== */
+
+static void dw_planes(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int64_t pl, bool is_signed, int32_t zp,
+                      const er_qdw_args *a) {
+  const vi z = i_set(zp);
+  for (int64_t py = 0; py < a->sh; py++)
+    for (int64_t px = 0; px < a->sw; px++) {
+      float *d = (float *)a->planes + (py * a->sw + px) * a->hs * a->ws;
+      int64_t lo = 0, hi = a->ws;
+      while (lo < a->ws && lo * a->sw + px - pl < 0) lo++;
+      while (hi > lo && (hi - 1) * a->sw + px - pl >= w) hi--;
+      for (int64_t yy = 0; yy < a->hs; yy++, d += a->ws) {
+        int64_t r = yy * a->sh + py - pt;
+        if (r < 0 || r >= h) {
+          int64_t xx = 0;
+          for (; xx + VL <= a->ws; xx += VL) f_st(d + xx, f_set(0.0f));
+          for (; xx < a->ws; xx++) d[xx] = 0.0f;
+          continue;
+        }
+        const uint8_t *row = x + r * w;
+        for (int64_t xx = 0; xx < lo; xx++) d[xx] = 0.0f;
+        int64_t xx = lo;
+        if (a->sw == 1) {
+          const uint8_t *src = row + px - pl;
+          for (; xx + VL <= hi; xx += VL) f_st(d + xx, i2f(i_sub(i_ld8(src + xx, is_signed), z)));
+        } else if (a->sw == 2) {
+          /* Every other byte; the 2 * VL bytes read must lie in the row. */
+          const uint8_t *src = row + px - pl;
+          for (; xx + VL <= hi && 2 * (xx + VL) + px - pl <= w; xx += VL)
+            f_st(d + xx, i2f(i_sub(i_ld8_even(src + 2 * xx, is_signed), z)));
+#if defined(QE_MASKED)
+          for (; xx < hi; xx += VL) {
+            int64_t n = hi - xx < VL ? hi - xx : VL;
+            f_st_n(d + xx, i2f(i_sub(i_ld8_even_n(src + 2 * xx, n, is_signed), z)), n);
+          }
+#endif
+        }
+#if defined(QE_MASKED)
+        if (a->sw == 1 && xx < hi) {
+          f_st_n(d + xx, i2f(i_sub(i_ld8_n(row + px - pl + xx, hi - xx, is_signed), z)), hi - xx);
+          xx = hi;
+        }
+#endif
+        for (; xx < hi; xx++) d[xx] = (float)(ld8(row + xx * a->sw + px - pl, is_signed) - zp);
+        for (xx = hi; xx < a->ws; xx++) d[xx] = 0.0f;
+      }
+    }
+}
+
+/* Exact: products of values below 2^8 in magnitude, and sums of at most
+ * 258 of them (the kernel's limit), stay below 2^24. */
+static void dw_plane(const er_qdw_args *a) {
+  const int64_t ws = a->ws, len = (a->oh - 1) * ws + a->ow, ntaps = a->kh * a->kw;
+  const float **taps = a->taps;
+  for (int64_t ky = 0; ky < a->kh; ky++) {
+    int64_t py = ky * a->dh % a->sh, qy = ky * a->dh / a->sh;
+    for (int64_t kx = 0; kx < a->kw; kx++) {
+      int64_t px = kx * a->dw % a->sw, qx = kx * a->dw / a->sw;
+      taps[ky * a->kw + kx] = a->planes + (py * a->sw + px) * a->hs * ws + qy * ws + qx;
+    }
+  }
+  int32_t *out = a->iacc;
+  int64_t v = 0;
+  if (ntaps == 9) {
+    /* The common 3x3: weights and tap pointers stay in registers. */
+    const vf w0 = f_set(a->w[0]), w1 = f_set(a->w[1]), w2 = f_set(a->w[2]), w3 = f_set(a->w[3]),
+             w4 = f_set(a->w[4]), w5 = f_set(a->w[5]), w6 = f_set(a->w[6]), w7 = f_set(a->w[7]),
+             w8 = f_set(a->w[8]);
+    const float *t0 = taps[0], *t1 = taps[1], *t2 = taps[2], *t3 = taps[3], *t4 = taps[4], *t5 = taps[5],
+                *t6 = taps[6], *t7 = taps[7], *t8 = taps[8];
+    for (; v + VL <= len; v += VL) {
+      vf acc = f_mul(w0, f_ld(t0 + v));
+      acc = f_fma(w1, f_ld(t1 + v), acc);
+      acc = f_fma(w2, f_ld(t2 + v), acc);
+      acc = f_fma(w3, f_ld(t3 + v), acc);
+      acc = f_fma(w4, f_ld(t4 + v), acc);
+      acc = f_fma(w5, f_ld(t5 + v), acc);
+      acc = f_fma(w6, f_ld(t6 + v), acc);
+      acc = f_fma(w7, f_ld(t7 + v), acc);
+      acc = f_fma(w8, f_ld(t8 + v), acc);
+      i_st(out + v, f2i_trunc(acc));
+    }
+  } else {
+    for (; v + VL <= len; v += VL) {
+      vf acc = f_set(0.0f);
+      for (int64_t t = 0; t < ntaps; t++) acc = f_fma(f_set(a->w[t]), f_ld(taps[t] + v), acc);
+      i_st(out + v, f2i_trunc(acc));
+    }
+  }
+#if defined(QE_MASKED)
+  if (v < len) {
+    int64_t n = len - v;
+    vf acc = f_set(0.0f);
+    for (int64_t t = 0; t < ntaps; t++) acc = f_fma(f_set(a->w[t]), f_ld_n(taps[t] + v, n), acc);
+    i_st_n(out + v, f2i_trunc(acc), n);
+    v = len;
+  }
+#endif
+  for (; v < len; v++) {
+    float acc = 0.0f;
+    for (int64_t t = 0; t < ntaps; t++) acc = fmaf(a->w[t], taps[t][v], acc);
+    out[v] = (int32_t)acc;
+  }
+  /* Drop the virtual columns: row oy moves from oy * ws to oy * ow. */
+  if (ws != a->ow)
+    for (int64_t oy = 1; oy < a->oh; oy++) memmove(out + oy * a->ow, out + oy * ws, (size_t)a->ow * sizeof *out);
+}
+
+/* ======================================================================== */
+/* QuantizeLinear, DequantizeLinear                                          */
+/* ======================================================================== */
+
+static void quantize(const float *x, uint8_t *y, int64_t n, float s, int32_t zp, int32_t lo, int32_t hi) {
+  const vf vs = f_set(s);
+  const vi z = i_set(zp), l = i_set(lo), h = i_set(hi);
+  int64_t i = 0;
+  for (; i + VL <= n; i += VL) st8(y + i, quant_vec(f_div(f_ld(x + i), vs), z, l, h));
+  for (; i < n; i++) y[i] = (uint8_t)quant_one(x[i] / s, zp, lo, hi);
+}
+
+static void dequantize(const uint8_t *x, bool is_signed, float *y, int64_t n, float s, int32_t zp) {
+  const vf vs = f_set(s);
+  const vi z = i_set(zp);
+  int64_t i = 0;
+  for (; i + VL <= n; i += VL) f_st(y + i, f_mul(i2f(i_sub(i_ld8(x + i, is_signed), z)), vs));
+  for (; i < n; i++) y[i] = (float)(ld8(x + i, is_signed) - zp) * s;
+}
+
+/* ======================================================================== */
+/* QAdd, QMul                                                                */
+/* ======================================================================== */
+
+static void qbinary(const uint8_t *a, bool a_signed, int a_step, float as, int32_t az, const uint8_t *b, bool b_signed,
+                    int b_step, float bs, int32_t bz, uint8_t *y, int64_t n, float ys, int32_t yz, int32_t lo,
+                    int32_t hi, bool mul) {
+  const vf vas = f_set(as), vbs = f_set(bs), vys = f_set(ys);
+  const vi vaz = i_set(az), vbz = i_set(bz), z = i_set(yz), l = i_set(lo), h = i_set(hi);
+  /* A repeated operand is dequantized once. */
+  const float fa0 = (float)(ld8(a, a_signed) - az) * as, fb0 = (float)(ld8(b, b_signed) - bz) * bs;
+  int64_t i = 0;
+  for (; i + VL <= n; i += VL) {
+    vf fa = a_step ? f_mul(i2f(i_sub(i_ld8(a + i, a_signed), vaz)), vas) : f_set(fa0);
+    vf fb = b_step ? f_mul(i2f(i_sub(i_ld8(b + i, b_signed), vbz)), vbs) : f_set(fb0);
+    vf s = mul ? f_mul(fa, fb) : f_add(fa, fb);
+    st8(y + i, quant_vec(f_div(s, vys), z, l, h));
+  }
+  for (; i < n; i++) {
+    float fa = a_step ? (float)(ld8(a + i, a_signed) - az) * as : fa0;
+    float fb = b_step ? (float)(ld8(b + i, b_signed) - bz) * bs : fb0;
+    float s = mul ? fa * fb : fa + fb;
+    y[i] = (uint8_t)quant_one(s / ys, yz, lo, hi);
+  }
+}
+
+/* ======================================================================== */
+/* Pooling helpers                                                           */
+/* ======================================================================== */
+
+static void max_u8(uint8_t *y, const uint8_t *x, int64_t n, bool is_signed) {
+  int64_t i = 0;
+  for (; i + BL <= n; i += BL) max_bytes(y + i, x + i, is_signed);
+  for (; i < n; i++) {
+    if (is_signed) {
+      if ((int8_t)x[i] > (int8_t)y[i]) y[i] = x[i];
+    } else if (x[i] > y[i]) {
+      y[i] = x[i];
+    }
+  }
+}
+
+static void sum_u8(int32_t *acc, const uint8_t *x, int64_t n, bool is_signed) {
+  int64_t i = 0;
+  for (; i + VL <= n; i += VL) i_st(acc + i, i_add(i_ld(acc + i), i_ld8(x + i, is_signed)));
+  for (; i < n; i++) acc[i] += ld8(x + i, is_signed);
+}
+
+static void gather2(const uint8_t *src, int64_t n, uint8_t *dst) {
+  int64_t i = 0;
+#if defined(QE_AVX512)
+  /* 64 bytes as 32 words; the low bytes are the even elements. */
+  for (; 2 * i + 64 <= 2 * n - 1; i += 32)
+    _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtepi16_epi8(_mm512_loadu_si512((const void *)(src + 2 * i))));
+#else
+  const __m256i lowb = _mm256_set1_epi16(0xff);
+  for (; 2 * i + 32 <= 2 * n - 1; i += 16) {
+    __m256i w = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(src + 2 * i)), lowb);
+    __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi16(w, w), 0xd8);
+    _mm_storeu_si128((__m128i *)(dst + i), _mm256_castsi256_si128(p));
+  }
+#endif
+  for (; i < n; i++) dst[i] = src[2 * i];
+}
+
+/* A 256-entry byte table as 16 tables of 16 (by the high nibble), each
+ * looked up with a byte shuffle on the low nibble; the matching one is
+ * blended in. */
+static void lut(const uint8_t *x, uint8_t flip, const uint8_t *table, uint8_t *y, int64_t n) {
+  int64_t i = 0;
+#if defined(QE_AVX512)
+  __m512i tabs[16];
+  for (int h = 0; h < 16; h++) tabs[h] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(table + 16 * h)));
+  const __m512i f = _mm512_set1_epi8((char)flip), lown = _mm512_set1_epi8(0x0f);
+  for (; i + 64 <= n; i += 64) {
+    __m512i v = _mm512_xor_si512(_mm512_loadu_si512((const void *)(x + i)), f);
+    __m512i lo = _mm512_and_si512(v, lown), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), lown);
+    __m512i r = _mm512_setzero_si512();
+    for (int h = 0; h < 16; h++)
+      r = _mm512_mask_mov_epi8(r, _mm512_cmpeq_epi8_mask(hi, _mm512_set1_epi8((char)h)),
+                               _mm512_shuffle_epi8(tabs[h], lo));
+    _mm512_storeu_si512((void *)(y + i), r);
+  }
+#else
+  __m256i tabs[16];
+  for (int h = 0; h < 16; h++) tabs[h] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(table + 16 * h)));
+  const __m256i f = _mm256_set1_epi8((char)flip), lown = _mm256_set1_epi8(0x0f);
+  for (; i + 32 <= n; i += 32) {
+    __m256i v = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(x + i)), f);
+    __m256i lo = _mm256_and_si256(v, lown), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), lown);
+    __m256i r = _mm256_setzero_si256();
+    for (int h = 0; h < 16; h++)
+      r = _mm256_blendv_epi8(r, _mm256_shuffle_epi8(tabs[h], lo), _mm256_cmpeq_epi8(hi, _mm256_set1_epi8((char)h)));
+    _mm256_storeu_si256((__m256i *)(y + i), r);
+  }
+#endif
+  for (; i < n; i++) y[i] = table[(uint8_t)(x[i] ^ flip)];
+}
+
+static void avg_quant(const int32_t *vs, int64_t n, int32_t sub, const double *cnt, float mult, int32_t yz,
+                      int32_t lo, int32_t hi, uint8_t *y) {
+  const vf m = f_set(mult);
+  const vi z = i_set(yz), l = i_set(lo), h = i_set(hi), sb = i_set(sub);
+  int64_t i = 0;
+  for (; i + VL <= n; i += VL) {
+    vi s = i_sub(i_ld(vs + i), sb);
+#if defined(QE_AVX512)
+    __m512d d0 = _mm512_div_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s)), _mm512_loadu_pd(cnt + i));
+    __m512d d1 = _mm512_div_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s, 1)), _mm512_loadu_pd(cnt + i + 8));
+    vf avg = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(d0)), _mm512_cvtpd_ps(d1), 1);
+#else
+    __m256d d0 = _mm256_div_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(s)), _mm256_loadu_pd(cnt + i));
+    __m256d d1 = _mm256_div_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(s, 1)), _mm256_loadu_pd(cnt + i + 4));
+    vf avg = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps(d0)), _mm256_cvtpd_ps(d1), 1);
+#endif
+    st8(y + i, quant_vec(f_mul(avg, m), z, l, h));
+  }
+  for (; i < n; i++) {
+    float avg = (float)((double)(vs[i] - sub) / cnt[i]);
+    y[i] = (uint8_t)quant_one(avg * mult, yz, lo, hi);
+  }
+}
+
+/* ======================================================================== */
+/* Block-wise 4-bit weights                                                  */
+/* ======================================================================== */
+
+#define BNR (2 * VL) /* columns per panel */
+
+static void block_dequant(const uint8_t *nib, int64_t kn, bool is_signed, const float *zp, const float *scale,
+                          float *dst) {
+  const vf s0 = f_ld(scale), s1 = f_ld(scale + VL);
+  const vf z0 = zp ? f_ld(zp) : f_set(0.0f), z1 = zp ? f_ld(zp + VL) : f_set(0.0f);
+  const __m128i lowmask = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+  for (int64_t k = 0; k < kn; k++, nib += BNR / 2, dst += BNR) {
+#if defined(QE_AVX512)
+    __m128i b = _mm_loadu_si128((const __m128i *)nib);
+#else
+    __m128i b = _mm_loadl_epi64((const __m128i *)nib);
+#endif
+    __m128i lo = _mm_and_si128(b, lowmask), hi = _mm_and_si128(_mm_srli_epi16(b, 4), lowmask);
+    __m128i c0 = _mm_unpacklo_epi8(lo, hi), c1 = _mm_unpackhi_epi8(lo, hi); /* columns in order */
+    if (is_signed) {
+      /* int4: (v ^ 8) - 8 sign-extends the nibble */
+      c0 = _mm_sub_epi8(_mm_xor_si128(c0, eight), eight);
+      c1 = _mm_sub_epi8(_mm_xor_si128(c1, eight), eight);
+    }
+#if defined(QE_AVX512)
+    vi q0 = _mm512_cvtepi8_epi32(c0), q1 = _mm512_cvtepi8_epi32(c1);
+#else
+    vi q0 = _mm256_cvtepi8_epi32(c0), q1 = _mm256_cvtepi8_epi32(_mm_srli_si128(c0, 8));
+    (void)c1;
+#endif
+    /* DequantizeLinear's float arithmetic: ((float)q - zp) * scale. */
+    f_st(dst, f_mul(f_sub(i2f(q0), z0), s0));
+    f_st(dst + VL, f_mul(f_sub(i2f(q1), z1), s1));
+  }
+}
+
+static void block_fma(const float *a, int64_t lda, int mr, const float *w, int64_t kn, float *acc) {
+  vf c[4][2];
+  for (int r = 0; r < 4; r++) {
+    if (r < mr) {
+      c[r][0] = f_ld(acc + r * BNR);
+      c[r][1] = f_ld(acc + r * BNR + VL);
+    }
+  }
+  for (int64_t k = 0; k < kn; k++) {
+    vf w0 = f_ld(w + k * BNR), w1 = f_ld(w + k * BNR + VL);
+    for (int r = 0; r < 4; r++) {
+      if (r < mr) {
+        vf av = f_set(a[r * lda + k]);
+        c[r][0] = f_fma(av, w0, c[r][0]);
+        c[r][1] = f_fma(av, w1, c[r][1]);
+      }
+    }
+  }
+  for (int r = 0; r < 4; r++) {
+    if (r < mr) {
+      f_st(acc + r * BNR, c[r][0]);
+      f_st(acc + r * BNR + VL, c[r][1]);
+    }
+  }
+}
+
+const er_qelt_ops QE_OPS = {QE_NAME, dw_planes, dw_plane, quantize,  dequantize, qbinary,       max_u8,   sum_u8,
+                            gather2, lut,       avg_quant, BNR,      block_dequant, block_fma};

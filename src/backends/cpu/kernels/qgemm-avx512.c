@@ -1,0 +1,331 @@
+/* qgemm-avx512.c - the integer GEMM microkernels and epilogue for AVX-512
+ * with VNNI (vpdpbusd: 64 unsigned x signed byte products into 16 int32
+ * lanes per instruction, no intermediate saturation). Called only when
+ * er__cpu_features() reports AVX-512 F/BW/VL/DQ and VNNI (er__qgemm_best).
+ *
+ * Two orientations (see qgemm.h):
+ *  - conv, 8 x 32: weight rows are broadcast (4 signed bytes each), 32
+ *    output pixels are two vectors of activations; 16 accumulators.
+ *  - mm, 4 x 64: activation rows are broadcast (4 unsigned bytes), 64
+ *    weight columns are four vectors; 16 accumulators, so a single row
+ *    (batch 1) still keeps four independent chains in flight.
+ * One copy of the loop is compiled per row count so that bottom-edge
+ * tiles do no wasted work. */
+#include <immintrin.h>
+
+#include "backends/cpu/kernels/qgemm.h"
+
+/* The convolution tile: CMR weight rows x CNV vectors of 16 pixels. */
+#ifndef CMR
+#define CMR 8
+#endif
+#ifndef CNV
+#define CNV 2
+#endif
+#define CNR (CNV * 16)
+
+static inline __attribute__((always_inline)) void tile_body(int64_t groups, const uint8_t *a, const uint8_t *b,
+                                                            int32_t *acc, const int MR, const int NV, const int R,
+                                                            const bool w_rows) {
+  __m512i c[16][4];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+      if (r < R) c[r][v] = _mm512_setzero_si512();
+  for (int64_t q = 0; q < groups; q++) {
+    __m512i bv[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_si512((const void *)(b + v * 64));
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; r++) {
+      if (r < R) {
+        int32_t w;
+        memcpy(&w, a + r * 4, sizeof w);
+        __m512i av = _mm512_set1_epi32(w);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++)
+          c[r][v] = w_rows ? _mm512_dpbusd_epi32(c[r][v], bv[v], av) : _mm512_dpbusd_epi32(c[r][v], av, bv[v]);
+      }
+    }
+    a += MR * 4;
+    b += NV * 64;
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+      if (r < R) _mm512_storeu_si512((void *)(acc + r * NV * 16 + v * 16), c[r][v]);
+}
+
+/* The convolution tile over columns read in place: k group g at
+ * b + koff[g] (activations, unsigned), weights broadcast. */
+static inline __attribute__((always_inline)) void tile_ind_body(int64_t groups, const uint8_t *a, const uint8_t *b,
+                                                                const int64_t *koff, int32_t *acc, const int R) {
+  __m512i c[CMR][CNV];
+#pragma GCC unroll 16
+  for (int r = 0; r < CMR; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < CNV; v++)
+      if (r < R) c[r][v] = _mm512_setzero_si512();
+  for (int64_t q = 0; q < groups; q++) {
+    const uint8_t *bq = b + koff[q];
+    __m512i bv[CNV];
+#pragma GCC unroll 4
+    for (int v = 0; v < CNV; v++) bv[v] = _mm512_loadu_si512((const void *)(bq + v * 64));
+#pragma GCC unroll 16
+    for (int r = 0; r < CMR; r++) {
+      if (r < R) {
+        int32_t w;
+        memcpy(&w, a + r * 4, sizeof w);
+        __m512i av = _mm512_set1_epi32(w);
+#pragma GCC unroll 4
+        for (int v = 0; v < CNV; v++) c[r][v] = _mm512_dpbusd_epi32(c[r][v], bv[v], av);
+      }
+    }
+    a += CMR * 4;
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < CMR; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < CNV; v++)
+      if (r < R) _mm512_storeu_si512((void *)(acc + r * CNR + v * 16), c[r][v]);
+}
+
+#define DEFINE_TILE_IND(R) \
+  static void ind_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, int32_t *acc) { \
+    tile_ind_body(g, a, b, koff, acc, R);                                                               \
+  }
+#define FOR_ROWS(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14)
+FOR_ROWS(DEFINE_TILE_IND)
+
+typedef void (*tile_ind_fn)(int64_t, const uint8_t *, const uint8_t *, const int64_t *, int32_t *);
+
+static void tile_conv_ind(int64_t groups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
+                          int32_t *acc) {
+#define IND_NAME(R) ind_##R,
+  static const tile_ind_fn fns[] = {NULL, FOR_ROWS(IND_NAME)};
+  fns[rows_valid](groups, rows, cols, koff, acc);
+}
+
+/* Both convolution tiles (packed columns, or in place with koff) with the
+ * Q8 epilogue in registers: the accumulators never go to memory. */
+static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, const uint8_t *a, const uint8_t *b,
+                                                               const int64_t *koff, const er_qepi *e, int64_t i0,
+                                                               uint8_t *out, int64_t ldc, const er_qseg *segs,
+                                                               int nseg, const int R) {
+  __m512i c[CMR][CNV];
+#pragma GCC unroll 16
+  for (int r = 0; r < CMR; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < CNV; v++)
+      if (r < R) c[r][v] = _mm512_setzero_si512();
+  for (int64_t q = 0; q < groups; q++) {
+    const uint8_t *bq = koff ? b + koff[q] : b + q * CNR * 4;
+    __m512i bv[CNV];
+#pragma GCC unroll 4
+    for (int v = 0; v < CNV; v++) bv[v] = _mm512_loadu_si512((const void *)(bq + v * 64));
+#pragma GCC unroll 16
+    for (int r = 0; r < CMR; r++) {
+      if (r < R) {
+        int32_t w;
+        memcpy(&w, a + r * 4, sizeof w);
+        __m512i av = _mm512_set1_epi32(w);
+#pragma GCC unroll 4
+        for (int v = 0; v < CNV; v++) c[r][v] = _mm512_dpbusd_epi32(c[r][v], bv[v], av);
+      }
+    }
+    a += CMR * 4;
+  }
+  const __m512 big = _mm512_set1_ps(1073741824.0f), nbig = _mm512_set1_ps(-1073741824.0f);
+  const __m512i zp = _mm512_set1_epi32(e->zp), lo = _mm512_set1_epi32(e->lo), hi = _mm512_set1_epi32(e->hi);
+#pragma GCC unroll 16
+  for (int r = 0; r < CMR; r++) {
+    if (r < R) {
+      const __m512i corr = _mm512_set1_epi32(e->corr[i0 + r]);
+      const __m512 mult = _mm512_set1_ps(e->mult[i0 + r]), off = _mm512_set1_ps(e->off[i0 + r]);
+      __m128i bytes[4];
+#pragma GCC unroll 4
+      for (int v = 0; v < CNV; v++) {
+        __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(c[r][v], corr)), mult, off);
+        f = _mm512_min_ps(_mm512_max_ps(f, nbig), big);
+        __m512i q = _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(q, zp), lo), hi);
+        bytes[v] = _mm512_cvtepi32_epi8(q);
+      }
+      uint8_t *row = out + r * ldc;
+      if (nseg == 1 && segs[0].first == 0 && segs[0].len == CNR) {
+#pragma GCC unroll 4
+        for (int v = 0; v < CNV; v++) _mm_storeu_si128((__m128i *)(row + segs[0].col + v * 16), bytes[v]);
+      } else {
+        /* Each run with masked stores: lanes [first, first + len) of the
+         * tile go to C's columns [col, col + len). */
+        for (int sg = 0; sg < nseg; sg++) {
+          int first = segs[sg].first, end = first + segs[sg].len;
+#pragma GCC unroll 4
+          for (int v = 0; v < CNV; v++) {
+            int lane0 = first > v * 16 ? first - v * 16 : 0, lane1 = end < v * 16 + 16 ? end - v * 16 : 16;
+            if (lane1 <= lane0) continue;
+            __mmask16 m = (__mmask16)(((1u << (lane1 - lane0)) - 1u) << lane0);
+            /* The address of lane 0 may lie before the row; only the
+             * unmasked lanes are written. */
+            _mm_mask_storeu_epi8((void *)((uintptr_t)(row + segs[sg].col - first + v * 16)), m, bytes[v]);
+          }
+        }
+      }
+    }
+  }
+}
+
+#define DEFINE_TILE_Q8(R)                                                                                  \
+  static void q8_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, const er_qepi *e,   \
+                     int64_t i0, uint8_t *out, int64_t ldc, const er_qseg *segs, int nseg) {               \
+    tile_q8_body(g, a, b, koff, e, i0, out, ldc, segs, nseg, R);                                           \
+  }
+FOR_ROWS(DEFINE_TILE_Q8)
+
+typedef void (*tile_q8_fn)(int64_t, const uint8_t *, const uint8_t *, const int64_t *, const er_qepi *, int64_t,
+                           uint8_t *, int64_t, const er_qseg *, int);
+
+static void tile_conv_q8(int64_t groups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
+                         const er_qepi *e, int64_t i0, uint8_t *c, int64_t ldc, const er_qseg *segs, int nseg) {
+#define Q8_NAME(R) q8_##R,
+  static const tile_q8_fn fns[] = {NULL, FOR_ROWS(Q8_NAME)};
+  fns[rows_valid](groups, rows, cols, koff, e, i0, c, ldc, segs, nseg);
+}
+
+#define DEFINE_TILE(NAME, MR, NV, WR, R) \
+  static void NAME##_##R(int64_t g, const uint8_t *a, const uint8_t *b, int32_t *acc) { tile_body(g, a, b, acc, MR, NV, R, WR); }
+
+#define DEFINE_CONV_TILE(R) DEFINE_TILE(conv, CMR, CNV, true, R)
+FOR_ROWS(DEFINE_CONV_TILE)
+DEFINE_TILE(mm, 4, 4, false, 1)
+DEFINE_TILE(mm, 4, 4, false, 2)
+DEFINE_TILE(mm, 4, 4, false, 3)
+DEFINE_TILE(mm, 4, 4, false, 4)
+
+typedef void (*tile_fn)(int64_t, const uint8_t *, const uint8_t *, int32_t *);
+
+static void tile_conv(int64_t groups, const void *rows, const uint8_t *cols, int rows_valid, bool w_rows,
+                      int32_t *acc) {
+#define CONV_NAME(R) conv_##R,
+  static const tile_fn fns[] = {NULL, FOR_ROWS(CONV_NAME)};
+  ER_UNUSED(w_rows);
+  fns[rows_valid](groups, rows, cols, acc);
+}
+
+static void tile_mm(int64_t groups, const void *rows, const uint8_t *cols, int rows_valid, bool w_rows,
+                    int32_t *acc) {
+  static const tile_fn fns[] = {NULL, mm_1, mm_2, mm_3, mm_4};
+  ER_UNUSED(w_rows);
+  fns[rows_valid](groups, rows, cols, acc);
+}
+
+/* ======================================================================== */
+/* The epilogue                                                              */
+/* ======================================================================== */
+
+static inline __m512i load_n(const int32_t *p, __mmask16 m) { return _mm512_maskz_loadu_epi32(m, p); }
+
+/* Narrows 16 int32 already in the 8-bit range and stores the first n
+ * (vpmovdb to a register, then a plain store: the memory form of vpmovdb
+ * is slow on some cores). */
+static inline void store8(uint8_t *p, __m512i q, __mmask16 m, int n) {
+  __m128i b = _mm512_cvtepi32_epi8(q);
+  if (n == 16) _mm_storeu_si128((__m128i *)p, b);
+  else _mm_mask_storeu_epi8(p, m, b);
+}
+
+/* The common case on its own: requantized 8-bit output, parameters per
+ * row (convolutions), no weight zero points. */
+static void epilogue_q8_rows(const er_qepi *e, const er_qtile_out *t) {
+  const __m512 big = _mm512_set1_ps(1073741824.0f), nbig = _mm512_set1_ps(-1073741824.0f);
+  const __m512i zp = _mm512_set1_epi32(e->zp), lo = _mm512_set1_epi32(e->lo), hi = _mm512_set1_epi32(e->hi);
+  for (int r = 0; r < t->rows; r++) {
+    const int32_t *acc = t->acc + r * t->nr;
+    uint8_t *out = (uint8_t *)t->c + (size_t)(r * t->ldc);
+    int64_t ch = t->i0 + r;
+    const __m512i corr = _mm512_set1_epi32(e->corr[ch]);
+    const __m512 mult = _mm512_set1_ps(e->mult[ch]), off = _mm512_set1_ps(e->off[ch]);
+    for (int j = 0; j < t->cols; j += 16) {
+      int n = t->cols - j < 16 ? t->cols - j : 16;
+      __mmask16 m = (__mmask16)((1u << n) - 1u);
+      __m512i v = _mm512_add_epi32(load_n(acc + j, m), corr);
+      __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), mult, off);
+      f = _mm512_min_ps(_mm512_max_ps(f, nbig), big);
+      __m512i q = _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      store8(out + j, _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(q, zp), lo), hi), m, n);
+    }
+  }
+}
+
+static void epilogue(const er_qepi *e, const er_qtile_out *t) {
+  if (e->kind == ER_QEPI_Q8 && e->channel_rows && !e->wzp) {
+    epilogue_q8_rows(e, t);
+    return;
+  }
+  const __m512 big = _mm512_set1_ps(1073741824.0f), nbig = _mm512_set1_ps(-1073741824.0f);
+  const __m512i zp = _mm512_set1_epi32(e->zp), lo = _mm512_set1_epi32(e->lo), hi = _mm512_set1_epi32(e->hi);
+  const __m512 clo = _mm512_set1_ps(e->clip_lo), chi = _mm512_set1_ps(e->clip_hi);
+  const __m512d zpd = _mm512_set1_pd((double)e->zp), lod = _mm512_set1_pd((double)e->lo),
+                hid = _mm512_set1_pd((double)e->hi);
+  const size_t es = e->kind == ER_QEPI_Q8 || e->kind == ER_QEPI_QLINEAR ? 1 : 4;
+  for (int r = 0; r < t->rows; r++) {
+    const int32_t *acc = t->acc + r * t->nr;
+    uint8_t *out = (uint8_t *)t->c + (size_t)(r * t->ldc) * es;
+    int64_t row_ch = t->i0 + r;
+    for (int j = 0; j < t->cols; j += 16) {
+      int n = t->cols - j < 16 ? t->cols - j : 16;
+      __mmask16 m = (__mmask16)((1u << n) - 1u);
+      int64_t col_ch = t->j0 + j;
+      __m512i v = load_n(acc + j, m);
+      __m512i corr = e->channel_rows ? _mm512_set1_epi32(e->corr[row_ch]) : load_n(e->corr + col_ch, m);
+      v = _mm512_add_epi32(v, corr);
+      if (e->wzp) {
+        __m512i wz = e->channel_rows ? _mm512_set1_epi32(e->wzp[row_ch]) : load_n(e->wzp + col_ch, m);
+        __m512i as = e->channel_rows ? load_n(t->asum + j, m) : _mm512_set1_epi32(t->asum[r]);
+        v = _mm512_sub_epi32(v, _mm512_mullo_epi32(wz, as));
+      }
+      switch (e->kind) {
+        case ER_QEPI_Q8:
+        case ER_QEPI_F32: {
+          __m512 mult = e->channel_rows ? _mm512_set1_ps(e->mult[row_ch]) : _mm512_maskz_loadu_ps(m, e->mult + col_ch);
+          __m512 off = e->channel_rows ? _mm512_set1_ps(e->off[row_ch]) : _mm512_maskz_loadu_ps(m, e->off + col_ch);
+          __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), mult, off);
+          if (e->kind == ER_QEPI_F32) {
+            f = _mm512_min_ps(chi, _mm512_max_ps(clo, f));
+            _mm512_mask_storeu_ps(out + (size_t)j * 4, m, f);
+            break;
+          }
+          f = _mm512_min_ps(_mm512_max_ps(f, nbig), big);
+          __m512i q = _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+          q = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(q, zp), lo), hi);
+          store8(out + j, q, m, n);
+          break;
+        }
+        case ER_QEPI_QLINEAR: {
+          /* QLinearConv's arithmetic: (double)acc * mult + zp, two roundings. */
+          __m512d m0, m1;
+          if (e->channel_rows) {
+            m0 = m1 = _mm512_set1_pd(e->mult_d[row_ch]);
+          } else {
+            m0 = _mm512_maskz_loadu_pd((__mmask8)(m & 0xff), e->mult_d + col_ch);
+            m1 = _mm512_maskz_loadu_pd((__mmask8)(m >> 8), e->mult_d + col_ch + 8);
+          }
+          __m512d d0 = _mm512_add_pd(_mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(v)), m0), zpd);
+          __m512d d1 = _mm512_add_pd(_mm512_mul_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(v, 1)), m1), zpd);
+          d0 = _mm512_roundscale_pd(_mm512_min_pd(_mm512_max_pd(d0, lod), hid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+          d1 = _mm512_roundscale_pd(_mm512_min_pd(_mm512_max_pd(d1, lod), hid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+          __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtpd_epi32(d0)), _mm512_cvtpd_epi32(d1), 1);
+          store8(out + j, q, m, n);
+          break;
+        }
+        case ER_QEPI_I32: _mm512_mask_storeu_epi32(out + (size_t)j * 4, m, v); break;
+      }
+    }
+  }
+}
+
+const er_qgemm_isa er__qgemm_conv_avx512vnni = {"8x32__avx512vnni", CMR, CNR, 4, 1, tile_conv, tile_conv_ind, epilogue,
+                                                tile_conv_q8};
+const er_qgemm_isa er__qgemm_mm_avx512vnni = {"4x64__avx512vnni", 4, 64, 4, 1, tile_mm, NULL, epilogue, NULL};

@@ -1,0 +1,212 @@
+/* qgemm.h - the 8-bit integer matrix product every optimized integer
+ * kernel (QConv, QMatMul, QLinearConv, QLinearMatMul, ConvInteger,
+ * MatMulInteger) runs on: packed operands, register-blocked microkernels
+ * per ISA (AVX-512 VNNI vpdpbusd, AVX2 vpmaddwd), and an epilogue that
+ * requantizes a tile while it is hot.
+ *
+ *   C[M, N] = epilogue(A[M, K] B[K, N])
+ *
+ * One side of every product is activations, read as unsigned bytes (int8
+ * activations are shifted by +128, their zero point with them), the other
+ * is weights, read as signed bytes (uint8 weights are shifted by -128).
+ * The sum over k of (x - x_zp)(w - w_zp) is then
+ *
+ *   sum x w - x_zp sum w - w_zp sum x + K x_zp w_zp,
+ *
+ * where sum x w is what the microkernel accumulates in int32 (exact: each
+ * 4-term dot product is at most 4 * 255 * 128, and the sum wraps modulo
+ * 2^32 exactly like the int32 accumulator the ONNX integer ops define), the
+ * weight terms are per-channel constants folded with the bias at prepare
+ * time, and sum x (needed only when a weight zero point is not 0) is
+ * gathered while the activations are packed. So every kernel matches its
+ * reference kernel exactly, whatever the ISA, blocking or thread count.
+ *
+ * Orientation. "Rows" (A, broadcast in the microkernel, MR of them per
+ * tile) and "columns" (B, vector lanes, NR per tile). Convolutions put the
+ * weights in rows and output pixels in columns (C is [M channels, pixels],
+ * NCHW); matrix products put activation rows in rows and weight columns
+ * in columns. Either side may be packed once at compile time (weights) or
+ * per block at run time by a callback (activations).
+ *
+ * Packed layouts, with K padded to a multiple of the ISA's group KG (4 for
+ * vpdpbusd, 2 for vpmaddwd) by zeros:
+ *   rows panel:    [K / KG][MR][KG] elements of `row_bytes` (1, or 2 when
+ *                  the ISA wants 16-bit rows: AVX2)
+ *   columns panel: [K / KG][NR][KG] bytes
+ * A panel holds all of K, so the microkernel runs the whole sum in
+ * registers; blocks of panels are sized to stay in L2. */
+#ifndef ER_KERNELS_QGEMM_H
+#define ER_KERNELS_QGEMM_H
+
+#include "backends/cpu/cpu-kernels.h"
+
+/* The largest tile any ISA uses. */
+#define ER_QGEMM_MAX_MR 16
+#define ER_QGEMM_MAX_NR 64
+
+/* What the epilogue writes. */
+typedef enum er_qepi_kind {
+  ER_QEPI_Q8 = 0,      /* QConv/QMatMul: rhe(fmaf(acc, mult, off)) + zp, clamped, 8-bit */
+  ER_QEPI_F32,         /* QConv/QMatMul with float output: clamp(fmaf(acc, mult, off)) */
+  ER_QEPI_QLINEAR,     /* QLinearConv/QLinearMatMul: rhe((double)acc * mult_d + zp), clamped */
+  ER_QEPI_I32,         /* ConvInteger/MatMulInteger: acc */
+} er_qepi_kind;
+
+/* The epilogue's parameters, per channel (a row of C for convolutions, a
+ * column for matrix products: `channel_rows`). */
+typedef struct er_qepi {
+  er_qepi_kind kind;
+  bool channel_rows;
+  const int32_t *corr;   /* [channels] int32 added to every sum: bias - x_zp sum w + K x_zp w_zp */
+  const int32_t *wzp;    /* [channels] weight zero points (shifted), or NULL when all are 0 */
+  const float *mult;     /* [channels] (Q8, F32) */
+  const float *off;      /* [channels] (Q8, F32) */
+  const double *mult_d;  /* [channels] (QLINEAR) */
+  int32_t zp, lo, hi;    /* output zero point and clamp (Q8, QLINEAR) */
+  float clip_lo, clip_hi;/* F32 */
+  bool out_signed;       /* int8 (else uint8) output */
+} er_qepi;
+
+/* One tile for the epilogue: acc [MR][NR] int32 (row stride NR) of `rows`
+ * x `cols` valid entries, whose first element is C[i0, j0]. asum[] holds
+ * the activation sums of the tile's activation side (rows for matrix
+ * products, columns for convolutions), used when epi->wzp is set. */
+typedef struct er_qtile_out {
+  const int32_t *acc;
+  int rows, cols, nr;
+  int64_t i0, j0;
+  const int32_t *asum;   /* [rows] or [cols], or NULL */
+  void *c;               /* C at (i0, j0) */
+  int64_t ldc;           /* elements */
+} er_qtile_out;
+
+/* A run of a tile's columns: columns [first, first + len) of the tile are
+ * C's columns [col, col + len). */
+typedef struct er_qseg {
+  int first, len;
+  int64_t col;
+} er_qseg;
+
+/* The most runs a tile of NR columns can split into (rows at least 2
+ * columns wide: NR / 2 + 1 runs). */
+#define ER_QGEMM_MAX_SEGS (ER_QGEMM_MAX_NR / 2 + 2)
+
+/* One ISA: its tile shapes and functions. The microkernel computes
+ * acc[r][j] = sum over k of rows[k][r] * cols[k][j] for r < rows, all NR
+ * columns, with the rows side signed (weights: `w_rows` = 1) or unsigned
+ * (activations: `w_rows` = 0), the columns side the other. */
+typedef struct er_qgemm_isa {
+  const char *name;      /* "8x32__avx512vnni" */
+  int mr, nr, kg;        /* tile rows, tile columns, k group */
+  int row_bytes;         /* bytes per element of a rows panel (1 or 2) */
+  void (*tile)(int64_t kgroups, const void *rows, const uint8_t *cols, int rows_valid, bool w_rows,
+               int32_t *acc /* [mr][nr] */);
+  /* (optional; convolutions) The same with the columns read in place:
+   * k group g of the tile's columns is NR * KG bytes at cols + koff[g]. */
+  void (*tile_ind)(int64_t kgroups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
+                   int32_t *acc /* [mr][nr] */);
+  void (*epilogue)(const er_qepi *e, const er_qtile_out *t);
+  /* (optional) The convolution tiles with the ER_QEPI_Q8 epilogue (per
+   * row, no weight zero points) applied in registers: rows [i0, i0 +
+   * rows_valid) of C (row stride ldc, C at c); the tile's columns land in
+   * nseg runs (see er_qseg). koff NULL: the packed-columns tile. */
+  void (*tile_q8)(int64_t kgroups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
+                  const er_qepi *e, int64_t i0, uint8_t *c, int64_t ldc, const er_qseg *segs, int nseg);
+} er_qgemm_isa;
+
+
+#if defined(__x86_64__) || defined(__i386__)
+extern const er_qgemm_isa er__qgemm_conv_avx512vnni, er__qgemm_mm_avx512vnni;
+extern const er_qgemm_isa er__qgemm_conv_avx2, er__qgemm_mm_avx2;
+#endif
+#if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
+#define ER_QGEMM_NEONDOT 1
+extern const er_qgemm_isa er__qgemm_conv_neondot, er__qgemm_mm_neondot;
+#endif
+
+/* The best ISAs for weights-in-rows (convolution) and activations-in-rows
+ * (matrix product) problems, or NULL. */
+const er_qgemm_isa *er__qgemm_best(const er_cpu_features *cpu, bool conv);
+
+/* ---- packing --------------------------------------------------------------- */
+
+/* How source bytes become packed values: `flip` is XORed into every byte
+ * (0x80 turns int8 activations into uint8 and uint8 weights into int8). */
+typedef struct er_qsrc {
+  const uint8_t *data;   /* element (r, k) of a rows source at data[r * rs + k * ks] */
+  int64_t rs, ks;
+  uint8_t flip;
+  bool is_weights;       /* signed after the flip */
+} er_qsrc;
+
+static inline int64_t er__qgemm_kgroups(const er_qgemm_isa *isa, int64_t k) { return (k + isa->kg - 1) / isa->kg; }
+/* Bytes of one rows panel / one columns panel over all of K. */
+static inline size_t er__qgemm_row_panel_bytes(const er_qgemm_isa *isa, int64_t k) {
+  return (size_t)(er__qgemm_kgroups(isa, k) * isa->mr * isa->kg * isa->row_bytes);
+}
+static inline size_t er__qgemm_col_panel_bytes(const er_qgemm_isa *isa, int64_t k) {
+  return (size_t)(er__qgemm_kgroups(isa, k) * isa->nr * isa->kg);
+}
+
+/* Packs rows [r0, r0 + rows) of the source (rows <= MR; the rest zero) as
+ * one rows panel; sums[r] for r < rows (sums may be NULL) receives the sum
+ * over k of the packed values. */
+void er__qgemm_pack_rows(const er_qgemm_isa *isa, const er_qsrc *src, int64_t r0, int rows, int64_t k, void *dst,
+                         int32_t *sums);
+/* Packs columns [c0, c0 + cols) of a source viewed as [K, N] (element (k,
+ * c) at data[k * rs + c * ks]; cols <= NR, the rest zero) as one columns
+ * panel; sums as above, per column (sums[0..cols)). */
+void er__qgemm_pack_cols(const er_qgemm_isa *isa, const er_qsrc *src, int64_t c0, int cols, int64_t k, uint8_t *dst,
+                         int32_t *sums);
+/* Interleaves KG rows of `cols` bytes (row i at rows[i], NULL = zeros)
+ * into one k group of a columns panel (KG * NR bytes at dst), XORing
+ * `flip`; adds each column's values to sums (may be NULL). */
+void er__qgemm_interleave(int kg, int nr, const uint8_t *const *rows, int cols, uint8_t flip, uint8_t *dst,
+                          int32_t *sums);
+
+/* ---- the driver -------------------------------------------------------------- */
+
+/* Writes the columns panels [j0, j0 + cols) (cols <= the block size, a
+ * whole number of panels except at the end) at dst, panel after panel, and
+ * the activation sums of those columns at sums (when not NULL). */
+typedef void (*er_qpack_cols_fn)(const void *ctx, int64_t j0, int64_t cols, uint8_t *dst, int32_t *sums);
+/* The same for rows panels. */
+typedef void (*er_qpack_rows_fn)(const void *ctx, int64_t i0, int64_t rows, void *dst, int32_t *sums);
+
+typedef struct er_qgemm_problem {
+  const er_qgemm_isa *isa;
+  int64_t m, n, k;
+  /* Rows: prepacked panels (a panel per MR rows, each row_panel_bytes),
+   * or packed per block by pack_rows. */
+  const void *rows_packed;
+  er_qpack_rows_fn pack_rows;
+  const void *rows_ctx;
+  /* Columns: the same, or read in place (cols_base, with isa->tile_ind):
+   * column j of k group g is KG bytes at cols_base + cols_koff[g] + j * KG
+   * (convolutions over channel-grouped planes). */
+  const uint8_t *cols_packed;
+  er_qpack_cols_fn pack_cols;
+  const void *cols_ctx;
+  const uint8_t *cols_base;
+  const int64_t *cols_koff;
+  bool need_asum;        /* the epilogue needs activation sums (weight zero points) */
+  er_qepi epi;
+  void *c;               /* C [M, N], element size by epi.kind */
+  int64_t ldc;           /* elements */
+  /* Virtual columns (convolutions over padded planes): when vw > 0,
+   * column j is (j / vw, j % vw) of rows vw wide of which the first `ow`
+   * are real; it lands in C's column (j / vw) * ow + j % vw, and the rest
+   * are dropped. */
+  int64_t vw, ow;
+} er_qgemm_problem;
+
+/* Scratch one worker needs (bytes, a multiple of 64). */
+size_t er__qgemm_scratch_bytes(const er_qgemm_problem *p);
+/* Computes the problem on up to `slots` workers (scratch holds slots *
+ * er__qgemm_scratch_bytes(p), 64-byte aligned). */
+void er__qgemm_run(const er_qgemm_problem *p, er_thread_pool *pool, void *scratch, int slots);
+
+/* The scalar epilogue (every ISA's reference for tails and tests). */
+void er__qepi_scalar(const er_qepi *e, const er_qtile_out *t);
+
+#endif /* ER_KERNELS_QGEMM_H */

@@ -1,0 +1,959 @@
+/* quant.c - optimized CPU kernels of the "quant" group: integer
+ * convolutions and matrix products on the integer GEMM of qgemm.h.
+ *
+ *  - q8_conv_<tile>__<isa>: QConv (com.edgerun), QLinearConv and
+ *    ConvInteger over NCHW (1-D and 2-D): one GEMM per image and group,
+ *    Y[Mg, OH*OW] = W[Mg, Cg*kh*kw] X'[Cg*kh*kw, OH*OW], weights packed once
+ *    at compile time, the patch matrix X' packed block by block straight
+ *    from the image (padding holds the input zero point, i.e. real 0; a
+ *    1x1 stride-1 convolution interleaves the image rows directly), the
+ *    requantization in the tile epilogue.
+ *  - q8_matmul_<tile>__<isa>: QMatMul, QLinearMatMul and MatMulInteger
+ *    with constant 2-D weights: A's batch dims fold into M, A is packed per
+ *    block at run time, B once at compile time.
+ *
+ * Every result equals the reference kernel's bit for bit (see qgemm.h for
+ * why the integer sums are exact; the epilogues repeat the references'
+ * floating-point operations in the same order). Shapes the fast path does
+ * not cover at run time go to the reference kernel. */
+#include <stdlib.h>
+
+/* Builds for other architectures than x86 use none (or, on Arm with
+ * dotprod, only the GEMM part) of the shared code: the reference kernels
+ * run instead. */
+#if !defined(__x86_64__) && !defined(__i386__)
+#pragma GCC diagnostic ignored "-Wunused-function"
+#endif
+
+#include "backends/cpu/kernels/kernel-groups.h"
+#include "backends/cpu/kernels/kutil.h"
+#include "backends/cpu/kernels/qelt.h"
+#include "backends/cpu/kernels/qgemm.h"
+#include "backends/cpu/kernels/window.h"
+#include "ops/qfused.h"
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ======================================================================== */
+/* The node, read once                                                       */
+/* ======================================================================== */
+
+typedef enum qg_op { QG_QCONV, QG_QLINEARCONV, QG_CONVINTEGER, QG_QMATMUL, QG_QLINEARMATMUL, QG_MATMULINTEGER } qg_op;
+
+/* Where each operand sits among the node's inputs (-1: not an input). */
+typedef struct qg_layout {
+  int x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias, mult, off;
+} qg_layout;
+
+static const qg_layout layouts[] = {
+    [QG_QCONV] = {0, -1, 1, 2, -1, 3, -1, 7, 4, 5, 6},
+    [QG_QLINEARCONV] = {0, 1, 2, 3, 4, 5, 6, 7, 8, -1, -1},
+    [QG_CONVINTEGER] = {0, -1, 2, 1, -1, 3, -1, -1, -1, -1, -1},
+    [QG_QMATMUL] = {0, -1, 1, 2, -1, 3, -1, 7, 4, 5, 6},
+    [QG_QLINEARMATMUL] = {0, 1, 2, 3, 4, 5, 6, 7, -1, -1, -1},
+    [QG_MATMULINTEGER] = {0, -1, 2, 1, -1, 3, -1, -1, -1, -1, -1},
+};
+
+static bool is_conv(qg_op op) { return op <= QG_CONVINTEGER; }
+
+static const er_tensor *in_at(const er_kernel_info *ki, int i) { return i < 0 ? NULL : er__ki_in(ki, i); }
+
+/* A constant with data, of one value or `len` values (len < 0: any). */
+static bool const_vec(const er_tensor *t, int64_t len) {
+  if (!t || !t->data) return false;
+  int64_t n = er__tensor_count(t);
+  return n == 1 || (len >= 0 && n == len && t->rank == 1);
+}
+
+static bool q8(er_dtype t) { return t == ER_DTYPE_UINT8 || t == ER_DTYPE_INT8; }
+
+/* Element c of a one-or-per-channel parameter. */
+static double pval(const er_tensor *t, int64_t c) {
+  return er__load_f64(t->data, t->dtype, er__tensor_count(t) == 1 ? 0 : c);
+}
+
+/* QLinearConv's and QLinearMatMul's multiplier, as their reference
+ * computes it: the float product of the scales, then the float quotient. */
+static double qlinear_mult(const er_tensor *xs, const er_tensor *ws, const er_tensor *ys, int64_t c) {
+  return (float)((double)(float)(pval(xs, 0) * pval(ws, c)) / pval(ys, 0));
+}
+
+/* Everything prepare() works out. */
+typedef struct qg_state {
+  qg_op op;
+  const er_qgemm_isa *isa;
+  bool conv;
+  er_dtype x_type;
+  uint8_t x_flip, w_flip;
+  uint8_t x_pad;             /* a padded input element (the zero point, as stored) */
+  int32_t xz;                /* the input zero point's value */
+  int64_t channels, k;       /* M (conv) or N (matmul); K per group */
+  int64_t group;             /* conv */
+  int64_t wdims[4];          /* conv weight dims */
+  int wrank;
+  void *packed;              /* weights: rows panels per group (conv) or columns panels */
+  size_t gstride;            /* bytes between groups of packed */
+  int32_t *corr, *wzp;       /* [channels] */
+  float *mult, *off;         /* [channels] */
+  double *mult_d;            /* [channels] */
+  er_qepi epi;
+  int slots;
+  const er_qelt_ops *dw;     /* depthwise: packed holds float (w - w_zp) [C][kh * kw] */
+  /* Convolutions read in place (no weight zero points): the weights are
+   * packed with k groups ordered (channel group, tap), KG channels per
+   * group, to match the grouped planes (see below). */
+  bool inplace;
+  int64_t cq;                /* channel groups per convolution group */
+} qg_state;
+
+static void qg_release(void *state) {
+  qg_state *s = state;
+  if (!s) return;
+  er__aligned_free(s->packed);
+  free(s->corr);
+  free(s->wzp);
+  free(s->mult);
+  free(s->off);
+  free(s->mult_d);
+  free(s);
+}
+
+/* Checks what the kernel needs to know at compile time. */
+static bool qg_supports(const er_kernel_info *ki, qg_op op, const er_qgemm_isa *isa) {
+  if (!isa) return false;
+  const qg_layout *L = &layouts[op];
+  const er_tensor *x = in_at(ki, L->x), *w = in_at(ki, L->w);
+  if (!x || !w || !q8(x->dtype) || !q8(w->dtype) || !w->data || !er__tensor_shape_known(w)) return false;
+  bool conv = is_conv(op);
+  int64_t ch = conv ? w->dims[0] : (w->rank == 2 ? w->dims[1] : -1);
+  if (ch <= 0) return false;
+  if (conv) {
+    if ((w->rank != 3 && w->rank != 4) || (x->rank >= 0 && x->rank != w->rank)) return false;
+    er_kctx ctx = er__ki_ctx(ki);
+    if (!er__window_attrs_ok(&ctx, w->rank)) return false;
+  } else {
+    if (w->rank != 2 || x->rank < 1) return false;
+    /* The int32 sum must not wrap where QLinearMatMul's double sum does not. */
+    if (op == QG_QLINEARMATMUL && w->dims[0] > 33025) return false;
+  }
+  /* Quantization parameters: constants of the right shapes. */
+  const er_tensor *xz = in_at(ki, L->x_zp), *wz = in_at(ki, L->w_zp);
+  if (xz && (!const_vec(xz, -1) || xz->dtype != x->dtype)) return false;
+  if (wz && (!const_vec(wz, ch) || wz->dtype != w->dtype)) return false;
+  if (L->x_scale >= 0) {
+    const er_tensor *xs = in_at(ki, L->x_scale), *ws = in_at(ki, L->w_scale), *ys = in_at(ki, L->y_scale);
+    if (!const_vec(xs, -1) || !const_vec(ws, ch) || !const_vec(ys, -1)) return false;
+    if (xs->dtype != ER_DTYPE_FLOAT || ws->dtype != ER_DTYPE_FLOAT || ys->dtype != ER_DTYPE_FLOAT) return false;
+    for (int64_t c = 0; c < ch; c++)
+      if (!isfinite(qlinear_mult(xs, ws, ys, c))) return false;
+  }
+  const er_tensor *yz = in_at(ki, L->y_zp);
+  if (yz && (!const_vec(yz, -1) || !q8(yz->dtype))) return false;
+  if (L->y_zp >= 0 && op != QG_QCONV && op != QG_QMATMUL && !yz) return false;
+  const er_tensor *b = in_at(ki, L->bias);
+  if (b && (!const_vec(b, ch) || b->dtype != ER_DTYPE_INT32)) return false;
+  if (L->mult >= 0) {
+    const er_tensor *m = in_at(ki, L->mult), *o = in_at(ki, L->off);
+    if (!const_vec(m, ch) || !const_vec(o, ch) || m->dtype != ER_DTYPE_FLOAT || o->dtype != ER_DTYPE_FLOAT) return false;
+    for (int64_t c = 0; c < ch; c++)
+      if (!isfinite(pval(m, c)) || !isfinite(pval(o, c))) return false;
+  }
+  return ki->n_out == 1;
+}
+
+static er_status oom(const er_kernel_info *ki) {
+  return er__error(ER_STATUS_OUT_OF_MEMORY, "%s '%s': out of memory preparing an integer kernel", ki->node->op_type,
+                   ki->node->name);
+}
+
+static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_isa *isa, const er_qelt_ops *dw,
+                            void **state_out, size_t *scratch_out);
+
+/* ======================================================================== */
+/* Convolution                                                               */
+/* ======================================================================== */
+
+/* The patch matrix is never built. The input of one image and group is
+ * copied once into planes padded with the zero point (the value of real 0)
+ * and split by stride phase: plane (py, px) holds padded rows py, py + sh,
+ * ... and columns px, px + sw, ... . Then tap (ky, kx) of output pixel
+ * (oy, ox) is element (oy + qy, ox + qx) of plane (ky dh % sh, kx dw % sw)
+ * with qy = ky dh / sh, qx = kx dw / sw, and over output pixels numbered
+ * oy * Ws + ox ("virtual" columns, Ws the plane width) every row of the
+ * patch matrix is one contiguous run of a plane: packing only interleaves.
+ * Columns ox >= OW are computed and dropped (qgemm's virtual columns). A
+ * 1x1 or unpadded stride-1 window reads the input itself. */
+typedef struct conv_planes {
+  const uint8_t *base;       /* [sh * sw][Cg][hs * ws] */
+  int64_t hs, ws;            /* plane height and width */
+  int64_t plane;             /* bytes between channels of a phase */
+  bool direct;               /* base is the input itself */
+} conv_planes;
+
+typedef struct conv_pack_ctx {
+  const qg_state *s;
+  const er_window *g;
+  conv_planes pl;
+} conv_pack_ctx;
+
+static void planes_geometry(const er_window *g, conv_planes *pl) {
+  int64_t hp = g->h + g->pt + g->pb, wp = g->w + g->pl + g->pr;
+  pl->direct = g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 && g->pb == 0 && g->pr == 0;
+  pl->hs = pl->direct ? g->h : (hp + g->sh - 1) / g->sh;
+  pl->ws = pl->direct ? g->w : (wp + g->sw - 1) / g->sw;
+  pl->plane = pl->hs * pl->ws;
+}
+
+/* Bytes of the planes of one image and group (0 when direct). */
+static size_t planes_bytes(const er_window *g) {
+  conv_planes pl;
+  planes_geometry(g, &pl);
+  return pl.direct ? 0 : (size_t)(g->sh * g->sw * (g->c / g->group) * pl.plane + 64);
+}
+
+/* Writes the planes of x ([Cg, H, W]) into dst. */
+static void build_planes(const er_window *g, const uint8_t *x, uint8_t pad, uint8_t *dst) {
+  conv_planes pl;
+  planes_geometry(g, &pl);
+  int64_t cg = g->c / g->group;
+  for (int64_t py = 0; py < g->sh; py++)
+    for (int64_t px = 0; px < g->sw; px++)
+      for (int64_t c = 0; c < cg; c++) {
+        uint8_t *d = dst + ((py * g->sw + px) * cg + c) * pl.plane;
+        const uint8_t *xc = x + c * g->h * g->w;
+        /* Plane columns xx read input column xx * sw + px - pl. */
+        int64_t lo = 0, hi = pl.ws;
+        while (lo < pl.ws && lo * g->sw + px - g->pl < 0) lo++;
+        while (hi > lo && (hi - 1) * g->sw + px - g->pl >= g->w) hi--;
+        for (int64_t yy = 0; yy < pl.hs; yy++, d += pl.ws) {
+          int64_t r = yy * g->sh + py - g->pt;
+          if (r < 0 || r >= g->h) {
+            memset(d, pad, (size_t)pl.ws);
+            continue;
+          }
+          const uint8_t *row = xc + r * g->w;
+          memset(d, pad, (size_t)lo);
+          if (g->sw == 1) {
+            memcpy(d + lo, row + lo + px - g->pl, (size_t)(hi - lo));
+          } else {
+            for (int64_t xx = lo; xx < hi; xx++) d[xx] = row[xx * g->sw + px - g->pl];
+          }
+          memset(d + hi, pad, (size_t)(pl.ws - hi));
+        }
+      }
+}
+
+static void conv_pack(const void *vctx, int64_t j0, int64_t cols, uint8_t *dst, int32_t *sums) {
+  const conv_pack_ctx *cc = vctx;
+  const qg_state *s = cc->s;
+  const er_window *g = cc->g;
+  const er_qgemm_isa *isa = s->isa;
+  const int nr = isa->nr, kg = isa->kg;
+  const int64_t K = s->k, groups = er__qgemm_kgroups(isa, K), khw = g->kh * g->kw, cg = g->c / g->group;
+  const size_t cpb = er__qgemm_col_panel_bytes(isa, K);
+  /* The start of each patch row's run, for the k group at hand. */
+  for (int64_t q = 0; q * nr < cols; q++) {
+    int32_t *ps = sums ? sums + q * nr : NULL;
+    if (ps) memset(ps, 0, (size_t)nr * sizeof *ps);
+  }
+  for (int64_t g4 = 0; g4 < groups; g4++) {
+    const uint8_t *base[4] = {NULL, NULL, NULL, NULL};
+    for (int i = 0; i < kg; i++) {
+      int64_t kk = g4 * kg + i;
+      if (kk >= K) break;
+      int64_t c = kk / khw, r = kk % khw, ky = r / g->kw, kx = r % g->kw;
+      if (cc->pl.direct) {
+        base[i] = cc->pl.base + c * cc->pl.plane + ky * g->dh * cc->pl.ws + kx * g->dw;
+      } else {
+        int64_t py = ky * g->dh % g->sh, qy = ky * g->dh / g->sh, px = kx * g->dw % g->sw, qx = kx * g->dw / g->sw;
+        base[i] = cc->pl.base + ((py * g->sw + px) * cg + c) * cc->pl.plane + qy * cc->pl.ws + qx;
+      }
+    }
+    for (int64_t q = 0; q * nr < cols; q++) {
+      int n = (int)min64(nr, cols - q * nr);
+      int64_t j = j0 + q * nr;
+      const uint8_t *rows[4] = {NULL, NULL, NULL, NULL};
+      for (int i = 0; i < kg; i++)
+        if (base[i]) rows[i] = base[i] + j;
+      er__qgemm_interleave(kg, nr, rows, n, s->x_flip, dst + (size_t)q * cpb + g4 * nr * kg,
+                           sums ? sums + q * nr : NULL);
+    }
+  }
+}
+
+static bool conv_geom(const er_kctx *ctx, const qg_state *s, const er_tensor *x, const er_tensor *y, er_window *g) {
+  er_tensor w;
+  er__tensor_set(&w, ER_DTYPE_INT8, s->wrank, s->wdims);
+  if (!er__window_get(ctx, x, &w, y, g)) return false;
+  if (!(g->group == s->group && g->m == s->channels && (g->c / g->group) * g->kh * g->kw == s->k &&
+        g->c % g->group == 0 && g->oh > 0 && g->ow > 0))
+    return false;
+  /* Every tap of every output must fall inside the padded input (the
+   * reference ignores taps beyond it; the planes hold no such taps). */
+  return (g->oh - 1) * g->sh + (g->kh - 1) * g->dh < g->h + g->pt + g->pb &&
+         (g->ow - 1) * g->sw + (g->kw - 1) * g->dw < g->w + g->pl + g->pr;
+}
+
+/* The GEMM of image n, group gi; planes at `planes` (unless direct). */
+static void conv_problem(const qg_state *s, const er_window *g, int64_t gi, conv_pack_ctx *cc, const uint8_t *x,
+                         const uint8_t *planes, void *y, int64_t n, er_qgemm_problem *p) {
+  int64_t cg = g->c / g->group, mg = g->m / g->group, ohw = g->oh * g->ow;
+  size_t es = s->epi.kind == ER_QEPI_Q8 || s->epi.kind == ER_QEPI_QLINEAR ? 1 : 4;
+  memset(p, 0, sizeof *p);
+  cc->s = s;
+  cc->g = g;
+  planes_geometry(g, &cc->pl);
+  cc->pl.base = cc->pl.direct ? (x ? x + (n * g->c + gi * cg) * g->h * g->w : NULL) : planes;
+  p->isa = s->isa;
+  p->m = mg;
+  p->k = s->k;
+  if (cc->pl.ws == g->ow) {
+    p->n = ohw;
+  } else {
+    p->n = (g->oh - 1) * cc->pl.ws + g->ow;
+    p->vw = cc->pl.ws;
+    p->ow = g->ow;
+  }
+  p->rows_packed = (const uint8_t *)s->packed + (size_t)gi * s->gstride;
+  p->pack_cols = conv_pack;
+  p->cols_ctx = cc;
+  p->need_asum = s->wzp != NULL;
+  p->epi = s->epi;
+  p->epi.corr = s->corr + gi * mg;
+  p->epi.wzp = s->wzp ? s->wzp + gi * mg : NULL;
+  if (s->mult) p->epi.mult = s->mult + gi * mg;
+  if (s->off) p->epi.off = s->off + gi * mg;
+  if (s->mult_d) p->epi.mult_d = s->mult_d + gi * mg;
+  p->c = y ? (uint8_t *)y + (size_t)((n * g->m + gi * mg) * ohw) * es : NULL;
+  p->ldc = ohw;
+}
+
+/* ---- in place: grouped planes ---------------------------------------------
+ * The input of one image and group, padded and split by stride phase as
+ * above, with KG consecutive channels interleaved per pixel: plane (phase,
+ * q) holds pixels of channels q KG .. q KG + KG - 1, KG bytes each (values
+ * shifted to the unsigned domain; pads hold the zero point, channels past
+ * Cg hold 0). Then k group (q, tap) of output pixel v is KG contiguous
+ * bytes at offset(q, tap) + v KG, and so is every run of pixels: the GEMM
+ * reads its columns straight from the planes (qgemm's tile_ind), and no
+ * patch matrix or packed block is ever written. */
+static size_t grouped_plane_bytes(const qg_state *s, const er_window *g) {
+  conv_planes pl;
+  planes_geometry(g, &pl);
+  int64_t hs = pl.direct ? g->h : pl.hs, ws = pl.direct ? g->w : pl.ws;
+  return (size_t)(hs * ws * s->isa->kg);
+}
+
+static size_t grouped_bytes(const qg_state *s, const er_window *g) {
+  /* Slack: the last tile reads up to NR columns past the last one. */
+  return (size_t)(g->sh * g->sw * s->cq) * grouped_plane_bytes(s, g) +
+         (size_t)((s->isa->nr + 64) * s->isa->kg) + 64;
+}
+
+/* The shared scratch of the in-place path: the planes, the offset table,
+ * one row of padding and KG rows of strided input. */
+typedef struct grouped_layout {
+  size_t planes, koff, padrow, gather, total; /* byte offsets; total size */
+} grouped_layout;
+
+static grouped_layout grouped_scratch(const qg_state *s, const er_window *g) {
+  grouped_layout L;
+  conv_planes pl;
+  planes_geometry(g, &pl);
+  size_t ws = (size_t)(pl.direct ? g->w : pl.ws), kg = (size_t)s->isa->kg;
+  L.planes = 0;
+  L.koff = (grouped_bytes(s, g) + 63) / 64 * 64;
+  L.padrow = L.koff + ((size_t)(s->cq * g->kh * g->kw) * sizeof(int64_t) + 63) / 64 * 64;
+  L.gather = L.padrow + (ws * kg + 63) / 64 * 64;
+  L.total = L.gather + (ws * kg + 63) / 64 * 64;
+  return L;
+}
+
+/* Bytes of scratch shared by all workers. */
+static size_t conv_scratch_fixed(const qg_state *s, const er_window *g) {
+  if (!s->inplace) return (planes_bytes(g) + 63) / 64 * 64;
+  return grouped_scratch(s, g).total;
+}
+
+static void build_grouped(const qg_state *s, const er_window *g, const uint8_t *x, uint8_t *scratch) {
+  conv_planes pl;
+  planes_geometry(g, &pl);
+  const int kg = s->isa->kg;
+  const int64_t cg = g->c / g->group, hs = pl.direct ? g->h : pl.hs, ws = pl.direct ? g->w : pl.ws;
+  const size_t pb = grouped_plane_bytes(s, g);
+  const uint8_t pad = (uint8_t)(s->x_pad ^ s->x_flip);
+  grouped_layout L = grouped_scratch(s, g);
+  uint8_t *dst = scratch + L.planes, *padrow = scratch + L.padrow, *gather = scratch + L.gather;
+  for (int64_t py = 0; py < g->sh; py++)
+    for (int64_t px = 0; px < g->sw; px++) {
+      int64_t lo = 0, hi = ws;
+      if (!pl.direct) {
+        while (lo < ws && lo * g->sw + px - g->pl < 0) lo++;
+        while (hi > lo && (hi - 1) * g->sw + px - g->pl >= g->w) hi--;
+      }
+      for (int64_t q = 0; q < s->cq; q++) {
+        int lanes = (int)min64(kg, cg - q * kg);
+        /* A row of padding: the zero point for real channels, 0 past Cg. */
+        for (int64_t xx = 0; xx < ws; xx++)
+          for (int t = 0; t < kg; t++) padrow[xx * kg + t] = t < lanes ? pad : 0;
+        uint8_t *d = dst + ((py * g->sw + px) * s->cq + q) * pb;
+        for (int64_t yy = 0; yy < hs; yy++, d += ws * kg) {
+          int64_t r = pl.direct ? yy : yy * g->sh + py - g->pt;
+          if (r < 0 || r >= g->h) {
+            memcpy(d, padrow, (size_t)(ws * kg));
+            continue;
+          }
+          const uint8_t *rows[4] = {NULL, NULL, NULL, NULL};
+          for (int t = 0; t < lanes; t++) {
+            const uint8_t *src = x + ((q * kg + t) * g->h + r) * g->w;
+            if (pl.direct || g->sw == 1) {
+              rows[t] = src + lo * g->sw + px - g->pl * !pl.direct;
+            } else {
+              uint8_t *gt = gather + t * ws;
+              for (int64_t xx = lo; xx < hi; xx++) gt[xx - lo] = src[xx * g->sw + px - g->pl];
+              rows[t] = gt;
+            }
+          }
+          memcpy(d, padrow, (size_t)(lo * kg));
+          /* Rows past the real channels read as zeros (NULL rows). */
+          er__qgemm_interleave(kg, (int)(hi - lo), rows, (int)(hi - lo), s->x_flip, d + lo * kg, NULL);
+          memcpy(d + hi * kg, padrow + hi * kg, (size_t)((ws - hi) * kg));
+        }
+      }
+    }
+}
+
+/* The k group offsets of the grouped planes, in the weights' order
+ * (channel group, then tap). */
+static void grouped_offsets(const qg_state *s, const er_window *g, int64_t *koff) {
+  conv_planes pl;
+  planes_geometry(g, &pl);
+  const int64_t ws = pl.direct ? g->w : pl.ws, khw = g->kh * g->kw;
+  const size_t pb = grouped_plane_bytes(s, g);
+  for (int64_t q = 0; q < s->cq; q++)
+    for (int64_t t = 0; t < khw; t++) {
+      int64_t ky = t / g->kw, kx = t % g->kw;
+      int64_t py = ky * g->dh % g->sh, qy = ky * g->dh / g->sh, px = kx * g->dw % g->sw, qx = kx * g->dw / g->sw;
+      koff[q * khw + t] = (int64_t)(((py * g->sw + px) * s->cq + q) * pb) + (qy * ws + qx) * s->isa->kg;
+    }
+}
+
+static er_status conv_run(const er_kernel_run *kr) {
+  const qg_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *x = ctx->in[layouts[s->op].x];
+  er_tensor *y = ctx->out[0];
+  er_window g;
+  if (!conv_geom(ctx, s, x, y, &g)) return er__kr_reference(kr);
+  if (er__tensor_count(y) == 0) return ER_STATUS_OK;
+  er_qgemm_problem p;
+  conv_pack_ctx cc;
+  conv_problem(s, &g, 0, &cc, x->data, NULL, y->data, 0, &p);
+  size_t pbytes = conv_scratch_fixed(s, &g), slot = er__qgemm_scratch_bytes(&p);
+  /* Scratch: the planes, then one GEMM slot per worker. */
+  int want = er__pool_threads(kr->pool);
+  if (want > ER_KERNEL_MAX_SLOTS) want = ER_KERNEL_MAX_SLOTS;
+  uint8_t *scratch = kr->scratch, *owned = NULL;
+  int slots = slot ? (int)((kr->scratch_bytes > pbytes ? kr->scratch_bytes - pbytes : 0) / slot) : want;
+  if (!scratch || slots < 1) {
+    owned = er__aligned_alloc(pbytes + slot * (size_t)want);
+    if (!owned)
+      return er__error(ER_STATUS_OUT_OF_MEMORY, "%s '%s': out of memory for %zu bytes of kernel scratch",
+                       ctx->node->op_type, ctx->node->name, pbytes + slot * (size_t)want);
+    scratch = owned;
+    slots = want;
+  }
+  if (slots > want) slots = want;
+  int64_t *koff = s->inplace ? (int64_t *)(scratch + grouped_scratch(s, &g).koff) : NULL;
+  if (koff) grouped_offsets(s, &g, koff);
+  for (int64_t n = 0; n < g.n; n++)
+    for (int64_t gi = 0; gi < g.group; gi++) {
+      const uint8_t *xg = (const uint8_t *)x->data + (n * g.c + gi * (g.c / g.group)) * g.h * g.w;
+      if (s->inplace) build_grouped(s, &g, xg, scratch);
+      else if (pbytes) build_planes(&g, xg, s->x_pad, scratch);
+      conv_problem(s, &g, gi, &cc, x->data, scratch, y->data, n, &p);
+      if (s->inplace) {
+        p.pack_cols = NULL;
+        p.cols_base = scratch;
+        p.cols_koff = koff;
+        p.k = s->cq * g.kh * g.kw * s->isa->kg;
+      }
+      er__qgemm_run(&p, kr->pool, scratch + pbytes, slots);
+    }
+  er__aligned_free(owned);
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
+/* Depthwise convolution                                                     */
+/* ======================================================================== */
+
+/* One filter per channel (group = C = M): a direct kernel per channel over
+ * float planes of (x - x_zp) (qelt.h). Float arithmetic is exact here:
+ * products of 9-bit integers and sums of up to 258 of them stay below
+ * 2^24, so the int32 result equals the integer reference's. */
+#define DW_MAX_TAPS 258
+
+static bool is_depthwise(const er_kernel_info *ki, qg_op op) {
+  const er_tensor *x = in_at(ki, layouts[op].x), *w = in_at(ki, layouts[op].w);
+  if (!is_conv(op) || !w || w->rank < 3 || w->dims[1] != 1 || er__tensor_count(w) / w->dims[0] > DW_MAX_TAPS)
+    return false;
+  er_kctx ctx = er__ki_ctx(ki);
+  int64_t group = 1;
+  if (er__attr_int(&ctx, "group", 1, &group) != ER_STATUS_OK) return false;
+  return group == w->dims[0] && group > 1 && (x->rank < 0 || x->dims[1] < 0 || x->dims[1] == group);
+}
+
+static void dw_geometry(const er_window *g, int64_t *hs, int64_t *ws) {
+  int64_t hp = g->h + g->pt + g->pb, wp = g->w + g->pl + g->pr;
+  *hs = (hp + g->sh - 1) / g->sh;
+  *ws = (wp + g->sw - 1) / g->sw;
+}
+
+/* One worker's planes, sums and tap pointers. */
+static size_t dw_slot_bytes(const er_window *g) {
+  int64_t hs, ws;
+  dw_geometry(g, &hs, &ws);
+  size_t f = (size_t)(g->sh * g->sw * hs * ws + g->oh * ws + 64);
+  return (f * sizeof(float) + (size_t)(g->kh * g->kw) * sizeof(float *) + 63) / 64 * 64;
+}
+
+typedef struct dw_job {
+  const qg_state *s;
+  const er_window *g;
+  const uint8_t *x;          /* [C, H, W] of this image */
+  uint8_t *y;                /* [C, OH, OW] of this image, element size es */
+  size_t es;
+  uint8_t *scratch;
+  size_t slot_bytes;
+  int chunks;
+} dw_job;
+
+static void dw_chunk(void *arg, int64_t begin, int64_t end) {
+  const dw_job *j = arg;
+  const qg_state *s = j->s;
+  const er_window *g = j->g;
+  int64_t hs, ws, taps = g->kh * g->kw;
+  dw_geometry(g, &hs, &ws);
+  for (int64_t ch = begin; ch < end; ch++) {
+    float *planes = (float *)(j->scratch + (size_t)ch * j->slot_bytes);
+    int32_t *iacc = (int32_t *)(planes + g->sh * g->sw * hs * ws);
+    /* The tap pointers after the sums, 64-byte aligned. */
+    uintptr_t tp = ((uintptr_t)(iacc + g->oh * ws) + 63) & ~(uintptr_t)63;
+    er_qdw_args a = {planes, hs, ws, g->kh, g->kw, g->sh, g->sw, g->dh, g->dw, g->oh, g->ow, NULL,
+                     (const float **)(void *)tp, iacc};
+    int64_t lo = g->c * ch / j->chunks, hi = g->c * (ch + 1) / j->chunks;
+    for (int64_t c = lo; c < hi; c++) {
+      a.w = (const float *)s->packed + c * taps;
+      s->dw->dw_planes(j->x + c * g->h * g->w, g->h, g->w, g->pt, g->pl, s->x_type == ER_DTYPE_INT8, s->xz, &a);
+      s->dw->dw_plane(&a);
+      /* The channel's output plane is contiguous: one epilogue call. */
+      er_qtile_out t;
+      t.acc = iacc;
+      t.rows = 1;
+      t.cols = (int)(g->oh * g->ow);
+      t.nr = t.cols;
+      t.i0 = c;
+      t.j0 = 0;
+      t.asum = NULL;
+      t.c = j->y + (size_t)(c * g->oh * g->ow) * j->es;
+      t.ldc = g->oh * g->ow;
+      s->isa->epilogue(&s->epi, &t);
+    }
+  }
+}
+
+static er_status dw_run(const er_kernel_run *kr) {
+  const qg_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *x = ctx->in[layouts[s->op].x];
+  er_tensor *y = ctx->out[0];
+  er_window g;
+  if (!conv_geom(ctx, s, x, y, &g) || g.oh * g.ow > INT32_MAX / 2) return er__kr_reference(kr);
+  if (er__tensor_count(y) == 0) return ER_STATUS_OK;
+  size_t slot = dw_slot_bytes(&g);
+  void *scratch = NULL, *owned = NULL;
+  int slots = 1;
+  ER_CHECK(er__kr_scratch(kr, slot, &scratch, &slots, &owned));
+  int64_t work = g.c * g.oh * g.ow * g.kh * g.kw;
+  int chunks = (int)min64(min64(slots, g.c), work >> 14 > 1 ? work >> 14 : 1);
+  size_t es = s->epi.kind == ER_QEPI_Q8 || s->epi.kind == ER_QEPI_QLINEAR ? 1 : 4;
+  for (int64_t n = 0; n < g.n; n++) {
+    dw_job j = {s, &g, (const uint8_t *)x->data + n * g.c * g.h * g.w,
+                (uint8_t *)y->data + (size_t)(n * g.c * g.oh * g.ow) * es, es, scratch, slot, chunks};
+    er__parallel_for(kr->pool, chunks, 1, dw_chunk, &j);
+  }
+  er__aligned_free(owned);
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
+/* Matrix product                                                            */
+/* ======================================================================== */
+
+typedef struct mm_pack_ctx {
+  const qg_state *s;
+  const uint8_t *a;          /* [M, K] */
+} mm_pack_ctx;
+
+static void mm_pack(const void *vctx, int64_t i0, int64_t rows, void *dst, int32_t *sums) {
+  const mm_pack_ctx *mc = vctx;
+  const qg_state *s = mc->s;
+  const er_qgemm_isa *isa = s->isa;
+  er_qsrc src = {mc->a, s->k, 1, s->x_flip, false};
+  size_t rpb = er__qgemm_row_panel_bytes(isa, s->k);
+  for (int64_t q = 0; q * isa->mr < rows; q++) {
+    int r = (int)min64(isa->mr, rows - q * isa->mr);
+    er__qgemm_pack_rows(isa, &src, i0 + q * isa->mr, r, s->k, (uint8_t *)dst + (size_t)q * rpb,
+                        sums ? sums + q * isa->mr : NULL);
+  }
+}
+
+static er_status mm_run(const er_kernel_run *kr) {
+  const qg_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *a = ctx->in[layouts[s->op].x];
+  er_tensor *y = ctx->out[0];
+  if (a->rank < 1 || a->dims[a->rank - 1] != s->k) return er__kr_reference(kr);
+  int64_t m = er__tensor_count(a) / (s->k ? s->k : 1);
+  if (s->k == 0 || er__tensor_count(y) != m * s->channels) return er__kr_reference(kr);
+  if (m == 0) return ER_STATUS_OK;
+  mm_pack_ctx mc = {s, a->data};
+  er_qgemm_problem p;
+  memset(&p, 0, sizeof p);
+  p.isa = s->isa;
+  p.m = m;
+  p.n = s->channels;
+  p.k = s->k;
+  p.pack_rows = mm_pack;
+  p.rows_ctx = &mc;
+  p.cols_packed = s->packed;
+  p.need_asum = s->wzp != NULL;
+  p.epi = s->epi;
+  p.c = y->data;
+  p.ldc = s->channels;
+  void *scratch = NULL, *owned = NULL;
+  int slots = 1;
+  ER_CHECK(er__kr_scratch(kr, er__qgemm_scratch_bytes(&p), &scratch, &slots, &owned));
+  er__qgemm_run(&p, kr->pool, scratch, slots);
+  er__aligned_free(owned);
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
+/* prepare                                                                   */
+/* ======================================================================== */
+
+static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_isa *isa, const er_qelt_ops *dw,
+                            void **state_out, size_t *scratch_out) {
+  const qg_layout *L = &layouts[op];
+  const er_tensor *x = in_at(ki, L->x), *w = in_at(ki, L->w);
+  const er_tensor *xz = in_at(ki, L->x_zp), *wz = in_at(ki, L->w_zp), *yz = in_at(ki, L->y_zp);
+  const er_tensor *bias = in_at(ki, L->bias);
+  er_kctx ctx = er__ki_ctx(ki);
+  qg_state *s = calloc(1, sizeof *s);
+  if (!s) return oom(ki);
+  s->op = op;
+  s->isa = isa;
+  s->dw = dw;
+  s->conv = is_conv(op);
+  s->x_type = x->dtype;
+  s->x_flip = x->dtype == ER_DTYPE_INT8 ? 0x80 : 0;
+  s->w_flip = w->dtype == ER_DTYPE_UINT8 ? 0x80 : 0;
+  s->slots = er__ki_slots(ki);
+  int64_t group = 1;
+  if (s->conv) er__attr_int(&ctx, "group", 1, &group);
+  s->group = group;
+  s->channels = s->conv ? w->dims[0] : w->dims[1];
+  s->k = s->conv ? er__tensor_count(w) / w->dims[0] : w->dims[0];
+  s->wrank = w->rank;
+  for (int d = 0; d < w->rank && d < 4; d++) s->wdims[d] = w->dims[d];
+  const int64_t C = s->channels, K = s->k;
+  if (s->conv && (group < 1 || C % group != 0)) {
+    qg_release(s);
+    return er__error(ER_STATUS_INVALID_ATTRIBUTE, "%s '%s': group %lld does not divide %lld channels",
+                     ki->node->op_type, ki->node->name, (long long)group, (long long)C);
+  }
+  /* Zero points in the packed domain: activations unsigned, weights signed. */
+  int32_t xz_raw = xz ? (int32_t)pval(xz, 0) : 0;
+  int32_t xz_u = xz_raw + (s->x_flip ? 128 : 0); /* 0 for depthwise (below) */
+  s->x_pad = (uint8_t)xz_raw;
+  s->xz = xz_raw;
+  s->corr = calloc((size_t)C, sizeof *s->corr);
+  int32_t *wsum = calloc((size_t)C, sizeof *wsum), *wz_s = calloc((size_t)C, sizeof *wz_s);
+  bool any_wz = false;
+  for (int64_t c = 0; c < C && wz_s; c++) {
+    /* uint8 weights shift by -128, their zero point (0 when absent) too */
+    wz_s[c] = (wz ? (int32_t)pval(wz, c) : 0) - (s->w_flip ? 128 : 0);
+    if (wz_s[c] != 0) any_wz = true;
+  }
+  if (any_wz) s->wzp = wz_s;
+  if (!s->corr || !wsum || !wz_s) {
+    free(wsum);
+    if (!any_wz) free(wz_s);
+    qg_release(s);
+    return oom(ki);
+  }
+  /* Pack the weights and sum them per channel. */
+  if (dw) {
+    /* Depthwise: float weights minus their zero point; the sums of the
+     * direct kernel are exact without corrections (corr = bias). */
+    int64_t taps = K;
+    float *wf = er__aligned_alloc((size_t)(C * taps) * sizeof *wf);
+    if (!wf) {
+      free(wsum);
+      if (!any_wz) free(wz_s);
+      qg_release(s);
+      return oom(ki);
+    }
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t t = 0; t < taps; t++) {
+        int32_t v = (int32_t)(((const uint8_t *)w->data)[c * taps + t] ^ s->w_flip);
+        wf[c * taps + t] = (float)((int32_t)(int8_t)(uint8_t)v - wz_s[c]);
+      }
+    s->packed = wf;
+    memset(wsum, 0, (size_t)C * sizeof *wsum);
+    memset(wz_s, 0, (size_t)C * sizeof *wz_s);
+    if (any_wz) {
+      free(wz_s);
+      s->wzp = NULL;
+      any_wz = false;
+      wz_s = NULL;
+    }
+    xz_u = 0;
+  } else if (s->conv) {
+    int64_t mg = C / group, cg = w->dims[1], khw = K / cg;
+    /* In place for windows larger than one pixel, where it saves
+     * rereading each input byte kh * kw times; a 1x1 window packs each
+     * byte once either way, and packed panels read sequentially. */
+    s->inplace = !any_wz && isa->tile_ind && khw > 1;
+    s->cq = (cg + isa->kg - 1) / isa->kg;
+    /* In place: weights reordered to [m][channel group][tap][KG], zero
+     * for the channels past Cg. */
+    int64_t kp = s->inplace ? s->cq * khw * isa->kg : K;
+    uint8_t *reordered = NULL;
+    if (s->inplace) {
+      reordered = calloc((size_t)(C * kp), 1);
+      if (!reordered) {
+        free(wsum);
+        if (!any_wz) free(wz_s);
+        qg_release(s);
+        return oom(ki);
+      }
+      const uint8_t *wv = w->data;
+      for (int64_t m = 0; m < C; m++)
+        for (int64_t c = 0; c < cg; c++)
+          for (int64_t t = 0; t < khw; t++)
+            reordered[m * kp + ((c / isa->kg) * khw + t) * isa->kg + c % isa->kg] =
+                (uint8_t)(wv[(m * cg + c) * khw + t] ^ s->w_flip);
+    }
+    s->gstride = (size_t)((mg + isa->mr - 1) / isa->mr) * er__qgemm_row_panel_bytes(isa, kp);
+    s->packed = er__aligned_alloc(s->gstride * (size_t)group);
+    if (!s->packed) {
+      free(reordered);
+      free(wsum);
+      if (!any_wz) free(wz_s);
+      qg_release(s);
+      return oom(ki);
+    }
+    for (int64_t gi = 0; gi < group; gi++) {
+      er_qsrc src = {(const uint8_t *)w->data + gi * mg * K, K, 1, s->w_flip, true};
+      if (reordered) src = (er_qsrc){reordered + gi * mg * kp, kp, 1, 0, true};
+      for (int64_t r = 0; r < mg; r += isa->mr) {
+        int rows = (int)min64(isa->mr, mg - r);
+        er__qgemm_pack_rows(isa, &src, r, rows, kp, (uint8_t *)s->packed + gi * s->gstride +
+                            (size_t)(r / isa->mr) * er__qgemm_row_panel_bytes(isa, kp), wsum + gi * mg + r);
+      }
+    }
+    free(reordered);
+  } else {
+    size_t cpb = er__qgemm_col_panel_bytes(isa, K);
+    int64_t panels = (C + isa->nr - 1) / isa->nr;
+    s->packed = er__aligned_alloc(cpb * (size_t)panels);
+    if (!s->packed) {
+      free(wsum);
+      if (!any_wz) free(wz_s);
+      qg_release(s);
+      return oom(ki);
+    }
+    er_qsrc src = {w->data, C, 1, s->w_flip, true};
+    for (int64_t q = 0; q < panels; q++)
+      er__qgemm_pack_cols(isa, &src, q * isa->nr, (int)min64(isa->nr, C - q * isa->nr), K,
+                          (uint8_t *)s->packed + (size_t)q * cpb, wsum + q * isa->nr);
+  }
+  for (int64_t c = 0; c < C; c++) {
+    uint32_t corr = (bias ? (uint32_t)(int32_t)pval(bias, c) : 0u) - (uint32_t)xz_u * (uint32_t)wsum[c] +
+                    (uint32_t)K * (uint32_t)xz_u * (uint32_t)(wz_s ? wz_s[c] : 0);
+    s->corr[c] = (int32_t)corr;
+  }
+  if (!any_wz) free(wz_s);
+  free(wsum);
+  /* The epilogue. */
+  er_qepi *e = &s->epi;
+  e->channel_rows = s->conv;
+  e->corr = s->corr;
+  e->wzp = s->wzp;
+  er_dtype out_t = yz ? yz->dtype : ER_DTYPE_UNDEFINED;
+  e->out_signed = out_t == ER_DTYPE_INT8;
+  if (yz) e->zp = (int32_t)pval(yz, 0);
+  er__q_range(out_t, &e->lo, &e->hi);
+  if (op == QG_QCONV || op == QG_QMATMUL) {
+    const er_tensor *mt = in_at(ki, L->mult), *ot = in_at(ki, L->off);
+    s->mult = malloc((size_t)C * sizeof *s->mult);
+    s->off = malloc((size_t)C * sizeof *s->off);
+    if (!s->mult || !s->off) {
+      qg_release(s);
+      return oom(ki);
+    }
+    for (int64_t c = 0; c < C; c++) {
+      s->mult[c] = (float)pval(mt, c);
+      s->off[c] = (float)pval(ot, c);
+    }
+    e->mult = s->mult;
+    e->off = s->off;
+    if (yz) {
+      e->kind = ER_QEPI_Q8;
+      if (er__q_clamp_attrs(&ctx, out_t, &e->lo, &e->hi) != ER_STATUS_OK) {
+        qg_release(s);
+        return ER_STATUS_INVALID_ATTRIBUTE;
+      }
+    } else {
+      e->kind = ER_QEPI_F32;
+      er__attr_float(&ctx, "clip_min", -INFINITY, &e->clip_lo);
+      er__attr_float(&ctx, "clip_max", INFINITY, &e->clip_hi);
+    }
+  } else if (op == QG_QLINEARCONV || op == QG_QLINEARMATMUL) {
+    const er_tensor *xs = in_at(ki, L->x_scale), *ws = in_at(ki, L->w_scale), *ys = in_at(ki, L->y_scale);
+    s->mult_d = malloc((size_t)C * sizeof *s->mult_d);
+    if (!s->mult_d) {
+      qg_release(s);
+      return oom(ki);
+    }
+    for (int64_t c = 0; c < C; c++) s->mult_d[c] = qlinear_mult(xs, ws, ys, c);
+    e->kind = ER_QEPI_QLINEAR;
+    e->mult_d = s->mult_d;
+  } else {
+    e->kind = ER_QEPI_I32;
+  }
+  /* Scratch, when the shapes are known. */
+  *scratch_out = 0;
+  const er_tensor *y = ki->out[0];
+  if (dw) {
+    er_window g;
+    if (er__tensor_shape_known(x) && er__tensor_shape_known(y) && conv_geom(&ctx, s, x, y, &g))
+      *scratch_out = dw_slot_bytes(&g) * (size_t)s->slots;
+  } else if (s->conv) {
+    er_window g;
+    if (er__tensor_shape_known(x) && er__tensor_shape_known(y) && conv_geom(&ctx, s, x, y, &g)) {
+      er_qgemm_problem p;
+      conv_pack_ctx cc;
+      conv_problem(s, &g, 0, &cc, NULL, NULL, NULL, 0, &p);
+      *scratch_out = conv_scratch_fixed(s, &g) + er__qgemm_scratch_bytes(&p) * (size_t)s->slots;
+    }
+  } else if (er__tensor_shape_known(x)) {
+    er_qgemm_problem p;
+    memset(&p, 0, sizeof p);
+    p.isa = isa;
+    p.m = er__tensor_count(x) / (K ? K : 1);
+    p.n = C;
+    p.k = K;
+    p.cols_packed = s->packed;
+    *scratch_out = er__qgemm_scratch_bytes(&p) * (size_t)s->slots;
+  }
+  *state_out = s;
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
+/* The kernel table                                                          */
+/* ======================================================================== */
+
+/* Each kernel runs its own ISA when the CPU has it; the table lists the
+ * best first, so the choice at compile time takes it. */
+#if defined(__x86_64__) || defined(__i386__)
+static bool has_vnni(const er_cpu_features *c) { return er__cpu_has_avx512(c) && c->avx512vnni; }
+
+static const er_qgemm_isa *conv_isa(const er_kernel_info *ki, bool vnni) {
+  if (vnni) return has_vnni(ki->cpu) ? &er__qgemm_conv_avx512vnni : NULL;
+  return er__cpu_has_avx2(ki->cpu) ? &er__qgemm_conv_avx2 : NULL;
+}
+
+static const er_qgemm_isa *mm_isa(const er_kernel_info *ki, bool vnni) {
+  if (vnni) return has_vnni(ki->cpu) ? &er__qgemm_mm_avx512vnni : NULL;
+  return er__cpu_has_avx2(ki->cpu) ? &er__qgemm_mm_avx2 : NULL;
+}
+#endif
+#if defined(ER_QGEMM_NEONDOT)
+static const er_qgemm_isa *conv_isa(const er_kernel_info *ki, bool dot) {
+  return dot && ki->cpu->neon && ki->cpu->dotprod ? &er__qgemm_conv_neondot : NULL;
+}
+static const er_qgemm_isa *mm_isa(const er_kernel_info *ki, bool dot) {
+  return dot && ki->cpu->neon && ki->cpu->dotprod ? &er__qgemm_mm_neondot : NULL;
+}
+#endif
+
+#define DEFINE_QG_KERNEL(SFX, OP, DOMAIN, QOP, ISA_FN, VNNI, NAME, RUN)                                     \
+  static bool supports_##SFX(const er_kernel_info *ki) { return qg_supports(ki, QOP, ISA_FN(ki, VNNI)); }    \
+  static er_status prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {                   \
+    return qg_prepare(ki, QOP, ISA_FN(ki, VNNI), NULL, st, scratch);                                       \
+  }                                                                                                         \
+  static const er_cpu_kernel k_##SFX = {NAME, OP, DOMAIN, supports_##SFX, prepare_##SFX,                     \
+                                        RUN, qg_release};
+
+#if defined(__x86_64__) || defined(__i386__)
+DEFINE_QG_KERNEL(qconv_vnni, "QConv", ER_QFUSED_DOMAIN, QG_QCONV, conv_isa, true, "q8_qconv_8x32__avx512vnni", conv_run)
+DEFINE_QG_KERNEL(qlconv_vnni, "QLinearConv", "", QG_QLINEARCONV, conv_isa, true, "q8_qlinearconv_8x32__avx512vnni", conv_run)
+DEFINE_QG_KERNEL(convint_vnni, "ConvInteger", "", QG_CONVINTEGER, conv_isa, true, "q8_convinteger_8x32__avx512vnni", conv_run)
+DEFINE_QG_KERNEL(qmm_vnni, "QMatMul", ER_QFUSED_DOMAIN, QG_QMATMUL, mm_isa, true, "q8_qmatmul_4x64__avx512vnni", mm_run)
+DEFINE_QG_KERNEL(qlmm_vnni, "QLinearMatMul", "", QG_QLINEARMATMUL, mm_isa, true, "q8_qlinearmatmul_4x64__avx512vnni", mm_run)
+DEFINE_QG_KERNEL(mmint_vnni, "MatMulInteger", "", QG_MATMULINTEGER, mm_isa, true, "q8_matmulinteger_4x64__avx512vnni", mm_run)
+DEFINE_QG_KERNEL(qconv_avx2, "QConv", ER_QFUSED_DOMAIN, QG_QCONV, conv_isa, false, "q8_qconv_6x16__avx2", conv_run)
+DEFINE_QG_KERNEL(qlconv_avx2, "QLinearConv", "", QG_QLINEARCONV, conv_isa, false, "q8_qlinearconv_6x16__avx2", conv_run)
+DEFINE_QG_KERNEL(convint_avx2, "ConvInteger", "", QG_CONVINTEGER, conv_isa, false, "q8_convinteger_6x16__avx2", conv_run)
+DEFINE_QG_KERNEL(qmm_avx2, "QMatMul", ER_QFUSED_DOMAIN, QG_QMATMUL, mm_isa, false, "q8_qmatmul_4x16__avx2", mm_run)
+DEFINE_QG_KERNEL(qlmm_avx2, "QLinearMatMul", "", QG_QLINEARMATMUL, mm_isa, false, "q8_qlinearmatmul_4x16__avx2", mm_run)
+DEFINE_QG_KERNEL(mmint_avx2, "MatMulInteger", "", QG_MATMULINTEGER, mm_isa, false, "q8_matmulinteger_4x16__avx2", mm_run)
+#endif
+
+/* Depthwise kernels: the epilogue of the ISA's conv GEMM, the loops of
+ * its qelt table. */
+#define DEFINE_DW_KERNEL(SFX, OP, QOP, VNNI, OPS, NAME)                                                     \
+  static bool dw_supports_##SFX(const er_kernel_info *ki) {                                                  \
+    return qg_supports(ki, QOP, conv_isa(ki, VNNI)) && is_depthwise(ki, QOP);                               \
+  }                                                                                                         \
+  static er_status dw_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {                \
+    return qg_prepare(ki, QOP, conv_isa(ki, VNNI), &OPS, st, scratch);                                     \
+  }                                                                                                         \
+  static const er_cpu_kernel k_dw_##SFX = {NAME, OP, QOP == QG_QCONV ? ER_QFUSED_DOMAIN : "", dw_supports_##SFX, \
+                                           dw_prepare_##SFX, dw_run, qg_release};
+
+#if defined(__x86_64__) || defined(__i386__)
+DEFINE_DW_KERNEL(qconv_512, "QConv", QG_QCONV, true, er__qelt_avx512, "q8_qconv_dw__avx512vnni")
+DEFINE_DW_KERNEL(qlconv_512, "QLinearConv", QG_QLINEARCONV, true, er__qelt_avx512, "q8_qlinearconv_dw__avx512vnni")
+DEFINE_DW_KERNEL(convint_512, "ConvInteger", QG_CONVINTEGER, true, er__qelt_avx512, "q8_convinteger_dw__avx512vnni")
+DEFINE_DW_KERNEL(qconv_avx2, "QConv", QG_QCONV, false, er__qelt_avx2, "q8_qconv_dw__avx2")
+DEFINE_DW_KERNEL(qlconv_avx2, "QLinearConv", QG_QLINEARCONV, false, er__qelt_avx2, "q8_qlinearconv_dw__avx2")
+DEFINE_DW_KERNEL(convint_avx2, "ConvInteger", QG_CONVINTEGER, false, er__qelt_avx2, "q8_convinteger_dw__avx2")
+#endif
+
+#if defined(ER_QGEMM_NEONDOT)
+DEFINE_QG_KERNEL(qconv_dot, "QConv", ER_QFUSED_DOMAIN, QG_QCONV, conv_isa, true, "q8_qconv_8x8__neondot", conv_run)
+DEFINE_QG_KERNEL(qlconv_dot, "QLinearConv", "", QG_QLINEARCONV, conv_isa, true, "q8_qlinearconv_8x8__neondot", conv_run)
+DEFINE_QG_KERNEL(convint_dot, "ConvInteger", "", QG_CONVINTEGER, conv_isa, true, "q8_convinteger_8x8__neondot", conv_run)
+DEFINE_QG_KERNEL(qmm_dot, "QMatMul", ER_QFUSED_DOMAIN, QG_QMATMUL, mm_isa, true, "q8_qmatmul_4x16__neondot", mm_run)
+DEFINE_QG_KERNEL(qlmm_dot, "QLinearMatMul", "", QG_QLINEARMATMUL, mm_isa, true, "q8_qlinearmatmul_4x16__neondot", mm_run)
+DEFINE_QG_KERNEL(mmint_dot, "MatMulInteger", "", QG_MATMULINTEGER, mm_isa, true, "q8_matmulinteger_4x16__neondot", mm_run)
+#endif
+
+const er_cpu_kernel *const er__kernels_quant[] = {
+#if defined(__x86_64__) || defined(__i386__)
+    &k_dw_qconv_512, &k_dw_qlconv_512, &k_dw_convint_512,
+    &k_dw_qconv_avx2, &k_dw_qlconv_avx2, &k_dw_convint_avx2,
+    &k_qconv_vnni, &k_qlconv_vnni, &k_convint_vnni, &k_qmm_vnni, &k_qlmm_vnni, &k_mmint_vnni,
+    &k_qconv_avx2, &k_qlconv_avx2, &k_convint_avx2, &k_qmm_avx2, &k_qlmm_avx2, &k_mmint_avx2,
+#endif
+#if defined(ER_QGEMM_NEONDOT)
+    &k_qconv_dot, &k_qlconv_dot, &k_convint_dot, &k_qmm_dot, &k_qlmm_dot, &k_mmint_dot,
+#endif
+    NULL,
+};
