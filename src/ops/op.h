@@ -47,6 +47,10 @@ enum {
   ER_OP_DYNAMIC_OUTPUT = 1u << 0,
   /* The op is not a pure function of its inputs (random ops): never fold. */
   ER_OP_NO_FOLD = 1u << 1,
+  /* Output 0 holds input 0's bytes unchanged (Reshape, Flatten, Squeeze,
+   * Unsqueeze, Identity): the memory planner may give both one buffer,
+   * so run() must not copy when the two data pointers are equal. */
+  ER_OP_VIEW = 1u << 2,
 };
 
 typedef struct er_op_def {

@@ -256,7 +256,7 @@ static void copy_all(const er_kctx *ctx, int out, int in) {
   if (!y) return;
   size_t bytes = (size_t)er__count(x) * er_dtype_size(x->dtype);
   ER_ASSERT(bytes <= y->nbytes);
-  if (bytes) memcpy(y->data, x->data, bytes);
+  if (bytes && y->data != x->data) memcpy(y->data, x->data, bytes);
 }
 
 static er_status run_copy(er_kctx *ctx) {
@@ -379,7 +379,7 @@ static er_status reshape_check(er_kctx *ctx) {
 static const er_op_def op_reshape = {
     .name = "Reshape", .domain = "", .min_version = 5, .max_version = 25,
     .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-    .value_inputs = VALUE_IN(1), .check = reshape_check, .run = run_copy,
+    .value_inputs = VALUE_IN(1), .check = reshape_check, .run = run_copy, .flags = ER_OP_VIEW,
 };
 
 /* ======================================================================== */
@@ -413,7 +413,7 @@ static er_status flatten_check(er_kctx *ctx) {
 static const er_op_def op_flatten = {
     .name = "Flatten", .domain = "", .min_version = 1, .max_version = 25,
     .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-    .check = flatten_check, .run = run_copy,
+    .check = flatten_check, .run = run_copy, .flags = ER_OP_VIEW,
 };
 
 /* ======================================================================== */
@@ -479,13 +479,13 @@ static er_status squeeze_check(er_kctx *ctx) {
 static const er_op_def op_squeeze_1 = {
     .name = "Squeeze", .domain = "", .min_version = 1, .max_version = 12,
     .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-    .check = squeeze_check, .run = run_copy,
+    .check = squeeze_check, .run = run_copy, .flags = ER_OP_VIEW,
 };
 
 static const er_op_def op_squeeze_13 = {
     .name = "Squeeze", .domain = "", .min_version = 13, .max_version = 25,
     .min_inputs = 1, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-    .value_inputs = VALUE_IN(1), .check = squeeze_check, .run = run_copy,
+    .value_inputs = VALUE_IN(1), .check = squeeze_check, .run = run_copy, .flags = ER_OP_VIEW,
 };
 
 static er_status unsqueeze_check(er_kctx *ctx) {
@@ -522,13 +522,13 @@ static er_status unsqueeze_check(er_kctx *ctx) {
 static const er_op_def op_unsqueeze_1 = {
     .name = "Unsqueeze", .domain = "", .min_version = 1, .max_version = 12,
     .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-    .check = unsqueeze_check, .run = run_copy,
+    .check = unsqueeze_check, .run = run_copy, .flags = ER_OP_VIEW,
 };
 
 static const er_op_def op_unsqueeze_13 = {
     .name = "Unsqueeze", .domain = "", .min_version = 13, .max_version = 25,
     .min_inputs = 2, .max_inputs = 2, .min_outputs = 1, .max_outputs = 1,
-    .value_inputs = VALUE_IN(1), .check = unsqueeze_check, .run = run_copy,
+    .value_inputs = VALUE_IN(1), .check = unsqueeze_check, .run = run_copy, .flags = ER_OP_VIEW,
 };
 
 /* ======================================================================== */
@@ -1144,7 +1144,7 @@ static er_status identity_check(er_kctx *ctx) {
 static const er_op_def op_identity = {
     .name = "Identity", .domain = "", .min_version = 1, .max_version = 25,
     .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-    .check = identity_check, .run = run_copy,
+    .check = identity_check, .run = run_copy, .flags = ER_OP_VIEW,
 };
 
 /* ======================================================================== */

@@ -392,6 +392,7 @@ typedef struct run_ctx {
   er_tensor **bound_out;        /* [n_values] caller outputs (run_into) */
   const er_tensor **bound_in;   /* [n_inputs] */
   int32_t *want;                /* [n_outputs] */
+  int32_t *view_of;             /* [n_values] see er_run_mem.view_of */
   er_run_mem mem;
 } run_ctx;
 
@@ -405,6 +406,7 @@ static void ctx_free(run_ctx *c) {
   free(c->bound_out);
   free(c->bound_in);
   free(c->want);
+  free(c->view_of);
   er__aligned_free(c->mem.scratch);
   free(c->mem.inp);
   free(c->mem.outp);
@@ -449,9 +451,37 @@ static er_status ctx_plan(const er_session *s, run_ctx *c) {
     first[v] = s->exec_pos[g->values[v].producer];
     last[v] = s->last_use[v] >= first[v] ? s->last_use[v] : first[v];
   }
+  /* A view (Reshape and kin) shares its input's slot: the group lives as
+   * long as its last member and is as large as its largest. Copies of
+   * feature maps between layers that only relabel the dims vanish. */
+  for (int32_t v = 0; v < n; v++) {
+    c->view_of[v] = -1;
+    if (first[v] < 0) continue;
+    const er_node *node = &g->nodes[g->values[v].producer];
+    if (!(node->op->flags & ER_OP_VIEW) || node->n_inputs < 1 || node->n_outputs < 1 || node->outputs[0] != v)
+      continue;
+    int32_t u = node->inputs[0];
+    if (u >= 0 && plannable(s, u)) c->view_of[v] = u;
+  }
+  for (int32_t v = 0; v < n; v++) {
+    if (c->view_of[v] < 0) continue;
+    int32_t r = c->view_of[v];
+    while (c->view_of[r] >= 0) r = c->view_of[r];
+    if (last[v] > last[r]) last[r] = last[v];
+    if (bytes[v] > bytes[r]) bytes[r] = bytes[v];
+    first[v] = last[v] = -1;
+    bytes[v] = 0;
+  }
   uint64_t total = 0;
   st = er__plan_memory(n, first, last, bytes, c->offset, &total);
   if (st != ER_STATUS_OK) goto done;
+  for (int32_t v = 0; v < n; v++) {
+    if (c->view_of[v] < 0) continue;
+    int32_t r = c->view_of[v];
+    while (c->view_of[r] >= 0) r = c->view_of[r];
+    c->offset[v] = c->offset[r];
+    bytes[v] = bytes[r];
+  }
   if (total > c->arena_bytes || !c->arena) {
     uint8_t *arena = er__aligned_alloc(total ? total : 64);
     if (!arena) {
@@ -466,6 +496,7 @@ static er_status ctx_plan(const er_session *s, run_ctx *c) {
   c->mem.offset = c->offset;
   c->mem.capacity = c->capacity;
   c->mem.arena = c->arena;
+  c->mem.view_of = c->view_of;
 done:
   free(first);
   free(last);
@@ -485,6 +516,7 @@ static er_status ctx_new(er_session *s, run_ctx **out) {
   c->bound_out = calloc(n, sizeof *c->bound_out);
   c->bound_in = calloc((size_t)g->n_inputs + 1, sizeof *c->bound_in);
   c->want = calloc((size_t)g->n_outputs + 1, sizeof *c->want);
+  c->view_of = calloc(n, sizeof *c->view_of);
   c->mem.width = er__graph_width(g);
   c->mem.inp = calloc((size_t)c->mem.width, sizeof *c->mem.inp);
   c->mem.outp = calloc((size_t)c->mem.width, sizeof *c->mem.outp);
@@ -492,7 +524,7 @@ static er_status ctx_new(er_session *s, run_ctx **out) {
   c->mem.bound_outputs = c->bound_out;
   c->mem.scratch_bytes = s->scratch_bytes;
   c->mem.scratch = s->scratch_bytes ? er__aligned_alloc(s->scratch_bytes) : NULL;
-  if (!c->vals || !c->offset || !c->capacity || !c->need || !c->bound_out || !c->bound_in || !c->want ||
+  if (!c->vals || !c->offset || !c->capacity || !c->need || !c->bound_out || !c->bound_in || !c->want || !c->view_of ||
       !c->mem.inp || !c->mem.outp || (s->scratch_bytes && !c->mem.scratch)) {
     ctx_free(c);
     return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory creating a run context");

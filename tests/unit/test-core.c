@@ -431,6 +431,71 @@ static void test_fix_dims(void) {
   er_model_free(orig);
 }
 
+/* Views share their input's planned memory (ER_OP_VIEW): a Reshape of a
+ * Relu output whose input is still read after the view, a chain of views,
+ * and a view that is the last reader. The outputs must be what the plain
+ * ops compute, run after run (the shared slot lives as long as its last
+ * member), and Reshape must not be zeroed before it runs. */
+static void test_views_share_memory(void) {
+  er_pbw g = {0}, m = {0}, st = {0}, st2 = {0}, fl = {0};
+  const int64_t xd[3] = {2, 3, 4}, sd[1] = {2}, sv[2] = {6, 4}, sv2[2] = {4, 6};
+  tb_tensor(&st, "S", 7, 1, sd, sv, sizeof sv);
+  tb_tensor(&st2, "S2", 7, 1, sd, sv2, sizeof sv2);
+  tb_graph_initializer(&g, &st);
+  tb_graph_initializer(&g, &st2);
+  tb_attr_int(&fl, "axis", 2);
+  /* b outlives its root a: d would take a's slot if the shared slot
+   * ended with a's own last reader. */
+  tb_node(&g, "Relu", "relu", (const char *const[]){"x", NULL}, (const char *const[]){"a", NULL}, NULL);
+  tb_node(&g, "Reshape", "r1", (const char *const[]){"a", "S", NULL}, (const char *const[]){"b", NULL}, NULL);
+  tb_node(&g, "Neg", "neg", (const char *const[]){"x", NULL}, (const char *const[]){"d", NULL}, NULL);
+  tb_node(&g, "Reshape", "r2", (const char *const[]){"d", "S2", NULL}, (const char *const[]){"e", NULL}, NULL);
+  tb_node(&g, "Reshape", "r3", (const char *const[]){"e", "S", NULL}, (const char *const[]){"f", NULL}, NULL);
+  tb_node(&g, "Add", "add1", (const char *const[]){"b", "f", NULL}, (const char *const[]){"t", NULL}, NULL);
+  /* p is read again after its view q */
+  tb_node(&g, "Sigmoid", "sig", (const char *const[]){"x", NULL}, (const char *const[]){"p", NULL}, NULL);
+  tb_node(&g, "Flatten", "flat", (const char *const[]){"p", NULL}, (const char *const[]){"q", NULL}, &fl);
+  tb_node(&g, "Abs", "abs", (const char *const[]){"p", NULL}, (const char *const[]){"r", NULL}, NULL);
+  tb_node(&g, "Reshape", "r4", (const char *const[]){"r", "S", NULL}, (const char *const[]){"r2", NULL}, NULL);
+  tb_node(&g, "Add", "add2", (const char *const[]){"q", "r2", NULL}, (const char *const[]){"u", NULL}, NULL);
+  tb_node(&g, "Add", "add3", (const char *const[]){"t", "u", NULL}, (const char *const[]){"y", NULL}, NULL);
+  tb_graph_input(&g, "x", 1, 3, xd);
+  tb_graph_output(&g, "y", 1, -1, NULL);
+  tb_model(&m, 8, 13, &g);
+  er_model *model = NULL;
+  CHECK_STATUS(er_model_load_buffer(m.buf, m.len, NULL, NULL, &model), ER_STATUS_OK);
+  er_session *s = NULL;
+  if (model) CHECK_STATUS(er_session_create(model, NULL, &s), ER_STATUS_OK);
+  for (int run = 0; s && run < 3; run++) {
+    float xv[24];
+    for (int i = 0; i < 24; i++) xv[i] = (float)((i * 7 + run * 5) % 11) - 5.0f;
+    er_tensor *x = NULL, *y = NULL;
+    er_tensor_wrap(ER_DTYPE_FLOAT, 3, xd, xv, sizeof xv, &x);
+    er_named_tensor in = {"x", x};
+    CHECK_STATUS(er_session_run(s, &in, 1, NULL, 1, &y), ER_STATUS_OK);
+    if (y) {
+      CHECK(er_tensor_rank(y) == 2 && er_tensor_dims(y)[0] == 6 && er_tensor_dims(y)[1] == 4);
+      const float *yv = er_tensor_cdata(y);
+      int bad = 0;
+      for (int i = 0; i < 24; i++) {
+        float a = xv[i] > 0 ? xv[i] : 0.0f;
+        float want = a - xv[i] + 2.0f / (1.0f + expf(-xv[i]));
+        if (fabsf(yv[i] - want) > 1e-6f) bad++;
+      }
+      CHECK(bad == 0);
+      er_tensor_free(y);
+    }
+    er_tensor_free(x);
+  }
+  er_session_free(s);
+  er_model_free(model);
+  er__pbw_free(&g);
+  er__pbw_free(&m);
+  er__pbw_free(&st);
+  er__pbw_free(&st2);
+  er__pbw_free(&fl);
+}
+
 int main(int argc, char **argv) {
   static const er_test_case cases[] = {
       {"status_names", test_status_names},
@@ -447,6 +512,7 @@ int main(int argc, char **argv) {
       {"session_api", test_session_api},
       {"concurrent_runs", test_concurrent_runs},
       {"fix_dims", test_fix_dims},
+      {"views_share_memory", test_views_share_memory},
   };
   return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);
 }

@@ -28,6 +28,10 @@ typedef struct er_run_mem {
   /* Caller-provided output tensors (er_session_run_into), by value id;
    * NULL entries are allocated as usual. */
   er_tensor *const *bound_outputs;
+  /* [n_values] the value whose planned memory this one shares (the input
+   * of a view op, ER_OP_VIEW), -1 for none; NULL = no views. A shared
+   * slot already holds the bytes, so it is never zeroed. */
+  const int32_t *view_of;
 } er_run_mem;
 
 /* Values of one graph during one execution. */
