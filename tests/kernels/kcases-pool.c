@@ -23,6 +23,9 @@ static const pool_spec specs[] = {
     {1, 2, 7, 7, 7, 7, 1, 1, 1, 1, {0, 0, 0, 0}, 0, NULL},       /* whole plane */
     {1, 6, 5, 40, 1, 5, 1, 4, 1, 1, {0, 2, 0, 2}, 1, NULL},
     {1, 2, 3, 3, 3, 3, 2, 2, 1, 1, {2, 2, 2, 2}, 0, NULL},       /* pads near the kernel size */
+    {1, 3, 111, 111, 3, 3, 2, 2, 1, 1, {0, 0, 0, 0}, 0, NULL},  /* SqueezeNet, odd width */
+    {1, 2, 9, 37, 2, 4, 1, 2, 1, 1, {0, 1, 1, 2}, 1, NULL},     /* even kw at stride 2, ceil */
+    {1, 2, 6, 33, 3, 5, 3, 1, 1, 1, {2, 2, 0, 1}, 0, NULL},     /* sh 3, sw 1, wide pads */
 };
 
 static void gen_pool(case_fn fn, void *arg, const char *op) {

@@ -345,8 +345,106 @@ static void dw_plane_run(const er_dw_args *a, int64_t c, float *scratch) {
   }
 }
 
+/* Pooling without dilation at horizontal stride 1 or 2, one plane: per
+ * output row, the window's input rows are first reduced into one padded
+ * row (contiguous vector loads, padding as the fill value), then each
+ * output vector reduces kw taps of that row (stride 2 through even/odd
+ * splits). Two passes over short rows instead of the ring's phase-split
+ * copies: the pools of CNN stems and of ShuffleNet/SqueezeNet stages.
+ * Lanes of a max that come out -inf (empty or all-NaN windows) are
+ * recomputed by the reference rule, as in dw_plane_run. */
+static void pool_plane_direct(const er_dw_args *a, int64_t c, float *scratch) {
+  const float *x = a->x + c * a->h * a->w_;
+  float *y = a->y + c * a->oh * a->ow;
+  const bool max = a->pool == 1;
+  const float fill = max ? -INFINITY : 0.0f;
+  const int64_t sw = a->sw, kw = a->kw, w = a->w_, pl = a->pl;
+  /* Padded columns the windows cover, and what the vector loads past the
+   * last output read (2 VN for the stride-2 splits). */
+  const int64_t wp = (a->ow - 1) * sw + kw;
+  const int64_t ox_end = (a->ow + VN - 1) / VN * VN;
+  const int64_t need = (ox_end - 1) * sw + kw + 2 * VN;
+  float *row = scratch;
+  float *cx = scratch + (need + 15) / 16 * 16;
+  if (!max) {
+    for (int64_t ox = 0; ox < a->ow; ox++) {
+      int64_t valid, padded;
+      window_counts(ox, sw, pl, a->pr, 1, kw, w, &valid, &padded);
+      cx[ox] = (float)(a->count_include_pad ? padded : valid);
+    }
+    for (int64_t ox = a->ow; ox < ox_end; ox++) cx[ox] = 1.0f;
+  }
+  /* Input columns [0, cols) land at row[pl ...]; the rest stays fill. */
+  const int64_t cols = w < wp - pl ? w : (wp - pl > 0 ? wp - pl : 0);
+  fill_floats(row, pl < need ? pl : need, fill);
+  if (pl + cols < need) fill_floats(row + pl + cols, need - pl - cols, fill);
+  float *rin = row + pl;
+  for (int64_t oy = 0; oy < a->oh; oy++) {
+    int64_t y0 = oy * a->sh - a->pt;
+    int64_t k0 = y0 < 0 ? -y0 : 0, k1 = a->h - y0 < a->kh ? a->h - y0 : a->kh;
+    if (k1 < k0) k1 = k0;
+    if (k1 == k0) {
+      fill_floats(rin, cols, fill);
+    } else {
+      const float *r0 = x + (y0 + k0) * w;
+      int64_t i = 0;
+      for (; i + VN <= cols; i += VN) {
+        vf acc = v_ld(r0 + i);
+        for (int64_t ky = k0 + 1; ky < k1; ky++) {
+          vf v = v_ld(r0 + (ky - k0) * w + i);
+          acc = max ? v_max(v, acc) : v_add(acc, v);
+        }
+        v_st(rin + i, acc);
+      }
+      if (i < cols) {
+        int n = (int)(cols - i);
+        vf acc = v_ld_n(r0 + i, n);
+        for (int64_t ky = k0 + 1; ky < k1; ky++) {
+          vf v = v_ld_n(r0 + (ky - k0) * w + i, n);
+          acc = max ? v_max(v, acc) : v_add(acc, v);
+        }
+        v_st_n(rin + i, acc, n);
+      }
+    }
+    float cy = 1.0f;
+    if (!max) {
+      int64_t valid, padded;
+      window_counts(oy, a->sh, a->pt, a->pb, 1, a->kh, a->h, &valid, &padded);
+      cy = (float)(a->count_include_pad ? padded : valid);
+    }
+    float *yr = y + oy * a->ow;
+    for (int64_t ox = 0; ox < a->ow; ox += VN) {
+      int n = a->ow - ox >= VN ? VN : (int)(a->ow - ox);
+      vf acc = v_set(fill);
+      if (sw == 1) {
+        const float *p = row + ox;
+        for (int64_t kx = 0; kx < kw; kx++) acc = max ? v_max(v_ld(p + kx), acc) : v_add(acc, v_ld(p + kx));
+      } else {
+        const float *p = row + 2 * ox;
+        for (int64_t kx = 0; kx < kw; kx += 2) {
+          vf e, o;
+          v_deinterleave2(p + kx, &e, &o);
+          acc = max ? v_max(e, acc) : v_add(acc, e);
+          if (kx + 1 < kw) acc = max ? v_max(o, acc) : v_add(acc, o);
+        }
+      }
+      if (!max) acc = v_div(acc, v_mul(v_set(cy), v_ld(cx + ox)));
+      if (n == VN) v_st(yr + ox, acc);
+      else v_st_n(yr + ox, acc, n);
+      if (max && v_any(v_lt(n == VN ? acc : v_ld_n(yr + ox, n), v_set(-FLT_MAX)))) {
+        for (int i = 0; i < n; i++)
+          if (yr[ox + i] == -INFINITY) yr[ox + i] = max_window_scalar(a, x, oy, ox + i);
+      }
+    }
+  }
+}
+
 static void vec_dw(const er_dw_args *a, int64_t c0, int64_t c1, float *scratch) {
-  for (int64_t c = c0; c < c1; c++) dw_plane_run(a, c, scratch);
+  bool direct = a->pool && a->dh == 1 && a->dw == 1 && (a->sw == 1 || a->sw == 2);
+  for (int64_t c = c0; c < c1; c++) {
+    if (direct) pool_plane_direct(a, c, scratch);
+    else dw_plane_run(a, c, scratch);
+  }
 }
 
 /* ======================================================================== */
