@@ -47,6 +47,14 @@ static const conv_spec specs[] = {
     {1, 4, 9, 9, 4, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, 4, "SAME_UPPER"},
     {2, 9, 5, 6, 9, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 9, NULL},         /* batch */
     {1, 4, 3, 2, 4, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 4, NULL},         /* image smaller than window */
+    {1, 3, 37, 37, 3, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 3, NULL},       /* s2, width past 2 vectors */
+    {1, 3, 20, 23, 3, 7, 7, 2, 2, 1, 1, {3, 3, 3, 3}, 3, NULL},       /* 7x7 s2: general taps */
+    {1, 3, 18, 35, 3, 7, 7, 1, 1, 1, 1, {3, 2, 3, 4}, 3, NULL},       /* 7x7 s1, asymmetric */
+    {1, 4, 11, 19, 4, 4, 4, 2, 2, 1, 1, {1, 2, 2, 1}, 4, NULL},       /* even taps at stride 2 */
+    {1, 3, 13, 17, 3, 2, 5, 3, 1, 1, 1, {0, 2, 1, 2}, 3, NULL},       /* sh 3, sw 1 */
+    {1, 5, 6, 7, 5, 3, 3, 1, 2, 1, 1, {2, 2, 2, 2}, 5, NULL},         /* pads of 2 on 3x3 */
+    {1, 4, 70, 66, 4, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 4, NULL},       /* plane past the direct kernel's size */
+    {1, 3, 67, 80, 3, 5, 5, 2, 2, 1, 1, {2, 2, 2, 2}, 3, NULL},       /* the same at stride 2 */
 };
 
 static void add_conv_attrs(kcase *c, const conv_spec *s, bool one_d) {

@@ -439,12 +439,124 @@ static void pool_plane_direct(const er_dw_args *a, int64_t c, float *scratch) {
   }
 }
 
-static void vec_dw(const er_dw_args *a, int64_t c0, int64_t c1, float *scratch) {
-  bool direct = a->pool && a->dh == 1 && a->dw == 1 && (a->sw == 1 || a->sw == 2);
-  for (int64_t c = c0; c < c1; c++) {
-    if (direct) pool_plane_direct(a, c, scratch);
-    else dw_plane_run(a, c, scratch);
+/* Depthwise convolution without dilation at horizontal stride 1 or 2,
+ * one plane: the rows the windows cover are copied once into a
+ * zero-padded plane (er__dw_direct_floats), then blocks of 4 output rows
+ * x 1 or 2 vectors take their kh x kw taps straight from it (unaligned
+ * loads at stride 1, even/odd splits at stride 2), eight independent
+ * accumulators in flight. No per-row phase split or ring bookkeeping:
+ * what small planes (MobileNet's 7x7 and 14x14 stages) and strided
+ * layers spent most of their time on. The plane holds whole blocks of
+ * rows (zeros past the last), so a block never reads outside it; rows
+ * past the output are computed and dropped. KH, KW (0: from a) and SW
+ * are compile-time for the common shapes. */
+static inline __attribute__((always_inline)) void dw_direct_block(const er_dw_args *a, const float *plane,
+                                                                  int64_t wpa, const float *wc, const vf *wv,
+                                                                  vf bias, const float *add, float *y, int64_t oy,
+                                                                  int64_t ox, const int NV, const int KH,
+                                                                  const int KW, const int SW) {
+  const int64_t kh = KH ? KH : a->kh, kw = KW ? KW : a->kw;
+  vf acc[4][2];
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) acc[r][v] = bias;
+  const float *base = plane + oy * a->sh * wpa + ox * SW;
+  const int64_t rstep = a->sh * wpa;
+#pragma GCC unroll 7
+  for (int64_t ky = 0; ky < kh; ky++) {
+    const float *row = base + ky * wpa;
+    if (SW == 1) {
+#pragma GCC unroll 7
+      for (int64_t kx = 0; kx < kw; kx++) {
+        vf wt = KH && KW ? wv[ky * kw + kx] : v_set(wc[ky * kw + kx]);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+#pragma GCC unroll 2
+          for (int v = 0; v < NV; v++) acc[r][v] = v_fma(wt, v_ld(row + r * rstep + v * VN + kx), acc[r][v]);
+      }
+    } else {
+      for (int64_t kx = 0; kx < kw; kx += 2) {
+        vf w0 = KH && KW ? wv[ky * kw + kx] : v_set(wc[ky * kw + kx]);
+        bool two = kx + 1 < kw;
+        vf w1 = two ? (KH && KW ? wv[ky * kw + kx + 1] : v_set(wc[ky * kw + kx + 1])) : v_zero();
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++)
+#pragma GCC unroll 2
+          for (int v = 0; v < NV; v++) {
+            vf e, o;
+            v_deinterleave2(row + r * rstep + 2 * v * VN + kx, &e, &o);
+            acc[r][v] = v_fma(w0, e, acc[r][v]);
+            if (two) acc[r][v] = v_fma(w1, o, acc[r][v]);
+          }
+      }
+    }
   }
+  for (int r = 0; r < 4 && oy + r < a->oh; r++)
+    for (int v = 0; v < NV; v++) {
+      int64_t at = (oy + r) * a->ow + ox + v * VN;
+      int64_t left = a->ow - ox - v * VN;
+      int n = left >= VN ? VN : (int)left;
+      vf o = acc[r][v];
+      if (add) o = v_add(o, n == VN ? v_ld(add + at) : v_ld_n(add + at, n));
+      o = v_act(o, &a->act);
+      if (n == VN) v_st(y + at, o);
+      else v_st_n(y + at, o, n);
+    }
+}
+
+static inline __attribute__((always_inline)) void dw_direct_body(const er_dw_args *a, int64_t c, float *scratch,
+                                                                 const int KH, const int KW, const int SW) {
+  const int64_t kh = KH ? KH : a->kh, kw = KW ? KW : a->kw;
+  const float *x = a->x + c * a->h * a->w_;
+  float *y = a->y + c * a->oh * a->ow;
+  const float *wc = a->w + c * kh * kw;
+  const float *add = a->add ? a->add + c * a->oh * a->ow : NULL;
+  const int64_t wpa = er__dw_direct_stride(a, VN);
+  const int64_t hp = er__dw_direct_rows(a);
+  /* Only the input's own rows and columns are written: the padding
+   * around them was zeroed once for all planes (vec_dw). */
+  const int64_t lead = a->pl < wpa ? a->pl : wpa;
+  const int64_t cols = a->w_ < wpa - lead ? a->w_ : wpa - lead;
+  const int64_t r0 = a->pt, r1 = a->pt + a->h < hp ? a->pt + a->h : hp;
+  for (int64_t r = r0; r < r1; r++) {
+    float *d = scratch + r * wpa + lead;
+    const float *src = x + (r - a->pt) * a->w_;
+    int64_t i = 0;
+    for (; i + VN <= cols; i += VN) v_st(d + i, v_ld(src + i));
+    if (i < cols) v_st_n(d + i, v_ld_n(src + i, (int)(cols - i)), (int)(cols - i));
+  }
+  vf wv[25];
+  if (KH && KW)
+    for (int t = 0; t < KH * KW; t++) wv[t] = v_set(wc[t]);
+  const vf bias = v_set(a->bias ? a->bias[c] : 0.0f);
+  for (int64_t oy = 0; oy < a->oh; oy += 4) {
+    int64_t ox = 0;
+    for (; ox + VN < a->ow; ox += 2 * VN)
+      dw_direct_block(a, scratch, wpa, wc, wv, bias, add, y, oy, ox, 2, KH, KW, SW);
+    if (ox < a->ow) dw_direct_block(a, scratch, wpa, wc, wv, bias, add, y, oy, ox, 1, KH, KW, SW);
+  }
+}
+
+static void dw_direct_3x3_s1(const er_dw_args *a, int64_t c, float *s) { dw_direct_body(a, c, s, 3, 3, 1); }
+static void dw_direct_3x3_s2(const er_dw_args *a, int64_t c, float *s) { dw_direct_body(a, c, s, 3, 3, 2); }
+static void dw_direct_5x5_s1(const er_dw_args *a, int64_t c, float *s) { dw_direct_body(a, c, s, 5, 5, 1); }
+static void dw_direct_5x5_s2(const er_dw_args *a, int64_t c, float *s) { dw_direct_body(a, c, s, 5, 5, 2); }
+static void dw_direct_any_s1(const er_dw_args *a, int64_t c, float *s) { dw_direct_body(a, c, s, 0, 0, 1); }
+static void dw_direct_any_s2(const er_dw_args *a, int64_t c, float *s) { dw_direct_body(a, c, s, 0, 0, 2); }
+
+static void vec_dw(const er_dw_args *a, int64_t c0, int64_t c1, float *scratch) {
+  typedef void (*plane_fn)(const er_dw_args *, int64_t, float *);
+  plane_fn f = dw_plane_run;
+  if (a->pool && a->dh == 1 && a->dw == 1 && (a->sw == 1 || a->sw == 2)) f = pool_plane_direct;
+  else if (er__dw_direct_ok(a)) {
+    bool k3 = a->kh == 3 && a->kw == 3, k5 = a->kh == 5 && a->kw == 5;
+    f = a->sw == 1 ? (k3 ? dw_direct_3x3_s1 : k5 ? dw_direct_5x5_s1 : dw_direct_any_s1)
+                   : (k3 ? dw_direct_3x3_s2 : k5 ? dw_direct_5x5_s2 : dw_direct_any_s2);
+  }
+  if (f != dw_plane_run && f != pool_plane_direct && c1 > c0)
+    fill_floats(scratch, er__dw_direct_rows(a) * er__dw_direct_stride(a, VN), 0.0f);
+  for (int64_t c = c0; c < c1; c++) f(a, c, scratch);
 }
 
 /* ======================================================================== */

@@ -42,14 +42,53 @@ static inline int64_t er__dw_ring_slots(const er_dw_args *a) {
   return slots;
 }
 
+/* Depthwise convolutions the direct kernel takes (vec-impl.h): no
+ * dilation, horizontal stride 1 or 2, and a zero-padded copy of the
+ * plane's covered rows of at most ER_DW_DIRECT_MAX_FLOATS. */
+#define ER_DW_DIRECT_MAX_FLOATS (INT64_C(1) << 20)
+
+/* Row stride (floats) of the direct kernel's padded plane: the columns
+ * the windows cover, rounded up to whole output vectors, plus the two
+ * vectors a stride-2 split reads past them. */
+static inline int64_t er__dw_direct_stride(const er_dw_args *a, int vn) {
+  int64_t ox_end = (a->ow + vn - 1) / vn * vn;
+  return ((ox_end - 1) * a->sw + a->kw + 2 * vn + 15) / 16 * 16;
+}
+
+/* Rows of the padded plane: those of whole blocks of 4 output rows. */
+static inline int64_t er__dw_direct_rows(const er_dw_args *a) {
+  return ((a->oh + 3) / 4 * 4 - 1) * a->sh + a->kh;
+}
+
+static inline int64_t er__dw_direct_floats(const er_dw_args *a, int vn) {
+  if (a->oh <= 0 || a->ow <= 0) return 0;
+  return er__dw_direct_rows(a) * er__dw_direct_stride(a, vn) + 16;
+}
+
+/* Planes of more input pixels than this stay with the ring kernel: its
+ * few rows live in L1, where a copy of a 112x112 plane would not (on an
+ * EPYC with AVX-512, MobileNetV2's 112x112 layer took 216 us on the ring
+ * and 290 us direct; its 28x28 and smaller layers half as long or less
+ * direct). */
+#define ER_DW_DIRECT_MAX_PIXELS (64 * 64)
+
+static inline bool er__dw_direct_ok(const er_dw_args *a) {
+  return a->pool == 0 && a->dh == 1 && a->dw == 1 && (a->sw == 1 || a->sw == 2) && a->kh <= 7 && a->kw <= 7 &&
+         ((a->oh - 1) * a->sh + a->kh) * ((a->ow - 1) * a->sw + a->kw) <= ER_DW_DIRECT_MAX_PIXELS &&
+         er__dw_direct_floats(a, 16) <= ER_DW_DIRECT_MAX_FLOATS;
+}
+
 /* Scratch floats one worker needs for er_dw_args a: the ring of padded,
- * phase-split input rows and a row of divisors. */
+ * phase-split input rows and a row of divisors, or the direct kernel's
+ * padded plane, whichever is larger. */
 static inline size_t er__dw_scratch_floats(const er_dw_args *a, int vn) {
   int64_t slots = er__dw_ring_slots(a);
   int64_t wp = (a->ow - 1) * a->sw + (a->kw - 1) * a->dw + 1;
   int64_t len = (wp + a->sw - 1) / a->sw + vn;
   int64_t rs = (a->sw * len + 15) / 16 * 16;
-  return (size_t)(slots * rs + a->ow + vn + 16);
+  int64_t ring = slots * rs + a->ow + vn + 16;
+  int64_t direct = er__dw_direct_ok(a) ? er__dw_direct_floats(a, vn) : 0;
+  return (size_t)(ring > direct ? ring : direct);
 }
 
 /* Elementwise unary functions beyond the fused activations. */
