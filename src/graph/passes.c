@@ -529,8 +529,9 @@ static er_status pass_activation(pass_ctx *pc) {
   return ER_STATUS_OK;
 }
 
-/* Conv + Add(residual): the residual must already exist when the conv
- * runs, i.e. be produced by an earlier node (or be an input/constant). */
+/* Conv + Add(residual) (or a Sum of two): the residual must already exist
+ * when the conv runs, i.e. be produced by an earlier node (or be an
+ * input/constant). */
 static er_status pass_conv_add(pass_ctx *pc) {
   er_graph *g = pc->g;
   for (int32_t i = 0; i < g->n_nodes; i++) {
@@ -539,7 +540,9 @@ static er_status pass_conv_add(pass_ctx *pc) {
     if (!is_op(n, "Conv") || n->n_outputs != 1 || !is_float32(g, n->outputs[0])) continue;
     int32_t y = n->outputs[0];
     int32_t a = sole_consumer(pc, y);
-    if (a < 0 || !is_op(&g->nodes[a], "Add")) continue;
+    /* Sum of two is Add (ResNets exported at opset 6 and earlier). */
+    if (a < 0 || !(is_op(&g->nodes[a], "Add") || (is_op(&g->nodes[a], "Sum") && g->nodes[a].n_inputs == 2)))
+      continue;
     er_node *add = &g->nodes[a];
     int32_t z = add->inputs[0] == y ? add->inputs[1] : add->inputs[0];
     if (z == y) continue;

@@ -212,13 +212,19 @@ static void test_silu_and_clip(void) {
 
 static void test_conv_residual(void) {
   const int64_t x[4] = {1, 4, 6, 6}, w[4] = {4, 4, 3, 3};
-  for (int variant = 0; variant < 2; variant++) {
+  for (int variant = 0; variant < 4; variant++) {
     er_pbw g = {0}, m = {0}, a = {0};
     add_weight(&g, "W", 4, w, 0.3f, 0);
     tb_attr_ints(&a, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
     tb_node(&g, "Conv", "conv", (const char *const[]){"x", "W", NULL}, (const char *const[]){"c", NULL}, &a);
     if (variant == 0) {
       tb_node(&g, "Add", "add", (const char *const[]){"c", "x", NULL}, (const char *const[]){"s", NULL}, NULL);
+    } else if (variant == 2) {
+      /* Sum of two, as old ResNet exports write the residual. */
+      tb_node(&g, "Sum", "sum", (const char *const[]){"x", "c", NULL}, (const char *const[]){"s", NULL}, NULL);
+    } else if (variant == 3) {
+      /* Near miss: a Sum of three. */
+      tb_node(&g, "Sum", "sum", (const char *const[]){"x", "c", "x", NULL}, (const char *const[]){"s", NULL}, NULL);
     } else {
       /* Near miss: the residual broadcasts ([4,1,1]), it is not the same shape. */
       add_weight(&g, "z", 3, (const int64_t[]){4, 1, 1}, 1, 0);
@@ -229,8 +235,9 @@ static void test_conv_residual(void) {
     tb_graph_output(&g, "y", 1, -1, NULL);
     tb_model(&m, 8, 13, &g);
     er_model *opt = load(&m, 2), *plain = load(&m, -1);
-    if (variant == 0) CHECK(node_count(opt) == 1 && count_op(opt, "FusedConv") == 1);
-    else CHECK(count_op(opt, "Add") == 1);
+    if (variant == 0 || variant == 2) CHECK(node_count(opt) == 1 && count_op(opt, "FusedConv") == 1);
+    else if (variant == 1) CHECK(count_op(opt, "Add") == 1);
+    else CHECK(count_op(opt, "Sum") == 1);
     same_outputs(opt, plain, 4, x);
     er_model_free(opt);
     er_model_free(plain);
