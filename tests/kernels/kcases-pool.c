@@ -86,6 +86,22 @@ static void gen_maxpool(case_fn fn, void *arg) {
   kc_attr_ints(&c, "kernel_shape", 1, DIMS(70));
   c.tol = TOL_EXACT_T;
   fn(&c, arg);
+  /* NaN rows: every other input row is NaN, so windows start, end or
+   * lie wholly on NaN rows; at strides 1, 2 and 3 (NaN is skipped unless
+   * the whole window is NaN). */
+  for (int64_t st = 1; st <= 3; st++) {
+    kc_begin(&c, "MaxPool", "", 12, "MaxPool NaN rows x[1,2,7,37] k3x3 s%lld p1", (long long)st);
+    er_tensor *x = kc_input(&c, 4, DIMS(1, 2, 7, 37), -1, 1, false);
+    float *d = x->data;
+    for (int64_t p = 0; p < 2; p++)
+      for (int64_t y = 0; y < 7; y += 2)
+        for (int64_t q = 0; q < 37; q++) d[(p * 7 + y) * 37 + q] = NAN;
+    kc_attr_ints(&c, "kernel_shape", 2, DIMS(3, 3));
+    kc_attr_ints(&c, "strides", 2, DIMS(st, st));
+    kc_attr_ints(&c, "pads", 4, DIMS(1, 1, 1, 1));
+    c.tol = TOL_EXACT_T;
+    fn(&c, arg);
+  }
   if (kc_timing) {
     kc_begin(&c, "MaxPool", "", 12, "full-size MaxPool x[1,64,112,112] k3 s2 p1");
     kc_input(&c, 4, DIMS(1, 64, 112, 112), -1, 1, false);

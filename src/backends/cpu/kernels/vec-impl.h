@@ -388,8 +388,10 @@ static void pool_plane_direct(const er_dw_args *a, int64_t c, float *scratch) {
     } else {
       const float *r0 = x + (y0 + k0) * w;
       int64_t i = 0;
+      /* Max starts from the fill so that a NaN tap is skipped whichever
+       * row it is in (v_max(v, acc) keeps acc when v is NaN). */
       for (; i + VN <= cols; i += VN) {
-        vf acc = v_ld(r0 + i);
+        vf acc = max ? v_max(v_ld(r0 + i), v_set(fill)) : v_ld(r0 + i);
         for (int64_t ky = k0 + 1; ky < k1; ky++) {
           vf v = v_ld(r0 + (ky - k0) * w + i);
           acc = max ? v_max(v, acc) : v_add(acc, v);
@@ -398,7 +400,7 @@ static void pool_plane_direct(const er_dw_args *a, int64_t c, float *scratch) {
       }
       if (i < cols) {
         int n = (int)(cols - i);
-        vf acc = v_ld_n(r0 + i, n);
+        vf acc = max ? v_max(v_ld_n(r0 + i, n), v_set(fill)) : v_ld_n(r0 + i, n);
         for (int64_t ky = k0 + 1; ky < k1; ky++) {
           vf v = v_ld_n(r0 + (ky - k0) * w + i, n);
           acc = max ? v_max(v, acc) : v_add(acc, v);
@@ -419,6 +421,16 @@ static void pool_plane_direct(const er_dw_args *a, int64_t c, float *scratch) {
       if (sw == 1) {
         const float *p = row + ox;
         for (int64_t kx = 0; kx < kw; kx++) acc = max ? v_max(v_ld(p + kx), acc) : v_add(acc, v_ld(p + kx));
+      } else if (sw > 2) {
+        /* Wider strides (MNIST's 3x3/s3): taps gathered lane by lane. */
+        float lanes[VN];
+        for (int i = 0; i < VN; i++) {
+          const float *p = row + (ox + i) * sw;
+          float t = fill;
+          for (int64_t kx = 0; kx < kw; kx++) t = max ? (p[kx] > t || t != t ? p[kx] : t) : t + p[kx];
+          lanes[i] = t;
+        }
+        acc = v_ld(lanes);
       } else {
         const float *p = row + 2 * ox;
         for (int64_t kx = 0; kx < kw; kx += 2) {
@@ -548,7 +560,7 @@ static void dw_direct_any_s2(const er_dw_args *a, int64_t c, float *s) { dw_dire
 static void vec_dw(const er_dw_args *a, int64_t c0, int64_t c1, float *scratch) {
   typedef void (*plane_fn)(const er_dw_args *, int64_t, float *);
   plane_fn f = dw_plane_run;
-  if (a->pool && a->dh == 1 && a->dw == 1 && (a->sw == 1 || a->sw == 2)) f = pool_plane_direct;
+  if (a->pool && a->dh == 1 && a->dw == 1) f = pool_plane_direct;
   else if (er__dw_direct_ok(a)) {
     bool k3 = a->kh == 3 && a->kw == 3, k5 = a->kh == 5 && a->kw == 5;
     f = a->sw == 1 ? (k3 ? dw_direct_3x3_s1 : k5 ? dw_direct_5x5_s1 : dw_direct_any_s1)
