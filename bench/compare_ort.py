@@ -75,6 +75,8 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--min-seconds", type=float, default=0.25,
+                    help="raise --iterations for models so fast that a round would be shorter")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--models", help="comma-separated subset")
     ap.add_argument("--bench-dir", default=os.path.join(ROOT, "build", "bench-models"))
@@ -94,8 +96,17 @@ def main():
     for name, path in models:
         for t in threads:
             er, ort = [], []
-            common = ["--threads", str(t), "--warmup", str(args.warmup), "--iterations", str(args.iterations)]
             try:
+                # Small models get more iterations, so that each measured
+                # round lasts at least --min-seconds and one scheduling
+                # hiccup cannot move the median.
+                probe = run_json([args.edgerun, "bench", path, "--json", "--threads", str(t),
+                                  "--warmup", "2", "--iterations", "5"])
+                iters = args.iterations
+                if probe["p50_ms"] > 0:
+                    iters = max(iters, min(20000, int(math.ceil(args.min_seconds * 1000.0 / probe["p50_ms"]))))
+                common = ["--threads", str(t), "--warmup", str(max(args.warmup, iters // 10)),
+                          "--iterations", str(iters)]
                 for _ in range(args.rounds):
                     er.append(run_json([args.edgerun, "bench", path, "--json"] + common))
                     ort.append(run_json([PY, os.path.join(HERE, "ort_runner.py"), path] + common))

@@ -35,6 +35,10 @@ static const conv_spec specs[] = {
     {2, 7, 9, 8, 11, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},        /* batch */
     {1, 16, 7, 7, 32, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},       /* N = 49 */
     {1, 2, 1, 1, 3, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, NULL},         /* 1x1 image */
+    {1, 1, 28, 28, 8, 5, 5, 1, 1, 1, 1, {2, 2, 2, 2}, 1, NULL},       /* MNIST-8 conv1 (direct) */
+    {1, 8, 14, 14, 16, 5, 5, 1, 1, 1, 1, {2, 2, 2, 2}, 1, NULL},      /* MNIST-8 conv2 (direct) */
+    {2, 5, 13, 30, 24, 3, 4, 1, 1, 1, 1, {0, 2, 3, 1}, 1, NULL},      /* direct: 3 blocks, asymmetric, batch */
+    {1, 4, 9, 16, 7, 2, 2, 1, 1, 1, 1, {0, 0, 0, 0}, 1, NULL},        /* direct: a partial block */
     /* depthwise */
     {1, 33, 7, 7, 33, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 33, NULL},
     {1, 32, 15, 16, 32, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 32, NULL},
@@ -184,12 +188,15 @@ static void gen_conv_family(case_fn fn, void *arg, bool fused) {
     for (int a = 0; a < er_kcases_n_activations; a++) {
       for (int dw = 0; dw < 2; dw++) {
         er_kcases_activation(a, NULL, act, sizeof act);
-        int64_t ch = 24, m = dw ? 24 : 40;
+        /* dense: 40 channels (GEMM) and, every other activation, 16
+         * channels on 16-wide rows (the direct kernel) */
+        int64_t ch = 24, m = dw ? 24 : (a % 2 ? 16 : 40);
         kc_begin(&c, op, domain, version, "FusedConv %s 3x3 residual %s", dw ? "depthwise" : "dense", act);
-        kc_input(&c, 4, DIMS(1, ch, 10, 11), -3, 3, false);
+        int64_t wd = m == 16 ? 16 : 11;
+        kc_input(&c, 4, DIMS(1, ch, 10, wd), -3, 3, false);
         kc_input(&c, 4, DIMS(m, dw ? 1 : ch, 3, 3), -0.5f, 0.5f, true);
         kc_input(&c, 1, DIMS(m), -1, 1, true);
-        kc_input(&c, 4, DIMS(1, m, 10, 11), -1, 1, false);
+        kc_input(&c, 4, DIMS(1, m, 10, wd), -1, 1, false);
         kc_attr_ints(&c, "kernel_shape", 2, DIMS(3, 3));
         kc_attr_ints(&c, "pads", 4, DIMS(1, 1, 1, 1));
         if (dw) kc_attr_int(&c, "group", ch);

@@ -22,4 +22,6 @@ const er_vec_ops er__vec_neon = {
     .wino_output = vec_wino_output,
     .wino4_input = vec_wino4_input,
     .wino4_output = vec_wino4_output,
+    .cd_rows = CD_ROWS,
+    .conv_direct = vec_conv_direct,
 };

@@ -174,6 +174,27 @@ static inline size_t er__wino_scratch_floats(int64_t tw, int vn, int tile, int64
   return (rows + 15) / 16 * 16 + (size_t)((tile + 2) * (tile + 2) * chunk) + 16;
 }
 
+/* A small dense convolution at stride 1 computed directly (conv.c's
+ * f32_conv_direct kernels): blocks of ER_CD_MB output channels x 1 or 2
+ * output rows x one vector of columns, every tap an input vector times
+ * ER_CD_MB broadcast weights. For the layers where a GEMM's tiles would
+ * be mostly padding (few output channels) and packing patches costs as
+ * much as the product (MNIST-size images). */
+#define ER_CD_MB 8
+typedef struct er_conv_direct {
+  const float *xp;             /* zero-padded input [c][hp][wpa] of one image */
+  int64_t c, hp, wpa;
+  int64_t kh, kw;
+  int64_t m, oh, ow;
+  const float *wp;             /* weights [ceil(m / 8)][c * kh * kw][8], 0 past m */
+  const float *bias;           /* [m] or NULL */
+  const float *add;            /* residual [m][oh][ow] or NULL */
+  float *y;                    /* [m][oh][ow] */
+  er_activation act;
+  int64_t row_blocks;          /* ceil(oh / rows); work unit u: channel block
+                                  u / row_blocks, row block u % row_blocks */
+} er_conv_direct;
+
 typedef struct er_vec_ops {
   const char *isa;
   int vn;                      /* floats per vector */
@@ -205,6 +226,10 @@ typedef struct er_vec_ops {
   void (*wino_output)(const er_wino *w, int64_t m0, int64_t m1);
   void (*wino4_input)(const er_wino *w, int64_t c0, int64_t c1, float *scratch);
   void (*wino4_output)(const er_wino *w, int64_t m0, int64_t m1);
+  /* Output rows per block of conv_direct (1 or 2: what the registers hold). */
+  int cd_rows;
+  /* Work units [u0, u1) of a direct convolution. */
+  void (*conv_direct)(const er_conv_direct *d, int64_t u0, int64_t u1);
   /* Columns [j0, j1) of a few-row product (see er_gemv). */
   void (*gemv)(const er_gemv *g, int64_t j0, int64_t j1);
   /* Layer normalization of rows [r0, r1) of x [rows, cols]: y = (x - mean)
