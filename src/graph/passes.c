@@ -422,6 +422,50 @@ static er_status pass_conv_bn(pass_ctx *pc) {
   return ER_STATUS_OK;
 }
 
+/* Conv + Add(constant per output channel) -> the conv's bias: exporters
+ * (CNTK's MNIST, Caffe converters) write the bias as a separate Add of a
+ * [M,1,1] constant. A constant of one value counts too. */
+static er_status pass_conv_bias(pass_ctx *pc) {
+  er_graph *g = pc->g;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    if (pc->dead[i]) continue;
+    er_node *conv = &g->nodes[i];
+    if (!is_op(conv, "Conv") || conv->n_outputs != 1 || !is_float32(g, conv->outputs[0])) continue;
+    int32_t a = sole_consumer(pc, conv->outputs[0]);
+    if (a < 0 || !is_op(&g->nodes[a], "Add")) continue;
+    er_node *add = &g->nodes[a];
+    int32_t y = conv->outputs[0];
+    int32_t other = add->inputs[0] == y ? add->inputs[1] : add->inputs[0];
+    const er_tensor *w = const_of(g, conv->inputs[1]), *c = const_of(g, other);
+    const er_tensor *bias = conv->n_inputs > 2 ? const_of(g, conv->inputs[2]) : NULL;
+    if (other == y || !w || !c || c->dtype != ER_DTYPE_FLOAT || w->rank < 3 ||
+        (conv->n_inputs > 2 && conv->inputs[2] >= 0 && (!bias || bias->dtype != ER_DTYPE_FLOAT)))
+      continue;
+    /* c must broadcast along every axis of the output but the channels. */
+    int64_t cout = w->dims[0], count = er__tensor_count(c);
+    int r = w->rank, pos = 1 - (r - c->rank);
+    bool per_channel = c->rank <= r && (count == 1 || (count == cout && pos >= 0 && c->dims[pos] == cout));
+    if (!per_channel) continue;
+    er_tensor nb;
+    er__tensor_set(&nb, ER_DTYPE_FLOAT, 1, &cout);
+    ER_CHECK(er__tensor_alloc(&nb, 0));
+    for (int64_t k = 0; k < cout; k++)
+      ((float *)nb.data)[k] = (bias ? ((const float *)bias->data)[k] : 0.0f) +
+                              ((const float *)c->data)[count == 1 ? 0 : k];
+    int32_t bid;
+    ER_CHECK(new_const(g, conv->name[0] ? conv->name : "conv", &nb, &bid));
+    conv = &g->nodes[i];
+    add = &g->nodes[a];
+    int32_t ins[3] = {conv->inputs[0], conv->inputs[1], bid};
+    ER_CHECK(set_inputs(g, conv, ins, 3));
+    redirect_output(g, i, y, add->outputs[0]);
+    pc->dead[a] = true;
+    pc->changed++;
+    count_uses(pc);
+  }
+  return ER_STATUS_OK;
+}
+
 static er_status pass_matmul_bias(pass_ctx *pc) {
   er_graph *g = pc->g;
   for (int32_t i = 0; i < g->n_nodes; i++) {
@@ -827,7 +871,7 @@ done:
 }
 
 er_status er__graph_optimize_basic(er_graph *g) {
-  static const pass_fn passes[] = {pass_conv_bn, pass_transpose, pass_reshape, NULL};
+  static const pass_fn passes[] = {pass_conv_bn, pass_conv_bias, pass_transpose, pass_reshape, NULL};
   return run_passes(g, true, passes);
 }
 

@@ -208,6 +208,44 @@ static void test_silu_and_clip(void) {
   }
 }
 
+/* ---- bias as a separate Add ------------------------------------------------------ */
+
+/* x -> Conv -> Add(B) -> Relu: B [4,1,1] and [1,4,1,1] and a scalar fold
+ * into the bias (one FusedConv); near misses: B [1,1,8] (along the
+ * width) and B computed at run time stay Adds. */
+static void test_conv_bias_add(void) {
+  const int64_t x[4] = {1, 3, 6, 8}, w[4] = {4, 3, 3, 3};
+  const int64_t shapes[4][4] = {{4, 1, 1, 0}, {1, 4, 1, 1}, {1, 0, 0, 0}, {1, 1, 8, 0}};
+  const int ranks[4] = {3, 4, 1, 3};
+  for (int variant = 0; variant < 5; variant++) {
+    er_pbw g = {0}, m = {0}, a = {0};
+    add_weight(&g, "W", 4, w, 0.3f, 0);
+    add_weight(&g, "Bc", 1, (const int64_t[]){4}, 0.2f, 0.1f);
+    tb_attr_ints(&a, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+    tb_node(&g, "Conv", "conv", (const char *const[]){"x", "W", "Bc", NULL}, (const char *const[]){"c", NULL}, &a);
+    if (variant < 4) {
+      add_weight(&g, "B", ranks[variant], shapes[variant], 0.5f, -0.2f);
+    } else {
+      /* B from the input: not a constant */
+      tb_node(&g, "ReduceMax", "rm", (const char *const[]){"x", NULL}, (const char *const[]){"B", NULL}, NULL);
+    }
+    tb_node(&g, "Add", "add", (const char *const[]){"B", "c", NULL}, (const char *const[]){"s", NULL}, NULL);
+    tb_node(&g, "Relu", "r", (const char *const[]){"s", NULL}, (const char *const[]){"y", NULL}, NULL);
+    tb_graph_input(&g, "x", 1, 4, x);
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    tb_model(&m, 8, 13, &g);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
+    if (variant < 3) CHECK(node_count(opt) == 1 && count_op(opt, "FusedConv") == 1);
+    else CHECK(count_op(opt, "Add") == 1);
+    same_outputs(opt, plain, 4, x);
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+    er__pbw_free(&a);
+  }
+}
+
 /* ---- residual ------------------------------------------------------------------- */
 
 static void test_conv_residual(void) {
@@ -226,8 +264,12 @@ static void test_conv_residual(void) {
       /* Near miss: a Sum of three. */
       tb_node(&g, "Sum", "sum", (const char *const[]){"x", "c", "x", NULL}, (const char *const[]){"s", NULL}, NULL);
     } else {
-      /* Near miss: the residual broadcasts ([4,1,1]), it is not the same shape. */
-      add_weight(&g, "z", 3, (const int64_t[]){4, 1, 1}, 1, 0);
+      /* Near miss: the residual broadcasts ([1,4,1,1], computed: a
+       * constant would fold into the bias), it is not the same shape. */
+      er_pbw ra = {0};
+      tb_attr_ints(&ra, "axes", (const int64_t[]){2, 3}, 2);
+      tb_node(&g, "ReduceMax", "rm", (const char *const[]){"x", NULL}, (const char *const[]){"z", NULL}, &ra);
+      er__pbw_free(&ra);
       tb_node(&g, "Add", "add", (const char *const[]){"c", "z", NULL}, (const char *const[]){"s", NULL}, NULL);
     }
     tb_node(&g, "Relu", "r", (const char *const[]){"s", NULL}, (const char *const[]){"y", NULL}, NULL);
@@ -397,6 +439,7 @@ int main(int argc, char **argv) {
       {"conv_bn", test_conv_bn},
       {"conv_activations", test_conv_activations},
       {"silu_and_clip", test_silu_and_clip},
+      {"conv_bias_add", test_conv_bias_add},
       {"conv_residual", test_conv_residual},
       {"matmul_gelu", test_matmul_gelu},
       {"layernorm", test_layernorm},
