@@ -683,7 +683,8 @@ static er_status concat_run(er_kctx *ctx) {
       const er_tensor *t = ctx->in[i];
       size_t row = (size_t)(t->dims[axis] * after) * es; /* bytes */
       if (row == 0) continue;
-      memcpy(out, (const uint8_t *)t->data + (size_t)o * row, row);
+      const uint8_t *src = (const uint8_t *)t->data + (size_t)o * row;
+      if (src != out) memcpy(out, src, row); /* else made in place (session.c) */
       out += row;
     }
   }

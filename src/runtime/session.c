@@ -393,6 +393,7 @@ typedef struct run_ctx {
   const er_tensor **bound_in;   /* [n_inputs] */
   int32_t *want;                /* [n_outputs] */
   int32_t *view_of;             /* [n_values] see er_run_mem.view_of */
+  int32_t *part_of;             /* [n_values] Concat output holding this value, -1 none */
   er_run_mem mem;
 } run_ctx;
 
@@ -407,6 +408,7 @@ static void ctx_free(run_ctx *c) {
   free(c->bound_in);
   free(c->want);
   free(c->view_of);
+  free(c->part_of);
   er__aligned_free(c->mem.scratch);
   free(c->mem.inp);
   free(c->mem.outp);
@@ -422,6 +424,87 @@ static bool plannable(const er_session *s, int32_t v) {
          s->plan->place[val->producer] == er__backend_cpu();
 }
 
+/* Static byte size of value v, or -1. */
+static int64_t static_bytes(const er_graph *g, int32_t v) {
+  int64_t count = er__tensor_count(&g->values[v].info);
+  size_t es = er_dtype_size(g->values[v].info.dtype);
+  return count < 0 || es == 0 ? -1 : count * (int64_t)es;
+}
+
+/* Concat in place: a Concat whose dims before the axis are all 1 (NCHW
+ * channel concatenation at batch 1) holds each input as one contiguous
+ * slice of its output. Inputs made on the CPU, planned, not views or view
+ * roots, not Concat outputs themselves and listed once are given their
+ * slice as their own memory: their producers write straight into the
+ * output and the Concat copies nothing for them (copy_all and concat_run
+ * skip a source that already is its destination). The output then lives
+ * from its first part's birth; it is marked view_of = -2 so that nothing
+ * zeroes it. Shapes must be static. Returns false when out of memory. */
+static bool plan_concats(const er_session *s, run_ctx *c, int32_t *first, int32_t *last, uint64_t *bytes,
+                         uint64_t *part_off) {
+  const er_graph *g = s->graph;
+  int32_t n = g->n_values;
+  bool *rooted = calloc((size_t)n + 1, sizeof *rooted);
+  if (!rooted) return false;
+  for (int32_t v = 0; v < n; v++) {
+    c->part_of[v] = -1;
+    if (c->view_of[v] >= 0) rooted[c->view_of[v]] = true;
+  }
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const er_node *node = &g->nodes[i];
+    if (!node->op || strcmp(node->op->name, "Concat") != 0 || node->op->domain[0] || node->n_outputs < 1) continue;
+    int32_t v = node->outputs[0];
+    if (v < 0 || first[v] < 0 || c->view_of[v] != -1 || c->part_of[v] >= 0 || static_bytes(g, v) < 0) continue;
+    const er_tensor *oi = &g->values[v].info;
+    const er_attr *ax = er__node_attr(node, "axis");
+    int64_t axis = ax ? ax->i : 1;
+    if (axis < 0) axis += oi->rank;
+    if (axis < 0 || axis >= oi->rank) continue;
+    bool outer_one = true;
+    for (int64_t d = 0; d < axis; d++)
+      if (oi->dims[d] != 1) outer_one = false;
+    if (!outer_one) continue;
+    uint64_t off = 0;
+    bool any = false, ok = true;
+    for (int k = 0; k < node->n_inputs && ok; k++) {
+      int32_t u = node->inputs[k];
+      int64_t ub = u >= 0 ? static_bytes(g, u) : -1;
+      if (ub < 0) {
+        ok = false; /* offsets of the later inputs unknown */
+        break;
+      }
+      bool once = true;
+      for (int j = 0; j < node->n_inputs; j++)
+        if (j != k && node->inputs[j] == u) once = false;
+      /* (view_of[u] == -2: u holds parts of its own) */
+      if (once && first[u] >= 0 && c->view_of[u] == -1 && !rooted[u] && c->part_of[u] < 0 && u != v) {
+        c->part_of[u] = v;
+        part_off[u] = off;
+        part_off[n + u] = (uint64_t)ub;
+        any = true;
+      }
+      off += (uint64_t)ub;
+    }
+    if (!ok) {
+      for (int32_t u = 0; u < n; u++)
+        if (c->part_of[u] == v) c->part_of[u] = -1;
+      continue;
+    }
+    if (!any) continue;
+    c->view_of[v] = -2;
+    for (int32_t u = 0; u < n; u++) {
+      if (c->part_of[u] != v) continue;
+      if (first[u] < first[v]) first[v] = first[u];
+      if (last[u] > last[v]) last[v] = last[u];
+      first[u] = last[u] = -1;
+      bytes[u] = 0;
+    }
+    if (bytes[v] < off) bytes[v] = off;
+  }
+  free(rooted);
+  return true;
+}
+
 /* (Re)plans the arena from the larger of what the model declares and what
  * runs needed. */
 static er_status ctx_plan(const er_session *s, run_ctx *c) {
@@ -430,8 +513,10 @@ static er_status ctx_plan(const er_session *s, run_ctx *c) {
   int32_t *first = malloc(((size_t)n + 1) * sizeof *first);
   int32_t *last = malloc(((size_t)n + 1) * sizeof *last);
   uint64_t *bytes = malloc(((size_t)n + 1) * sizeof *bytes);
+  /* [0, n): a Concat part's byte offset in its holder; [n, 2n): its bytes */
+  uint64_t *part_off = malloc((2 * (size_t)n + 1) * sizeof *part_off);
   er_status st = ER_STATUS_OK;
-  if (!first || !last || !bytes) {
+  if (!first || !last || !bytes || !part_off) {
     st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory planning memory");
     goto done;
   }
@@ -472,6 +557,10 @@ static er_status ctx_plan(const er_session *s, run_ctx *c) {
     first[v] = last[v] = -1;
     bytes[v] = 0;
   }
+  if (!plan_concats(s, c, first, last, bytes, part_off)) {
+    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory planning memory");
+    goto done;
+  }
   uint64_t total = 0;
   st = er__plan_memory(n, first, last, bytes, c->offset, &total);
   if (st != ER_STATUS_OK) goto done;
@@ -481,6 +570,11 @@ static er_status ctx_plan(const er_session *s, run_ctx *c) {
     while (c->view_of[r] >= 0) r = c->view_of[r];
     c->offset[v] = c->offset[r];
     bytes[v] = bytes[r];
+  }
+  for (int32_t v = 0; v < n; v++) {
+    if (c->part_of[v] < 0) continue;
+    c->offset[v] = c->offset[c->part_of[v]] + (int64_t)part_off[v];
+    bytes[v] = part_off[n + v];
   }
   if (total > c->arena_bytes || !c->arena) {
     uint8_t *arena = er__aligned_alloc(total ? total : 64);
@@ -501,6 +595,7 @@ done:
   free(first);
   free(last);
   free(bytes);
+  free(part_off);
   return st;
 }
 
@@ -517,6 +612,7 @@ static er_status ctx_new(er_session *s, run_ctx **out) {
   c->bound_in = calloc((size_t)g->n_inputs + 1, sizeof *c->bound_in);
   c->want = calloc((size_t)g->n_outputs + 1, sizeof *c->want);
   c->view_of = calloc(n, sizeof *c->view_of);
+  c->part_of = calloc(n, sizeof *c->part_of);
   c->mem.width = er__graph_width(g);
   c->mem.inp = calloc((size_t)c->mem.width, sizeof *c->mem.inp);
   c->mem.outp = calloc((size_t)c->mem.width, sizeof *c->mem.outp);
@@ -524,7 +620,7 @@ static er_status ctx_new(er_session *s, run_ctx **out) {
   c->mem.bound_outputs = c->bound_out;
   c->mem.scratch_bytes = s->scratch_bytes;
   c->mem.scratch = s->scratch_bytes ? er__aligned_alloc(s->scratch_bytes) : NULL;
-  if (!c->vals || !c->offset || !c->capacity || !c->need || !c->bound_out || !c->bound_in || !c->want || !c->view_of ||
+  if (!c->vals || !c->offset || !c->capacity || !c->need || !c->bound_out || !c->bound_in || !c->want || !c->view_of || !c->part_of ||
       !c->mem.inp || !c->mem.outp || (s->scratch_bytes && !c->mem.scratch)) {
     ctx_free(c);
     return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory creating a run context");

@@ -496,6 +496,74 @@ static void test_views_share_memory(void) {
   er__pbw_free(&fl);
 }
 
+/* Concat in place: inputs made straight into their slice of the output.
+ * b = Neg(x), a = Relu(x) and a2 = Abs(x) go in place into
+ * cat = Concat(b, a, a2) along the channels; a is read again after the
+ * Concat's last reader, with a value made from the Concat's result in
+ * between (its slice must live on); a second
+ * Concat lists b twice (copied, not placed) and a third has a batch of 2
+ * before its axis (copied). Outputs must equal the plain ops, run after
+ * run. */
+static void test_concat_in_place(void) {
+  er_pbw g = {0}, m = {0}, ax1 = {0}, ax0 = {0}, ax1s = {0};
+  const int64_t xd[4] = {1, 2, 3, 4};
+  tb_attr_int(&ax1, "axis", 1);
+  tb_attr_ints(&ax1s, "axes", (const int64_t[]){1}, 1);
+  tb_attr_int(&ax0, "axis", 0);
+  tb_node(&g, "Abs", "abs", (const char *const[]){"x", NULL}, (const char *const[]){"a2", NULL}, NULL);
+  tb_node(&g, "Relu", "relu", (const char *const[]){"x", NULL}, (const char *const[]){"a", NULL}, NULL);
+  tb_node(&g, "Neg", "neg", (const char *const[]){"x", NULL}, (const char *const[]){"b", NULL}, NULL);
+  tb_node(&g, "Concat", "cat", (const char *const[]){"b", "a", "a2", NULL}, (const char *const[]){"cat", NULL}, &ax1);
+  tb_node(&g, "Sigmoid", "sig", (const char *const[]){"cat", NULL}, (const char *const[]){"y1", NULL}, NULL);
+  /* a read after the Concat's last reader and after a new value (z)
+   * that would take a's slice if the slice died with the Concat */
+  tb_node(&g, "ReduceMean", "mz", (const char *const[]){"y1", NULL}, (const char *const[]){"z", NULL}, &ax1s);
+  tb_node(&g, "Add", "az", (const char *const[]){"a", "z", NULL}, (const char *const[]){"y2", NULL}, NULL);
+  tb_node(&g, "Concat", "cat2", (const char *const[]){"b", "b", NULL}, (const char *const[]){"y3", NULL}, &ax1);
+  tb_node(&g, "Concat", "cat3", (const char *const[]){"y2", "y2", NULL}, (const char *const[]){"y4", NULL}, &ax0);
+  tb_graph_input(&g, "x", 1, 4, xd);
+  tb_graph_output(&g, "y1", 1, -1, NULL);
+  tb_graph_output(&g, "y3", 1, -1, NULL);
+  tb_graph_output(&g, "y4", 1, -1, NULL);
+  tb_model(&m, 8, 13, &g);
+  er_model *model = NULL;
+  CHECK_STATUS(er_model_load_buffer(m.buf, m.len, NULL, NULL, &model), ER_STATUS_OK);
+  er_session *s = NULL;
+  if (model) CHECK_STATUS(er_session_create(model, NULL, &s), ER_STATUS_OK);
+  for (int run = 0; s && run < 3; run++) {
+    float xv[24];
+    for (int i = 0; i < 24; i++) xv[i] = (float)((i * 5 + run * 3) % 13) - 6.0f;
+    er_tensor *x = NULL, *y[3] = {NULL, NULL, NULL};
+    er_tensor_wrap(ER_DTYPE_FLOAT, 4, xd, xv, sizeof xv, &x);
+    er_named_tensor in = {"x", x};
+    CHECK_STATUS(er_session_run(s, &in, 1, NULL, 3, y), ER_STATUS_OK);
+    if (y[0] && y[1] && y[2]) {
+      const float *y1 = er_tensor_cdata(y[0]), *y3 = er_tensor_cdata(y[1]), *y4 = er_tensor_cdata(y[2]);
+      int bad = 0;
+      for (int i = 0; i < 24; i++) {
+        float a = xv[i] > 0 ? xv[i] : 0.0f;
+        float sig[3] = {1.0f / (1.0f + expf(xv[i])), 1.0f / (1.0f + expf(-a)), 1.0f / (1.0f + expf(-fabsf(xv[i])))};
+        for (int k = 0; k < 3; k++)
+          if (fabsf(y1[k * 24 + i] - sig[k]) > 1e-6f) bad++;
+        if (y3[i] != -xv[i] || y3[24 + i] != -xv[i]) bad++;
+        float q = 0;
+        for (int ch = 0; ch < 6; ch++) q += y1[ch * 12 + i % 12];
+        if (fabsf(y4[i] - (a + q / 6.0f)) > 1e-5f || y4[24 + i] != y4[i]) bad++;
+      }
+      CHECK(bad == 0);
+    }
+    for (int k = 0; k < 3; k++) er_tensor_free(y[k]);
+    er_tensor_free(x);
+  }
+  er_session_free(s);
+  er_model_free(model);
+  er__pbw_free(&g);
+  er__pbw_free(&m);
+  er__pbw_free(&ax1);
+  er__pbw_free(&ax0);
+  er__pbw_free(&ax1s);
+}
+
 int main(int argc, char **argv) {
   static const er_test_case cases[] = {
       {"status_names", test_status_names},
@@ -513,6 +581,7 @@ int main(int argc, char **argv) {
       {"concurrent_runs", test_concurrent_runs},
       {"fix_dims", test_fix_dims},
       {"views_share_memory", test_views_share_memory},
+      {"concat_in_place", test_concat_in_place},
   };
   return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);
 }

@@ -106,7 +106,7 @@ static er_status place_output(er_frame *frame, int32_t id, er_tensor *o, bool ze
   size_t es = er_dtype_size(o->dtype);
   uint64_t bytes = (uint64_t)count * es;
   if (mem && es && count >= 0) {
-    if (mem->view_of && mem->view_of[id] >= 0) zero = false;
+    if (mem->view_of && mem->view_of[id] != -1) zero = false;
     er_tensor *b = mem->bound_outputs ? mem->bound_outputs[id] : NULL;
     if (b && b->dtype == o->dtype && b->rank == o->rank && b->nbytes == bytes &&
         memcmp(b->dims, o->dims, sizeof(int64_t) * (size_t)o->rank) == 0) {

@@ -29,8 +29,9 @@ typedef struct er_run_mem {
    * NULL entries are allocated as usual. */
   er_tensor *const *bound_outputs;
   /* [n_values] the value whose planned memory this one shares (the input
-   * of a view op, ER_OP_VIEW), -1 for none; NULL = no views. A shared
-   * slot already holds the bytes, so it is never zeroed. */
+   * of a view op, ER_OP_VIEW), -2 for a Concat output whose inputs were
+   * made in place in it, -1 for neither; NULL = none. Such a slot already
+   * holds bytes, so it is never zeroed. */
   const int32_t *view_of;
 } er_run_mem;
 
