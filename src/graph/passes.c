@@ -422,6 +422,69 @@ static er_status pass_conv_bn(pass_ctx *pc) {
   return ER_STATUS_OK;
 }
 
+/* True when constant c broadcasts against a conv output of rank r with
+ * cout channels along every axis but the channels (or is one value). */
+static bool per_channel_const(const er_tensor *c, int r, int64_t cout) {
+  int64_t count = er__tensor_count(c);
+  int pos = 1 - (r - c->rank);
+  return c->dtype == ER_DTYPE_FLOAT && c->rank <= r &&
+         (count == 1 || (count == cout && pos >= 0 && c->dims[pos] == cout));
+}
+
+/* Conv + Mul(constant per output channel) -> weights and bias scaled:
+ * BatchNormalization exported as Mul + Add (Caffe2's Inception-v2 and
+ * others); the Add then folds into the bias (pass_conv_bias). */
+static er_status pass_conv_mul(pass_ctx *pc) {
+  er_graph *g = pc->g;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    if (pc->dead[i]) continue;
+    er_node *conv = &g->nodes[i];
+    if (!is_op(conv, "Conv") || conv->n_outputs != 1 || !is_float32(g, conv->outputs[0])) continue;
+    int32_t a = sole_consumer(pc, conv->outputs[0]);
+    if (a < 0 || !is_op(&g->nodes[a], "Mul")) continue;
+    er_node *mul = &g->nodes[a];
+    int32_t y = conv->outputs[0];
+    int32_t other = mul->inputs[0] == y ? mul->inputs[1] : mul->inputs[0];
+    const er_tensor *w = const_of(g, conv->inputs[1]), *c = const_of(g, other);
+    const er_tensor *bias = conv->n_inputs > 2 ? const_of(g, conv->inputs[2]) : NULL;
+    if (other == y || !w || !c || w->dtype != ER_DTYPE_FLOAT || w->rank < 3 ||
+        (conv->n_inputs > 2 && conv->inputs[2] >= 0 && (!bias || bias->dtype != ER_DTYPE_FLOAT)))
+      continue;
+    int64_t cout = w->dims[0], count = er__tensor_count(c);
+    if (!per_channel_const(c, w->rank, cout)) continue;
+    er_tensor nw, nb;
+    er__tensor_set(&nw, ER_DTYPE_FLOAT, w->rank, w->dims);
+    ER_CHECK(er__tensor_alloc(&nw, 0));
+    int64_t per = er__tensor_count(w) / (cout ? cout : 1);
+    for (int64_t m = 0; m < cout; m++) {
+      float f = ((const float *)c->data)[count == 1 ? 0 : m];
+      for (int64_t k = 0; k < per; k++) ((float *)nw.data)[m * per + k] = ((const float *)w->data)[m * per + k] * f;
+    }
+    int32_t wid, bid = -1;
+    if (bias) {
+      er__tensor_set(&nb, ER_DTYPE_FLOAT, 1, &cout);
+      if (er__tensor_alloc(&nb, 0) != ER_STATUS_OK) {
+        er__tensor_release(&nw);
+        return ER_STATUS_OUT_OF_MEMORY;
+      }
+      for (int64_t m = 0; m < cout; m++)
+        ((float *)nb.data)[m] = ((const float *)bias->data)[m] * ((const float *)c->data)[count == 1 ? 0 : m];
+    }
+    if (pc->uses[conv->inputs[1]] == 1) er__model_release_pages(g->model, w->data, w->nbytes);
+    ER_CHECK(new_const(g, conv->name[0] ? conv->name : "conv", &nw, &wid));
+    if (bias) ER_CHECK(new_const(g, conv->name[0] ? conv->name : "conv", &nb, &bid));
+    conv = &g->nodes[i];
+    mul = &g->nodes[a];
+    int32_t ins[3] = {conv->inputs[0], wid, bid};
+    ER_CHECK(set_inputs(g, conv, ins, bias ? 3 : 2));
+    redirect_output(g, i, y, mul->outputs[0]);
+    pc->dead[a] = true;
+    pc->changed++;
+    count_uses(pc);
+  }
+  return ER_STATUS_OK;
+}
+
 /* Conv + Add(constant per output channel) -> the conv's bias: exporters
  * (CNTK's MNIST, Caffe converters) write the bias as a separate Add of a
  * [M,1,1] constant. A constant of one value counts too. */
@@ -443,9 +506,7 @@ static er_status pass_conv_bias(pass_ctx *pc) {
       continue;
     /* c must broadcast along every axis of the output but the channels. */
     int64_t cout = w->dims[0], count = er__tensor_count(c);
-    int r = w->rank, pos = 1 - (r - c->rank);
-    bool per_channel = c->rank <= r && (count == 1 || (count == cout && pos >= 0 && c->dims[pos] == cout));
-    if (!per_channel) continue;
+    if (!per_channel_const(c, w->rank, cout)) continue;
     er_tensor nb;
     er__tensor_set(&nb, ER_DTYPE_FLOAT, 1, &cout);
     ER_CHECK(er__tensor_alloc(&nb, 0));
@@ -871,7 +932,7 @@ done:
 }
 
 er_status er__graph_optimize_basic(er_graph *g) {
-  static const pass_fn passes[] = {pass_conv_bn, pass_conv_bias, pass_transpose, pass_reshape, NULL};
+  static const pass_fn passes[] = {pass_conv_bn, pass_conv_mul, pass_conv_bias, pass_transpose, pass_reshape, NULL};
   return run_passes(g, true, passes);
 }
 

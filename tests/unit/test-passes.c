@@ -246,6 +246,44 @@ static void test_conv_bias_add(void) {
   }
 }
 
+/* x -> Conv -> Mul(S) -> Add(B) -> Relu, BatchNormalization as exported by
+ * Caffe2: S [4,1,1] on a conv without bias, and a scalar S on a conv with
+ * one, fold into one FusedConv; near misses: S [1,1,8] and a computed S
+ * stay Muls. */
+static void test_conv_mul_add(void) {
+  const int64_t x[4] = {1, 3, 6, 8}, w[4] = {4, 3, 3, 3};
+  for (int variant = 0; variant < 4; variant++) {
+    er_pbw g = {0}, m = {0}, a = {0};
+    add_weight(&g, "W", 4, w, 0.3f, 0);
+    add_weight(&g, "Bc", 1, (const int64_t[]){4}, 0.2f, 0.1f);
+    add_weight(&g, "B", 3, (const int64_t[]){4, 1, 1}, 0.5f, -0.2f);
+    tb_attr_ints(&a, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+    if (variant == 1)
+      tb_node(&g, "Conv", "conv", (const char *const[]){"x", "W", "Bc", NULL}, (const char *const[]){"c", NULL}, &a);
+    else
+      tb_node(&g, "Conv", "conv", (const char *const[]){"x", "W", NULL}, (const char *const[]){"c", NULL}, &a);
+    if (variant == 0) add_weight(&g, "S", 3, (const int64_t[]){4, 1, 1}, 0.7f, 0.3f);
+    else if (variant == 1) add_weight(&g, "S", 1, (const int64_t[]){1}, 0.7f, 0.3f);
+    else if (variant == 2) add_weight(&g, "S", 3, (const int64_t[]){1, 1, 8}, 0.7f, 0.3f);
+    else tb_node(&g, "ReduceMax", "rm", (const char *const[]){"x", NULL}, (const char *const[]){"S", NULL}, NULL);
+    tb_node(&g, "Mul", "mul", (const char *const[]){"c", "S", NULL}, (const char *const[]){"p", NULL}, NULL);
+    tb_node(&g, "Add", "add", (const char *const[]){"p", "B", NULL}, (const char *const[]){"s", NULL}, NULL);
+    tb_node(&g, "Relu", "r", (const char *const[]){"s", NULL}, (const char *const[]){"y", NULL}, NULL);
+    tb_graph_input(&g, "x", 1, 4, x);
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    tb_model(&m, 8, 13, &g);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
+    if (variant < 2) CHECK(node_count(opt) == 1 && count_op(opt, "FusedConv") == 1);
+    else CHECK(count_op(opt, "Mul") == 1);
+    same_outputs(opt, plain, 4, x);
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+    er__pbw_free(&a);
+  }
+}
+
 /* ---- residual ------------------------------------------------------------------- */
 
 static void test_conv_residual(void) {
@@ -440,6 +478,7 @@ int main(int argc, char **argv) {
       {"conv_activations", test_conv_activations},
       {"silu_and_clip", test_silu_and_clip},
       {"conv_bias_add", test_conv_bias_add},
+      {"conv_mul_add", test_conv_mul_add},
       {"conv_residual", test_conv_residual},
       {"matmul_gelu", test_matmul_gelu},
       {"layernorm", test_layernorm},
