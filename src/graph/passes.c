@@ -452,26 +452,32 @@ static er_status pass_conv_mul(pass_ctx *pc) {
       continue;
     int64_t cout = w->dims[0], count = er__tensor_count(c);
     if (!per_channel_const(c, w->rank, cout)) continue;
+    /* As in pass_conv_bn: weights the model owns and only this conv reads
+     * are scaled in place; others (the mapped file) are copied once. */
+    bool in_place = (w->flags & ER_TENSOR_OWNS_DATA) && pc->uses[conv->inputs[1]] == 1;
     er_tensor nw, nb;
     er__tensor_set(&nw, ER_DTYPE_FLOAT, w->rank, w->dims);
-    ER_CHECK(er__tensor_alloc(&nw, 0));
+    if (!in_place) ER_CHECK(er__tensor_alloc(&nw, 0));
+    float *dst = in_place ? (float *)w->data : (float *)nw.data;
     int64_t per = er__tensor_count(w) / (cout ? cout : 1);
     for (int64_t m = 0; m < cout; m++) {
       float f = ((const float *)c->data)[count == 1 ? 0 : m];
-      for (int64_t k = 0; k < per; k++) ((float *)nw.data)[m * per + k] = ((const float *)w->data)[m * per + k] * f;
+      for (int64_t k = 0; k < per; k++) dst[m * per + k] = ((const float *)w->data)[m * per + k] * f;
     }
-    int32_t wid, bid = -1;
+    int32_t wid = conv->inputs[1], bid = -1;
     if (bias) {
       er__tensor_set(&nb, ER_DTYPE_FLOAT, 1, &cout);
       if (er__tensor_alloc(&nb, 0) != ER_STATUS_OK) {
-        er__tensor_release(&nw);
+        if (!in_place) er__tensor_release(&nw);
         return ER_STATUS_OUT_OF_MEMORY;
       }
       for (int64_t m = 0; m < cout; m++)
         ((float *)nb.data)[m] = ((const float *)bias->data)[m] * ((const float *)c->data)[count == 1 ? 0 : m];
     }
-    if (pc->uses[conv->inputs[1]] == 1) er__model_release_pages(g->model, w->data, w->nbytes);
-    ER_CHECK(new_const(g, conv->name[0] ? conv->name : "conv", &nw, &wid));
+    if (!in_place) {
+      if (pc->uses[conv->inputs[1]] == 1) er__model_release_pages(g->model, w->data, w->nbytes);
+      ER_CHECK(new_const(g, conv->name[0] ? conv->name : "conv", &nw, &wid));
+    }
     if (bias) ER_CHECK(new_const(g, conv->name[0] ? conv->name : "conv", &nb, &bid));
     conv = &g->nodes[i];
     mul = &g->nodes[a];
