@@ -38,6 +38,12 @@ int64_t er__tensor_count(const er_tensor *t) {
 }
 
 er_status er__tensor_alloc(er_tensor *t, uint64_t max_bytes) {
+  ER_CHECK(er__tensor_alloc_raw(t, max_bytes));
+  memset(t->data, 0, t->nbytes);
+  return ER_STATUS_OK;
+}
+
+er_status er__tensor_alloc_raw(er_tensor *t, uint64_t max_bytes) {
   char buf[128];
   int64_t count;
   uint64_t bytes;
@@ -58,7 +64,6 @@ er_status er__tensor_alloc(er_tensor *t, uint64_t max_bytes) {
                      (unsigned long long)(max_bytes ? max_bytes : SIZE_MAX));
   t->data = er__aligned_alloc((size_t)bytes);
   if (!t->data) return ER_STATUS_OUT_OF_MEMORY;
-  memset(t->data, 0, (size_t)bytes);
   t->nbytes = (size_t)bytes;
   t->flags |= ER_TENSOR_OWNS_DATA;
   return ER_STATUS_OK;

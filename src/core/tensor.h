@@ -38,6 +38,8 @@ bool er__shape_count(int rank, const int64_t *dims, int64_t *count_out);
 /* Allocates zeroed, 64-byte aligned data for a tensor whose shape is fully
  * known, after checking the byte size against `max_bytes` (0 = no cap). */
 er_status er__tensor_alloc(er_tensor *t, uint64_t max_bytes);
+/* The same without zeroing, for producers that write every element. */
+er_status er__tensor_alloc_raw(er_tensor *t, uint64_t max_bytes);
 /* Frees owned data and clears data/nbytes (keeps type and shape). */
 void er__tensor_release(er_tensor *t);
 /* Makes `dst` a deep copy of `src` (owned data). */

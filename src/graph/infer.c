@@ -142,7 +142,9 @@ static er_status fold_node(er_graph *g, er_node *node, er_tensor *const *in, er_
   st = node->op->check(&ctx);
   for (int k = 0; k < node->n_outputs && st == ER_STATUS_OK; k++) {
     if (!outp[k]) continue;
-    if (!(node->op->flags & ER_OP_DYNAMIC_OUTPUT)) st = er__tensor_alloc(outp[k], g->model->limits.max_tensor_bytes);
+    if (!(node->op->flags & ER_OP_DYNAMIC_OUTPUT))
+      st = (node->op->flags & ER_OP_WRITES_ALL) ? er__tensor_alloc_raw(outp[k], g->model->limits.max_tensor_bytes)
+                                               : er__tensor_alloc(outp[k], g->model->limits.max_tensor_bytes);
     made = k + 1;
   }
   if (st == ER_STATUS_OK) st = node->op->run(&ctx);

@@ -51,6 +51,10 @@ enum {
    * Unsqueeze, Identity): the memory planner may give both one buffer,
    * so run() must not copy when the two data pointers are equal. */
   ER_OP_VIEW = 1u << 2,
+  /* run() writes every element of every output itself: outputs need not
+   * arrive zeroed (ConstantOfShape: folding VGG-19's 548 MB of generated
+   * weights touched every page twice). */
+  ER_OP_WRITES_ALL = 1u << 3,
 };
 
 typedef struct er_op_def {

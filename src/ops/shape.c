@@ -1323,7 +1323,11 @@ static er_status cos_run(er_kctx *ctx) {
   const er_tensor *value;
   er_tensor *y = ctx->out[0];
   ER_CHECK(cos_value(ctx, &value));
-  if (!value) return ER_STATUS_OK; /* float zeros: the output arrives zeroed */
+  size_t bytes = (size_t)er__count(y) * er_dtype_size(y->dtype);
+  if (!value) {
+    if (bytes) memset(y->data, 0, bytes); /* float zeros (ER_OP_WRITES_ALL) */
+    return ER_STATUS_OK;
+  }
   fill_bytes(y->data, value->data, er_dtype_size(y->dtype), er__count(y));
   return ER_STATUS_OK;
 }
@@ -1331,7 +1335,7 @@ static er_status cos_run(er_kctx *ctx) {
 static const er_op_def op_constant_of_shape = {
     .name = "ConstantOfShape", .domain = "", .min_version = 9, .max_version = 25,
     .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
-    .value_inputs = VALUE_IN(0), .check = cos_check, .run = cos_run,
+    .value_inputs = VALUE_IN(0), .flags = ER_OP_WRITES_ALL, .check = cos_check, .run = cos_run,
 };
 
 /* ======================================================================== */

@@ -128,7 +128,7 @@ static er_status place_output(er_frame *frame, int32_t id, er_tensor *o, bool ze
       mem->overflow = true; /* the plan grows after this run */
     }
   }
-  return er__tensor_alloc(o, 0);
+  return zero ? er__tensor_alloc(o, 0) : er__tensor_alloc_raw(o, 0);
 }
 
 static er_status run_node(er_exec *ex, er_frame *frame, int32_t i, er_tensor **inp, er_tensor **outp,
@@ -174,7 +174,7 @@ static er_status run_node(er_exec *ex, er_frame *frame, int32_t i, er_tensor **i
                      node->op_type, node->name, k, er__shape_str(o, buf, sizeof buf),
                      (long long)ER_MAX_RUNTIME_ELEMENTS);
     } else {
-      st = place_output(frame, node->outputs[k], o, !optimized);
+      st = place_output(frame, node->outputs[k], o, !optimized && !(node->op->flags & ER_OP_WRITES_ALL));
     }
   }
   if (st == ER_STATUS_OK)

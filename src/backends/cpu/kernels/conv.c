@@ -531,16 +531,28 @@ static er_status wino_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa,
   const int a = tile + 2;
   const double(*G)[3] = tile == 4 ? G4 : G2;
   const float *wd = w->data;
+  /* Eight input channels at a time, lane by lane: the same arithmetic per
+   * channel, in loops the compiler vectorizes (VGG-19's transforms took
+   * 165 ms of its load one channel at a time). */
+  enum { CB = 8 };
   for (int64_t m = 0; m < s->m; m++) {
-    for (int64_t c = 0; c < s->c; c++) {
-      const float *gk = wd + (m * s->c + c) * 9;
-      double tg[6][3];
+    for (int64_t c0 = 0; c0 < s->c; c0 += CB) {
+      int nb = s->c - c0 < CB ? (int)(s->c - c0) : CB;
+      double gk[9][CB], tg[6][3][CB], u[6][6][CB];
+      for (int q = 0; q < 9; q++)
+        for (int l = 0; l < CB; l++) gk[q][l] = l < nb ? wd[(m * s->c + c0 + l) * 9 + q] : 0.0;
       for (int i = 0; i < a; i++)
-        for (int j = 0; j < 3; j++) tg[i][j] = G[i][0] * gk[j] + G[i][1] * gk[3 + j] + G[i][2] * gk[6 + j];
+        for (int j = 0; j < 3; j++)
+          for (int l = 0; l < CB; l++)
+            tg[i][j][l] = G[i][0] * gk[j][l] + G[i][1] * gk[3 + j][l] + G[i][2] * gk[6 + j][l];
       for (int i = 0; i < a; i++)
         for (int j = 0; j < a; j++)
-          tmp[((size_t)(i * a + j) * (size_t)s->m + (size_t)m) * (size_t)s->c + (size_t)c] =
-              (float)(tg[i][0] * G[j][0] + tg[i][1] * G[j][1] + tg[i][2] * G[j][2]);
+          for (int l = 0; l < CB; l++) u[i][j][l] = tg[i][0][l] * G[j][0] + tg[i][1][l] * G[j][1] + tg[i][2][l] * G[j][2];
+      for (int i = 0; i < a; i++)
+        for (int j = 0; j < a; j++) {
+          float *dst = tmp + ((size_t)(i * a + j) * (size_t)s->m + (size_t)m) * (size_t)s->c + (size_t)c0;
+          for (int l = 0; l < nb; l++) dst[l] = (float)u[i][j][l];
+        }
     }
   }
   for (int t = 0; t < s->mats; t++)
