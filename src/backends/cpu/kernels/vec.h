@@ -65,16 +65,17 @@ static inline int64_t er__dw_direct_floats(const er_dw_args *a, int vn) {
   return er__dw_direct_rows(a) * er__dw_direct_stride(a, vn) + 16;
 }
 
-/* Planes of more input pixels than this stay with the ring kernel: its
- * few rows live in L1, where a copy of a 112x112 plane would not (on an
- * EPYC with AVX-512, MobileNetV2's 112x112 layer took 216 us on the ring
- * and 290 us direct; its 28x28 and smaller layers half as long or less
- * direct). */
+/* Planes of more input pixels than this (four times as many at stride
+ * 2) stay with the ring kernel: its few rows live in L1, where a copy of a
+ * 112x112 plane would not (on an EPYC with AVX-512, MobileNetV2's 112x112
+ * stride-1 layer took 216 us on the ring and 290 us direct; its stride-2
+ * 112x112 layer 433 us on the ring, 388 us direct; its 28x28 and smaller
+ * layers half as long or less direct). */
 #define ER_DW_DIRECT_MAX_PIXELS (64 * 64)
 
 static inline bool er__dw_direct_ok(const er_dw_args *a) {
   return a->pool == 0 && a->dh == 1 && a->dw == 1 && (a->sw == 1 || a->sw == 2) && a->kh <= 7 && a->kw <= 7 &&
-         ((a->oh - 1) * a->sh + a->kh) * ((a->ow - 1) * a->sw + a->kw) <= ER_DW_DIRECT_MAX_PIXELS &&
+         ((a->oh - 1) * a->sh + a->kh) * ((a->ow - 1) * a->sw + a->kw) <= (a->sw == 2 ? 4 : 1) * ER_DW_DIRECT_MAX_PIXELS &&
          er__dw_direct_floats(a, 16) <= ER_DW_DIRECT_MAX_FLOATS;
 }
 
