@@ -58,7 +58,8 @@ static const conv_spec specs[] = {
     {1, 3, 13, 17, 3, 2, 5, 3, 1, 1, 1, {0, 2, 1, 2}, 3, NULL},       /* sh 3, sw 1 */
     {1, 5, 6, 7, 5, 3, 3, 1, 2, 1, 1, {2, 2, 2, 2}, 5, NULL},         /* pads of 2 on 3x3 */
     {1, 4, 70, 66, 4, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 4, NULL},       /* plane past the direct kernel's size */
-    {1, 3, 67, 80, 3, 5, 5, 2, 2, 1, 1, {2, 2, 2, 2}, 3, NULL},       /* the same at stride 2 */
+    {1, 3, 67, 80, 3, 5, 5, 2, 2, 1, 1, {2, 2, 2, 2}, 3, NULL},       /* 5x5 stride 2, direct */
+    {1, 2, 131, 133, 2, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 2, NULL},     /* stride 2 past the direct kernel's size */
 };
 
 static void add_conv_attrs(kcase *c, const conv_spec *s, bool one_d) {
