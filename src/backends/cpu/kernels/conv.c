@@ -305,13 +305,22 @@ static void cd_geometry(const er_window *g, const er_vec_ops *ops, int64_t *hp, 
   *wpa = (ox_end + g->kw - 1 + 15) / 16 * 16;
 }
 
+/* Every dim known but perhaps the batch (models exported with a symbolic
+ * batch are compiled before it is known). */
+static bool known_but_batch(const er_tensor *t) {
+  if (t->rank < 1) return false;
+  for (int d = 1; d < t->rank; d++)
+    if (t->dims[d] < 0) return false;
+  return true;
+}
+
 static bool cd_supports(const er_kernel_info *ki, const er_vec_ops *ops, bool isa_ok) {
   if (!isa_ok || !conv_common_ok(ki, is_fused(ki))) return false;
   const er_tensor *x = ki->in[0], *w = ki->in[1], *y = ki->out[0];
-  if (x->rank != 4 || !w->data || !er__tensor_shape_known(w) || !er__tensor_shape_known(y)) return false;
+  if (x->rank != 4 || !w->data || !er__tensor_shape_known(w) || !known_but_batch(y)) return false;
   er_kctx ctx = er__ki_ctx(ki);
   er_window g;
-  if (!er__tensor_shape_known(x) || !er__window_get(&ctx, x, w, y, &g)) return false;
+  if (!known_but_batch(x) || !er__window_get(&ctx, x, w, y, &g)) return false;
   if (g.group != 1 || g.sh != 1 || g.sw != 1 || g.dh != 1 || g.dw != 1 || g.kh * g.kw < 2) return false;
   int64_t m = w->dims[0], k = w->dims[1] * g.kh * g.kw;
   if (m > CD_MAX_M || k > CD_MAX_K || g.ow <= 0 || g.oh <= 0) return false;
