@@ -119,6 +119,19 @@ static void gen_conv_family(case_fn fn, void *arg, bool fused) {
       fn(&c, arg);
     }
   }
+  /* A symbolic batch (models exported with a free N): the kernels that
+   * need only the other dims at compile time, run with N = 1 and 3. */
+  for (int64_t n = 1; n <= 3; n += 2) {
+    kc_begin(&c, op, domain, version, "%s x[%lld,8,14,14] w[16,8,5,5] p2 symbolic batch", op, (long long)n);
+    kc_input(&c, 4, DIMS(n, 8, 14, 14), -1, 1, false);
+    kc_input(&c, 4, DIMS(16, 8, 5, 5), -1, 1, true);
+    kc_input(&c, 1, DIMS(16), -1, 1, true);
+    kc_attr_ints(&c, "kernel_shape", 2, DIMS(5, 5));
+    kc_attr_ints(&c, "pads", 4, DIMS(2, 2, 2, 2));
+    if (fused) kc_attr_string(&c, "activation", "Relu");
+    c.dynamic_batch = true;
+    fn(&c, arg);
+  }
   /* 1-D convolutions. */
   static const conv_spec specs1[] = {
       {1, 4, 1, 50, 6, 1, 3, 1, 1, 1, 1, {0, 1, 0, 1}, 1, NULL},

@@ -376,6 +376,8 @@ static outcome run_case(run_ctx *rc, kcase *c) {
     info_in[i].flags = 0;
     if (c->dynamic)
       for (int d = 0; d < info_in[i].rank; d++) info_in[i].dims[d] = -1;
+    else if (c->dynamic_batch && info_in[i].rank > 0)
+      info_in[i].dims[0] = -1;
     ki_in[i] = &info_in[i];
   }
   for (int i = 0; i < c->n_out; i++) {

@@ -49,6 +49,7 @@ typedef struct kcase {
   bool is_const[KC_MAX_IO];      /* data known at compile time */
   int n_out;
   bool dynamic;                  /* non-constant dims unknown at compile time */
+  bool dynamic_batch;            /* only their dim 0 unknown at compile time */
   tolerance tol;
   uint64_t rng;
 } kcase;
