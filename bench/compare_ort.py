@@ -81,12 +81,32 @@ def main():
     ap.add_argument("--models", help="comma-separated subset")
     ap.add_argument("--bench-dir", default=os.path.join(ROOT, "build", "bench-models"))
     ap.add_argument("--report", help="also write a Markdown report here")
+    ap.add_argument("--real", help="also measure the real models in this folder (written by "
+                    "tests/models/real_models.py --out DIR; the test suite leaves them in build/real-models)")
     args = ap.parse_args()
 
     if not os.path.exists(os.path.join(args.bench_dir, "transformer_s128", "model.onnx")):
         subprocess.run([PY, os.path.join(HERE, "gen_bench_models.py"), "--out", args.bench_dir], check=True,
                        stdout=subprocess.DEVNULL)
     models = model_set(args.bench_dir)
+    inputs = {}
+    if args.real:
+        # Real models run on their first test data set: their symbolic
+        # dims (audio length, image size) have no meaningful default.
+        from onnx import TensorProto
+        for name in sorted(os.listdir(args.real)):
+            path = os.path.join(args.real, name, "model.onnx")
+            data = os.path.join(args.real, name, "test_data_set_0")
+            if not os.path.exists(path):
+                continue
+            models.append((name, path))
+            specs = []
+            for fn in sorted(f for f in os.listdir(data) if f.startswith("input_")) if os.path.isdir(data) else []:
+                t = TensorProto()
+                with open(os.path.join(data, fn), "rb") as f:
+                    t.ParseFromString(f.read())
+                specs += ["--input", "%s=%s" % (t.name, os.path.join(data, fn))]
+            inputs[path] = specs
     if args.models:
         keep = set(args.models.split(","))
         models = [m for m in models if m[0] in keep]
@@ -101,12 +121,12 @@ def main():
                 # round lasts at least --min-seconds and one scheduling
                 # hiccup cannot move the median.
                 probe = run_json([args.edgerun, "bench", path, "--json", "--threads", str(t),
-                                  "--warmup", "2", "--iterations", "5"])
+                                  "--warmup", "2", "--iterations", "5"] + inputs.get(path, []))
                 iters = args.iterations
                 if probe["p50_ms"] > 0:
                     iters = max(iters, min(20000, int(math.ceil(args.min_seconds * 1000.0 / probe["p50_ms"]))))
                 common = ["--threads", str(t), "--warmup", str(max(args.warmup, iters // 10)),
-                          "--iterations", str(iters)]
+                          "--iterations", str(iters)] + inputs.get(path, [])
                 for _ in range(args.rounds):
                     er.append(run_json([args.edgerun, "bench", path, "--json"] + common))
                     ort.append(run_json([PY, os.path.join(HERE, "ort_runner.py"), path] + common))

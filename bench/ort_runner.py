@@ -34,6 +34,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--iterations", type=int, default=50)
     ap.add_argument("--dim", action="append", default=[])
+    ap.add_argument("--input", action="append", default=[],
+                    help="NAME=FILE.pb: this input's value (an ONNX TensorProto), as edgerun bench --input")
     args = ap.parse_args()
     dims = dict(d.split("=") for d in args.dim)
 
@@ -54,7 +56,18 @@ def main():
              "tensor(int8)": np.int8, "tensor(float16)": np.float16}
     rng = np.random.default_rng(42)
     feeds = {}
+    given = {}
+    for spec in args.input:
+        from onnx import TensorProto, numpy_helper
+        name, path = spec.split("=", 1)
+        t = TensorProto()
+        with open(path, "rb") as f:
+            t.ParseFromString(f.read())
+        given[name] = numpy_helper.to_array(t)
     for i in sess.get_inputs():
+        if i.name in given:
+            feeds[i.name] = given[i.name]
+            continue
         shape = [d if isinstance(d, int) and d >= 0 else int(dims.get(d, 1)) if isinstance(d, str) else 1
                  for d in i.shape]
         t = types[i.type]

@@ -1016,7 +1016,7 @@ static er_status run_in_ctx(er_session *s, run_ctx *c, const er_named_tensor *in
     for (size_t i = 0; i < n_outputs; i++) c->want[i] = (int32_t)i;
   }
 
-  er_exec ex = {s->pool, NULL, 0, NULL, 0, &c->mem, observe, user};
+  er_exec ex = {s->pool, NULL, 0, NULL, 0, &c->mem, observe, user, NULL, 0};
   er_node_prof *prof = NULL;
   if (s->prof) {
     prof = calloc((size_t)g->n_nodes + 1, sizeof *prof);

@@ -10,5 +10,6 @@ const case_gen *const kcase_groups[] = {
     kcases_norm,
     kcases_layout,
     kcases_quant,
+    kcases_rnn,
     NULL,
 };

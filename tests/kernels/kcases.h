@@ -20,5 +20,6 @@ extern const case_gen kcases_eltwise[];
 extern const case_gen kcases_norm[];
 extern const case_gen kcases_layout[];
 extern const case_gen kcases_quant[];
+extern const case_gen kcases_rnn[];
 
 #endif

@@ -126,6 +126,15 @@ void kc_attr_ints(kcase *c, const char *name, int n, const int64_t *v) {
   a->n = n;
 }
 
+/* The strings themselves must outlive the case (string literals). */
+void kc_attr_strings(kcase *c, const char *name, int n, const char *const *v) {
+  int slot = c->n_attrs;
+  er_attr *a = new_attr(c, name, ER_ATTR_STRINGS);
+  for (int k = 0; k < n && k < KC_MAX_ATTR_VALUES; k++) c->strs[slot][k] = v[k];
+  a->strings = c->strs[slot];
+  a->n = n;
+}
+
 void kc_attr_floats(kcase *c, const char *name, int n, const float *v) {
   int slot = c->n_attrs;
   er_attr *a = new_attr(c, name, ER_ATTR_FLOATS);

@@ -44,6 +44,7 @@ typedef struct kcase {
   int n_attrs;
   int64_t ints[KC_MAX_ATTRS][KC_MAX_ATTR_VALUES];
   float floats[KC_MAX_ATTRS][KC_MAX_ATTR_VALUES];
+  const char *strs[KC_MAX_ATTRS][KC_MAX_ATTR_VALUES];
   int n_in;
   er_tensor *in[KC_MAX_IO];      /* NULL = omitted optional input */
   bool is_const[KC_MAX_IO];      /* data known at compile time */
@@ -70,6 +71,7 @@ void kc_attr_float(kcase *c, const char *name, float v);
 void kc_attr_string(kcase *c, const char *name, const char *s);
 void kc_attr_ints(kcase *c, const char *name, int n, const int64_t *v);
 void kc_attr_floats(kcase *c, const char *name, int n, const float *v);
+void kc_attr_strings(kcase *c, const char *name, int n, const char *const *v);
 /* Appends a float32 input of the given shape, uniform in [lo, hi). */
 er_tensor *kc_input(kcase *c, int rank, const int64_t *dims, float lo, float hi, bool constant);
 /* Appends an int64 input (e.g. shapes, axes) holding `values`. */

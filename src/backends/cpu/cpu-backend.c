@@ -90,16 +90,24 @@ typedef struct cpu_compiled {
   int32_t n_nodes;
   int32_t *last_use;       /* [graph->n_values] */
   er_node_kernel *kernels; /* [graph->n_nodes], by node index */
+  er_sub_kernels *subs;    /* [n_subs] the nodes' subgraphs, nested ones too */
+  int n_subs, cap_subs;
 } cpu_compiled;
+
+static void release_kernels(const er_graph *g, er_node_kernel *k) {
+  if (!k) return;
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    if (k[i].kernel && k[i].kernel->release) k[i].kernel->release(k[i].state);
+  free(k);
+}
 
 static void cpu_release(er_backend *be, void *compiled) {
   ER_UNUSED(be);
   cpu_compiled *c = compiled;
   if (!c) return;
-  if (c->kernels)
-    for (int32_t i = 0; i < c->graph->n_nodes; i++)
-      if (c->kernels[i].kernel && c->kernels[i].kernel->release) c->kernels[i].kernel->release(c->kernels[i].state);
-  free(c->kernels);
+  release_kernels(c->graph, c->kernels);
+  for (int i = 0; i < c->n_subs; i++) release_kernels(c->subs[i].graph, c->subs[i].kernels);
+  free(c->subs);
   free(c->nodes);
   free(c->last_use);
   free(c);
@@ -170,6 +178,47 @@ static er_status cpu_compile(er_backend *be, const er_subgraph *sg, void **compi
   return er__cpu_compile(sg, false, compiled_out);
 }
 
+/* Kernels the application registered for the CPU (overrides of standard
+ * ops, custom ops) come first, then the optimized kernels. */
+static er_status choose_kernel(const er_graph *g, int32_t i, bool optimize, er_node_kernel *nk) {
+  nk->custom = er__custom_kernel_find("cpu", &g->nodes[i]);
+  if (nk->custom || !optimize) return ER_STATUS_OK;
+  return pick_kernel(g, i, nk);
+}
+
+/* Chooses kernels for the subgraphs node holds (and theirs), so that the
+ * bodies of If, Loop and Scan run on optimized kernels too (Silero VAD's
+ * network sits in If branches). Their shapes may be partly unknown here;
+ * the kernels check at run time, as for symbolic dims of the main graph. */
+static er_status compile_subgraphs(cpu_compiled *c, const er_node *node, bool optimize) {
+  for (int a = 0; a < node->n_attrs; a++) {
+    const er_attr *at = &node->attrs[a];
+    int64_t cnt = at->type == ER_ATTR_GRAPH ? 1 : at->type == ER_ATTR_GRAPHS ? at->n : 0;
+    for (int64_t k = 0; k < cnt; k++) {
+      const er_graph *sub = at->type == ER_ATTR_GRAPH ? at->g : at->graphs[k];
+      bool seen = false;
+      for (int s = 0; s < c->n_subs; s++)
+        if (c->subs[s].graph == sub) seen = true;
+      if (seen) continue;
+      if (c->n_subs == c->cap_subs) {
+        int cap = c->cap_subs ? 2 * c->cap_subs : 4;
+        er_sub_kernels *n = realloc(c->subs, (size_t)cap * sizeof *n);
+        if (!n) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory compiling subgraph '%s'", sub->name);
+        c->subs = n;
+        c->cap_subs = cap;
+      }
+      er_node_kernel *ks = calloc((size_t)sub->n_nodes + 1, sizeof *ks);
+      if (!ks) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory compiling subgraph '%s'", sub->name);
+      c->subs[c->n_subs++] = (er_sub_kernels){sub, ks};
+      for (int32_t i = 0; i < sub->n_nodes; i++) {
+        ER_CHECK(choose_kernel(sub, i, optimize, &ks[i]));
+        ER_CHECK(compile_subgraphs(c, &sub->nodes[i], optimize));
+      }
+    }
+  }
+  return ER_STATUS_OK;
+}
+
 er_status er__cpu_compile(const er_subgraph *sg, bool force_reference, void **compiled_out) {
   er_backend *be = er__backend_cpu();
   cpu_compiled *c = calloc(1, sizeof *c);
@@ -190,17 +239,15 @@ er_status er__cpu_compile(const er_subgraph *sg, bool force_reference, void **co
     return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory compiling a CPU subgraph");
   }
   bool optimize = !force_reference && !er__force_reference_env();
-  for (int32_t j = 0; j < sg->n_nodes; j++) {
+  er_status st = ER_STATUS_OK;
+  for (int32_t j = 0; j < sg->n_nodes && st == ER_STATUS_OK; j++) {
     int32_t i = sg->nodes[j];
-    /* Kernels the application registered for the CPU (overrides of
-     * standard ops, custom ops) come first. */
-    c->kernels[i].custom = er__custom_kernel_find("cpu", &sg->graph->nodes[i]);
-    if (c->kernels[i].custom || !optimize) continue;
-    er_status st = pick_kernel(sg->graph, i, &c->kernels[i]);
-    if (st != ER_STATUS_OK) {
-      cpu_release(be, c);
-      return st;
-    }
+    st = choose_kernel(sg->graph, i, optimize, &c->kernels[i]);
+    if (st == ER_STATUS_OK) st = compile_subgraphs(c, &sg->graph->nodes[i], optimize);
+  }
+  if (st != ER_STATUS_OK) {
+    cpu_release(be, c);
+    return st;
   }
   *compiled_out = c;
   return ER_STATUS_OK;
@@ -209,6 +256,8 @@ er_status er__cpu_compile(const er_subgraph *sg, bool force_reference, void **co
 static er_status cpu_compute(er_backend *be, void *compiled, struct er_exec *run, er_tensor *values) {
   ER_UNUSED(be);
   cpu_compiled *c = compiled;
+  run->subs = c->subs;
+  run->n_subs = c->n_subs;
   /* Segments belong to the main graph, whose reusable memory the run
    * carries. */
   er_frame frame = {c->graph, values, NULL, run->mem};

@@ -301,7 +301,10 @@ er_status er__exec_graph_segments(er_exec *ex, const er_graph *g, const er_frame
       st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory running graph '%s'", g->name);
     } else {
       er__exec_last_use(g, last_use);
-      st = er__exec_nodes(ex, &frame, NULL, g->n_nodes, last_use, NULL);
+      const er_node_kernel *kernels = NULL;
+      for (int i = 0; i < ex->n_subs && !kernels; i++)
+        if (ex->subs[i].graph == g) kernels = ex->subs[i].kernels;
+      st = er__exec_nodes(ex, &frame, NULL, g->n_nodes, last_use, kernels);
     }
   }
   ex->depth--;

@@ -72,6 +72,11 @@ typedef struct er_exec {
 
   er_exec_observer observe;      /* NULL = nobody watches (one test per node) */
   void *observe_user;            /* passed back to observe */
+  /* Kernels chosen when the running CPU segment was compiled for the
+   * subgraphs (If/Loop/Scan bodies) its nodes hold; subgraphs not listed
+   * run on the reference kernels. */
+  const struct er_sub_kernels *subs;
+  int n_subs;
 } er_exec;
 
 /* The widest node (inputs or outputs) of g: the size of operand arrays. */
@@ -91,6 +96,12 @@ typedef struct er_node_kernel {
   void *state;                         /* from the kernel's prepare() */
   size_t scratch_bytes;                /* per run */
 } er_node_kernel;
+
+/* The kernels of one subgraph, by node index. */
+typedef struct er_sub_kernels {
+  const struct er_graph *graph;
+  er_node_kernel *kernels;             /* [graph->n_nodes] */
+} er_sub_kernels;
 
 /* A compiled piece of the main graph placed on one backend. */
 typedef struct er_segment {

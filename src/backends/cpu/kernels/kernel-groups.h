@@ -16,7 +16,8 @@
   X(norm)                       \
   X(layout)                     \
   X(quant)                      \
-  X(qops)
+  X(qops)                       \
+  X(rnn)
 
 #define ER_KERNEL_GROUP_DECL(name) extern const er_cpu_kernel *const er__kernels_##name[];
 ER_KERNEL_GROUP_LIST(ER_KERNEL_GROUP_DECL)

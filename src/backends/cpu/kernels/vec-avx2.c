@@ -22,6 +22,7 @@ const er_vec_ops er__vec_avx2 = {
     .wino_output = vec_wino_output,
     .wino4_input = vec_wino4_input,
     .wino4_output = vec_wino4_output,
+    .lstm_cell = vec_lstm_cell,
     .cd_rows = CD_ROWS,
     .conv_direct = vec_conv_direct,
 };

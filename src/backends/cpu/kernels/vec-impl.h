@@ -1402,3 +1402,17 @@ static void vec_conv_direct(const er_conv_direct *d, int64_t u0, int64_t u1) {
   }
 }
 
+/* ======================================================================== */
+/* LSTM cell                                                                 */
+/* ======================================================================== */
+
+static void vec_lstm_cell(const float *g, float *c, float *h, int64_t n) {
+  for (int64_t j = 0; j < n; j += VN) {
+    int k = n - j >= VN ? VN : (int)(n - j);
+    vf gi = v_sigmoid(v_ld_n(g + j, k)), go = v_sigmoid(v_ld_n(g + n + j, k));
+    vf gf = v_sigmoid(v_ld_n(g + 2 * n + j, k)), gc = v_tanh(v_ld_n(g + 3 * n + j, k));
+    vf cn = v_fma(gf, v_ld_n(c + j, k), v_mul(gi, gc));
+    v_st_n(c + j, cn, k);
+    v_st_n(h + j, v_mul(go, v_tanh(cn)), k);
+  }
+}

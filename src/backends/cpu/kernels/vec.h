@@ -227,6 +227,10 @@ typedef struct er_vec_ops {
   void (*wino_output)(const er_wino *w, int64_t m0, int64_t m1);
   void (*wino4_input)(const er_wino *w, int64_t c0, int64_t c1, float *scratch);
   void (*wino4_output)(const er_wino *w, int64_t m0, int64_t m1);
+  /* One LSTM step of one batch row: gates [4n] in ONNX order (input,
+   * output, forget, cell) before their activations; c and h [n] are
+   * updated in place: c = f * c + i * g, h = o * tanh(c). */
+  void (*lstm_cell)(const float *gates, float *c, float *h, int64_t n);
   /* Output rows per block of conv_direct (1 or 2: what the registers hold). */
   int cd_rows;
   /* Work units [u0, u1) of a direct convolution. */

@@ -1,0 +1,208 @@
+/* rnn.c - optimized CPU kernels of the "rnn" group: float32 LSTM.
+ *
+ * The reference LSTM (src/ops/rnn.c) computes in double and converts the
+ * weights on every run; voice-activity and keyword models call a small
+ * LSTM once per audio chunk, so that conversion was most of their time.
+ * This kernel keeps the weights in float32, transposed once at compile
+ * time to [input, 4 * hidden] so each step's two products stream their
+ * rows (er_gemv, up to four batch rows at a time), and applies the gates
+ * with vector sigmoid and tanh (er_vec_ops.lstm_cell).
+ *
+ * Taken: default activations (Sigmoid, Tanh, Tanh), no clip, no coupled
+ * input/forget gate, no peepholes, no sequence_lens, constant W and R (and
+ * B), either layout, any direction. Anything else runs on the reference. */
+#include "backends/cpu/kernels/kernel-groups.h"
+#include "backends/cpu/kernels/kutil.h"
+#include "backends/cpu/kernels/vec.h"
+
+enum { IN_X, IN_W, IN_R, IN_B, IN_SEQ_LENS, IN_INITIAL_H, IN_INITIAL_C, IN_P };
+
+typedef struct lstm_state {
+  const er_vec_ops *ops;
+  int dirs;
+  bool reverse;
+  int layout;
+  int64_t h, i;
+  float *wt;          /* [dirs][i][4h]: W transposed */
+  float *rt;          /* [dirs][h][4h]: R transposed */
+  float *bias;        /* [dirs][4h]: Wb + Rb */
+} lstm_state;
+
+static bool default_activations(const er_kernel_info *ki, int dirs) {
+  const er_attr *a = er__node_attr(ki->node, "activations");
+  if (!a) return true;
+  static const char *const want[3] = {"Sigmoid", "Tanh", "Tanh"};
+  if (a->type != ER_ATTR_STRINGS || a->n != 3 * dirs) return false;
+  for (int64_t k = 0; k < a->n; k++)
+    if (strcmp(a->strings[k], want[k % 3]) != 0) return false;
+  return true;
+}
+
+static bool lstm_config(const er_kernel_info *ki, int *dirs, bool *reverse, int *layout) {
+  er_kctx ctx = er__ki_ctx(ki);
+  const char *dir;
+  int64_t v;
+  if (er__attr_string(&ctx, "direction", "forward", &dir) != ER_STATUS_OK) return false;
+  *dirs = strcmp(dir, "bidirectional") == 0 ? 2 : 1;
+  *reverse = strcmp(dir, "reverse") == 0;
+  if (er__attr_int(&ctx, "layout", 0, &v) != ER_STATUS_OK || (v != 0 && v != 1)) return false;
+  *layout = (int)v;
+  if (er__node_attr(ki->node, "clip")) return false;
+  if (er__attr_int(&ctx, "input_forget", 0, &v) != ER_STATUS_OK || v != 0) return false;
+  return default_activations(ki, *dirs);
+}
+
+static bool lstm_supports(const er_kernel_info *ki, bool isa_ok) {
+  if (!isa_ok || !er__ki_f32(ki, IN_X) || !er__ki_out_f32(ki)) return false;
+  const er_tensor *w = er__ki_in(ki, IN_W), *r = er__ki_in(ki, IN_R), *b = er__ki_in(ki, IN_B);
+  if (!w || !r || !w->data || !r->data || w->dtype != ER_DTYPE_FLOAT || r->dtype != ER_DTYPE_FLOAT) return false;
+  if (w->rank != 3 || r->rank != 3 || w->dims[1] != r->dims[1] || r->dims[1] != 4 * r->dims[2]) return false;
+  if (b && (!b->data || b->dtype != ER_DTYPE_FLOAT || b->rank != 2 || b->dims[1] != 8 * r->dims[2])) return false;
+  if (er__ki_in(ki, IN_SEQ_LENS) || er__ki_in(ki, IN_P)) return false;
+  for (int k = IN_INITIAL_H; k <= IN_INITIAL_C; k++)
+    if (er__ki_in(ki, k) && !er__ki_f32(ki, k)) return false;
+  int dirs, layout;
+  bool reverse;
+  return lstm_config(ki, &dirs, &reverse, &layout) && w->dims[0] == dirs && r->dims[0] == dirs &&
+         (!b || b->dims[0] == dirs);
+}
+
+static er_status lstm_prepare(const er_kernel_info *ki, const er_vec_ops *ops, void **state_out,
+                              size_t *scratch_out) {
+  lstm_state *s = calloc(1, sizeof *s);
+  if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for an LSTM kernel");
+  lstm_config(ki, &s->dirs, &s->reverse, &s->layout);
+  const er_tensor *w = ki->in[IN_W], *r = ki->in[IN_R], *b = er__ki_in(ki, IN_B);
+  s->ops = ops;
+  s->h = r->dims[2];
+  s->i = w->dims[2];
+  const int64_t g = 4 * s->h, D = s->dirs;
+  s->wt = er__aligned_alloc((size_t)(D * s->i * g) * sizeof(float));
+  s->rt = er__aligned_alloc((size_t)(D * s->h * g) * sizeof(float));
+  s->bias = er__aligned_alloc((size_t)(D * g) * sizeof(float));
+  if (!s->wt || !s->rt || !s->bias) {
+    er__aligned_free(s->wt);
+    er__aligned_free(s->rt);
+    er__aligned_free(s->bias);
+    free(s);
+    return er__error(ER_STATUS_OUT_OF_MEMORY, "LSTM '%s': out of memory for its weights", ki->node->name);
+  }
+  const float *wd = w->data, *rd = r->data, *bd = b ? b->data : NULL;
+  for (int64_t d = 0; d < D; d++) {
+    for (int64_t j = 0; j < g; j++) {
+      for (int64_t k = 0; k < s->i; k++) s->wt[(d * s->i + k) * g + j] = wd[(d * g + j) * s->i + k];
+      for (int64_t k = 0; k < s->h; k++) s->rt[(d * s->h + k) * g + j] = rd[(d * g + j) * s->h + k];
+      s->bias[d * g + j] = bd ? bd[d * 2 * g + j] + bd[d * 2 * g + g + j] : 0.0f;
+    }
+  }
+  *scratch_out = 0; /* per run: depends on the batch */
+  *state_out = s;
+  return ER_STATUS_OK;
+}
+
+static void lstm_release(void *state) {
+  lstm_state *s = state;
+  if (!s) return;
+  er__aligned_free(s->wt);
+  er__aligned_free(s->rt);
+  er__aligned_free(s->bias);
+  free(s);
+}
+
+static er_status lstm_run(const er_kernel_run *kr) {
+  const lstm_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *x = ctx->in[IN_X], *h0 = er__in(ctx, IN_INITIAL_H), *c0 = er__in(ctx, IN_INITIAL_C);
+  er_tensor *y = er__out(ctx, 0), *yh = er__out(ctx, 1), *yc = er__out(ctx, 2);
+  if (x->rank != 3 || x->dims[2] != s->i) return er__kr_reference(kr);
+  const bool lay1 = s->layout == 1;
+  const int64_t S = x->dims[lay1 ? 1 : 0], N = x->dims[lay1 ? 0 : 1], I = s->i, H = s->h, G = 4 * H;
+  const int D = s->dirs;
+  if (N == 0) return ER_STATUS_OK;
+  if (S == 0) return er__kr_reference(kr); /* Y_h / Y_c of empty sequences: the reference's rule */
+  /* h, c [N, H]; two gate rows [N, 4H]. */
+  size_t floats = (size_t)(2 * N * H + 2 * N * G);
+  void *scratch = NULL, *owned = NULL;
+  int slots = 1;
+  ER_CHECK(er__kr_scratch(kr, floats * sizeof(float), &scratch, &slots, &owned));
+  float *h = scratch, *c = h + N * H, *g1 = c + N * H, *g2 = g1 + N * G;
+  const float *xd = x->data;
+  for (int d = 0; d < D; d++) {
+    bool backward = s->reverse || d == 1;
+    /* Initial state rows: [dirs, N, H] (layout 0) or [N, dirs, H]. */
+    for (int64_t b = 0; b < N; b++) {
+      int64_t off = (lay1 ? b * D + d : d * N + b) * H;
+      if (h0) memcpy(h + b * H, (const float *)h0->data + off, (size_t)H * sizeof(float));
+      else memset(h + b * H, 0, (size_t)H * sizeof(float));
+      if (c0) memcpy(c + b * H, (const float *)c0->data + off, (size_t)H * sizeof(float));
+      else memset(c + b * H, 0, (size_t)H * sizeof(float));
+    }
+    const float *wt = s->wt + (size_t)(d * I * G), *rt = s->rt + (size_t)(d * H * G), *bias = s->bias + d * G;
+    for (int64_t t = 0; t < S; t++) {
+      int64_t pos = backward ? S - 1 - t : t;
+      for (int64_t b0 = 0; b0 < N; b0 += ER_GEMV_MAX_M) {
+        int64_t m = N - b0 < ER_GEMV_MAX_M ? N - b0 : ER_GEMV_MAX_M;
+        er_gemv gx;
+        memset(&gx, 0, sizeof gx);
+        gx.m = m, gx.n = G, gx.k = I;
+        gx.a = xd + (lay1 ? b0 * S + pos : pos * N + b0) * I;
+        gx.a_rs = lay1 ? S * I : I, gx.a_cs = 1;
+        gx.b = wt, gx.b_rs = G, gx.b_cs = 1;
+        gx.c = g1 + b0 * G, gx.ldc = G;
+        gx.scale = 1.0f;
+        gx.bias = bias;
+        s->ops->gemv(&gx, 0, G);
+        er_gemv gh = gx;
+        gh.k = H;
+        gh.a = h + b0 * H, gh.a_rs = H;
+        gh.b = rt;
+        gh.c = g2 + b0 * G;
+        gh.bias = NULL;
+        gh.add = g1 + b0 * G, gh.add_rs = G, gh.add_cs = 1, gh.beta = 1.0f;
+        s->ops->gemv(&gh, 0, G);
+      }
+      for (int64_t b = 0; b < N; b++) {
+        s->ops->lstm_cell(g2 + b * G, c + b * H, h + b * H, H);
+        if (y) {
+          int64_t off = (lay1 ? (b * S + pos) * D + d : (pos * D + d) * N + b) * H;
+          memcpy((float *)y->data + off, h + b * H, (size_t)H * sizeof(float));
+        }
+      }
+    }
+    for (int64_t b = 0; b < N; b++) {
+      int64_t off = (lay1 ? b * D + d : d * N + b) * H;
+      if (yh) memcpy((float *)yh->data + off, h + b * H, (size_t)H * sizeof(float));
+      if (yc) memcpy((float *)yc->data + off, c + b * H, (size_t)H * sizeof(float));
+    }
+  }
+  er__aligned_free(owned);
+  return ER_STATUS_OK;
+}
+
+#define DEFINE_RNN_KERNELS(SFX, ISA, VO, ISA_OK)                                                          \
+  static bool lstm_supports_##SFX(const er_kernel_info *ki) { return lstm_supports(ki, ISA_OK(ki->cpu)); } \
+  static er_status lstm_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {           \
+    return lstm_prepare(ki, &VO, st, scratch);                                                          \
+  }                                                                                                     \
+  static const er_cpu_kernel k_lstm_##SFX = {"f32_lstm__" ISA, "LSTM", "", lstm_supports_##SFX,           \
+                                            lstm_prepare_##SFX, lstm_run, lstm_release};
+
+#if defined(__x86_64__) || defined(__i386__)
+DEFINE_RNN_KERNELS(avx512, "avx512", er__vec_avx512, er__cpu_has_avx512)
+DEFINE_RNN_KERNELS(avx2, "avx2", er__vec_avx2, er__cpu_has_avx2)
+#endif
+#if defined(__aarch64__)
+static bool has_neon(const er_cpu_features *c) { return c->neon; }
+DEFINE_RNN_KERNELS(neon, "neon", er__vec_neon, has_neon)
+#endif
+
+const er_cpu_kernel *const er__kernels_rnn[] = {
+#if defined(__x86_64__) || defined(__i386__)
+    &k_lstm_avx512,
+    &k_lstm_avx2,
+#endif
+#if defined(__aarch64__)
+    &k_lstm_neon,
+#endif
+    NULL,
+};

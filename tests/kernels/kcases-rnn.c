@@ -1,0 +1,79 @@
+/* kcases-rnn.c - cases for LSTM: directions (forward, reverse,
+ * bidirectional), both layouts, batches below, at and above the four rows
+ * a product step takes, hidden sizes around the vector width, with and
+ * without bias and initial states, one output or all three, the default
+ * activations spelled out; and near misses the optimized kernel leaves to
+ * the reference (clip, other activations, peepholes, sequence_lens). */
+#include "kcases.h"
+
+typedef struct lstm_spec {
+  int64_t seq, batch, input, hidden;
+  const char *direction;
+  int layout;
+  bool bias, initial, all_outputs;
+} lstm_spec;
+
+static const lstm_spec specs[] = {
+    {1, 1, 64, 64, "forward", 0, true, true, true},       /* Silero VAD's step */
+    {4, 1, 7, 5, "forward", 0, false, false, false},
+    {3, 3, 16, 16, "reverse", 0, true, false, true},
+    {5, 6, 9, 33, "bidirectional", 0, true, true, true},  /* batch past 4 rows */
+    {2, 4, 12, 17, "forward", 1, true, true, true},       /* batch-major layout */
+    {3, 2, 20, 8, "bidirectional", 1, false, true, true},
+};
+
+static void add_lstm(kcase *c, const lstm_spec *s, int dirs) {
+  int64_t x0 = s->layout ? s->batch : s->seq, x1 = s->layout ? s->seq : s->batch;
+  kc_input(c, 3, DIMS(x0, x1, s->input), -1, 1, false);
+  kc_input(c, 3, DIMS(dirs, 4 * s->hidden, s->input), -0.4f, 0.4f, true);
+  kc_input(c, 3, DIMS(dirs, 4 * s->hidden, s->hidden), -0.4f, 0.4f, true);
+  if (s->bias) kc_input(c, 2, DIMS(dirs, 8 * s->hidden), -0.5f, 0.5f, true);
+  else kc_input_none(c);
+  kc_input_none(c); /* sequence_lens */
+  if (s->initial) {
+    int64_t h0 = s->layout ? s->batch : dirs, h1 = s->layout ? dirs : s->batch;
+    kc_input(c, 3, DIMS(h0, h1, s->hidden), -1, 1, false);
+    kc_input(c, 3, DIMS(h0, h1, s->hidden), -1, 1, false);
+  }
+  kc_attr_int(c, "hidden_size", s->hidden);
+  kc_attr_string(c, "direction", s->direction);
+  if (s->layout) kc_attr_int(c, "layout", 1);
+  c->n_out = s->all_outputs ? 3 : 1;
+  /* float32 products and vector sigmoid/tanh against the double
+   * reference, through a few recurrent steps: a normalized bound. */
+  c->tol = TOL_REDUCE;
+}
+
+static void gen_lstm(case_fn fn, void *arg) {
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(specs); i++) {
+    const lstm_spec *s = &specs[i];
+    int dirs = strcmp(s->direction, "bidirectional") == 0 ? 2 : 1;
+    kc_begin(&c, "LSTM", "", 14, "LSTM seq %lld batch %lld input %lld hidden %lld %s layout %d%s%s",
+             (long long)s->seq, (long long)s->batch, (long long)s->input, (long long)s->hidden, s->direction,
+             s->layout, s->bias ? " bias" : "", s->initial ? " initial" : "");
+    add_lstm(&c, s, dirs);
+    fn(&c, arg);
+  }
+  /* The default activations written out. */
+  kc_begin(&c, "LSTM", "", 14, "LSTM activations Sigmoid,Tanh,Tanh written out");
+  add_lstm(&c, &specs[1], 1);
+  static const char *const acts[] = {"Sigmoid", "Tanh", "Tanh"};
+  kc_attr_strings(&c, "activations", 3, acts);
+  fn(&c, arg);
+  /* Near misses: the reference runs them (reported as outside). */
+  kc_begin(&c, "LSTM", "", 14, "LSTM with clip");
+  add_lstm(&c, &specs[2], 1);
+  kc_attr_float(&c, "clip", 0.5f);
+  fn(&c, arg);
+  kc_begin(&c, "LSTM", "", 14, "LSTM with Relu activations");
+  add_lstm(&c, &specs[1], 1);
+  static const char *const relu[] = {"Sigmoid", "Relu", "Tanh"};
+  kc_attr_strings(&c, "activations", 3, relu);
+  fn(&c, arg);
+}
+
+const case_gen kcases_rnn[] = {
+    {"LSTM", "", gen_lstm},
+    {NULL, NULL, NULL},
+};
