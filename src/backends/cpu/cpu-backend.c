@@ -113,6 +113,21 @@ static void cpu_release(er_backend *be, void *compiled) {
   free(c);
 }
 
+/* The constant behind value id of g, following a subgraph's captures of
+ * outer values up to the graph that holds it; NULL when it is not one
+ * (inputs that are also initializers can be overridden from IR 4 on). */
+static const er_tensor *constant_of(const er_graph *g, int32_t id) {
+  for (int depth = 0; g && depth < 64; depth++) {
+    const er_value *v = &g->values[id];
+    if (v->kind == ER_VALUE_CONSTANT)
+      return v->constant && !(v->is_graph_input && g->model->ir_version >= 4) ? v->constant : NULL;
+    if (v->kind != ER_VALUE_OUTER || !g->parent) return NULL;
+    id = v->outer;
+    g = g->parent;
+  }
+  return NULL;
+}
+
 /* Chooses and prepares an optimized kernel for node i, if one applies. */
 static er_status pick_kernel(const er_graph *g, int32_t i, er_node_kernel *nk) {
   const er_node *node = &g->nodes[i];
@@ -120,10 +135,8 @@ static er_status pick_kernel(const er_graph *g, int32_t i, er_node_kernel *nk) {
   if (node->n_inputs > 64 || node->n_outputs > 64) return ER_STATUS_OK;
   for (int k = 0; k < node->n_inputs; k++) {
     int32_t id = node->inputs[k];
-    in[k] = id < 0 ? NULL : g->values[id].kind == ER_VALUE_CONSTANT && g->values[id].constant &&
-                                    !(g->values[id].is_graph_input && g->model->ir_version >= 4)
-                                ? g->values[id].constant
-                                : &g->values[id].info;
+    const er_tensor *c = id < 0 ? NULL : constant_of(g, id);
+    in[k] = id < 0 ? NULL : c ? c : &g->values[id].info;
   }
   for (int k = 0; k < node->n_outputs; k++)
     out[k] = node->outputs[k] < 0 ? NULL : &g->values[node->outputs[k]].info;
