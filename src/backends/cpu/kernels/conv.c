@@ -70,9 +70,20 @@ typedef struct conv_state {
   float *packed_w;    /* per group, group g at packed_w + g * gstride: as
                          A [Mg, Kg] (channel-major) or B [Kg, Mg] (pixel-major) */
   size_t gstride;     /* floats */
+  /* Output size unknown at compile time (symbolic dims, subgraph bodies)
+   * and the weights small: both packings are kept and each run takes the
+   * one its pixel count wants (Silero VAD's 1-D convolutions over 4
+   * positions would otherwise fill 4 of 32 columns per panel). */
+  bool decide_at_run;
+  float *packed_pm;   /* the pixel-major packing when decide_at_run */
+  size_t gstride_pm;
   int64_t m, kg, group;
   int slots;
 } conv_state;
+
+/* Weights up to this size are packed both ways when the output size is
+ * unknown at compile time (conv_state.decide_at_run). */
+#define CONV_BOTH_PACKINGS_BYTES (INT64_C(4) << 20)
 
 /* Share of the tile work that is useful along a dimension of n split in
  * panels of p. */
@@ -197,6 +208,9 @@ static er_status conv_gemm_prepare(const er_kernel_info *ki, const er_sgemm_isa 
     int64_t pixels = 1;
     for (int d = 2; d < y->rank; d++) pixels *= y->dims[d];
     s->pixel_major = want_pixel_major(isa, pixels, w->dims[0] / group);
+  } else if (w->data && er__tensor_shape_known(w) && group >= 1 && w->dims[0] % group == 0 &&
+             w->nbytes <= CONV_BOTH_PACKINGS_BYTES) {
+    s->decide_at_run = true;
   }
   if (w->data && er__tensor_shape_known(w) && group >= 1 && w->dims[0] % group == 0) {
     int64_t m = w->dims[0], kg = 1;
@@ -214,6 +228,18 @@ static er_status conv_gemm_prepare(const er_kernel_info *ki, const er_sgemm_isa 
       float *dst = s->packed_w + (size_t)gi * s->gstride;
       if (s->pixel_major) er__sgemm_pack_b(isa, wg, 1, kg, kg, mg, dst);
       else er__sgemm_pack_a(isa, wg, kg, 1, mg, kg, 1.0f, dst);
+    }
+    if (s->decide_at_run) {
+      s->gstride_pm = (er__sgemm_packed_b_floats(isa, kg, mg) + 15) / 16 * 16;
+      s->packed_pm = er__aligned_alloc(s->gstride_pm * (size_t)group * sizeof(float));
+      if (!s->packed_pm) {
+        er__aligned_free(s->packed_w);
+        free(s);
+        return er__error(ER_STATUS_OUT_OF_MEMORY, "Conv '%s': out of memory packing weights", ki->node->name);
+      }
+      for (int64_t gi = 0; gi < group; gi++)
+        er__sgemm_pack_b(isa, (const float *)w->data + gi * mg * kg, 1, kg, kg, mg,
+                         s->packed_pm + (size_t)gi * s->gstride_pm);
     }
     s->m = m;
     s->kg = kg;
@@ -236,6 +262,7 @@ static void conv_gemm_release(void *state) {
   conv_state *s = state;
   if (!s) return;
   er__aligned_free(s->packed_w);
+  er__aligned_free(s->packed_pm);
   free(s);
 }
 
@@ -246,6 +273,15 @@ static er_status conv_gemm_run(const er_kernel_run *kr) {
   er_tensor *y = ctx->out[0];
   er_window g;
   if (!er__window_get(ctx, x, w, y, &g)) return er__kr_reference(kr);
+  conv_state chosen;
+  if (s->decide_at_run && g.group >= 1 && s->packed_w &&
+      want_pixel_major(s->isa, g.oh * g.ow, g.m / g.group)) {
+    chosen = *s;
+    chosen.pixel_major = true;
+    chosen.packed_w = s->packed_pm;
+    chosen.gstride = s->gstride_pm;
+    s = &chosen;
+  }
   int64_t kg = (g.c / g.group) * g.kh * g.kw;
   if (s->packed_w && (s->m != g.m || s->kg != kg || s->group != g.group)) return er__kr_reference(kr);
   if (er__tensor_count(y) == 0) return ER_STATUS_OK;
