@@ -515,7 +515,11 @@ static bool wino_supports(const er_kernel_info *ki, bool isa_ok, int tile) {
    * F(2x2) by the same margin. Small images (7x7: 16 tiles) stay with the
    * direct GEMM. */
   const er_tensor *y = ki->out[0];
-  if (!er__tensor_shape_known(y) || y->rank != 4) return false;
+  if (y->rank != 4) return false;
+  /* Image size unknown until run time (detectors exported with a free
+   * height and width): F(4x4), which wins on the images such models take;
+   * F(2x2) and the GEMM are chosen only when the size is known. */
+  if (y->dims[2] < 0 || y->dims[3] < 0) return tile == 4;
   int64_t oh = y->dims[2], ow = y->dims[3], direct = 9 * oh * ow;
   int64_t w2 = wino_work(oh, ow, 2), w4 = wino_work(oh, ow, 4);
   if (tile == 4) return 4 * w4 < 3 * direct && 4 * w4 < 3 * w2;
