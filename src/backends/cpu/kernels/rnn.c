@@ -4,9 +4,10 @@
  * weights on every run; voice-activity and keyword models call a small
  * LSTM once per audio chunk, so that conversion was most of their time.
  * This kernel keeps the weights in float32, transposed once at compile
- * time to [input, 4 * hidden] so each step's two products stream their
- * rows (er_gemv, up to four batch rows at a time), and applies the gates
- * with vector sigmoid and tanh (er_vec_ops.lstm_cell).
+ * time to [input, 4 * hidden] so that products stream their rows
+ * (er_gemv): the input products of all steps first, four rows of X per
+ * pass over W, then per step h R^T for up to four batch rows at a time,
+ * and the gates with vector sigmoid and tanh (er_vec_ops.lstm_cell).
  *
  * Taken: default activations (Sigmoid, Tanh, Tanh), no clip, no coupled
  * input/forget gate, no peepholes, no sequence_lens, constant W and R (and
@@ -120,12 +121,14 @@ static er_status lstm_run(const er_kernel_run *kr) {
   const int D = s->dirs;
   if (N == 0) return ER_STATUS_OK;
   if (S == 0) return er__kr_reference(kr); /* Y_h / Y_c of empty sequences: the reference's rule */
-  /* h, c [N, H]; two gate rows [N, 4H]. */
-  size_t floats = (size_t)(2 * N * H + 2 * N * G);
+  /* h, c [N, H]; the input products of every step [S * N, 4H] (one
+   * pass over W for four rows at a time, not one row per step); the gates
+   * of one step [N, 4H]. */
+  size_t floats = (size_t)(2 * N * H + S * N * G + N * G);
   void *scratch = NULL, *owned = NULL;
   int slots = 1;
   ER_CHECK(er__kr_scratch(kr, floats * sizeof(float), &scratch, &slots, &owned));
-  float *h = scratch, *c = h + N * H, *g1 = c + N * H, *g2 = g1 + N * G;
+  float *h = scratch, *c = h + N * H, *gx = c + N * H, *g2 = gx + S * N * G;
   const float *xd = x->data;
   for (int d = 0; d < D; d++) {
     bool backward = s->reverse || d == 1;
@@ -138,27 +141,31 @@ static er_status lstm_run(const er_kernel_run *kr) {
       else memset(c + b * H, 0, (size_t)H * sizeof(float));
     }
     const float *wt = s->wt + (size_t)(d * I * G), *rt = s->rt + (size_t)(d * H * G), *bias = s->bias + d * G;
+    /* x W^T + Wb + Rb for every row of X, in X's own row order. */
+    for (int64_t r0 = 0; r0 < S * N; r0 += ER_GEMV_MAX_M) {
+      er_gemv gi;
+      memset(&gi, 0, sizeof gi);
+      gi.m = S * N - r0 < ER_GEMV_MAX_M ? S * N - r0 : ER_GEMV_MAX_M, gi.n = G, gi.k = I;
+      gi.a = xd + r0 * I, gi.a_rs = I, gi.a_cs = 1;
+      gi.b = wt, gi.b_rs = G, gi.b_cs = 1;
+      gi.c = gx + r0 * G, gi.ldc = G;
+      gi.scale = 1.0f;
+      gi.bias = bias;
+      s->ops->gemv(&gi, 0, G);
+    }
     for (int64_t t = 0; t < S; t++) {
       int64_t pos = backward ? S - 1 - t : t;
       for (int64_t b0 = 0; b0 < N; b0 += ER_GEMV_MAX_M) {
         int64_t m = N - b0 < ER_GEMV_MAX_M ? N - b0 : ER_GEMV_MAX_M;
-        er_gemv gx;
-        memset(&gx, 0, sizeof gx);
-        gx.m = m, gx.n = G, gx.k = I;
-        gx.a = xd + (lay1 ? b0 * S + pos : pos * N + b0) * I;
-        gx.a_rs = lay1 ? S * I : I, gx.a_cs = 1;
-        gx.b = wt, gx.b_rs = G, gx.b_cs = 1;
-        gx.c = g1 + b0 * G, gx.ldc = G;
-        gx.scale = 1.0f;
-        gx.bias = bias;
-        s->ops->gemv(&gx, 0, G);
-        er_gemv gh = gx;
-        gh.k = H;
-        gh.a = h + b0 * H, gh.a_rs = H;
-        gh.b = rt;
-        gh.c = g2 + b0 * G;
-        gh.bias = NULL;
-        gh.add = g1 + b0 * G, gh.add_rs = G, gh.add_cs = 1, gh.beta = 1.0f;
+        er_gemv gh;
+        memset(&gh, 0, sizeof gh);
+        gh.m = m, gh.n = G, gh.k = H;
+        gh.a = h + b0 * H, gh.a_rs = H, gh.a_cs = 1;
+        gh.b = rt, gh.b_rs = G, gh.b_cs = 1;
+        gh.c = g2 + b0 * G, gh.ldc = G;
+        gh.scale = 1.0f;
+        gh.add = gx + (lay1 ? b0 * S + pos : pos * N + b0) * G;
+        gh.add_rs = lay1 ? S * G : G, gh.add_cs = 1, gh.beta = 1.0f;
         s->ops->gemv(&gh, 0, G);
       }
       for (int64_t b = 0; b < N; b++) {
