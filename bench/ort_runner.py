@@ -27,6 +27,16 @@ def current_rss_kb():
     return pages * resource.getpagesize() // 1024
 
 
+def peak_rss_kb():
+    # VmHWM: this process's own high-water mark. getrusage's ru_maxrss is
+    # not reset by execve on Linux and would include the parent's size.
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
@@ -87,7 +97,7 @@ def main():
         if k >= args.warmup:
             lat.append(ms)
     lat.sort()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = peak_rss_kb()
     print(json.dumps({
         "load_ms": load_ms, "first_run_ms": first_ms,
         "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)),

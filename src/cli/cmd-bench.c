@@ -39,7 +39,20 @@ static double now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* This process's own high-water mark: VmHWM of /proc/self/status.
+ * getrusage's ru_maxrss is not reset by execve on Linux, so a benchmark
+ * started by a large parent (a Python driver) would report the parent's
+ * size; it is the fallback where /proc is missing. */
 static long peak_rss_kb(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (f) {
+    char line[256];
+    long kb = -1;
+    while (fgets(line, sizeof line, f))
+      if (strncmp(line, "VmHWM:", 6) == 0) kb = strtol(line + 6, NULL, 10);
+    fclose(f);
+    if (kb >= 0) return kb;
+  }
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   return ru.ru_maxrss; /* kilobytes on Linux */
