@@ -166,12 +166,13 @@ def main():
     if args.report:
         with open(args.report, "w") as f:
             f.write("# CPU benchmark: edgerun vs onnxruntime\n\n")
-            f.write("Measured %s by `bench/compare_ort.py --threads %s --iterations %d --rounds %d`.\n\n" %
-                    (time.strftime("%Y-%m-%d"), args.threads, args.iterations, args.rounds))
+            f.write("Measured %s by `bench/compare_ort.py --threads %s --iterations %d --rounds %d%s`.\n\n" %
+                    (time.strftime("%Y-%m-%d"), args.threads, args.iterations, args.rounds,
+                     " --real %s" % os.path.relpath(args.real, ROOT) if args.real else ""))
             f.write("Machine: %s.\n\n" % machine())
             f.write("p50 latency is the median over rounds of each round's p50; peak RSS is the process "
                     "high-water mark (onnxruntime's minus the Python interpreter and numpy, see "
-                    "bench/ort_runner.py); load is file to ready session. Ratio = edgerun / onnxruntime.\n\n")
+                    "bench/ort_runner.py); load is file to ready session. Ratio = edgerun / onnxruntime. Models faster than --min-seconds per round get more iterations (the same for both runtimes); real models (--real) run on their test_data_set_0 inputs.\n\n")
             f.write("\n".join(lines) + "\n\n")
             f.write("\n".join("- " + s for s in summary) + "\n")
 
