@@ -431,27 +431,49 @@ static bool per_channel_const(const er_tensor *c, int r, int64_t cout) {
          (count == 1 || (count == cout && pos >= 0 && c->dims[pos] == cout));
 }
 
+/* A float32 Conv with constant weights (and a constant float bias or
+ * none) whose only consumer is an `op` node whose other operand is a
+ * constant per output channel (or one value): the start of the Mul and
+ * Add folds. */
+typedef struct conv_chan {
+  int32_t consumer;      /* the `op` node */
+  int32_t y;             /* the conv's output */
+  const er_tensor *w, *bias, *c;
+  int64_t cout, count;   /* output channels; elements of c (1 or cout) */
+} conv_chan;
+
+static bool conv_then_channel_const(const pass_ctx *pc, int32_t i, const char *op, conv_chan *m) {
+  er_graph *g = pc->g;
+  const er_node *conv = &g->nodes[i];
+  if (pc->dead[i] || !is_op(conv, "Conv") || conv->n_outputs != 1 || !is_float32(g, conv->outputs[0])) return false;
+  m->y = conv->outputs[0];
+  m->consumer = sole_consumer(pc, m->y);
+  if (m->consumer < 0 || !is_op(&g->nodes[m->consumer], op)) return false;
+  const er_node *n = &g->nodes[m->consumer];
+  int32_t other = n->inputs[0] == m->y ? n->inputs[1] : n->inputs[0];
+  m->w = const_of(g, conv->inputs[1]);
+  m->c = const_of(g, other);
+  m->bias = conv->n_inputs > 2 ? const_of(g, conv->inputs[2]) : NULL;
+  if (other == m->y || !m->w || !m->c || m->w->dtype != ER_DTYPE_FLOAT || m->w->rank < 3 ||
+      (conv->n_inputs > 2 && conv->inputs[2] >= 0 && (!m->bias || m->bias->dtype != ER_DTYPE_FLOAT)))
+    return false;
+  m->cout = m->w->dims[0];
+  m->count = er__tensor_count(m->c);
+  return per_channel_const(m->c, m->w->rank, m->cout);
+}
+
 /* Conv + Mul(constant per output channel) -> weights and bias scaled:
  * BatchNormalization exported as Mul + Add (Caffe2's Inception-v2 and
  * others); the Add then folds into the bias (pass_conv_bias). */
 static er_status pass_conv_mul(pass_ctx *pc) {
   er_graph *g = pc->g;
   for (int32_t i = 0; i < g->n_nodes; i++) {
-    if (pc->dead[i]) continue;
+    conv_chan m;
+    if (!conv_then_channel_const(pc, i, "Mul", &m)) continue;
     er_node *conv = &g->nodes[i];
-    if (!is_op(conv, "Conv") || conv->n_outputs != 1 || !is_float32(g, conv->outputs[0])) continue;
-    int32_t a = sole_consumer(pc, conv->outputs[0]);
-    if (a < 0 || !is_op(&g->nodes[a], "Mul")) continue;
-    er_node *mul = &g->nodes[a];
-    int32_t y = conv->outputs[0];
-    int32_t other = mul->inputs[0] == y ? mul->inputs[1] : mul->inputs[0];
-    const er_tensor *w = const_of(g, conv->inputs[1]), *c = const_of(g, other);
-    const er_tensor *bias = conv->n_inputs > 2 ? const_of(g, conv->inputs[2]) : NULL;
-    if (other == y || !w || !c || w->dtype != ER_DTYPE_FLOAT || w->rank < 3 ||
-        (conv->n_inputs > 2 && conv->inputs[2] >= 0 && (!bias || bias->dtype != ER_DTYPE_FLOAT)))
-      continue;
-    int64_t cout = w->dims[0], count = er__tensor_count(c);
-    if (!per_channel_const(c, w->rank, cout)) continue;
+    const er_tensor *w = m.w, *c = m.c, *bias = m.bias;
+    int32_t a = m.consumer, y = m.y;
+    int64_t cout = m.cout, count = m.count;
     /* As in pass_conv_bn: weights the model owns and only this conv reads
      * are scaled in place; others (the mapped file) are copied once. */
     bool in_place = (w->flags & ER_TENSOR_OWNS_DATA) && pc->uses[conv->inputs[1]] == 1;
@@ -460,9 +482,9 @@ static er_status pass_conv_mul(pass_ctx *pc) {
     if (!in_place) ER_CHECK(er__tensor_alloc(&nw, 0));
     float *dst = in_place ? (float *)w->data : (float *)nw.data;
     int64_t per = er__tensor_count(w) / (cout ? cout : 1);
-    for (int64_t m = 0; m < cout; m++) {
-      float f = ((const float *)c->data)[count == 1 ? 0 : m];
-      for (int64_t k = 0; k < per; k++) dst[m * per + k] = ((const float *)w->data)[m * per + k] * f;
+    for (int64_t o = 0; o < cout; o++) {
+      float f = ((const float *)c->data)[count == 1 ? 0 : o];
+      for (int64_t k = 0; k < per; k++) dst[o * per + k] = ((const float *)w->data)[o * per + k] * f;
     }
     int32_t wid = conv->inputs[1], bid = -1;
     if (bias) {
@@ -471,8 +493,8 @@ static er_status pass_conv_mul(pass_ctx *pc) {
         if (!in_place) er__tensor_release(&nw);
         return ER_STATUS_OUT_OF_MEMORY;
       }
-      for (int64_t m = 0; m < cout; m++)
-        ((float *)nb.data)[m] = ((const float *)bias->data)[m] * ((const float *)c->data)[count == 1 ? 0 : m];
+      for (int64_t o = 0; o < cout; o++)
+        ((float *)nb.data)[o] = ((const float *)bias->data)[o] * ((const float *)c->data)[count == 1 ? 0 : o];
     }
     if (!in_place) {
       if (pc->uses[conv->inputs[1]] == 1) er__model_release_pages(g->model, w->data, w->nbytes);
@@ -480,10 +502,9 @@ static er_status pass_conv_mul(pass_ctx *pc) {
     }
     if (bias) ER_CHECK(new_const(g, conv->name[0] ? conv->name : "conv", &nb, &bid));
     conv = &g->nodes[i];
-    mul = &g->nodes[a];
     int32_t ins[3] = {conv->inputs[0], wid, bid};
     ER_CHECK(set_inputs(g, conv, ins, bias ? 3 : 2));
-    redirect_output(g, i, y, mul->outputs[0]);
+    redirect_output(g, i, y, g->nodes[a].outputs[0]);
     pc->dead[a] = true;
     pc->changed++;
     count_uses(pc);
@@ -497,22 +518,12 @@ static er_status pass_conv_mul(pass_ctx *pc) {
 static er_status pass_conv_bias(pass_ctx *pc) {
   er_graph *g = pc->g;
   for (int32_t i = 0; i < g->n_nodes; i++) {
-    if (pc->dead[i]) continue;
+    conv_chan m;
+    if (!conv_then_channel_const(pc, i, "Add", &m)) continue;
     er_node *conv = &g->nodes[i];
-    if (!is_op(conv, "Conv") || conv->n_outputs != 1 || !is_float32(g, conv->outputs[0])) continue;
-    int32_t a = sole_consumer(pc, conv->outputs[0]);
-    if (a < 0 || !is_op(&g->nodes[a], "Add")) continue;
-    er_node *add = &g->nodes[a];
-    int32_t y = conv->outputs[0];
-    int32_t other = add->inputs[0] == y ? add->inputs[1] : add->inputs[0];
-    const er_tensor *w = const_of(g, conv->inputs[1]), *c = const_of(g, other);
-    const er_tensor *bias = conv->n_inputs > 2 ? const_of(g, conv->inputs[2]) : NULL;
-    if (other == y || !w || !c || c->dtype != ER_DTYPE_FLOAT || w->rank < 3 ||
-        (conv->n_inputs > 2 && conv->inputs[2] >= 0 && (!bias || bias->dtype != ER_DTYPE_FLOAT)))
-      continue;
-    /* c must broadcast along every axis of the output but the channels. */
-    int64_t cout = w->dims[0], count = er__tensor_count(c);
-    if (!per_channel_const(c, w->rank, cout)) continue;
+    const er_tensor *c = m.c, *bias = m.bias;
+    int32_t a = m.consumer, y = m.y;
+    int64_t cout = m.cout, count = m.count;
     er_tensor nb;
     er__tensor_set(&nb, ER_DTYPE_FLOAT, 1, &cout);
     ER_CHECK(er__tensor_alloc(&nb, 0));
@@ -522,10 +533,9 @@ static er_status pass_conv_bias(pass_ctx *pc) {
     int32_t bid;
     ER_CHECK(new_const(g, conv->name[0] ? conv->name : "conv", &nb, &bid));
     conv = &g->nodes[i];
-    add = &g->nodes[a];
     int32_t ins[3] = {conv->inputs[0], conv->inputs[1], bid};
     ER_CHECK(set_inputs(g, conv, ins, 3));
-    redirect_output(g, i, y, add->outputs[0]);
+    redirect_output(g, i, y, g->nodes[a].outputs[0]);
     pc->dead[a] = true;
     pc->changed++;
     count_uses(pc);
