@@ -216,6 +216,65 @@ static void test_override_standard_op(void) {
   er_model_free(m);
 }
 
+/* The override reaches nodes inside subgraphs: the branches of an If are
+ * compiled with the CPU's kernels (registered ones first) when the
+ * session is created, not left to the op's reference kernel. */
+static void test_override_in_subgraph(void) {
+  int64_t d[1] = {4};
+  mk_model then_b, else_b, mm;
+  mk_begin(&then_b, "then");
+  mk_node(&then_b, "Relu", "r_then", "x", "yt", NULL);
+  mk_output(&then_b, "yt", ER_DTYPE_FLOAT, 1, d);
+  mk_begin(&else_b, "else");
+  mk_node(&else_b, "Neg", "n_else", "x", "ye", NULL);
+  mk_output(&else_b, "ye", ER_DTYPE_FLOAT, 1, d);
+  er_pbw attrs = {0};
+  tb_attr_graph(&attrs, "then_branch", &then_b.g);
+  tb_attr_graph(&attrs, "else_branch", &else_b.g);
+  mk_begin(&mm, "if");
+  mk_input(&mm, "x", ER_DTYPE_FLOAT, 1, d);
+  mk_input(&mm, "c", ER_DTYPE_BOOL, 0, NULL);
+  mk_node(&mm, "If", "if", "c", "y", &attrs);
+  mk_output(&mm, "y", ER_DTYPE_FLOAT, 1, d);
+  er_model *m = NULL;
+  CHECK_STATUS(mk_load(&mm, 13, &m), ER_STATUS_OK);
+  er__pbw_free(&attrs);
+  er__pbw_free(&then_b.g);
+  er__pbw_free(&else_b.g);
+  if (!m) return;
+  er_custom_op op = {0};
+  op.abi_version = ER_PLUGIN_ABI_VERSION;
+  op.struct_size = sizeof op;
+  op.domain = "";
+  op.op_type = "Relu";
+  op.backend = "cpu";
+  op.compute = relu6;
+  CHECK_STATUS(er_custom_op_register(&op), ER_STATUS_OK);
+  er_session *s = NULL;
+  CHECK_STATUS(er_session_create(m, NULL, &s), ER_STATUS_OK);
+  float x[4] = {-1, 3, 7, 100};
+  bool cond[2] = {true, false};
+  for (int k = 0; s && k < 2; k++) {
+    er_tensor *t, *c, *y = NULL;
+    er_tensor_wrap(ER_DTYPE_FLOAT, 1, d, x, sizeof x, &t);
+    er_tensor_wrap(ER_DTYPE_BOOL, 0, NULL, &cond[k], sizeof cond[k], &c);
+    er_named_tensor in[2] = {{"x", t}, {"c", c}};
+    int before = atomic_load(&relu6_calls);
+    CHECK_STATUS(er_session_run(s, in, 2, NULL, 1, &y), ER_STATUS_OK);
+    if (y) {
+      const float *v = er_tensor_cdata(y);
+      if (cond[k]) CHECK(v[0] == 0 && v[1] == 3 && v[2] == 6 && v[3] == 6);
+      else CHECK(v[0] == 1 && v[1] == -3 && v[2] == -7 && v[3] == -100);
+    }
+    CHECK(atomic_load(&relu6_calls) == before + (cond[k] ? 1 : 0));
+    er_tensor_free(y);
+    er_tensor_free(t);
+    er_tensor_free(c);
+  }
+  er_session_free(s);
+  er_model_free(m);
+}
+
 static void test_registration_rules(void) {
   er_custom_op op = scaled_tanh_op("opencl");
   op.op_type = "NoCpuYet";
@@ -270,8 +329,9 @@ int main(int argc, char **argv) {
       {"cpu_kernel_is_the_fallback", test_cpu_kernel_is_the_fallback},
       {"infer_rejects", test_infer_rejects},
       {"registration_rules", test_registration_rules},
-      /* Last: the override changes Relu for the rest of the process. */
+      /* Last: the overrides change Relu for the rest of the process. */
       {"override_standard_op", test_override_standard_op},
+      {"override_in_subgraph", test_override_in_subgraph},
   };
   return er_test_run(cases, sizeof cases / sizeof cases[0], argc, argv);
 }
