@@ -39,6 +39,12 @@ static const conv_spec specs[] = {
     {1, 8, 14, 14, 16, 5, 5, 1, 1, 1, 1, {2, 2, 2, 2}, 1, NULL},      /* MNIST-8 conv2 (direct) */
     {2, 5, 13, 30, 24, 3, 4, 1, 1, 1, 1, {0, 2, 3, 1}, 1, NULL},      /* direct: 3 blocks, asymmetric, batch */
     {1, 4, 9, 16, 7, 2, 2, 1, 1, 1, 1, {0, 0, 0, 0}, 1, NULL},        /* direct: a partial block */
+    /* batch folded into the GEMM rows (few pixels per image) */
+    {2, 20, 3, 3, 40, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 1, NULL},       /* 2x2 pixels, batch 2 */
+    {4, 24, 1, 2, 33, 1, 3, 1, 2, 1, 1, {0, 1, 0, 1}, 1, NULL},       /* 1 pixel, batch 4 */
+    {3, 9, 5, 4, 17, 2, 3, 2, 1, 2, 1, {1, 0, 0, 2}, 1, NULL},        /* dilated, asymmetric, batch 3 */
+    {1, 37, 2, 3, 70, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},       /* one image of 6 pixels */
+    {5, 6, 3, 3, 8, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, NULL},         /* pointwise, batch 5 */
     /* depthwise */
     {1, 33, 7, 7, 33, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 33, NULL},
     {1, 32, 15, 16, 32, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 32, NULL},
@@ -122,6 +128,15 @@ static void gen_conv_family(case_fn fn, void *arg, bool fused) {
   /* A symbolic batch (models exported with a free N): the kernels that
    * need only the other dims at compile time, run with N = 1 and 3. */
   for (int64_t n = 1; n <= 3; n += 2) {
+    kc_begin(&c, op, domain, version, "%s x[%lld,16,2,2] w[40,16,3,3] p1 symbolic batch", op, (long long)n);
+    kc_input(&c, 4, DIMS(n, 16, 2, 2), -1, 1, false);
+    kc_input(&c, 4, DIMS(40, 16, 3, 3), -1, 1, true);
+    kc_input(&c, 1, DIMS(40), -1, 1, true);
+    kc_attr_ints(&c, "kernel_shape", 2, DIMS(3, 3));
+    kc_attr_ints(&c, "pads", 4, DIMS(1, 1, 1, 1));
+    if (fused) kc_attr_string(&c, "activation", "Relu");
+    c.dynamic_batch = true;
+    fn(&c, arg);
     kc_begin(&c, op, domain, version, "%s x[%lld,8,14,14] w[16,8,5,5] p2 symbolic batch", op, (long long)n);
     kc_input(&c, 4, DIMS(n, 8, 14, 14), -1, 1, false);
     kc_input(&c, 4, DIMS(16, 8, 5, 5), -1, 1, true);
@@ -137,6 +152,8 @@ static void gen_conv_family(case_fn fn, void *arg, bool fused) {
       {1, 4, 1, 50, 6, 1, 3, 1, 1, 1, 1, {0, 1, 0, 1}, 1, NULL},
       {2, 6, 1, 33, 6, 1, 5, 1, 2, 1, 2, {0, 4, 0, 3}, 6, NULL},
       {1, 8, 1, 20, 8, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, NULL},
+      {3, 129, 1, 4, 128, 1, 3, 1, 1, 1, 1, {0, 1, 0, 1}, 1, NULL},     /* Silero VAD encoder, batch 3 */
+      {3, 1, 1, 640, 258, 1, 256, 1, 128, 1, 1, {0, 0, 0, 0}, 1, NULL}, /* Silero VAD STFT, batch 3 */
   };
   for (size_t i = 0; i < ER_ARRAY_LEN(specs1); i++) {
     const conv_spec *s = &specs1[i];

@@ -77,6 +77,10 @@ typedef struct conv_state {
   bool decide_at_run;
   float *packed_pm;   /* the pixel-major packing when decide_at_run */
   size_t gstride_pm;
+  /* Batch folded into the columns: one GEMM W[M, K] x P[K, N*OH*OW] for
+   * all images (conv_fold), chosen when images have fewer pixels than a
+   * panel holds. Needs the channel-major packing. */
+  bool fold;
   int64_t m, kg, group;
   int slots;
 } conv_state;
@@ -186,6 +190,138 @@ static void conv_problem(const conv_state *s, const er_window *g, const float *x
   }
 }
 
+/* ------------------------------------------------------------------------ */
+/* Batch folded into the GEMM's columns                                      */
+/* ------------------------------------------------------------------------ */
+
+/* A batch of images with few output pixels each (Silero VAD's 1-D layers
+ * over 1 to 4 positions, batched over audio chunks): image by image, every
+ * GEMM streams the whole weight matrix for a few pixels. Folded, the
+ * pixels of all images are the rows of one pixel-major GEMM
+ * P^T[N * OH * OW, K] x W^T[K, M], so the weights stream once; the product
+ * goes to scratch and is transposed to [N, M, OH * OW] image by image.
+ * Not for grouped convolutions or a fused residual. */
+#define FOLD_ONE_IMAGE_PIXELS 8
+
+static bool fold_wanted(const er_sgemm_isa *isa, int64_t n, int64_t pixels, int64_t group, bool residual) {
+  if (group != 1 || residual) return false;
+  /* One image: only for the packer's sake (rows of a few pixels cost
+   * less per tap run than the vector packer's per-k-row set-up). */
+  return n > 1 ? pixels < isa->nr : n == 1 && pixels <= FOLD_ONE_IMAGE_PIXELS;
+}
+
+typedef struct fold_pack {
+  const float *x;     /* [N, C, H, W] */
+  const er_window *g;
+  int mr;
+} fold_pack;
+
+/* Packs rows [i0, i0 + mc) x columns [k0, k0 + kc) of the folded patch
+ * matrix P^T into panels [q][kc][mr]; row i is pixel i % (OH * OW) of
+ * image i / (OH * OW). Rows past the last are zeros. */
+static void fold_pack_fn(const void *vctx, int64_t k0, int64_t kc, int64_t i0, int64_t mc, float *dst) {
+  const fold_pack *f = vctx;
+  const er_window *g = f->g;
+  const int64_t mr = f->mr, ohw = g->oh * g->ow, hw = g->h * g->w, rows = g->n * ohw;
+  const int64_t mcp = (mc + mr - 1) / mr * mr;
+  memset(dst, 0, (size_t)(mcp * kc) * sizeof *dst);
+  const int64_t taps = g->kh * g->kw;
+  for (int64_t i = i0; i < i0 + mc && i < rows; i++) {
+    int64_t img = i / ohw, pix = i % ohw, oy = pix / g->ow, ox = pix % g->ow;
+    float *d = dst + ((i - i0) / mr) * kc * mr + (i - i0) % mr;
+    const float *xi = f->x + img * g->c * hw;
+    /* (c, ky, kx) of column k0, stepped along: one division per row. */
+    int64_t c = k0 / taps, ky = (k0 / g->kw) % g->kh, kx = k0 % g->kw;
+    const int64_t ix0 = ox * g->sw - g->pl, iy0 = oy * g->sh - g->pt;
+    for (int64_t kk = 0; kk < kc;) {
+      /* One run of taps along x: row (c, ky), taps kx .. kw - 1. */
+      int64_t run = g->kw - kx < kc - kk ? g->kw - kx : kc - kk;
+      int64_t iy = iy0 + ky * g->dh;
+      if (iy >= 0 && iy < g->h) {
+        const float *row = xi + c * hw + iy * g->w;
+        for (int64_t t = 0; t < run; t++) {
+          int64_t ix = ix0 + (kx + t) * g->dw;
+          if (ix >= 0 && ix < g->w) d[(kk + t) * mr] = row[ix];
+        }
+      }
+      kk += run;
+      kx = 0;
+      if (++ky == g->kh) {
+        ky = 0;
+        c++;
+      }
+    }
+  }
+}
+
+static void fold_problem(const conv_state *s, const float *packed_b, const er_window *g, const float *bias,
+                         fold_pack *fp, er_gemm_problem *p) {
+  memset(p, 0, sizeof *p);
+  p->isa = s->isa;
+  p->scale = 1.0f;
+  p->m = g->n * g->oh * g->ow;
+  p->n = g->m;
+  p->k = g->c * g->kh * g->kw;
+  p->ldc = g->m;
+  p->epi.act = s->act;
+  p->epi.bias = bias;
+  p->b.packed = packed_b;
+  fp->g = g;
+  fp->mr = s->isa->mr;
+  p->a.pack = fold_pack_fn;
+  p->a.pack_ctx = fp;
+}
+
+/* Bytes of the folded product, 64-byte aligned. */
+static size_t fold_c_bytes(const er_window *g) {
+  if (g->n == 1) return 0; /* written in place, transposed */
+  return ((size_t)(g->m * g->n * g->oh * g->ow) * sizeof(float) + 63) / 64 * 64;
+}
+
+static er_status fold_run(const conv_state *s, const float *packed_b, const er_kernel_run *kr, const er_window *g,
+                          const float *x, const float *bias, float *y) {
+  er_gemm_problem p;
+  fold_pack fp = {x, g, 0};
+  fold_problem(s, packed_b, g, bias, &fp, &p);
+  size_t slot = er__sgemm_scratch_floats(&p) * sizeof(float);
+  int want = er__pool_threads(kr->pool);
+  if (want > ER_KERNEL_MAX_SLOTS) want = ER_KERNEL_MAX_SLOTS;
+  size_t cbytes = fold_c_bytes(g), need = cbytes + slot * (size_t)want;
+  void *owned = NULL;
+  unsigned char *base = kr->scratch;
+  int slots = want;
+  if (!base || kr->scratch_bytes < cbytes + slot) {
+    owned = er__aligned_alloc(need);
+    if (!owned)
+      return er__error(ER_STATUS_OUT_OF_MEMORY, "Conv '%s': out of memory for %zu bytes of kernel scratch",
+                       kr->ctx->node->name, need);
+    base = owned;
+  } else if (slot > 0) {
+    size_t have = (kr->scratch_bytes - cbytes) / slot;
+    if (have < (size_t)slots) slots = (int)have;
+  }
+  int64_t ohw = g->oh * g->ow;
+  float *cbuf = (float *)base;
+  if (g->n == 1) {
+    p.c = y;
+    p.c_trans = true;
+    p.ldc = ohw;
+    er__sgemm_run(&p, kr->pool, (float *)base, slots);
+    er__aligned_free(owned);
+    return ER_STATUS_OK;
+  }
+  p.c = cbuf;
+  er__sgemm_run(&p, kr->pool, (float *)(base + cbytes), slots);
+  for (int64_t n = 0; n < g->n; n++) {
+    const float *src = cbuf + n * ohw * g->m;
+    float *dst = y + n * g->m * ohw;
+    for (int64_t m = 0; m < g->m; m++)
+      for (int64_t q = 0; q < ohw; q++) dst[m * ohw + q] = src[q * g->m + m];
+  }
+  er__aligned_free(owned);
+  return ER_STATUS_OK;
+}
+
 static bool conv_gemm_supports(const er_kernel_info *ki, const er_sgemm_isa *isa, bool isa_ok) {
   if (!isa_ok) return false;
   ER_UNUSED(isa);
@@ -207,7 +343,8 @@ static er_status conv_gemm_prepare(const er_kernel_info *ki, const er_sgemm_isa 
   if (er__tensor_shape_known(w) && er__tensor_shape_known(y) && group >= 1 && w->dims[0] % group == 0) {
     int64_t pixels = 1;
     for (int d = 2; d < y->rank; d++) pixels *= y->dims[d];
-    s->pixel_major = want_pixel_major(isa, pixels, w->dims[0] / group);
+    s->fold = w->data && fold_wanted(isa, y->dims[0], pixels, group, er__ki_in(ki, 3) != NULL);
+    s->pixel_major = s->fold || want_pixel_major(isa, pixels, w->dims[0] / group);
   } else if (w->data && er__tensor_shape_known(w) && group >= 1 && w->dims[0] % group == 0 &&
              w->nbytes <= CONV_BOTH_PACKINGS_BYTES) {
     s->decide_at_run = true;
@@ -250,9 +387,15 @@ static er_status conv_gemm_prepare(const er_kernel_info *ki, const er_sgemm_isa 
   if (er__tensor_shape_known(x) && er__tensor_shape_known(w) && er__tensor_shape_known(y) &&
       er__window_get(&ctx, x, w, y, &g)) {
     er_gemm_problem p;
-    im2col ic;
-    conv_problem(s, &g, NULL, NULL, NULL, NULL, NULL, 0, 0, &ic, &p);
-    *scratch_out = er__sgemm_scratch_floats(&p) * sizeof(float) * (size_t)s->slots;
+    if (s->fold) {
+      fold_pack fp = {NULL, &g, 0};
+      fold_problem(s, s->packed_w, &g, NULL, &fp, &p);
+      *scratch_out = fold_c_bytes(&g) + er__sgemm_scratch_floats(&p) * sizeof(float) * (size_t)s->slots;
+    } else {
+      im2col ic;
+      conv_problem(s, &g, NULL, NULL, NULL, NULL, NULL, 0, 0, &ic, &p);
+      *scratch_out = er__sgemm_scratch_floats(&p) * sizeof(float) * (size_t)s->slots;
+    }
   }
   *state_out = s;
   return ER_STATUS_OK;
@@ -273,6 +416,13 @@ static er_status conv_gemm_run(const er_kernel_run *kr) {
   er_tensor *y = ctx->out[0];
   er_window g;
   if (!er__window_get(ctx, x, w, y, &g)) return er__kr_reference(kr);
+  int64_t kg = (g.c / g.group) * g.kh * g.kw;
+  if (s->packed_w && (s->m != g.m || s->kg != kg || s->group != g.group)) return er__kr_reference(kr);
+  if (er__tensor_count(y) == 0) return ER_STATUS_OK;
+  /* All images at once, on the pixel-major packing. */
+  if (((s->fold && s->pixel_major && s->packed_w) || (s->decide_at_run && s->packed_pm)) &&
+      fold_wanted(s->isa, g.n, g.oh * g.ow, g.group, z != NULL))
+    return fold_run(s, s->fold ? s->packed_w : s->packed_pm, kr, &g, x->data, b ? b->data : NULL, y->data);
   conv_state chosen;
   if (s->decide_at_run && g.group >= 1 && s->packed_w &&
       want_pixel_major(s->isa, g.oh * g.ow, g.m / g.group)) {
@@ -282,9 +432,6 @@ static er_status conv_gemm_run(const er_kernel_run *kr) {
     chosen.gstride = s->gstride_pm;
     s = &chosen;
   }
-  int64_t kg = (g.c / g.group) * g.kh * g.kw;
-  if (s->packed_w && (s->m != g.m || s->kg != kg || s->group != g.group)) return er__kr_reference(kr);
-  if (er__tensor_count(y) == 0) return ER_STATUS_OK;
   er_gemm_problem p;
   im2col ic;
   conv_problem(s, &g, x->data, w->data, b ? b->data : NULL, z ? z->data : NULL, y->data, 0, 0, &ic, &p);

@@ -110,6 +110,33 @@ static void lstm_release(void *state) {
   free(s);
 }
 
+/* Products of at least this many multiply-adds split their columns over
+ * the workers (each streams its share of the weights); smaller ones cost
+ * less than waking a worker. */
+#define LSTM_MIN_PARALLEL_MACS (INT64_C(1) << 15)
+#define LSTM_COL_BLOCK 32
+
+typedef struct gemv_job {
+  const er_vec_ops *ops;
+  const er_gemv *g;
+} gemv_job;
+
+static void gemv_chunk(void *arg, int64_t begin, int64_t end) {
+  const gemv_job *j = arg;
+  int64_t j1 = end * LSTM_COL_BLOCK < j->g->n ? end * LSTM_COL_BLOCK : j->g->n;
+  j->ops->gemv(j->g, begin * LSTM_COL_BLOCK, j1);
+}
+
+/* g's columns, split over the pool when the product is large enough. */
+static void gemv_cols(const lstm_state *s, er_thread_pool *pool, const er_gemv *g) {
+  if (er__pool_threads(pool) < 2 || g->m * g->n * g->k < LSTM_MIN_PARALLEL_MACS) {
+    s->ops->gemv(g, 0, g->n);
+    return;
+  }
+  gemv_job j = {s->ops, g};
+  er__parallel_for(pool, (g->n + LSTM_COL_BLOCK - 1) / LSTM_COL_BLOCK, 1, gemv_chunk, &j);
+}
+
 static er_status lstm_run(const er_kernel_run *kr) {
   const lstm_state *s = kr->state;
   er_kctx *ctx = kr->ctx;
@@ -151,7 +178,7 @@ static er_status lstm_run(const er_kernel_run *kr) {
       gi.c = gx + r0 * G, gi.ldc = G;
       gi.scale = 1.0f;
       gi.bias = bias;
-      s->ops->gemv(&gi, 0, G);
+      gemv_cols(s, kr->pool, &gi);
     }
     for (int64_t t = 0; t < S; t++) {
       int64_t pos = backward ? S - 1 - t : t;
@@ -166,7 +193,7 @@ static er_status lstm_run(const er_kernel_run *kr) {
         gh.scale = 1.0f;
         gh.add = gx + (lay1 ? b0 * S + pos : pos * N + b0) * G;
         gh.add_rs = lay1 ? S * G : G, gh.add_cs = 1, gh.beta = 1.0f;
-        s->ops->gemv(&gh, 0, G);
+        gemv_cols(s, kr->pool, &gh);
       }
       for (int64_t b = 0; b < N; b++) {
         s->ops->lstm_cell(g2 + b * G, c + b * H, h + b * H, H);
