@@ -557,11 +557,189 @@ static void dw_direct_5x5_s2(const er_dw_args *a, int64_t c, float *s) { dw_dire
 static void dw_direct_any_s1(const er_dw_args *a, int64_t c, float *s) { dw_direct_body(a, c, s, 0, 0, 1); }
 static void dw_direct_any_s2(const er_dw_args *a, int64_t c, float *s) { dw_direct_body(a, c, s, 0, 0, 2); }
 
+/* Flat-plane depthwise convolution (see er__dw_flat_shape): the plane's
+ * input is copied into its zero-padded (phase) planes, then every block of
+ * ER_DW_FLAT_UNROLL vectors of flat outputs takes each tap as one
+ * unaligned load from its plane at a fixed offset and one FMA: no
+ * even/odd splits at stride 2, no partial vectors on narrow rows (a 7x7
+ * output fills 4 vectors for 63 positions where row by row it took 8
+ * half-empty ones). The flat result is then compacted into Y row by row,
+ * with the residual, and the activation runs once over the plane. */
+static void vec_unary(const er_unary *u, const float *x, float *y, int64_t n);
+
+/* Copies n floats (n may be 0) with vectors and a masked tail. */
+static inline void copy_floats(float *d, const float *s, int64_t n) {
+  int64_t i = 0;
+  for (; i + VN <= n; i += VN) v_st(d + i, v_ld(s + i));
+  if (i < n) v_st_n(d + i, v_ld_n(s + i, (int)(n - i)), (int)(n - i));
+}
+
+/* Input plane c into the padded planes (only input positions are
+ * written; the padding stays as vec_dw zeroed it). */
+static void dw_flat_load(const er_dw_args *a, const float *x, float *planes, int64_t pf) {
+  const int64_t wq = er__dw_flat_stride(a), hq = er__dw_flat_rows(a);
+  if (a->sw == 1) {
+    int64_t cols = a->w_ < wq - a->pl ? a->w_ : wq - a->pl;
+    for (int64_t iy = 0; iy < a->h; iy++) {
+      int64_t r = iy + a->pt;
+      if (r >= hq) break;
+      if (cols > 0) copy_floats(planes + r * wq + a->pl, x + iy * a->w_, cols);
+    }
+    return;
+  }
+  /* Stride 2: padded column X = ix + pl goes to phase X & 1, column X >> 1.
+   * Even input columns land in phase pl & 1, odd ones in the other. */
+  const int64_t pe = a->pl & 1, ce = a->pl >> 1, co = (a->pl + 1) >> 1;
+  int64_t ne = (a->w_ + 1) / 2, no = a->w_ / 2;
+  if (ne > wq - ce) ne = wq - ce;
+  if (no > wq - co) no = wq - co;
+  if (ne < 0) ne = 0;
+  if (no < 0) no = 0;
+  for (int64_t iy = 0; iy < a->h; iy++) {
+    int64_t yy = iy + a->pt, r = yy >> 1;
+    if (r >= hq) break;
+    float *base = planes + (yy & 1) * 2 * pf + r * wq;
+    float *de = base + pe * pf + ce, *dodd = base + (1 - pe) * pf + co;
+    const float *src = x + iy * a->w_;
+    int64_t j = 0, both = ne < no ? ne : no;
+    for (; j + VN <= both && 2 * j + 2 * VN <= a->w_; j += VN) {
+      vf e, o;
+      v_deinterleave2(src + 2 * j, &e, &o);
+      v_st(de + j, e);
+      v_st(dodd + j, o);
+    }
+    /* The rest: partial loads of what is left of the row (at most 2 VN
+     * floats), split, partial stores of what each phase takes. */
+    int64_t most = ne > no ? ne : no;
+    for (; j < most; j += VN) {
+      int64_t left = a->w_ - 2 * j;
+      int n0 = left >= VN ? VN : (int)left, n1 = left - VN >= VN ? VN : left > VN ? (int)(left - VN) : 0;
+      vf e, o;
+      v_uzp(v_ld_n(src + 2 * j, n0), n1 > 0 ? v_ld_n(src + 2 * j + VN, n1) : v_zero(), &e, &o);
+      int64_t me = ne - j, mo = no - j;
+      if (me >= VN) v_st(de + j, e);
+      else if (me > 0) v_st_n(de + j, e, (int)me);
+      if (mo >= VN) v_st(dodd + j, o);
+      else if (mo > 0) v_st_n(dodd + j, o, (int)mo);
+    }
+  }
+}
+
+/* The flat outputs of channel c from its loaded planes into out. Taps
+ * address their plane directly (no per-plane tables: small planes are
+ * over in one block of vectors, where building tables cost as much as
+ * the products). */
+static inline __attribute__((always_inline)) void dw_flat_compute(const er_dw_args *a, int64_t c,
+                                                                  const float *planes, float *out, const int KH,
+                                                                  const int KW) {
+  const int64_t kh = KH ? KH : a->kh, kw = KW ? KW : a->kw;
+  const int64_t wq = er__dw_flat_stride(a), pf = er__dw_flat_plane_floats(a, VN);
+  const int64_t nflat = er__dw_flat_out_floats(a, VN);
+  const float *wc = a->w + c * kh * kw;
+  const vf bias = v_set(a->bias ? a->bias[c] : 0.0f);
+  const bool s2 = a->sw == 2;
+  for (int64_t p = 0; p < nflat; p += ER_DW_FLAT_UNROLL * VN) {
+    vf acc0 = bias, acc1 = bias, acc2 = bias, acc3 = bias;
+#pragma GCC unroll 7
+    for (int64_t ky = 0; ky < kh; ky++) {
+#pragma GCC unroll 7
+      for (int64_t kx = 0; kx < kw; kx++) {
+        const float *q = s2 ? planes + ((ky & 1) * 2 + (kx & 1)) * pf + (ky >> 1) * wq + (kx >> 1) + p
+                            : planes + ky * wq + kx + p;
+        vf w = v_set(wc[ky * kw + kx]);
+        acc0 = v_fma(w, v_ld(q), acc0);
+        acc1 = v_fma(w, v_ld(q + VN), acc1);
+        acc2 = v_fma(w, v_ld(q + 2 * VN), acc2);
+        acc3 = v_fma(w, v_ld(q + 3 * VN), acc3);
+      }
+    }
+    v_st(out + p, acc0);
+    v_st(out + p + VN, acc1);
+    v_st(out + p + 2 * VN, acc2);
+    v_st(out + p + 3 * VN, acc3);
+  }
+}
+
+/* Channel c's flat outputs into Y, with the residual and the activation
+ * (common ones inline, row by row; others over the plane after). */
+static inline __attribute__((always_inline)) void dw_flat_rows(const er_dw_args *a, const float *out, float *y,
+                                                               const float *add, const er_act kind) {
+  const int64_t wq = er__dw_flat_stride(a), ow = a->ow, plane = a->oh * ow;
+  const vf lo = kind == ER_ACT_CLIP ? v_set(a->act.p[0]) : v_zero(), hi = v_set(a->act.p[1]);
+  /* Whole vectors, in order: a vector past the end of its row writes the
+   * next row's first outputs, which that row then overwrites. Only a
+   * vector that would pass the end of the plane is masked (masked stores
+   * are slow on some cores, e.g. AMD Zen 4). */
+  for (int64_t oy = 0; oy < a->oh; oy++) {
+    const float *src = out + oy * wq;
+    const int64_t at = oy * ow;
+    for (int64_t i = 0; i < ow; i += VN) {
+      int n = at + i + VN <= plane ? VN : (int)(ow - i < VN ? ow - i : VN);
+      vf v = v_ld(src + i);
+      if (add) v = v_add(v, n == VN ? v_ld(add + at + i) : v_ld_n(add + at + i, n));
+      /* As v_act orders them (NaN handling). */
+      if (kind == ER_ACT_RELU) v = v_max(v_zero(), v);
+      else if (kind == ER_ACT_CLIP) v = v_min(hi, v_max(lo, v));
+      if (n == VN) v_st(y + at + i, v);
+      else v_st_n(y + at + i, v, n);
+    }
+  }
+}
+
+static void dw_flat_store(const er_dw_args *a, int64_t c, const float *out) {
+  float *y = a->y + c * a->oh * a->ow;
+  const float *add = a->add ? a->add + c * a->oh * a->ow : NULL;
+  switch (a->act.kind) {
+    case ER_ACT_RELU: dw_flat_rows(a, out, y, add, ER_ACT_RELU); return;
+    case ER_ACT_CLIP: dw_flat_rows(a, out, y, add, ER_ACT_CLIP); return;
+    default: dw_flat_rows(a, out, y, add, ER_ACT_NONE); break;
+  }
+  if (a->act.kind != ER_ACT_NONE) {
+    er_unary u;
+    memset(&u, 0, sizeof u);
+    u.op = ER_UNOP_ACT;
+    u.act = a->act;
+    vec_unary(&u, y, y, a->oh * a->ow);
+  }
+}
+
+/* Channels [c0, c1), two buffers in turn (er__dw_flat_floats). */
+static inline __attribute__((always_inline)) void dw_flat_range(const er_dw_args *a, int64_t c0, int64_t c1,
+                                                                float *scratch, const int KH, const int KW) {
+  const int64_t pf = er__dw_flat_plane_floats(a, VN), np = a->sw == 2 ? 4 : 1;
+  const int64_t bf = er__dw_flat_buffer_floats(a, VN);
+  float *planes[2] = {scratch, scratch + bf};
+  float *outs[2] = {scratch + np * pf, scratch + bf + np * pf};
+  const int64_t hw = a->h * a->w_;
+  dw_flat_load(a, a->x + c0 * hw, planes[0], pf);
+  for (int64_t c = c0; c < c1; c++) {
+    int b = (int)((c - c0) & 1);
+    if (c + 1 < c1) dw_flat_load(a, a->x + (c + 1) * hw, planes[1 - b], pf);
+    dw_flat_compute(a, c, planes[b], outs[b], KH, KW);
+    if (c > c0) dw_flat_store(a, c - 1, outs[1 - b]);
+  }
+  dw_flat_store(a, c1 - 1, outs[(c1 - 1 - c0) & 1]);
+}
+
+static void dw_flat_3x3(const er_dw_args *a, int64_t c0, int64_t c1, float *s) { dw_flat_range(a, c0, c1, s, 3, 3); }
+static void dw_flat_5x5(const er_dw_args *a, int64_t c0, int64_t c1, float *s) { dw_flat_range(a, c0, c1, s, 5, 5); }
+static void dw_flat_any(const er_dw_args *a, int64_t c0, int64_t c1, float *s) { dw_flat_range(a, c0, c1, s, 0, 0); }
+
 static void vec_dw(const er_dw_args *a, int64_t c0, int64_t c1, float *scratch) {
   typedef void (*plane_fn)(const er_dw_args *, int64_t, float *);
   plane_fn f = dw_plane_run;
   if (a->pool && a->dh == 1 && a->dw == 1) f = pool_plane_direct;
-  else if (er__dw_direct_ok(a)) {
+  else if (er__dw_flat_ok(a)) {
+    if (c1 <= c0) return;
+    bool k3 = a->kh == 3 && a->kw == 3, k5 = a->kh == 5 && a->kw == 5;
+    /* The padding of both buffers' planes stays zero: loads write only
+     * input positions. */
+    int64_t bf = er__dw_flat_buffer_floats(a, VN), pfl = er__dw_flat_plane_floats(a, VN) * (a->sw == 2 ? 4 : 1);
+    fill_floats(scratch, pfl, 0.0f);
+    fill_floats(scratch + bf, pfl, 0.0f);
+    (k3 ? dw_flat_3x3 : k5 ? dw_flat_5x5 : dw_flat_any)(a, c0, c1, scratch);
+    return;
+  } else if (er__dw_direct_ok(a)) {
     bool k3 = a->kh == 3 && a->kw == 3, k5 = a->kh == 5 && a->kw == 5;
     f = a->sw == 1 ? (k3 ? dw_direct_3x3_s1 : k5 ? dw_direct_5x5_s1 : dw_direct_any_s1)
                    : (k3 ? dw_direct_3x3_s2 : k5 ? dw_direct_5x5_s2 : dw_direct_any_s2);
