@@ -40,6 +40,11 @@ void er_cmd_quantize_help(FILE *out) {
           "  --no-bias-correction     keep biases as they are (default: subtract the mean\n"
           "                           shift that weight rounding causes, measured on the\n"
           "                           calibration data)\n"
+          "  --outputs auto|quantized|float\n"
+          "                           graph outputs of quantized layers: through Q/DQ where\n"
+          "                           that measures closer to the float model on the\n"
+          "                           evaluation samples (auto, default), always (fully\n"
+          "                           quantized graphs, as onnxruntime writes them), never\n"
           "data:\n"
           "  --eval DATA              evaluation samples for the report and auto (default:\n"
           "                           held-out calibration samples with auto, else the\n"
@@ -134,6 +139,12 @@ int er_cmd_quantize(int argc, char **argv) {
       o.fold = false;
     } else if (strcmp(a, "--no-bias-correction") == 0) {
       o.bias_correction = false;
+    } else if (strcmp(a, "--outputs") == 0) {
+      NEED("auto, quantized or float");
+      if (strcmp(v, "auto") == 0) o.outputs = ER_QOUT_AUTO;
+      else if (strcmp(v, "quantized") == 0) o.outputs = ER_QOUT_QUANTIZED;
+      else if (strcmp(v, "float") == 0) o.outputs = ER_QOUT_FLOAT;
+      else return er_cli_fail("quantize", "--outputs '%s' is not auto, quantized or float", v);
     } else if (strcmp(a, "--eval") == 0) {
       NEED("a data path");
       o.eval_path = v;

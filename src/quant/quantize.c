@@ -147,6 +147,11 @@ typedef struct qplan {
   size_t n_t;
   int32_t *t_of;                /* [n_values] value id -> qten, -1 */
   er_dtype act_dtype;           /* uint8 / int8; UNDEFINED = float */
+  /* Graph outputs a quantized layer produces are calibrated too; build()
+   * puts Q -> DQ on those out_qdq selects (chosen by measuring, see
+   * choose_outputs). */
+  size_t n_out_t;
+  bool *out_qdq;                /* [n_values] Q -> DQ on this graph output */
 } qplan;
 
 static bool is_op(const er_node *n, const char *op) { return !n->domain[0] && strcmp(n->op_type, op) == 0; }
@@ -330,6 +335,20 @@ static er_status make_plan(qplan *p) {
       if (t->ch_axis < 0) t->ch_axis = axis;
     }
   }
+  /* Graph outputs of quantizable layers (not in weight-only mode). */
+  if (p->act_dtype != ER_DTYPE_UNDEFINED)
+    for (size_t i = 0; i < p->n_c; i++) {
+      const qcand *c = &p->c[i];
+      if (c->why_float) continue;
+      const er_node *n = &g->nodes[c->node];
+      for (int k = 0; k < n->n_outputs; k++) {
+        int32_t v = n->outputs[k];
+        if (v < 0 || !g->values[v].is_graph_output || g->values[v].info.dtype != ER_DTYPE_FLOAT || p->t_of[v] >= 0)
+          continue;
+        ER_CHECK(add_tensor(p, v));
+        p->n_out_t++;
+      }
+    }
   return ER_STATUS_OK;
 }
 
@@ -622,6 +641,24 @@ static er_status emit_qdq(emit_state *e, int32_t v, const qten *t) {
   ER_CHECK(er__qb_node(b, "DequantizeLinear", nm, din, 3, &did, 1, NULL, 0));
   e->dq_of[v] = did;
   return ER_STATUS_OK;
+}
+
+/* Q -> DQ from `src` into the existing value `dst` (a graph output the
+ * layer produced before; the layer now writes src). */
+static er_status emit_qdq_into(emit_state *e, int32_t src, int32_t dst, const qten *t) {
+  er_qbuild *b = &e->b;
+  const char *name = e->g->values[dst].name;
+  double s = t->scale, z = t->zp;
+  int32_t sid, zid, qid;
+  ER_CHECK(er__qb_constant_vec(b, name, "_scale", ER_DTYPE_FLOAT, 0, 1, &s, &sid));
+  ER_CHECK(er__qb_constant_vec(b, name, "_zero_point", e->p->act_dtype, 0, 1, &z, &zid));
+  ER_CHECK(er__qb_value(b, name, "_QuantizeLinear_Output", &qid));
+  char nm[512];
+  int32_t qin[3] = {src, sid, zid}, din[3] = {qid, sid, zid};
+  node_name(e->g, qid, nm, sizeof nm);
+  ER_CHECK(er__qb_node(b, "QuantizeLinear", nm, qin, 3, &qid, 1, NULL, 0));
+  snprintf(nm, sizeof nm, "%s_DequantizeLinear", name);
+  return er__qb_node(b, "DequantizeLinear", nm, din, 3, &dst, 1, NULL, 0);
 }
 
 static er_qreport_layer *rep_layer(emit_state *e, const qcand *c) {
@@ -933,10 +970,39 @@ static er_status build(qplan *p, const bool *quant, er_pbw *out, er_qreport *rep
         break;
       }
     }
+    /* Graph outputs of a quantized layer, when chosen: the layer writes a
+     * new float value, Q -> DQ turn it into the output. Not for a value
+     * quantized layers also read (its own Q -> DQ is emitted below). */
+    int32_t outs[16], redirected[16];
+    int n_red = 0;
+    if (ci >= 0 && p->out_qdq && node.n_outputs <= 16) {
+      for (int k = 0; k < node.n_outputs && st == ER_STATUS_OK; k++) {
+        int32_t v = node.outputs[k];
+        outs[k] = v;
+        if (v < 0 || v >= n_values0 || !p->out_qdq[v] || !g->values[v].is_graph_output || p->t_of[v] < 0 ||
+            needed[v])
+          continue;
+        st = er__qb_value(&e.b, g->values[v].name, "_float", &outs[k]);
+        redirected[n_red++] = k;
+      }
+      if (st != ER_STATUS_OK) break;
+      if (n_red > 0) {
+        node.outputs = er__qb_ids(&e.b, outs, node.n_outputs);
+        if (!node.outputs) {
+          st = ER_STATUS_OUT_OF_MEMORY;
+          break;
+        }
+      }
+    }
     st = er__qb_keep(&e.b, &node);
+    for (int r = 0; r < n_red && st == ER_STATUS_OK; r++) {
+      int k = redirected[r];
+      int32_t v = g->nodes[i].outputs[k];
+      st = emit_qdq_into(&e, node.outputs[k], v, &p->t[p->t_of[v]]);
+    }
     for (int k = 0; k < node.n_outputs && st == ER_STATUS_OK; k++) {
       int32_t v = node.outputs[k];
-      if (v >= 0 && needed[v]) st = emit_qdq(&e, v, &p->t[p->t_of[v]]);
+      if (v >= 0 && v < n_values0 && needed[v]) st = emit_qdq(&e, v, &p->t[p->t_of[v]]);
     }
   }
   if (st == ER_STATUS_OK) st = er__qb_commit(&e.b);
@@ -1009,6 +1075,67 @@ static er_status measure(evalctx *ec, const bool *quant, er_qbudget kind, double
   er__qcompare_free(c);
   er_model_free(qm);
   er__pbw_free(&w);
+  return st;
+}
+
+/* Builds the model for `quant` and compares it with the float model; the
+ * comparison is the caller's (er__qcompare_free). */
+static er_status measure_cmp(evalctx *ec, const bool *quant, er_qcompare **out) {
+  er_pbw w = {0};
+  struct er_model *qm = NULL;
+  er_status st = build(ec->p, quant, &w, NULL);
+  if (st == ER_STATUS_OK) st = load_bytes(&w, &qm);
+  er_qcompare_options co = {false, ec->labels, ec->n_labels, ec->p->o.threads, false, NULL};
+  if (st == ER_STATUS_OK) st = er__qcompare_run(ec->fm, qm, ec->data, &co, out);
+  er_model_free(qm);
+  er__pbw_free(&w);
+  return st;
+}
+
+/* Output SQNR (dB) of graph output `name` in a comparison; NaN if absent. */
+static double output_sqnr(const er_qcompare *c, const char *name) {
+  for (size_t i = 0; i < c->n_tensors; i++)
+    if (c->tensors[i].is_output && strcmp(c->tensors[i].name, name) == 0) return er__qmetric_sqnr(&c->tensors[i].m);
+  return NAN;
+}
+
+/* --outputs auto: every graph output of a quantized layer once with and
+ * once without Q -> DQ; each keeps the form whose SQNR against the float
+ * model is higher (outputs are leaves, so the choices do not interact).
+ * With a keep-float budget that is not an SQNR, the choice stands only if
+ * the budget metric does not get worse. */
+static er_status choose_outputs(evalctx *ec, const bool *quant, er_qreport *rep, bool auto_keep) {
+  qplan *p = ec->p;
+  const er_graph *g = p->mf->graph;
+  er_qcompare *off = NULL, *on = NULL;
+  for (int32_t v = 0; v < g->n_values; v++) p->out_qdq[v] = false;
+  er_status st = measure_cmp(ec, quant, &off);
+  for (int32_t v = 0; v < g->n_values; v++) p->out_qdq[v] = g->values[v].is_graph_output && p->t_of[v] >= 0;
+  if (st == ER_STATUS_OK) st = measure_cmp(ec, quant, &on);
+  bool any = false;
+  for (int32_t v = 0; v < g->n_values && st == ER_STATUS_OK; v++) {
+    if (!p->out_qdq[v]) continue;
+    double sf = output_sqnr(off, g->values[v].name), sq = output_sqnr(on, g->values[v].name);
+    p->out_qdq[v] = sq > sf;
+    any |= p->out_qdq[v];
+    er_qreport_output *o = realloc(rep->outputs, (rep->n_outputs + 1) * sizeof *o);
+    if (!o) {
+      st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for the report");
+      break;
+    }
+    rep->outputs = o;
+    rep->outputs[rep->n_outputs++] = (er_qreport_output){strdup(g->values[v].name), p->out_qdq[v], sf, sq};
+  }
+  if (st == ER_STATUS_OK && any && auto_keep && rep->budget_kind != ER_QBUDGET_SQNR_DB) {
+    double before = budget_metric(off, rep->budget_kind), after, sq;
+    st = measure(ec, quant, rep->budget_kind, &after, &sq);
+    if (st == ER_STATUS_OK && !(after <= before)) {
+      for (int32_t v = 0; v < g->n_values; v++) p->out_qdq[v] = false;
+      for (size_t i = 0; i < rep->n_outputs; i++) rep->outputs[i].quantized = false;
+    }
+  }
+  er__qcompare_free(off);
+  er__qcompare_free(on);
   return st;
 }
 
@@ -1139,6 +1266,8 @@ void er__qreport_free(er_qreport *r) {
   free(r->layers);
   for (size_t i = 0; i < r->n_kept; i++) free(r->kept[i]);
   free(r->kept);
+  for (size_t i = 0; i < r->n_outputs; i++) free(r->outputs[i].name);
+  free(r->outputs);
   er__qcompare_free(r->cmp);
   free(r);
 }
@@ -1376,7 +1505,38 @@ er_status er__quantize(const char *model_path, const char *calib_path, const cha
     if (st != ER_STATUS_OK) goto done;
   }
 
-  /* 6. The final model: build, write, measure. */
+  /* 6. Graph outputs of quantized layers: through Q -> DQ only where that
+   * measures better on the evaluation samples. onnxruntime's quantizer
+   * always quantizes them; an 8-bit output usually costs accuracy, but
+   * where the output's calibrated range is tight the last step snaps the
+   * accumulated error of the layers before back onto the float values. */
+  if (p.n_out_t > 0) {
+    p.out_qdq = calloc((size_t)p.mf->graph->n_values + 1, sizeof *p.out_qdq);
+    if (!p.out_qdq) {
+      st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory");
+      goto done;
+    }
+    rep->outputs_mode = p.o.outputs;
+    if (p.o.outputs == ER_QOUT_AUTO) {
+      st = choose_outputs(&ec, quant, rep, auto_keep);
+      if (st != ER_STATUS_OK) goto done;
+    } else {
+      const er_graph *g = p.mf->graph;
+      for (int32_t v = 0; v < g->n_values && st == ER_STATUS_OK; v++) {
+        if (!g->values[v].is_graph_output || p.t_of[v] < 0) continue;
+        p.out_qdq[v] = p.o.outputs == ER_QOUT_QUANTIZED;
+        er_qreport_output *o = realloc(rep->outputs, (rep->n_outputs + 1) * sizeof *o);
+        if (!o) {
+          st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for the report");
+          goto done;
+        }
+        rep->outputs = o;
+        rep->outputs[rep->n_outputs++] = (er_qreport_output){strdup(g->values[v].name), p.out_qdq[v], NAN, NAN};
+      }
+    }
+  }
+
+  /* 7. The final model: build, write, measure. */
   st = build(&p, quant, &outw, rep);
   if (st == ER_STATUS_OK) st = load_bytes(&outw, &qm);
   if (st != ER_STATUS_OK) {
@@ -1416,6 +1576,7 @@ done:
     }
   free(p.t);
   free(p.t_of);
+  free(p.out_qdq);
   free(p.c);
   free(quant);
   free(labels);

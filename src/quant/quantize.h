@@ -46,6 +46,13 @@ typedef enum er_qbudget {
 /* The most op types or node names one list option may hold. */
 #define ER_QUANT_MAX_LIST 256
 
+/* Graph outputs that quantized layers produce. */
+typedef enum er_qoutputs {
+  ER_QOUT_AUTO = 0,             /* Q -> DQ where it measures closer to float */
+  ER_QOUT_QUANTIZED,            /* always Q -> DQ (fully quantized graphs) */
+  ER_QOUT_FLOAT,                /* never */
+} er_qoutputs;
+
 typedef struct er_quant_options {
   er_qweights weights;          /* default int8 */
   bool per_channel;             /* weights per output channel (default) */
@@ -61,6 +68,8 @@ typedef struct er_quant_options {
   bool fold;                    /* fold BatchNorm/affine into Conv (default) */
   bool bias_correction;         /* correct biases for the mean error that
                                    weight rounding causes (default) */
+  er_qoutputs outputs;          /* graph outputs of quantized layers:
+                                   measured choice (default), Q/DQ, float */
   int64_t holdout;              /* samples held out for auto (0 = default) */
   const char *eval_path;        /* evaluation data (else held-out samples) */
   const char *labels_path;      /* labels of the evaluation samples */
@@ -103,6 +112,12 @@ typedef struct er_qreport_layer {    /* one candidate node */
                                                 final model; NaN = none */
 } er_qreport_layer;
 
+typedef struct er_qreport_output {  /* a graph output a quantized layer makes */
+  char *name;
+  bool quantized;                    /* through Q -> DQ in the written model */
+  double sqnr_float, sqnr_quantized; /* dB each way (auto); NaN = not measured */
+} er_qreport_output;
+
 typedef struct er_qreport {
   char *model_path, *out_path, *calib_path, *eval_path;
   er_quant_options opts;             /* string members not kept */
@@ -126,6 +141,10 @@ typedef struct er_qreport {
   size_t n_kept;
   double auto_metric_before, auto_metric_after;  /* budget metric, all
                                                     quantized vs final */
+  /* Graph outputs of quantized layers, and what --outputs chose. */
+  er_qoutputs outputs_mode;
+  er_qreport_output *outputs;
+  size_t n_outputs;
   /* Evaluation against the float model (outputs and layers). */
   er_qcompare *cmp;
   double seconds;                    /* wall time of the whole run */

@@ -375,6 +375,19 @@ er_status er__qreport_write_json(const er_qreport *r, const char *path) {
   } else {
     sb_printf(&s, "null");
   }
+  sb_printf(&s, ",\n  \"graph_outputs\": {\"mode\": \"%s\", \"outputs\": [",
+            r->outputs_mode == ER_QOUT_QUANTIZED ? "quantized" : r->outputs_mode == ER_QOUT_FLOAT ? "float" : "auto");
+  for (size_t i = 0; i < r->n_outputs; i++) {
+    const er_qreport_output *o = &r->outputs[i];
+    sb_printf(&s, "%s{\"name\": ", i ? ", " : "");
+    sb_json_str(&s, o->name);
+    sb_printf(&s, ", \"quantized\": %s, \"sqnr_db_float\": ", o->quantized ? "true" : "false");
+    sb_num(&s, o->sqnr_float);
+    sb_printf(&s, ", \"sqnr_db_quantized\": ");
+    sb_num(&s, o->sqnr_quantized);
+    sb_printf(&s, "}");
+  }
+  sb_printf(&s, "]}");
   sb_printf(&s, ",\n  \"layers\": [");
   for (size_t i = 0; i < r->n_layers; i++) {
     const er_qreport_layer *L = &r->layers[i];
@@ -462,6 +475,15 @@ er_status er__qreport_write_html(const er_qreport *r, const char *path) {
             (long long)r->opset_from, (long long)r->opset_to);
   html_size(&s, "model file", r->float_file_bytes, r->quant_file_bytes);
   html_size(&s, "weights", r->float_weight_bytes, r->quant_weight_bytes);
+  for (size_t i = 0; i < r->n_outputs; i++) {
+    const er_qreport_output *o = &r->outputs[i];
+    sb_printf(&s, "<tr><td>graph output ");
+    sb_html(&s, o->name);
+    sb_printf(&s, "</td><td class='l'>%s", o->quantized ? "quantized" : "left float");
+    if (isnan(o->sqnr_quantized)) sb_printf(&s, " (as --outputs asked)</td></tr>");
+    else
+      sb_printf(&s, " (SQNR %.2f dB float, %.2f dB through Q/DQ)</td></tr>", o->sqnr_float, o->sqnr_quantized);
+  }
   sb_printf(&s, "<tr><td>time</td><td class='l'>%.1f s</td></tr></table>\n", r->seconds);
   if (r->auto_keep) {
     sb_printf(&s, "<h2>Keep-float (auto)</h2><table class='kv'><tr><td>budget</td><td class='l'>%s %s %.4g</td></tr>",

@@ -412,6 +412,72 @@ def test_exclusions():
     check("input model" in out, "refuses to overwrite its input")
 
 
+def outputs_model(path):
+    """Two graph outputs of quantized Convs: y is constant (zero weights,
+    one bias) and equals the top of its calibrated range, so Q -> DQ snaps
+    the accumulated error back onto it (the shape of the light DenseNet-121,
+    whose constant-fill weights make its output constant); z is an ordinary
+    layer, where an 8-bit output only adds error."""
+    from onnx import TensorProto, helper
+    w2 = (np.random.default_rng(0).standard_normal((4, 2, 3, 3)) * 0.3).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "W", "B"], ["y"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["x", "W2"], ["z"], pads=[1, 1, 1, 1])]
+    g = helper.make_graph(nodes, "outputs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 4]),
+                           helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4, 4, 4])],
+                          [numpy_helper.from_array(np.zeros((1, 2, 3, 3), np.float32), "W"),
+                           numpy_helper.from_array(np.array([0.7], np.float32), "B"),
+                           numpy_helper.from_array(w2, "W2")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, path)
+
+
+def test_outputs():
+    model = tmp("outputs.onnx")
+    outputs_model(model)
+    rng = np.random.default_rng(5)
+    calib = rng.standard_normal((8, 2, 4, 4)).astype(np.float32).reshape(8, 1, 2, 4, 4)
+    cdir = tmp("outputs-calib")
+    os.makedirs(cdir, exist_ok=True)
+    for i, x in enumerate(calib):
+        np.save(os.path.join(cdir, f"{i}.npy"), x)
+
+    def producers(path):
+        m = onnx.load(path)
+        return {o: n.op_type for n in m.graph.node for o in n.output if o in ("y", "z")}
+
+    res = {}
+    for mode in ("auto", "quantized", "float"):
+        q = tmp(f"outputs-{mode}.onnx")
+        er("quantize", model, "--calib", cdir, "-o", q, "--outputs", mode, "--quiet", "--report", tmp(f"outputs-{mode}"))
+        res[mode] = (producers(q), json.load(open(tmp(f"outputs-{mode}.json")))["graph_outputs"])
+        full_check(q, f"the model quantized with --outputs {mode}")
+    prod, rep = res["auto"]
+    by = {o["name"]: o for o in rep["outputs"]}
+    print(f"--outputs auto: {rep['outputs']}")
+    check(rep["mode"] == "auto" and set(by) == {"y", "z"}, "report lists both graph outputs")
+    # null = +inf dB (exact)
+    yq = by["y"]["sqnr_db_quantized"]
+    check(by["y"]["quantized"] and (yq is None or yq > by["y"]["sqnr_db_float"]) and prod["y"] == "DequantizeLinear",
+          "auto puts Q/DQ on the output it measures closer to float")
+    check(not by["z"]["quantized"] and by["z"]["sqnr_db_quantized"] < by["z"]["sqnr_db_float"] and prod["z"] == "Conv",
+          "auto leaves float the output an 8-bit step would hurt")
+    check(res["quantized"][0] == {"y": "DequantizeLinear", "z": "DequantizeLinear"}, "--outputs quantized: both")
+    check(res["float"][0] == {"y": "Conv", "z": "Conv"}, "--outputs float: neither")
+    # The fully quantized model runs the same in onnxruntime and edgerun, and
+    # the constant output comes out exact.
+    x = calib[0]
+    theirs = session(tmp("outputs-quantized.onnx")).run(None, {"x": x})
+    mine = edgerun_outputs(tmp("outputs-quantized.onnx"), x, "outputs-q")
+    ref = session(model).run(None, {"x": x})
+    check(np.array_equal(theirs[0], mine) and np.abs(mine - ref[0]).max() <= 1e-6,
+          "--outputs quantized: onnxruntime and edgerun agree, constant output exact")
+    out = er("quantize", model, "--calib", cdir, "-o", tmp("outputs-bad.onnx"), "--outputs", "int8", expect=1)
+    check("'int8'" in out and "auto, quantized or float" in out and not os.path.exists(tmp("outputs-bad.onnx")),
+          "--outputs names the bad value and the choices")
+
+
 def test_shared_weights():
     """Two convolutions sharing one weight and one bias initializer (what
     constant deduplication produces): one weight DequantizeLinear, one int32
@@ -565,7 +631,7 @@ def test_memory_flat():
 
 
 TESTS = [test_digits_accuracy, test_fashion, test_mnist8, test_sqnr_vs_ort, test_int4, test_methods, test_exclusions,
-         test_shared_weights, test_keep_float_auto, test_analyze_eval, test_images, test_memory_flat]
+         test_outputs, test_shared_weights, test_keep_float_auto, test_analyze_eval, test_images, test_memory_flat]
 
 
 def main():
