@@ -151,6 +151,13 @@ static void gen_attention(case_fn fn, void *arg) {
   add_attention(&c, &shorter);
   kc_input(&c, 2, DIMS(shorter.s, shorter.t - 3), -1, 0, false);
   fn(&c, arg);
+  /* The same with shapes unknown at compile time: the kernel takes the
+   * node and must hand this run to the reference. */
+  begin(&c, &shorter, " mask shorter than the keys, dynamic");
+  add_attention(&c, &shorter);
+  kc_input(&c, 2, DIMS(shorter.s, shorter.t - 3), -1, 0, false);
+  c.dynamic = true;
+  fn(&c, arg);
 }
 
 const case_gen kcases_attn[] = {
