@@ -14,7 +14,10 @@
  * most ATTN_TILE_FLOATS once T is large) and the full [B, H, S, T] score
  * tensor is never made. Q, K, V and Y are read and written through their
  * strides, so the 3-D form (heads inside each row) needs no head-split
- * copies. Work units are (batch, head, row block), split statically over
+ * copies. K^T and V of a head are packed once per worker and reused by
+ * the head's row blocks and by query heads sharing the KV head (up to
+ * ATTN_PACK_MAX_FLOATS; larger heads are packed block by block by the
+ * GEMM driver). Work units are (batch, head, row block), split statically over
  * the workers; each unit's sums run in the same order whatever the split,
  * so results do not depend on the thread count.
  *
