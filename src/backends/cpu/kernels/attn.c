@@ -37,9 +37,9 @@
 
 enum { IN_Q, IN_K, IN_V, IN_MASK, IN_PAST_K, IN_PAST_V, IN_NONPAD };
 
-/* Query rows per work unit: enough rows for whole GEMM tiles and to
- * amortize packing K and V once per block, few enough that a head of a
- * 128-token sequence still splits in two for two workers. */
+/* Query rows per work unit: enough rows for several whole GEMM tiles
+ * (and to amortize packing Q and the probabilities), few enough that a
+ * head of a 128-token sequence still splits in two for two workers. */
 #define ATTN_MAX_ROWS 64
 /* The most floats of one worker's score tile (256 KiB: L2-resident).
  * With long key sequences the block takes fewer rows rather than more
@@ -201,8 +201,8 @@ static int64_t rows_per_block(int64_t s, int64_t t) {
 /* A worker's scratch, in floats from its start. */
 typedef struct attn_layout {
   int64_t rows;          /* query rows per unit */
-  bool prepack;          /* K and V packed once per head (fits ATTN_PACK_MAX_FLOATS) */
-  size_t tile, kp, vp;   /* offsets: score tile [T, rows], packed K, packed V */
+  bool prepack;          /* K^T and V packed once per head (fit ATTN_PACK_MAX_FLOATS) */
+  size_t tile, kp, vp;   /* offsets: score tile [rows, T], packed K^T, packed V */
   size_t gemm;           /* offset of the GEMMs' packing buffers */
   size_t total;          /* floats per worker */
 } attn_layout;
