@@ -213,7 +213,8 @@ er_status er__graph_infer(er_graph *g, bool fold);
  * Transpose/Reshape chains simplified; the ops stay standard ONNX.
  * Fusion, per session on the session's own copy when every node runs on
  * the CPU (optimize >= 2): bias, residual and activations into com.edgerun
- * FusedConv/FusedGemm/FusedMatMul, LayerNorm and GELU from primitives. */
+ * FusedConv/FusedGemm/FusedMatMul, LayerNorm and GELU from primitives,
+ * scaled dot-product attention from MatMul/Softmax/MatMul into Attention. */
 er_status er__graph_optimize_basic(er_graph *g);
 er_status er__graph_optimize_fusion(er_graph *g);
 /* The QDQ pass (passes-qdq.c), run first by er__graph_optimize_fusion:

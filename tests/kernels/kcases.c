@@ -11,5 +11,6 @@ const case_gen *const kcase_groups[] = {
     kcases_layout,
     kcases_quant,
     kcases_rnn,
+    kcases_attn,
     NULL,
 };

@@ -21,5 +21,6 @@ extern const case_gen kcases_norm[];
 extern const case_gen kcases_layout[];
 extern const case_gen kcases_quant[];
 extern const case_gen kcases_rnn[];
+extern const case_gen kcases_attn[];
 
 #endif

@@ -3,6 +3,7 @@
  * the optimized model's node list is checked, and its outputs are compared
  * with the same model loaded as written (optimize = -1). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "harness.h"
@@ -451,6 +452,189 @@ static void test_transpose_reshape(void) {
   }
 }
 
+/* ---- attention ------------------------------------------------------------------ */
+
+static void add_i64(er_pbw *g, const char *name, int n, const int64_t *v) {
+  er_pbw t = {0};
+  const int64_t dims[1] = {n};
+  tb_tensor(&t, name, 7, 1, dims, v, (size_t)n * sizeof *v);
+  tb_graph_initializer(g, &t);
+  er__pbw_free(&t);
+}
+
+/* A self-attention block over x [2, 6, 16] with 2 heads of 8 (values of
+ * dv), as exporters write it:
+ *   q3/k3/v3 = MatMul(x, W); q = Transpose(Reshape(q3, split), [0,2,1,3]);
+ *   kt = Transpose(Reshape(k3, split), [0,2,3,1]); v likewise;
+ *   s = MatMul(q, kt) [Div | Mul scale] [+ mask]; p = Softmax(s);
+ *   o = MatMul(p, v) [-> Transpose -> Reshape(merge) -> y]
+ * and the variations below, each with what the pass must make of it. */
+typedef struct attn_variant {
+  const char *what;
+  int scale_op;              /* 0 none, 1 Div(s, sqrt 8), 2 Mul(1/sqrt 8, s), 3 Div by a [2,1,1] constant */
+  int mask;                  /* 0 none, 1 [S,T], 2 [B,1,S,T], 3 [S,1] (broadcast along the keys) */
+  int k_form;                /* 0 Transpose [0,2,3,1]; 1 that then Relu; 2 Transpose([0,1,3,2]) of Relu(heads) */
+  bool merge;                /* o merged back by Transpose + Reshape into y [2, 6, 16 or 8] */
+  int64_t merge_shape[3];
+  int64_t split[4], split_v[4];
+  int softmax_axis;          /* -1, 3 or 2 (99: attribute absent) */
+  int opset;
+  bool cross;                /* keys and values from x's first 4 positions */
+  int extra;                 /* 0 none, 1 p also read by a second output, 2 scaled scores a graph output,
+                                3 q (Q's heads) a graph output */
+  int expect;                /* 3: 3-D Attention; 4: 4-D Attention; 0: none */
+} attn_variant;
+
+static const attn_variant attn_variants[] = {
+    {"3-D, Div", 1, 0, 0, true, {0, 0, -1}, {0, 0, 2, 8}, {0, 0, 2, 8}, -1, 17, false, 0, 3},
+    {"3-D, Mul, mask [S,T]", 2, 1, 0, true, {0, 0, 16}, {0, 0, 2, -1}, {0, 0, -1, 8}, -1, 17, false, 0, 3},
+    {"3-D, Dv 4, mask [B,1,S,T], S != T", 1, 2, 0, true, {2, 6, 8}, {0, 0, 2, 8}, {0, 0, 2, 4}, 3, 17, true, 0, 3},
+    {"3-D, no scale, opset 11 axis 3", 0, 0, 0, true, {0, 0, -1}, {2, 6, 2, 8}, {2, 6, -1, 8}, 3, 11, false, 0, 3},
+    {"4-D, K from the split Transpose", 1, 1, 0, false, {0}, {0, 0, 2, 8}, {0, 0, 2, 8}, 99, 17, true, 0, 4},
+    {"4-D, K^T from Relu", 2, 2, 1, false, {0}, {0, 0, 2, 8}, {0, 0, 2, 4}, -1, 17, false, 0, 4},
+    {"4-D, K^T = Transpose(K, [0,1,3,2])", 1, 0, 2, true, {0, 0, -1}, {0, 0, 2, 8}, {0, 0, 2, 8}, -1, 17, false, 0, 4},
+    {"3-D near miss, merge to [1, 12, 16]: 4-D", 1, 0, 0, true, {1, 12, 16}, {0, 0, 2, 8}, {0, 0, 2, 8}, -1, 17, false, 0, 4},
+    {"3-D near miss, merge to [0, 12, 8]: 4-D", 1, 0, 0, true, {0, 12, 8}, {0, 0, 2, 8}, {0, 0, 2, 8}, -1, 17, false, 0, 4},
+    {"3-D near miss, the heads of q a graph output: 4-D", 1, 0, 0, true, {0, 0, -1}, {0, 0, 2, 8}, {0, 0, 2, 8}, -1, 17, false, 3, 4},
+    {"3-D near miss, split [1, 12, 2, 8]: 4-D", 1, 0, 0, true, {2, 6, 16}, {1, 12, 2, 8}, {1, 12, 2, 8}, -1, 17, false, 0, 4},
+    {"near miss: probabilities read twice", 1, 0, 0, true, {0, 0, -1}, {0, 0, 2, 8}, {0, 0, 2, 8}, -1, 17, false, 1, 0},
+    {"near miss: scaled scores a graph output", 1, 0, 0, true, {0, 0, -1}, {0, 0, 2, 8}, {0, 0, 2, 8}, -1, 17, false, 2, 0},
+    {"near miss: Softmax over axis 2", 1, 0, 0, true, {0, 0, -1}, {0, 0, 2, 8}, {0, 0, 2, 8}, 2, 17, false, 0, 0},
+    {"near miss: Softmax opset 11, default axis", 1, 0, 0, true, {0, 0, -1}, {0, 0, 2, 8}, {0, 0, 2, 8}, 99, 11, false, 0, 0},
+    {"near miss: scale of [2,1,1]", 3, 0, 0, true, {0, 0, -1}, {0, 0, 2, 8}, {0, 0, 2, 8}, -1, 17, false, 0, 0},
+    {"near miss: mask [S,1]", 1, 3, 0, true, {0, 0, -1}, {0, 0, 2, 8}, {0, 0, 2, 8}, -1, 17, false, 0, 0},
+};
+
+#define NODE(g, op, name, ins, outs, attrs) \
+  tb_node(g, op, name, (const char *const[])ins, (const char *const[])outs, attrs)
+#define L(...) {__VA_ARGS__, NULL}
+
+static void attn_model(er_pbw *m, const attn_variant *v) {
+  er_pbw g = {0}, pq = {0}, pk = {0}, pkt = {0}, po = {0}, sa = {0}, sl = {0};
+  const int64_t x[3] = {2, 6, 16}, t = v->cross ? 4 : 6, dv = v->split_v[3] > 0 ? v->split_v[3] : 8;
+  add_weight(&g, "Wq", 2, (const int64_t[]){16, 16}, 0.5f, 0);
+  add_weight(&g, "Wk", 2, (const int64_t[]){16, 16}, 0.5f, 0);
+  add_weight(&g, "Wv", 2, (const int64_t[]){16, 2 * dv}, 0.5f, 0);
+  add_i64(&g, "split", 4, v->split);
+  add_i64(&g, "split_v", 4, v->split_v);
+  add_i64(&g, "merge", 3, v->merge_shape);
+  add_scalar(&g, "c", v->scale_op == 2 ? 1.0f / sqrtf(8.0f) : sqrtf(8.0f));
+  add_weight(&g, "c3", 3, (const int64_t[]){2, 1, 1}, 0.2f, 2.8f);
+  if (v->mask == 1) add_weight(&g, "M", 2, (const int64_t[]){6, t}, 0.5f, -0.5f);
+  if (v->mask == 2) add_weight(&g, "M", 4, (const int64_t[]){2, 1, 6, t}, 0.5f, -0.5f);
+  if (v->mask == 3) add_weight(&g, "M", 2, (const int64_t[]){6, 1}, 0.5f, -0.5f);
+  tb_attr_ints(&pq, "perm", (const int64_t[]){0, 2, 1, 3}, 4);
+  tb_attr_ints(&pk, "perm", (const int64_t[]){0, 2, 3, 1}, 4);
+  tb_attr_ints(&pkt, "perm", (const int64_t[]){0, 1, 3, 2}, 4);
+  tb_attr_ints(&po, "perm", (const int64_t[]){0, 2, 1, 3}, 4);
+  if (v->softmax_axis != 99) tb_attr_int(&sa, "axis", v->softmax_axis);
+  const char *kv_in = "x";
+  if (v->cross) {
+    add_i64(&g, "s0", 1, (const int64_t[]){0});
+    add_i64(&g, "s1", 1, (const int64_t[]){4});
+    add_i64(&g, "ax", 1, (const int64_t[]){1});
+    NODE(&g, "Slice", "slice", L("x", "s0", "s1", "ax"), L("xs"), NULL);
+    kv_in = "xs";
+  }
+  NODE(&g, "MatMul", "mq", L("x", "Wq"), L("q3"), NULL);
+  NODE(&g, "MatMul", "mk", L(kv_in, "Wk"), L("k3"), NULL);
+  NODE(&g, "MatMul", "mv", L(kv_in, "Wv"), L("v3"), NULL);
+  NODE(&g, "Reshape", "rq", L("q3", "split"), L("q4"), NULL);
+  NODE(&g, "Transpose", "tq", L("q4"), L("q"), &pq);
+  NODE(&g, "Reshape", "rk", L("k3", "split"), L("k4"), NULL);
+  if (v->k_form == 0) {
+    NODE(&g, "Transpose", "tk", L("k4"), L("kt"), &pk);
+  } else if (v->k_form == 1) {
+    NODE(&g, "Transpose", "tk", L("k4"), L("kt0"), &pk);
+    NODE(&g, "Relu", "relu", L("kt0"), L("kt"), NULL);
+  } else {
+    NODE(&g, "Transpose", "tk", L("k4"), L("kh"), &pq);
+    NODE(&g, "Relu", "relu", L("kh"), L("k"), NULL);
+    NODE(&g, "Transpose", "tkt", L("k"), L("kt"), &pkt);
+  }
+  NODE(&g, "Reshape", "rv", L("v3", "split_v"), L("v4"), NULL);
+  NODE(&g, "Transpose", "tv", L("v4"), L("v"), &pq);
+  NODE(&g, "MatMul", "qk", L("q", "kt"), L("s"), NULL);
+  const char *sc = "s";
+  if (v->scale_op == 1) NODE(&g, "Div", "scale", L("s", "c"), L("s2"), NULL);
+  if (v->scale_op == 2) NODE(&g, "Mul", "scale", L("c", "s"), L("s2"), NULL);
+  if (v->scale_op == 3) NODE(&g, "Div", "scale", L("s", "c3"), L("s2"), NULL);
+  if (v->scale_op) sc = "s2";
+  if (v->mask) {
+    NODE(&g, "Add", "mask", L("M", sc), L("s3"), NULL);
+    sc = "s3";
+  }
+  NODE(&g, "Softmax", "softmax", L(sc), L("p"), &sa);
+  NODE(&g, "MatMul", "pv", L("p", "v"), L(v->merge ? "o" : "y"), NULL);
+  if (v->merge) {
+    NODE(&g, "Transpose", "to", L("o"), L("o2"), &po);
+    NODE(&g, "Reshape", "ro", L("o2", "merge"), L("y"), NULL);
+  }
+  if (v->extra == 1) NODE(&g, "ReduceMax", "second", L("p"), L("y2"), NULL);
+  tb_graph_input(&g, "x", 1, 3, x);
+  tb_graph_output(&g, "y", 1, -1, NULL);
+  if (v->extra == 1) tb_graph_output(&g, "y2", 1, -1, NULL);
+  if (v->extra == 2) tb_graph_output(&g, sc, 1, -1, NULL);
+  if (v->extra == 3) tb_graph_output(&g, "q", 1, -1, NULL);
+  tb_model(m, 8, v->opset, &g);
+  er_pbw *all[] = {&g, &pq, &pk, &pkt, &po, &sa, &sl};
+  for (size_t i = 0; i < ER_ARRAY_LEN(all); i++) er__pbw_free(all[i]);
+}
+
+/* Runs both models on the same random x [2, 6, 16]; every output must
+ * agree as in same_outputs. */
+static void attn_same_outputs(er_model *a, er_model *b, int n_out) {
+  er_session *sa = NULL, *sb = NULL;
+  CHECK_STATUS(er_session_create(a, NULL, &sa), ER_STATUS_OK);
+  CHECK_STATUS(er_session_create(b, NULL, &sb), ER_STATUS_OK);
+  er_tensor *x;
+  er_tensor_create(ER_DTYPE_FLOAT, 3, (const int64_t[]){2, 6, 16}, &x);
+  float *xv = er_tensor_data(x);
+  for (int64_t i = 0; i < er_tensor_count(x); i++) xv[i] = frand() * 2;
+  er_named_tensor in = {"x", x};
+  er_tensor *ya[2] = {NULL, NULL}, *yb[2] = {NULL, NULL};
+  CHECK_STATUS(er_session_run(sa, &in, 1, NULL, (size_t)n_out, ya), ER_STATUS_OK);
+  CHECK_STATUS(er_session_run(sb, &in, 1, NULL, (size_t)n_out, yb), ER_STATUS_OK);
+  for (int k = 0; k < n_out; k++) {
+    if (!ya[k] || !yb[k]) continue;
+    CHECK(er_tensor_count(ya[k]) == er_tensor_count(yb[k]));
+    const float *pa = er_tensor_cdata(ya[k]), *pb = er_tensor_cdata(yb[k]);
+    int bad = 0;
+    for (int64_t i = 0; i < er_tensor_count(ya[k]); i++)
+      if (!(fabsf(pa[i] - pb[i]) <= 1e-5f + 1e-4f * fabsf(pb[i]))) bad++;
+    CHECK(bad == 0);
+    er_tensor_free(ya[k]);
+    er_tensor_free(yb[k]);
+  }
+  er_tensor_free(x);
+  er_session_free(sa);
+  er_session_free(sb);
+}
+
+static void test_attention(void) {
+  for (size_t i = 0; i < ER_ARRAY_LEN(attn_variants); i++) {
+    const attn_variant *v = &attn_variants[i];
+    er_pbw m = {0};
+    attn_model(&m, v);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
+    int att = count_op(opt, "Attention"), sm = count_op(opt, "Softmax");
+    int tr = count_op(opt, "Transpose"), rs = count_op(opt, "Reshape");
+    bool ok;
+    if (v->expect == 3) ok = att == 1 && sm == 0 && tr == 0 && rs == 0;
+    else if (v->expect == 4) ok = att == 1 && sm == 0 && tr >= 2 && rs >= 3;
+    else ok = att == 0 && sm == 1;
+    if (!ok)
+      fprintf(stderr, "attention variant '%s': %d Attention, %d Softmax, %d Transpose, %d Reshape\n", v->what, att,
+              sm, tr, rs);
+    CHECK(ok);
+    CHECK(count_op(plain, "Attention") == 0);
+    attn_same_outputs(opt, plain, v->extra ? 2 : 1);
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&m);
+  }
+}
+
 /* A CPU session fuses its own copy: the model keeps standard ops for
  * other sessions (an accelerator or NPU plugin sees Conv and Relu). */
 static void test_model_untouched(void) {
@@ -484,6 +668,7 @@ int main(int argc, char **argv) {
       {"layernorm", test_layernorm},
       {"transpose_reshape", test_transpose_reshape},
       {"model_untouched", test_model_untouched},
+      {"attention", test_attention},
   };
   return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);
 }

@@ -17,7 +17,8 @@
   X(layout)                     \
   X(quant)                      \
   X(qops)                       \
-  X(rnn)
+  X(rnn)                        \
+  X(attn)
 
 #define ER_KERNEL_GROUP_DECL(name) extern const er_cpu_kernel *const er__kernels_##name[];
 ER_KERNEL_GROUP_LIST(ER_KERNEL_GROUP_DECL)
