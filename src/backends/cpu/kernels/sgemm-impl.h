@@ -151,6 +151,37 @@ static inline __attribute__((always_inline)) void tile_rows(const er_gemm_tile *
     }
     return;
   }
+#if MR <= VN
+  if (t->c_trans && t->nr == NR && !t->bias_rows && (!t->add || t->load_c || t->add_rs == 1) &&
+      (!t->finish || t->act->kind == ER_ACT_NONE || t->act->kind == ER_ACT_RELU || t->act->kind == ER_ACT_CLIP)) {
+    /* A full-width tile stored transposed (pixel-major convolutions):
+     * VN x VN register transposes turn the rows of pixels into runs of
+     * one channel, stored whole, instead of gathering each run from a
+     * memory tile. */
+    const vf beta = v_set(t->beta), lo = v_set(t->act->p[0]), hi = v_set(t->act->p[1]);
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) {
+      vf blk[VN];
+#pragma GCC unroll 16
+      for (int r = 0; r < VN; r++) blk[r] = r < MR && r < R ? acc[r][v] : v_zero();
+      v_transpose(blk);
+      for (int j = 0; j < VN; j++) {
+        int64_t col = v * VN + j;
+        float *c = t->c + col * t->ldc;
+        vf x = blk[j];
+        if (t->load_c) x = v_add(x, v_ld_n(c, R));
+        else if (t->add) x = v_fma(beta, v_ld_n(t->add + col * t->add_cs, R), x);
+        if (t->finish) {
+          if (t->bias) x = v_add(x, v_set(t->bias[col]));
+          if (t->act->kind == ER_ACT_RELU) x = v_max(v_zero(), x);
+          else if (t->act->kind == ER_ACT_CLIP) x = v_min(hi, v_max(lo, x));
+        }
+        v_st_n(c, x, R);
+      }
+    }
+    return;
+  }
+#endif
   float tmp[TILE_ROWS * NR] __attribute__((aligned(64)));
 #pragma GCC unroll 16
   for (int r = 0; r < MR; r++)

@@ -109,6 +109,33 @@ static inline vf v_ld_stride(const float *p, int64_t s) {
   return _mm512_i32gather_ps(idx, p, 4);
 }
 
+/* Transposes the VN x VN block r[i][j] in place (r[j][i] after). */
+static inline __attribute__((always_inline)) void v_transpose(vf r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  /* u[4g + m], 128-bit lane k: rows 4g .. 4g + 3 of column 4k + m. */
+  __m512 u[16];
+  for (int g = 0; g < 16; g += 4) {
+    __m512d a = _mm512_castps_pd(t[g]), b = _mm512_castps_pd(t[g + 2]);
+    __m512d c = _mm512_castps_pd(t[g + 1]), d = _mm512_castps_pd(t[g + 3]);
+    u[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+    u[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    u[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+    u[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+  }
+  for (int m = 0; m < 4; m++) {
+    __m512 v0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x44), v1 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xEE);
+    __m512 v2 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x44), v3 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xEE);
+    r[m] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+    r[4 + m] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+    r[8 + m] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+    r[12 + m] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+  }
+}
+
 #elif defined(ER_SIMD_AVX2)
 /* ======================================================================== */
 /* AVX2 + FMA: 8 lanes                                                       */
@@ -206,6 +233,28 @@ static inline vf v_ld_stride(const float *p, int64_t s) {
   return _mm256_i32gather_ps(p, idx, 4);
 }
 
+/* Transposes the VN x VN block r[i][j] in place (r[j][i] after). */
+static inline __attribute__((always_inline)) void v_transpose(vf r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  /* u[4g + m], 128-bit lane k: rows 4g .. 4g + 3 of column 4k + m. */
+  for (int g = 0; g < 8; g += 4) {
+    __m256d a = _mm256_castps_pd(t[g]), b = _mm256_castps_pd(t[g + 2]);
+    __m256d c = _mm256_castps_pd(t[g + 1]), d = _mm256_castps_pd(t[g + 3]);
+    u[g] = _mm256_castpd_ps(_mm256_unpacklo_pd(a, b));
+    u[g + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(a, b));
+    u[g + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(c, d));
+    u[g + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(c, d));
+  }
+  for (int m = 0; m < 4; m++) {
+    r[m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x20);
+    r[4 + m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x31);
+  }
+}
+
 #elif defined(ER_SIMD_NEON)
 /* ======================================================================== */
 /* AArch64 NEON: 4 lanes                                                     */
@@ -289,6 +338,16 @@ static inline void v_interleave2(vf a, vf b, vf *lo, vf *hi) {
 static inline vf v_ld_stride(const float *p, int64_t s) {
   float t[4] = {p[0], p[s], p[2 * s], p[3 * s]};
   return vld1q_f32(t);
+}
+
+/* Transposes the VN x VN block r[i][j] in place (r[j][i] after). */
+static inline __attribute__((always_inline)) void v_transpose(vf r[4]) {
+  float32x4_t t0 = vtrn1q_f32(r[0], r[1]), t1 = vtrn2q_f32(r[0], r[1]);
+  float32x4_t t2 = vtrn1q_f32(r[2], r[3]), t3 = vtrn2q_f32(r[2], r[3]);
+  r[0] = vreinterpretq_f32_f64(vtrn1q_f64(vreinterpretq_f64_f32(t0), vreinterpretq_f64_f32(t2)));
+  r[1] = vreinterpretq_f32_f64(vtrn1q_f64(vreinterpretq_f64_f32(t1), vreinterpretq_f64_f32(t3)));
+  r[2] = vreinterpretq_f32_f64(vtrn2q_f64(vreinterpretq_f64_f32(t0), vreinterpretq_f64_f32(t2)));
+  r[3] = vreinterpretq_f32_f64(vtrn2q_f64(vreinterpretq_f64_f32(t1), vreinterpretq_f64_f32(t3)));
 }
 
 #else
