@@ -328,6 +328,36 @@ static bool conv_gemm_supports(const er_kernel_info *ki, const er_sgemm_isa *isa
   return conv_common_ok(ki, is_fused(ki));
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+/* Share of the GEMM's tile work that is useful for a convolution of mg
+ * output channels (per group) over `pixels` positions, in the better of
+ * the two orientations (channel-major or pixel-major). */
+static double tile_use(const er_sgemm_isa *isa, int64_t mg, int64_t pixels) {
+  double cm = panel_use(mg, isa->mr) * panel_use(pixels, isa->nr);
+  double pm = panel_use(pixels, isa->mr) * panel_use(mg, isa->nr);
+  return cm > pm ? cm : pm;
+}
+
+/* The 16 x 16 tile instead of the main one, where the shape fills it
+ * clearly better (by a tenth): known weights and output size but for the
+ * batch. */
+static bool narrow_tile_better(const er_kernel_info *ki, const er_sgemm_isa *wide, const er_sgemm_isa *narrow) {
+  const er_tensor *w = ki->in[1], *y = ki->out[0];
+  if (!er__tensor_shape_known(w) || w->rank < 3 || y->rank != w->rank) return false;
+  er_kctx ctx = er__ki_ctx(ki);
+  int64_t group = 1;
+  er__attr_int(&ctx, "group", 1, &group);
+  if (group < 1 || w->dims[0] % group != 0) return false;
+  int64_t pixels = 1;
+  for (int d = 2; d < y->rank; d++) {
+    if (y->dims[d] < 0) return false;
+    pixels *= y->dims[d];
+  }
+  int64_t mg = w->dims[0] / group;
+  return tile_use(narrow, mg, pixels) > 1.1 * tile_use(wide, mg, pixels);
+}
+#endif
+
 static er_status conv_gemm_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa, const er_vec_ops *ops,
                                    void **state_out, size_t *scratch_out) {
   conv_state *s = calloc(1, sizeof *s);
@@ -1238,6 +1268,21 @@ static er_status dw_run(const er_kernel_run *kr) {
   static const er_cpu_kernel k_cd_##SFX = {"f32_" PREFIX "conv_direct_8x__" ISA, OP, DOMAIN, cd_supports_##SFX, \
                                           cd_prepare_##SFX, cd_run, cd_release};
 
+/* The 16 x 16 tile's convolution kernels: the GEMM path of
+ * DEFINE_CONV_KERNELS on er__sgemm_avx512_16, for the layers
+ * narrow_tile_better picks. */
+#define DEFINE_CONV_GEMM16_KERNEL(OP, DOMAIN, PREFIX, SFX)                                                        \
+  static bool gemm16_supports_##SFX(const er_kernel_info *ki) {                                                    \
+    return conv_gemm_supports(ki, &er__sgemm_avx512_16, er__cpu_has_avx512(ki->cpu)) &&                           \
+           narrow_tile_better(ki, &er__sgemm_avx512, &er__sgemm_avx512_16);                                       \
+  }                                                                                                                \
+  static er_status gemm16_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {                   \
+    return conv_gemm_prepare(ki, &er__sgemm_avx512_16, &er__vec_avx512, st, scratch);                              \
+  }                                                                                                                \
+  static const er_cpu_kernel k_gemm16_##SFX = {"f32_" PREFIX "conv_gemm_16x16__avx512", OP, DOMAIN,               \
+                                              gemm16_supports_##SFX, gemm16_prepare_##SFX, conv_gemm_run,         \
+                                              conv_gemm_release};
+
 #define DEFINE_CONVT_KERNEL(SFX, TILE, ISA, SG, ISA_OK)                                                  \
   static bool convt_supports_##SFX(const er_kernel_info *ki) { return convt_supports(ki, ISA_OK(ki->cpu)); } \
   static er_status convt_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {            \
@@ -1252,6 +1297,8 @@ DEFINE_CONVT_KERNEL(avx2, "6x16", "avx2", er__sgemm_avx2, er__cpu_has_avx2)
 DEFINE_CONV_KERNELS("Conv", "", "", conv_avx512, "14x32", "avx512", er__sgemm_avx512, er__vec_avx512, er__cpu_has_avx512)
 DEFINE_CONV_KERNELS("FusedConv", ER_FUSED_DOMAIN, "fused_", fconv_avx512, "14x32", "avx512", er__sgemm_avx512, er__vec_avx512,
                     er__cpu_has_avx512)
+DEFINE_CONV_GEMM16_KERNEL("Conv", "", "", conv)
+DEFINE_CONV_GEMM16_KERNEL("FusedConv", ER_FUSED_DOMAIN, "fused_", fconv)
 DEFINE_CONV_KERNELS("Conv", "", "", conv_avx2, "6x16", "avx2", er__sgemm_avx2, er__vec_avx2, er__cpu_has_avx2)
 DEFINE_CONV_KERNELS("FusedConv", ER_FUSED_DOMAIN, "fused_", fconv_avx2, "6x16", "avx2", er__sgemm_avx2, er__vec_avx2,
                     er__cpu_has_avx2)
@@ -1267,7 +1314,7 @@ const er_cpu_kernel *const er__kernels_conv[] = {
 #if defined(__x86_64__) || defined(__i386__)
     &k_dw_conv_avx512,   &k_dw_fconv_avx512,   &k_wino4_conv_avx512, &k_wino4_fconv_avx512,
     &k_wino_conv_avx512, &k_wino_fconv_avx512, &k_cd_conv_avx512,   &k_cd_fconv_avx512,
-    &k_gemm_conv_avx512, &k_gemm_fconv_avx512,
+    &k_gemm16_conv,      &k_gemm16_fconv,      &k_gemm_conv_avx512, &k_gemm_fconv_avx512,
     &k_dw_conv_avx2,     &k_dw_fconv_avx2,     &k_wino4_conv_avx2,  &k_wino4_fconv_avx2,
     &k_wino_conv_avx2,   &k_wino_fconv_avx2,   &k_cd_conv_avx2,     &k_cd_fconv_avx2,
     &k_gemm_conv_avx2,   &k_gemm_fconv_avx2,

@@ -215,8 +215,12 @@ DEFINE_TILE_ROWS(12)
 DEFINE_TILE_ROWS(13)
 DEFINE_TILE_ROWS(14)
 #endif
-#if MR > 14 || MR % 2 != 0 || (MR != 4 && MR != 6 && MR != 8 && MR != 12 && MR != 14)
-#error "MR must be one of 4, 6, 8, 12, 14"
+#if MR > 14
+DEFINE_TILE_ROWS(15)
+DEFINE_TILE_ROWS(16)
+#endif
+#if MR > 16 || MR % 2 != 0 || (MR != 4 && MR != 6 && MR != 8 && MR != 12 && MR != 14 && MR != 16)
+#error "MR must be one of 4, 6, 8, 12, 14, 16"
 #endif
 #undef DEFINE_TILE_ROWS
 
@@ -234,6 +238,9 @@ static void tile(const er_gemm_tile *t) {
 #endif
 #if MR > 12
       tile_13, tile_14,
+#endif
+#if MR > 14
+      tile_15, tile_16,
 #endif
   };
   by_rows[t->mr](t);

@@ -65,6 +65,7 @@ typedef struct er_sgemm_isa {
 
 #if defined(__x86_64__) || defined(__i386__)
 extern const er_sgemm_isa er__sgemm_avx512;
+extern const er_sgemm_isa er__sgemm_avx512_16;  /* 16 x 16, for conv.c's narrow layers */
 extern const er_sgemm_isa er__sgemm_avx2;
 #endif
 #if defined(__aarch64__)

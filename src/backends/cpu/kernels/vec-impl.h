@@ -1121,7 +1121,17 @@ static inline void put_values(panel_cursor *pc, const float *src, int64_t stride
         v_deinterleave2(src + 2 * i, &e, &o);
         v_st(d + i, e);
       }
-      for (; i < m; i++) d[i] = src[2 * i];
+      if (i < m) {
+        /* The last (up to VN) values: partial loads of exactly the 2 r - 1
+         * floats they span, split (pixel-major panels of 14 pixels at
+         * stride 2: a ResNet or MobileNet stem's patches). */
+        int r = (int)(m - i), span = 2 * r - 1;
+        int n0 = span < VN ? span : VN, n1 = span - n0;
+        vf e, o;
+        v_uzp(v_ld_n(src + 2 * i, n0), n1 > 0 ? v_ld_n(src + 2 * i + VN, n1) : v_zero(), &e, &o);
+        if (r == VN) v_st(d + i, e);
+        else v_st_n(d + i, e, r);
+      }
     } else {
       for (; i < m; i++) d[i] = src[i * stride];
     }
