@@ -4,9 +4,11 @@
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "backends/cpu/cpu-kernels.h"
 #include "core/tensor.h"
 #include "harness.h"
 #include "onnx-builder.h"
@@ -564,6 +566,71 @@ static void test_concat_in_place(void) {
   er__pbw_free(&ax1s);
 }
 
+/* ---- thread pool -------------------------------------------------------- */
+
+/* Chunks of a parallel loop are claimed by whichever thread is free (so a
+ * late worker costs parallelism, not time), yet each index must run
+ * exactly once, in the chunk the static split gives it, whoever runs it and
+ * however the timing falls. Chunks sleep now and then to shuffle who
+ * claims what; two callers share one pool to cover the busy path. */
+enum { POOL_MAX_N = 96 };
+
+typedef struct pool_probe {
+  atomic_int hits[POOL_MAX_N];
+  atomic_int bad_bounds;
+  int64_t n;
+  int chunks;
+  unsigned seed;
+} pool_probe;
+
+static void pool_probe_fn(void *arg, int64_t begin, int64_t end) {
+  pool_probe *p = arg;
+  /* The static split: chunk c is [n c / chunks, n (c + 1) / chunks). */
+  bool found = false;
+  for (int c = 0; c < p->chunks && !found; c++)
+    found = begin == p->n * c / p->chunks && end == p->n * (c + 1) / p->chunks;
+  if (!found) atomic_fetch_add(&p->bad_bounds, 1);
+  for (int64_t i = begin; i < end; i++) atomic_fetch_add(&p->hits[i], 1);
+  if ((begin * 7 + p->seed) % 5 == 0) usleep((useconds_t)((begin + p->seed) % 3) * 100);
+}
+
+typedef struct pool_caller {
+  er_thread_pool *pool;
+  int threads, jobs, bad;
+  unsigned seed;
+} pool_caller;
+
+static void *pool_calls(void *arg) {
+  pool_caller *pc = arg;
+  for (int j = 0; j < pc->jobs; j++) {
+    pool_probe p;
+    memset(&p, 0, sizeof p);
+    p.n = 1 + (int64_t)((pc->seed * 2654435761u + (unsigned)j * 40503u) % POOL_MAX_N);
+    p.chunks = (int)(p.n < pc->threads ? p.n : pc->threads);
+    p.seed = pc->seed + (unsigned)j;
+    er__parallel_for(pc->pool, p.n, 1, pool_probe_fn, &p);
+    if (atomic_load(&p.bad_bounds)) pc->bad++;
+    for (int64_t i = 0; i < p.n; i++)
+      if (atomic_load(&p.hits[i]) != 1) pc->bad++;
+  }
+  return NULL;
+}
+
+static void test_pool_chunks(void) {
+  for (int threads = 2; threads <= 4; threads++) {
+    er_thread_pool *pool = NULL;
+    CHECK_STATUS(er__pool_create(threads, &pool), ER_STATUS_OK);
+    if (!pool) return;
+    pool_caller a = {pool, threads, 300, 0, 1}, b = {pool, threads, 300, 0, 7};
+    pthread_t t;
+    pthread_create(&t, NULL, pool_calls, &b);
+    pool_calls(&a);
+    pthread_join(t, NULL);
+    CHECK(a.bad == 0 && b.bad == 0);
+    er__pool_free(pool);
+  }
+}
+
 int main(int argc, char **argv) {
   static const er_test_case cases[] = {
       {"status_names", test_status_names},
@@ -582,6 +649,7 @@ int main(int argc, char **argv) {
       {"fix_dims", test_fix_dims},
       {"views_share_memory", test_views_share_memory},
       {"concat_in_place", test_concat_in_place},
+      {"pool_chunks", test_pool_chunks},
   };
   return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);
 }

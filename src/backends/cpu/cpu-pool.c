@@ -2,11 +2,15 @@
  *
  * Workers spin (with a pause instruction) for a while before sleeping on a
  * condition variable, so back-to-back parallel loops (one per node) do not
- * pay a futex wake-up each. A job is split into at most `threads` contiguous chunks; chunk c
- * always goes to the same thread (the caller takes chunk 0), and the split
- * depends only on n, grain and the thread count, so a run's results do not
- * depend on timing. One job at a time: a second concurrent caller (another
- * session run) finds the pool busy and runs its chunks itself, in order. */
+ * pay a futex wake-up each. A job is split into at most `threads`
+ * contiguous chunks; the split depends only on n, grain and the thread
+ * count, so a run's results do not depend on timing. The caller and the
+ * workers claim chunks from a shared ticket, so a worker that is late (its
+ * core taken by another process: MobileNetV2 at 2 threads ran at the speed
+ * of 1 thread for minutes at a time on a shared VM while every chunk waited
+ * for its fixed thread) costs at most the parallelism, never more. One job
+ * at a time: a second concurrent caller (another session run) finds the
+ * pool busy and runs its chunks itself, in order. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -52,10 +56,11 @@ static bool spin_while_u64(atomic_uint_fast64_t *word, uint64_t value, atomic_bo
   }
 }
 
-static bool spin_while_positive(atomic_int *word) {
+/* Spins while *word < target; true when it got there. */
+static bool spin_while_below(atomic_int *word, int target) {
   uint64_t t0 = 0;
   for (unsigned i = 0;; i++) {
-    if (atomic_load_explicit(word, memory_order_acquire) <= 0) return true;
+    if (atomic_load_explicit(word, memory_order_acquire) >= target) return true;
     cpu_relax();
     if ((i & 63) == 63) {
       uint64_t t = now_ns();
@@ -65,11 +70,12 @@ static bool spin_while_positive(atomic_int *word) {
   }
 }
 
+/* The job being run. Its fields are atomics only so that a worker that
+ * read them late (see claim) races with nothing; the ticket orders them. */
 typedef struct pool_job {
-  er_range_fn fn;
-  void *arg;
-  int64_t n;
-  int chunks;
+  _Atomic(er_range_fn) fn;
+  _Atomic(void *) arg;
+  atomic_int_fast64_t n;
 } pool_job;
 
 struct er_thread_pool {
@@ -79,8 +85,11 @@ struct er_thread_pool {
   pthread_mutex_t lock;         /* guards sleeping / waking */
   pthread_cond_t wake, done_cv;
   pool_job job;
-  atomic_uint_fast64_t generation;  /* bumped per job */
-  atomic_int remaining;             /* workers not checked in */
+  atomic_uint_fast64_t generation;  /* bumped per job; workers wait on it */
+  /* Claims (see claim): the job's generation, chunk count and next chunk.
+   * A chunk is run by whoever claims it, caller or worker. */
+  atomic_uint_fast64_t ticket;
+  atomic_int done;                  /* chunks of this job finished */
   atomic_bool stop;
   /* Who sleeps: the lock and condition variables are touched only when
    * someone does, so dispatching to spinning workers costs two atomics. */
@@ -93,19 +102,46 @@ typedef struct worker_arg {
   int index;                    /* 1..threads-1 */
 } worker_arg;
 
-static void run_chunk(const pool_job *job, int c) {
-  int64_t begin = job->n * c / job->chunks, end = job->n * (c + 1) / job->chunks;
-  if (begin < end) job->fn(job->arg, begin, end);
+static void run_range(er_range_fn fn, void *arg, int64_t n, int chunks, int c) {
+  int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
+  if (begin < end) fn(arg, begin, end);
+}
+
+/* Claims and runs chunks of job `gen` until none is left. The ticket
+ * holds the job's generation (bits 32-63), its chunk count (16-31) and
+ * the next chunk (0-15), so whether a chunk is left is read from the same
+ * word the claim swaps. The job's fields are read only after a claim
+ * succeeds: the job is then unfinished (that chunk is not done), and the
+ * caller rewrites them only for the next job, after every chunk is done. */
+#define TICKET(gen, chunks, next) (((uint64_t)(gen) & 0xffffffffu) << 32 | (uint64_t)(chunks) << 16 | (uint64_t)(next))
+
+static void claim(er_thread_pool *pool, uint64_t gen) {
+  uint64_t t = atomic_load_explicit(&pool->ticket, memory_order_acquire);
+  for (;;) {
+    int chunks = (int)(t >> 16 & 0xffffu), k = (int)(t & 0xffffu);
+    if (t >> 32 != (gen & 0xffffffffu) || k >= chunks) return;
+    if (!atomic_compare_exchange_weak_explicit(&pool->ticket, &t, t + 1, memory_order_acq_rel,
+                                               memory_order_acquire))
+      continue;
+    er_range_fn fn = atomic_load_explicit(&pool->job.fn, memory_order_relaxed);
+    void *arg = atomic_load_explicit(&pool->job.arg, memory_order_relaxed);
+    int64_t n = atomic_load_explicit(&pool->job.n, memory_order_relaxed);
+    run_range(fn, arg, n, chunks, k);
+    if (atomic_fetch_add(&pool->done, 1) + 1 == chunks && atomic_load(&pool->caller_sleeps)) {
+      pthread_mutex_lock(&pool->lock);
+      pthread_cond_signal(&pool->done_cv);
+      pthread_mutex_unlock(&pool->lock);
+    }
+    t = atomic_load_explicit(&pool->ticket, memory_order_acquire);
+  }
 }
 
 static void *worker_main(void *p) {
   worker_arg *wa = p;
   er_thread_pool *pool = wa->pool;
-  int index = wa->index;
   free(wa);
   uint64_t seen = 0;
   for (;;) {
-    uint64_t gen;
     if (!spin_while_u64(&pool->generation, seen, &pool->stop)) {
       pthread_mutex_lock(&pool->lock);
       /* sleepers before the generation check (both sequentially
@@ -117,19 +153,9 @@ static void *worker_main(void *p) {
       atomic_fetch_sub(&pool->sleepers, 1);
       pthread_mutex_unlock(&pool->lock);
     }
-    gen = atomic_load_explicit(&pool->generation, memory_order_acquire);
     if (atomic_load(&pool->stop)) return NULL;
-    seen = gen;
-    /* Every worker checks in for every job, chunk or not: otherwise a
-     * worker without a chunk that is slow to read pool->job could read the
-     * next job's fields, run its chunk there, and then run it again when it
-     * sees that job's generation. */
-    if (index < pool->job.chunks) run_chunk(&pool->job, index);
-    if (atomic_fetch_sub(&pool->remaining, 1) == 1 && atomic_load(&pool->caller_sleeps)) {
-      pthread_mutex_lock(&pool->lock);
-      pthread_cond_signal(&pool->done_cv);
-      pthread_mutex_unlock(&pool->lock);
-    }
+    seen = atomic_load_explicit(&pool->generation, memory_order_acquire);
+    claim(pool, seen);
   }
 }
 
@@ -144,7 +170,11 @@ er_status er__pool_create(int threads, er_thread_pool **pool_out) {
   pthread_cond_init(&pool->wake, NULL);
   pthread_cond_init(&pool->done_cv, NULL);
   atomic_init(&pool->generation, 0);
-  atomic_init(&pool->remaining, 0);
+  atomic_init(&pool->ticket, 0);
+  atomic_init(&pool->done, 0);
+  atomic_init(&pool->job.fn, NULL);
+  atomic_init(&pool->job.arg, NULL);
+  atomic_init(&pool->job.n, 0);
   atomic_init(&pool->stop, false);
   atomic_init(&pool->sleepers, 0);
   atomic_init(&pool->caller_sleeps, false);
@@ -191,31 +221,39 @@ void er__parallel_for(er_thread_pool *pool, int64_t n, int64_t grain, er_range_f
   if (grain < 1) grain = 1;
   int64_t max_chunks = (n + grain - 1) / grain;
   int chunks = (int)(max_chunks < threads ? max_chunks : threads);
-  pool_job job = {fn, arg, n, chunks};
   if (chunks <= 1) {
     fn(arg, 0, n);
     return;
   }
   if (pthread_mutex_trylock(&pool->busy) != 0) {
     /* Another run holds the pool: same chunks, run here in order. */
-    for (int c = 0; c < chunks; c++) run_chunk(&job, c);
+    for (int c = 0; c < chunks; c++) run_range(fn, arg, n, chunks, c);
     return;
   }
-  pool->job = job;
-  atomic_store(&pool->remaining, threads - 1);
-  atomic_fetch_add(&pool->generation, 1);
+  uint64_t gen = atomic_load(&pool->generation) + 1;
+  atomic_store_explicit(&pool->job.fn, fn, memory_order_relaxed);
+  atomic_store_explicit(&pool->job.arg, arg, memory_order_relaxed);
+  atomic_store_explicit(&pool->job.n, n, memory_order_relaxed);
+  atomic_store(&pool->done, 0);
+  atomic_store_explicit(&pool->ticket, TICKET(gen, chunks, 0), memory_order_release);
+  atomic_store(&pool->generation, gen);
   if (atomic_load(&pool->sleepers) > 0) {
     pthread_mutex_lock(&pool->lock);
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->lock);
   }
-  run_chunk(&job, 0);
-  /* Wait for every worker to check in: spin first (chunks are usually
-   * balanced). */
-  if (!spin_while_positive(&pool->remaining)) {
+  /* The caller claims chunks too: when a worker is late (descheduled, or
+   * its core busy with something else) the caller runs its chunk as well,
+   * so a run is never slower than on one thread. Chunk boundaries depend
+   * only on n, grain and the thread count, and each chunk computes the
+   * same outputs whoever runs it, so results do not depend on timing. */
+  claim(pool, gen);
+  /* Wait for chunks claimed by workers: spin first (they are usually
+   * about as long as ours). */
+  if (!spin_while_below(&pool->done, chunks)) {
     pthread_mutex_lock(&pool->lock);
     atomic_store(&pool->caller_sleeps, true);
-    while (atomic_load(&pool->remaining) > 0) pthread_cond_wait(&pool->done_cv, &pool->lock);
+    while (atomic_load(&pool->done) < chunks) pthread_cond_wait(&pool->done_cv, &pool->lock);
     atomic_store(&pool->caller_sleeps, false);
     pthread_mutex_unlock(&pool->lock);
   }
