@@ -152,6 +152,17 @@ static er_status add_attrs(er_graph *g, er_node *n, const er_attr *extra, int n_
   return ER_STATUS_OK;
 }
 
+/* Sets a Transpose's perm (the ints must live in the graph's arena). */
+static er_status set_perm(er_graph *g, er_node *n, int64_t *perm, int64_t rank) {
+  er_attr a;
+  memset(&a, 0, sizeof a);
+  a.name = "perm";
+  a.type = ER_ATTR_INTS;
+  a.ints = perm;
+  a.n = rank;
+  return add_attrs(g, n, &a, 1);
+}
+
 static er_status set_inputs(er_graph *g, er_node *n, const int32_t *ids, int count) {
   int32_t *in = er__arena_array(g->arena, (size_t)count + 1, sizeof *in);
   if (!in) return ER_STATUS_OUT_OF_MEMORY;
@@ -858,13 +869,7 @@ static er_status pass_transpose(pass_ctx *pc) {
       }
       pc->dead[i] = pc->dead[c] = true;
     } else {
-      er_attr a;
-      memset(&a, 0, sizeof a);
-      a.name = "perm";
-      a.type = ER_ATTR_INTS;
-      a.ints = perm;
-      a.n = p1->n;
-      ER_CHECK(add_attrs(g, t2, &a, 1));
+      ER_CHECK(set_perm(g, t2, perm, p1->n));
       t2->inputs[0] = t1->inputs[0];
       pc->dead[i] = true;
     }
@@ -1181,13 +1186,7 @@ static er_status pass_attention(pass_ctx *pc) {
         k = t->inputs[0];
         pc->dead[tp] = true;
       } else {
-        er_attr a;
-        memset(&a, 0, sizeof a);
-        a.name = "perm";
-        a.type = ER_ATTR_INTS;
-        a.ints = perm;
-        a.n = 4;
-        ER_CHECK(add_attrs(g, t, &a, 1));
+        ER_CHECK(set_perm(g, t, perm, 4));
         er_tensor *info = &g->values[kt].info;
         int64_t d2 = info->dims[2];
         info->dims[2] = info->dims[3];
@@ -1207,18 +1206,12 @@ static er_status pass_attention(pass_ctx *pc) {
       int32_t in1[1] = {kt};
       ER_CHECK(set_inputs(g, mm, in1, 1));
       ER_CHECK(make_standard(mm, "Transpose", 13));
-      er_attr a;
-      memset(&a, 0, sizeof a);
       static const int64_t swap[4] = {0, 1, 3, 2};
       int64_t *perm = er__arena_array(g->arena, 5, sizeof *perm);
       if (!perm) return ER_STATUS_OUT_OF_MEMORY;
       memcpy(perm, swap, sizeof swap);
-      a.name = "perm";
-      a.type = ER_ATTR_INTS;
-      a.ints = perm;
-      a.n = 4;
       mm->n_attrs = 0;
-      ER_CHECK(add_attrs(g, mm, &a, 1));
+      ER_CHECK(set_perm(g, mm, perm, 4));
       chain[0] = -1;
     }
     int32_t ins[4] = {m.q, k, m.v, m.mask};
