@@ -37,6 +37,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -257,6 +258,7 @@ def main():
     ap.add_argument("--activations", choices=["uint8", "int8"], default="uint8")
     ap.add_argument("--bench-dir", default=os.path.join(ROOT, "build", "bench-models"))
     ap.add_argument("--json")
+    ap.add_argument("--keep", help="copy each model's prepared float and QDQ files into this folder, to profile")
     args = ap.parse_args()
     for tool in ("edgerun", "er-batch-run"):
         if not os.path.exists(os.path.join(args.build, tool)):
@@ -289,6 +291,9 @@ def main():
             rows.append(row)
             print(json.dumps(row), flush=True)
             for f in os.listdir(tmp):
+                if args.keep and f.endswith(".onnx"):
+                    os.makedirs(args.keep, exist_ok=True)
+                    shutil.copy(os.path.join(tmp, f), os.path.join(args.keep, f))
                 os.remove(os.path.join(tmp, f))
     print()
     print(f"threads {args.threads}, batch 1, activations {args.activations}; p50 ms (median of {args.rounds} rounds)")

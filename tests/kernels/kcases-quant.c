@@ -77,6 +77,9 @@ static const conv_shape conv_shapes[] = {
     {1, 12, 9, 20, 12, 3, 3, 1, 1, 2, 2, 2, 2, 12, false, false},  /* depthwise dilated */
     {2, 10, 1, 70, 10, 1, 7, 1, 1, 0, 3, 1, 1, 10, true, false},   /* depthwise 1-D, batch 2 */
     {1, 6, 19, 18, 6, 3, 3, 2, 2, 0, 0, 1, 1, 6, false, true},     /* depthwise SAME stride 2 */
+    {1, 40, 7, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 40, false, false},   /* depthwise 7x7, a partial channel block */
+    {1, 20, 14, 14, 20, 3, 3, 2, 2, 1, 1, 1, 1, 20, false, false}, /* depthwise 14x14 stride 2 */
+    {1, 17, 60, 60, 17, 3, 3, 1, 1, 1, 1, 1, 1, 17, false, false}, /* depthwise over several bands */
 };
 
 static void conv_attrs(kcase *c, const conv_shape *s) {

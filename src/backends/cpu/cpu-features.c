@@ -63,6 +63,7 @@ static void detect(void) {
     f->avx512bw = f->avx512f && ((b >> 30) & 1);
     f->avx512vl = f->avx512f && ((b >> 31) & 1);
     f->avx512vnni = f->avx512f && ((c >> 11) & 1);
+    f->avx512vbmi = f->avx512f && ((c >> 1) & 1);
     bool amx_tile = (d >> 24) & 1, amx_int8 = (d >> 25) & 1;
     bool amx_os = (xcr0 & (3u << 17)) == (3u << 17);
     f->amx_int8 = amx_tile && amx_int8 && amx_os && request_amx();
@@ -91,7 +92,7 @@ const char *er__cpu_features_str(const er_cpu_features *f, char *buf, size_t siz
   } names[] = {
 #define F(field) {offsetof(er_cpu_features, field), #field}
       F(sse41), F(avx), F(avx2), F(fma), F(f16c), F(avx512f), F(avx512bw), F(avx512vl),
-      F(avx512dq), F(avx512vnni), F(avx512bf16), F(avxvnni), F(amx_int8), F(neon), F(dotprod),
+      F(avx512dq), F(avx512vnni), F(avx512vbmi), F(avx512bf16), F(avxvnni), F(amx_int8), F(neon), F(dotprod),
       F(i8mm),
 #undef F
   };

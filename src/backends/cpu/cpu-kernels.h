@@ -22,7 +22,7 @@
 typedef struct er_cpu_features {
   /* x86 */
   bool sse41, avx, avx2, fma, f16c;
-  bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16;
+  bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512vbmi, avx512bf16;
   bool avxvnni;      /* VEX-encoded VNNI (Alder Lake+) */
   bool amx_int8;     /* AMX tiles usable (the OS granted the state) */
   /* Arm */

@@ -9,6 +9,15 @@
 #include "backends/cpu/kernels/qelt.h"
 #include "ops/qfused.h"
 
+/* simd.h for its in-register transpose (v_transpose); its vf and vi are
+ * the same types as the ones below. */
+#if defined(QE_AVX512)
+#define ER_SIMD_AVX512 1
+#elif defined(QE_AVX2)
+#define ER_SIMD_AVX2 1
+#endif
+#include "backends/cpu/kernels/simd.h"
+
 #if defined(QE_AVX512)
 #define VL 16
 typedef __m512 vf;
@@ -64,6 +73,8 @@ static inline void max_bytes(uint8_t *y, const uint8_t *x, bool is_signed) {
   __m512i a = _mm512_loadu_si512((const void *)y), b = _mm512_loadu_si512((const void *)x);
   _mm512_storeu_si512((void *)y, is_signed ? _mm512_max_epi8(a, b) : _mm512_max_epu8(a, b));
 }
+#define QE_CAST_F(v) _mm512_castsi512_ps(v)
+#define QE_CAST_I(v) _mm512_castps_si512(v)
 #define QE_NAME "avx512"
 #define QE_OPS er__qelt_avx512
 #elif defined(QE_AVX2)
@@ -113,6 +124,8 @@ static inline void max_bytes(uint8_t *y, const uint8_t *x, bool is_signed) {
   __m256i a = _mm256_loadu_si256((const __m256i *)y), b = _mm256_loadu_si256((const __m256i *)x);
   _mm256_storeu_si256((__m256i *)y, is_signed ? _mm256_max_epi8(a, b) : _mm256_max_epu8(a, b));
 }
+#define QE_CAST_F(v) _mm256_castsi256_ps(v)
+#define QE_CAST_I(v) _mm256_castps_si256(v)
 #define QE_NAME "avx2"
 #define QE_OPS er__qelt_avx2
 #else
@@ -241,6 +254,145 @@ static void dw_plane(const er_qdw_args *a) {
   /* Drop the virtual columns: row oy moves from oy * ws to oy * ow. */
   if (ws != a->ow)
     for (int64_t oy = 1; oy < a->oh; oy++) memmove(out + oy * a->ow, out + oy * ws, (size_t)a->ow * sizeof *out);
+}
+
+/* ---- depthwise, channels in lanes (er_qdwc_args) ------------------------ */
+
+/* The first n (< VL) bytes at p as VL int32 lanes, the rest 0. */
+static inline vi i_ld8_part(const uint8_t *p, int64_t n, bool is_signed) {
+#if defined(QE_MASKED)
+  return i_ld8_n(p, n, is_signed);
+#else
+  uint8_t tmp[16] = {0};
+  memcpy(tmp, p, (size_t)n);
+  return i_ld8(tmp, is_signed);
+#endif
+}
+
+/* Stores the first n (<= VL) lanes of v, already in the 8-bit range. */
+static inline void st8_part(uint8_t *p, vi v, int64_t n) {
+#if defined(QE_MASKED)
+  _mm512_mask_cvtepi32_storeu_epi8(p, mask16(n), v);
+#else
+  if (n == VL) {
+    st8(p, v);
+    return;
+  }
+  uint8_t tmp[VL];
+  st8(tmp, v);
+  memcpy(p, tmp, (size_t)n);
+#endif
+}
+
+/* Writes padded input rows [r0, r1) of the block into the band: row r,
+ * column xx is the vector of (x - x_zp) of the block's channels at input
+ * (r - pt, xx - pl), or 0 outside the input. */
+static void dwc_fill(const er_qdwc_args *a, int64_t r0, int64_t r1, int64_t cols) {
+  const vi z = i_set(a->xz);
+  const vf zero = f_set(0.0f);
+  const int64_t hw = a->h * a->w;
+  /* Columns [lo, hi) come from the input. */
+  int64_t lo = a->pl < cols ? a->pl : cols, hi = a->pl + a->w < cols ? a->pl + a->w : cols;
+  for (int64_t r = r0; r < r1; r++) {
+    float *row = a->band + (r - r0) * cols * VL;
+    int64_t iy = r - a->pt;
+    if (iy < 0 || iy >= a->h) {
+      for (int64_t xx = 0; xx < cols; xx++) f_st(row + xx * VL, zero);
+      continue;
+    }
+    for (int64_t xx = 0; xx < lo; xx++) f_st(row + xx * VL, zero);
+    for (int64_t xx = hi; xx < cols; xx++) f_st(row + xx * VL, zero);
+    const uint8_t *src = a->x + iy * a->w;
+    for (int64_t ix = 0; ix < hi - lo; ix += VL) {
+      int64_t n = hi - lo - ix < VL ? hi - lo - ix : VL;
+      vf v[VL];
+#pragma GCC unroll 16
+      for (int c = 0; c < VL; c++) {
+        const uint8_t *p = src + c * hw + ix;
+        v[c] = c >= a->nc ? zero : i2f(i_sub(n == VL ? i_ld8(p, a->is_signed) : i_ld8_part(p, n, a->is_signed), z));
+      }
+      v_transpose(v);
+      float *d = row + (lo + ix) * VL;
+      /* Constant indices only, so that the vectors stay in registers. */
+#pragma GCC unroll 16
+      for (int q = 0; q < VL; q++)
+        if (q < n) f_st(d + q * VL, v[q]);
+    }
+  }
+}
+
+/* The QConv epilogue on a vector of the block's channels at one pixel. */
+static inline vi dwc_requant(vf acc, vi corr, vf mult, vf off, vi zp, vi lo, vi hi) {
+  vf f = f_fma(i2f(i_add(f2i_trunc(acc), corr)), mult, off);
+  f = f_min(f_max(f, f_set(-1073741824.0f)), f_set(1073741824.0f));
+  return i_clamp(i_add(f2i_rhe(f), zp), lo, hi);
+}
+
+/* Sums of one output pixel: 3x3, dilation 1 (the common case; weights in
+ * registers, taps at fixed offsets from three row pointers). */
+#define DWC_3X3(b, rs)                                                                                       \
+  f_add(f_fma(w2, f_ld((b) + 2 * VL),                                                                       \
+              f_fma(w4, f_ld((b) + (rs) + VL), f_fma(w6, f_ld((b) + 2 * (rs)), f_mul(w0, f_ld(b))))),       \
+        f_fma(w8, f_ld((b) + 2 * (rs) + 2 * VL),                                                            \
+              f_fma(w1, f_ld((b) + VL), f_fma(w3, f_ld((b) + (rs)),                                          \
+                                            f_fma(w5, f_ld((b) + (rs) + 2 * VL), f_mul(w7, f_ld((b) + 2 * (rs) + VL)))))))
+
+static void dw_block(const er_qdwc_args *a) {
+  const int64_t cols = er__qdwc_band_cols(a->ow, a->sw, a->kw, a->dw), ntaps = a->kh * a->kw;
+  const int64_t ohw = a->oh * a->ow, rs = cols * VL, step = a->sw * VL;
+  const bool k3 = a->kh == 3 && a->kw == 3 && a->dh == 1 && a->dw == 1;
+  int32_t corr_a[VL];
+  float mult_a[VL], off_a[VL];
+  for (int c = 0; c < VL; c++) {
+    corr_a[c] = c < a->nc ? a->corr[c] : 0;
+    mult_a[c] = c < a->nc ? a->mult[c] : 0.0f;
+    off_a[c] = c < a->nc ? a->off[c] : 0.0f;
+  }
+  const vi corr = i_ld(corr_a), zp = i_set(a->yz), lo = i_set(a->lo), hi = i_set(a->hi);
+  const vf mult = f_ld(mult_a), off = f_ld(off_a);
+  const vf w0 = f_ld(a->wt), w1 = f_ld(a->wt + VL), w2 = f_ld(a->wt + 2 * VL);
+  const vf w3 = k3 ? f_ld(a->wt + 3 * VL) : w0, w4 = k3 ? f_ld(a->wt + 4 * VL) : w0, w5 = k3 ? f_ld(a->wt + 5 * VL) : w0;
+  const vf w6 = k3 ? f_ld(a->wt + 6 * VL) : w0, w7 = k3 ? f_ld(a->wt + 7 * VL) : w0, w8 = k3 ? f_ld(a->wt + 8 * VL) : w0;
+  int64_t toff[ER_QDW_MAX_TAPS];
+  for (int64_t t = 0; t < ntaps; t++) toff[t] = ((t / a->kw) * a->dh * cols + (t % a->kw) * a->dw) * VL;
+  /* One group's sums, pixel after pixel: [VL pixels][VL channels]. */
+  _Alignas(64) float sums[VL * VL];
+  for (int64_t oy0 = 0; oy0 < a->oh; oy0 += a->band_rows) {
+    int64_t oy1 = oy0 + a->band_rows < a->oh ? oy0 + a->band_rows : a->oh;
+    int64_t r0 = oy0 * a->sh, r1 = (oy1 - 1) * a->sh + (a->kh - 1) * a->dh + 1;
+    dwc_fill(a, r0, r1, cols);
+    /* The band's output pixels, VL at a time (a group may cross rows). */
+    const int64_t npix = (oy1 - oy0) * a->ow;
+    int64_t ox = 0;
+    const float *row = a->band, *b = row;
+    for (int64_t p0 = 0; p0 < npix; p0 += VL) {
+      int64_t n = npix - p0 < VL ? npix - p0 : VL;
+      for (int64_t q = 0; q < n; q++) {
+        vf acc;
+        if (k3) {
+          acc = DWC_3X3(b, rs);
+        } else {
+          acc = f_set(0.0f);
+          for (int64_t t = 0; t < ntaps; t++) acc = f_fma(f_ld(a->wt + t * VL), f_ld(b + toff[t]), acc);
+        }
+        i_st((int32_t *)(sums + q * VL), dwc_requant(acc, corr, mult, off, zp, lo, hi));
+        b += step;
+        if (++ox == a->ow) {
+          ox = 0;
+          row += a->sh * rs;
+          b = row;
+        }
+      }
+      vf t[VL];
+#pragma GCC unroll 16
+      for (int q = 0; q < VL; q++) t[q] = f_ld(sums + q * VL);
+      v_transpose(t);
+      uint8_t *y = a->y + oy0 * a->ow + p0;
+#pragma GCC unroll 16
+      for (int c = 0; c < VL; c++)
+        if (c < a->nc) st8_part(y + c * ohw, QE_CAST_I(t[c]), n);
+    }
+  }
 }
 
 /* ======================================================================== */
@@ -449,4 +601,4 @@ static void block_fma(const float *a, int64_t lda, int mr, const float *w, int64
 }
 
 const er_qelt_ops QE_OPS = {QE_NAME, dw_planes, dw_plane, quantize,  dequantize, qbinary,       max_u8,   sum_u8,
-                            gather2, lut,       avg_quant, BNR,      block_dequant, block_fma};
+                            gather2, lut,       avg_quant, BNR,      block_dequant, block_fma, VL, dw_block};

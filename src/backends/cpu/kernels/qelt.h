@@ -24,6 +24,44 @@ typedef struct er_qdw_args {
   int32_t *iacc;         /* [oh * ws] scratch; the result, [oh * ow] */
 } er_qdw_args;
 
+/* The most taps a depthwise filter may have for these kernels: products of
+ * 9-bit integers summed over at most 258 taps stay below 2^24, so float
+ * sums are exact. */
+#define ER_QDW_MAX_TAPS 258
+
+/* A block of up to `lanes` channels of a depthwise convolution computed
+ * with the channels in vector lanes, requantized to 8 bits (the QConv
+ * epilogue's arithmetic). Rows of the zero-padded input of the block are
+ * written, pixel by pixel, as float (x - x_zp) vectors of the block's
+ * channels into a band buffer; each output pixel is then kh * kw vector
+ * FMAs whatever the plane size or stride, which suits the small planes
+ * (and stride-2 layers) where a plane at a time pays more in set-up than
+ * in arithmetic. Exact for the same reason as er_qdw_args. */
+typedef struct er_qdwc_args {
+  const uint8_t *x;      /* the block's first input plane [h, w]; planes h * w apart */
+  int64_t h, w, pt, pl;
+  int64_t kh, kw, sh, sw, dh, dw, oh, ow;
+  int nc;                /* channels in the block, 1 .. lanes */
+  bool is_signed;        /* int8 input (else uint8) */
+  int32_t xz;
+  const float *wt;       /* [kh * kw][lanes] weights minus their zero point */
+  const int32_t *corr;   /* [lanes] added to the sums (the bias) */
+  const float *mult, *off; /* [lanes] */
+  int32_t yz, lo, hi;
+  float *band;           /* scratch: band_rows output rows of input (er__qdwc_band_floats) */
+  int64_t band_rows;
+  uint8_t *y;            /* the block's first output plane [oh, ow]; planes oh * ow apart */
+} er_qdwc_args;
+
+/* Input columns the band holds, and the floats it needs for `rows` output
+ * rows per band. */
+static inline int64_t er__qdwc_band_cols(int64_t ow, int64_t sw, int64_t kw, int64_t dw) {
+  return (ow - 1) * sw + (kw - 1) * dw + 1;
+}
+static inline int64_t er__qdwc_band_floats(int64_t rows, int64_t sh, int64_t kh, int64_t dh, int64_t cols, int lanes) {
+  return ((rows - 1) * sh + (kh - 1) * dh + 1) * cols * lanes;
+}
+
 typedef struct er_qelt_ops {
   const char *isa;
   /* Writes the planes of one channel: x [h, w] (int8 when is_signed,
@@ -63,10 +101,77 @@ typedef struct er_qelt_ops {
   void (*block_dequant)(const uint8_t *nib, int64_t kn, bool is_signed, const float *zp, const float *scale,
                         float *dst);
   void (*block_fma)(const float *a, int64_t lda, int mr, const float *w, int64_t kn, float *acc);
+  /* Channels per depthwise block (the vector width in floats), and the
+   * block's computation (er_qdwc_args). */
+  int dwc_lanes;
+  void (*dw_block)(const er_qdwc_args *a);
 } er_qelt_ops;
 
 #if defined(__x86_64__) || defined(__i386__)
 extern const er_qelt_ops er__qelt_avx512, er__qelt_avx2;
+#endif
+
+/* Depthwise convolution on AVX-512 VNNI + VBMI with the 8-bit requantized
+ * output, a channel at a time: vector lanes are 16 output pixels; each
+ * lane's window of up to 4 taps along a kernel row is gathered from input
+ * bytes in registers by a byte permutation (vpermb / vpermt2b) and one
+ * vpdpbusd adds its 4 products. Padding reads the zero point, which the
+ * correction term takes back out. Two ways to get the bytes:
+ *   rows:   lanes are 16 pixels of one output row; per kernel row, one
+ *           masked load of the input row (needs 15 * sw + (kw - 1) * dw
+ *           < 64);
+ *   window: lanes are 16 consecutive pixels of the flattened output plane
+ *           (small planes, where rows would leave lanes empty); one or two
+ *           loads hold every input byte they need (at most 127, the last
+ *           table byte left as padding), and per-vector indices, built
+ *           once per shape, place each tap. */
+#define ER_QDWV_LANES 16
+#define ER_QDWV_MAX_GROUPS 4   /* 4-tap groups per kernel row: kw <= 16 */
+#define ER_QDWV_MAX_VECS 64    /* vectors per row (rows) or per plane (window) */
+#define ER_QDWV_WINDOW_TAPS 8  /* kernel rows x groups for the window tables */
+
+typedef struct er_qdwv_geom {
+  int64_t h, w, pt, pl, kh, kw, sh, sw, dh, dw, oh, ow;
+} er_qdwv_geom;
+
+typedef struct er_qdwv_plan {
+  er_qdwv_geom g;
+  int groups;
+  bool window;
+  int64_t nvec;
+  /* rows: per vector of a row, its first input column and the bytes of
+   * its load inside the row; the indices per group */
+  int64_t start[ER_QDWV_MAX_VECS];
+  uint64_t in_row[ER_QDWV_MAX_VECS];
+  uint8_t idx[ER_QDWV_MAX_GROUPS][64];
+  /* window: per vector, the plane offset of its bytes and the load masks
+   * of its two tables; the indices at widx[((v * kh) + ky) * groups + g]
+   * (ER_QDWV_WIDX_BYTES, owned by whoever built the plan) */
+  bool two;
+  int64_t base[ER_QDWV_MAX_VECS];
+  uint64_t m_lo[ER_QDWV_MAX_VECS], m_hi[ER_QDWV_MAX_VECS];
+  uint8_t (*widx)[64];
+} er_qdwv_plan;
+
+#define ER_QDWV_WIDX_BYTES (ER_QDWV_MAX_VECS * ER_QDWV_WINDOW_TAPS * 64)
+
+typedef struct er_qdwv_args {
+  const er_qdwv_plan *plan;
+  const uint8_t *x;          /* the channel's input plane [h, w] */
+  uint8_t flip;              /* XORed into every input byte (0x80: int8 input) */
+  uint8_t pad;               /* a padded input byte, as stored (the zero point) */
+  const int32_t *wq;         /* [kh][groups] 4 int8 weights each (0 past kw) */
+  int32_t corr;              /* bias - (padded byte after flip) * sum of weights */
+  float mult, off;
+  int32_t yz, lo, hi;
+  uint8_t *y;                /* the channel's output plane [oh, ow] */
+} er_qdwv_args;
+
+/* Fills the plan for a shape: the window way when it fits and widx (NULL
+ * or ER_QDWV_WIDX_BYTES) is given, else rows; false when neither does. */
+#if defined(__x86_64__) || defined(__i386__)
+bool er__qdwv_plan_build(er_qdwv_plan *p, const er_qdwv_geom *g, int groups, uint8_t (*widx)[64]);
+void er__qdw_channel_avx512vbmi(const er_qdwv_args *a);
 #endif
 
 #endif /* ER_KERNELS_QELT_H */

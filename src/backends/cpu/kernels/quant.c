@@ -99,6 +99,16 @@ typedef struct qg_state {
   er_qepi epi;
   int slots;
   const er_qelt_ops *dw;     /* depthwise: packed holds float (w - w_zp) [C][kh * kw] */
+  /* Depthwise with channels in lanes (8-bit requantized output): the same
+   * weights as [channel block][kh * kw][lanes], zero past C. */
+  float *dwc_w;
+  /* Depthwise on AVX-512 VNNI + VBMI (qdw-avx512vbmi.c): per channel and
+   * kernel row, 4-tap groups of int8 weights, and the bias less the
+   * padded byte times the weight sum. */
+  int32_t *dwv_wq, *dwv_corr;
+  int dwv_groups;
+  er_qdwv_plan *dwv_plan;    /* for the shapes known at prepare (else built per run, rows only) */
+  uint8_t (*dwv_widx)[64];
   /* Convolutions read in place (no weight zero points): the weights are
    * packed with k groups ordered (channel group, tap), KG channels per
    * group, to match the grouped planes (see below). */
@@ -110,6 +120,11 @@ static void qg_release(void *state) {
   qg_state *s = state;
   if (!s) return;
   er__aligned_free(s->packed);
+  er__aligned_free(s->dwc_w);
+  free(s->dwv_wq);
+  free(s->dwv_corr);
+  free(s->dwv_plan);
+  free(s->dwv_widx);
   free(s->corr);
   free(s->wzp);
   free(s->mult);
@@ -492,11 +507,10 @@ static er_status conv_run(const er_kernel_run *kr) {
  * float planes of (x - x_zp) (qelt.h). Float arithmetic is exact here:
  * products of 9-bit integers and sums of up to 258 of them stay below
  * 2^24, so the int32 result equals the integer reference's. */
-#define DW_MAX_TAPS 258
 
 static bool is_depthwise(const er_kernel_info *ki, qg_op op) {
   const er_tensor *x = in_at(ki, layouts[op].x), *w = in_at(ki, layouts[op].w);
-  if (!is_conv(op) || !w || w->rank < 3 || w->dims[1] != 1 || er__tensor_count(w) / w->dims[0] > DW_MAX_TAPS)
+  if (!is_conv(op) || !w || w->rank < 3 || w->dims[1] != 1 || er__tensor_count(w) / w->dims[0] > ER_QDW_MAX_TAPS)
     return false;
   er_kctx ctx = er__ki_ctx(ki);
   int64_t group = 1;
@@ -510,8 +524,35 @@ static void dw_geometry(const er_window *g, int64_t *hs, int64_t *ws) {
   *ws = (wp + g->sw - 1) / g->sw;
 }
 
-/* One worker's planes, sums and tap pointers. */
-static size_t dw_slot_bytes(const er_window *g) {
+/* The channels-in-lanes path keeps a band of input rows within this many
+ * bytes (L2-resident: every band element is read kh * kw / (sh * sw)
+ * times). */
+#define DWC_BAND_BYTES (160 * 1024)
+
+static int64_t dwc_band_rows(const qg_state *s, const er_window *g) {
+  int lanes = s->dw->dwc_lanes;
+  int64_t cols = er__qdwc_band_cols(g->ow, g->sw, g->kw, g->dw);
+  int64_t row_bytes = g->sh * cols * lanes * (int64_t)sizeof(float);
+  int64_t base = er__qdwc_band_floats(1, g->sh, g->kh, g->dh, cols, lanes) * (int64_t)sizeof(float);
+  int64_t rows = base >= DWC_BAND_BYTES ? 1 : 1 + (DWC_BAND_BYTES - base) / row_bytes;
+  return rows < g->oh ? rows : g->oh;
+}
+
+/* Channels in lanes pays for its transposes where planes are small (a
+ * plane at a time costs more in set-up than in arithmetic there); larger
+ * planes run a plane at a time (measured on MobileNetV2's layers: 7x7 to
+ * 28x28 faster in lanes, 56x56 and up not). */
+#define DWC_MAX_PIXELS 1024
+
+static bool dwc_use(const qg_state *s, const er_window *g) { return s->dwc_w && g->oh * g->ow <= DWC_MAX_PIXELS; }
+
+/* One worker's planes, sums and tap pointers, or its band. */
+static size_t dw_slot_bytes(const qg_state *s, const er_window *g) {
+  if (dwc_use(s, g)) {
+    int64_t cols = er__qdwc_band_cols(g->ow, g->sw, g->kw, g->dw);
+    int64_t f = er__qdwc_band_floats(dwc_band_rows(s, g), g->sh, g->kh, g->dh, cols, s->dw->dwc_lanes);
+    return ((size_t)f * sizeof(float) + 63) / 64 * 64;
+  }
   int64_t hs, ws;
   dw_geometry(g, &hs, &ws);
   size_t f = (size_t)(g->sh * g->sw * hs * ws + g->oh * ws + 64);
@@ -528,6 +569,32 @@ typedef struct dw_job {
   size_t slot_bytes;
   int chunks;
 } dw_job;
+
+/* Blocks of lanes channels, block range [begin, end) of the job's chunks. */
+static void dwc_chunk(void *arg, int64_t begin, int64_t end) {
+  const dw_job *j = arg;
+  const qg_state *s = j->s;
+  const er_window *g = j->g;
+  const int lanes = s->dw->dwc_lanes;
+  const int64_t blocks = (g->c + lanes - 1) / lanes, taps = g->kh * g->kw;
+  er_qdwc_args a = {NULL, g->h, g->w, g->pt, g->pl, g->kh, g->kw, g->sh, g->sw, g->dh, g->dw, g->oh, g->ow, 0,
+                    s->x_type == ER_DTYPE_INT8, s->xz, NULL, NULL, NULL, NULL, s->epi.zp, s->epi.lo, s->epi.hi,
+                    NULL, dwc_band_rows(s, g), NULL};
+  for (int64_t ch = begin; ch < end; ch++) {
+    a.band = (float *)(j->scratch + (size_t)ch * j->slot_bytes);
+    for (int64_t b = blocks * ch / j->chunks; b < blocks * (ch + 1) / j->chunks; b++) {
+      int64_t c0 = b * lanes;
+      a.nc = (int)(g->c - c0 < lanes ? g->c - c0 : lanes);
+      a.x = j->x + c0 * g->h * g->w;
+      a.wt = s->dwc_w + b * taps * lanes;
+      a.corr = s->corr + c0;
+      a.mult = s->mult + c0;
+      a.off = s->off + c0;
+      a.y = j->y + c0 * g->oh * g->ow;
+      s->dw->dw_block(&a);
+    }
+  }
+}
 
 static void dw_chunk(void *arg, int64_t begin, int64_t end) {
   const dw_job *j = arg;
@@ -563,6 +630,57 @@ static void dw_chunk(void *arg, int64_t begin, int64_t end) {
   }
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+static er_qdwv_geom dwv_geom(const er_window *g) {
+  er_qdwv_geom q = {g->h, g->w, g->pt, g->pl, g->kh, g->kw, g->sh, g->sw, g->dh, g->dw, g->oh, g->ow};
+  return q;
+}
+
+typedef struct dwv_job {
+  const qg_state *s;
+  const er_window *g;
+  const er_qdwv_plan *plan;
+  const uint8_t *x;
+  uint8_t *y;
+  int chunks;
+} dwv_job;
+
+static void dwv_chunk(void *arg, int64_t begin, int64_t end) {
+  const dwv_job *j = arg;
+  const qg_state *s = j->s;
+  const er_window *g = j->g;
+  er_qdwv_args a = {j->plan, NULL, s->x_flip, s->x_pad, NULL, 0, 0.0f, 0.0f, s->epi.zp, s->epi.lo, s->epi.hi, NULL};
+  for (int64_t c = g->c * begin / j->chunks; c < g->c * end / j->chunks; c++) {
+    a.x = j->x + c * g->h * g->w;
+    a.wq = s->dwv_wq + c * g->kh * s->dwv_groups;
+    a.corr = s->dwv_corr[c];
+    a.mult = s->mult[c];
+    a.off = s->off[c];
+    a.y = j->y + c * g->oh * g->ow;
+    er__qdw_channel_avx512vbmi(&a);
+  }
+}
+
+/* The VBMI path, when a plan fits the shape (false: it does not). */
+static bool dwv_run(const qg_state *s, const er_kernel_run *kr, const er_window *g, const uint8_t *x, uint8_t *y) {
+  er_qdwv_geom q = dwv_geom(g);
+  const er_qdwv_plan *plan = s->dwv_plan;
+  er_qdwv_plan local;
+  if (!plan || memcmp(&plan->g, &q, sizeof q) != 0) {
+    /* A shape prepare did not see: rows only (no index tables to hold). */
+    if (!er__qdwv_plan_build(&local, &q, s->dwv_groups, NULL)) return false;
+    plan = &local;
+  }
+  int64_t work = g->c * g->oh * g->ow * g->kh * g->kw;
+  int chunks = (int)min64(g->c, work >> 14 > 1 ? work >> 14 : 1);
+  for (int64_t n = 0; n < g->n; n++) {
+    dwv_job j = {s, g, plan, x + n * g->c * g->h * g->w, y + n * g->c * g->oh * g->ow, chunks};
+    er__parallel_for(kr->pool, chunks, 1, dwv_chunk, &j);
+  }
+  return true;
+}
+#endif
+
 static er_status dw_run(const er_kernel_run *kr) {
   const qg_state *s = kr->state;
   er_kctx *ctx = kr->ctx;
@@ -571,17 +689,22 @@ static er_status dw_run(const er_kernel_run *kr) {
   er_window g;
   if (!conv_geom(ctx, s, x, y, &g) || g.oh * g.ow > INT32_MAX / 2) return er__kr_reference(kr);
   if (er__tensor_count(y) == 0) return ER_STATUS_OK;
-  size_t slot = dw_slot_bytes(&g);
+#if defined(__x86_64__) || defined(__i386__)
+  if (s->dwv_wq && dwv_run(s, kr, &g, x->data, y->data)) return ER_STATUS_OK;
+#endif
+  size_t slot = dw_slot_bytes(s, &g);
   void *scratch = NULL, *owned = NULL;
   int slots = 1;
   ER_CHECK(er__kr_scratch(kr, slot, &scratch, &slots, &owned));
   int64_t work = g.c * g.oh * g.ow * g.kh * g.kw;
-  int chunks = (int)min64(min64(slots, g.c), work >> 14 > 1 ? work >> 14 : 1);
+  const bool lanes = dwc_use(s, &g);
+  int64_t units = lanes ? (g.c + s->dw->dwc_lanes - 1) / s->dw->dwc_lanes : g.c;
+  int chunks = (int)min64(min64(slots, units), work >> 14 > 1 ? work >> 14 : 1);
   size_t es = s->epi.kind == ER_QEPI_Q8 || s->epi.kind == ER_QEPI_QLINEAR ? 1 : 4;
   for (int64_t n = 0; n < g.n; n++) {
     dw_job j = {s, &g, (const uint8_t *)x->data + n * g.c * g.h * g.w,
                 (uint8_t *)y->data + (size_t)(n * g.c * g.oh * g.ow) * es, es, scratch, slot, chunks};
-    er__parallel_for(kr->pool, chunks, 1, dw_chunk, &j);
+    er__parallel_for(kr->pool, chunks, 1, lanes ? dwc_chunk : dw_chunk, &j);
   }
   er__aligned_free(owned);
   return ER_STATUS_OK;
@@ -838,10 +961,27 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
   /* Scratch, when the shapes are known. */
   *scratch_out = 0;
   const er_tensor *y = ki->out[0];
+  if (dw && e->kind == ER_QEPI_Q8 && dw->dw_block && C >= dw->dwc_lanes / 2) {
+    /* Channels in lanes: at least half a vector of channels (fewer run a
+     * plane at a time). */
+    const int64_t lanes = dw->dwc_lanes, blocks = (C + lanes - 1) / lanes;
+    s->dwc_w = er__aligned_alloc((size_t)(blocks * K * lanes) * sizeof *s->dwc_w);
+    if (!s->dwc_w) {
+      qg_release(s);
+      return oom(ki);
+    }
+    const float *wf = s->packed;
+    for (int64_t b = 0; b < blocks; b++)
+      for (int64_t t = 0; t < K; t++)
+        for (int64_t l = 0; l < lanes; l++) {
+          int64_t c = b * lanes + l;
+          s->dwc_w[(b * K + t) * lanes + l] = c < C ? wf[c * K + t] : 0.0f;
+        }
+  }
   if (dw) {
     er_window g;
     if (er__tensor_shape_known(x) && er__tensor_shape_known(y) && conv_geom(&ctx, s, x, y, &g))
-      *scratch_out = dw_slot_bytes(&g) * (size_t)s->slots;
+      *scratch_out = dw_slot_bytes(s, &g) * (size_t)s->slots;
   } else if (s->conv) {
     er_window g;
     if (er__tensor_shape_known(x) && er__tensor_shape_known(y) && conv_geom(&ctx, s, x, y, &g)) {
@@ -928,6 +1068,87 @@ DEFINE_QG_KERNEL(mmint_avx2, "MatMulInteger", "", QG_MATMULINTEGER, mm_isa, fals
                                            dw_prepare_##SFX, dw_run, qg_release};
 
 #if defined(__x86_64__) || defined(__i386__)
+/* The VBMI depthwise kernel: QConv with 8-bit output whose weights less
+ * their zero points fit int8 and whose windows fit one 64-byte load. */
+static bool dwv_supports(const er_kernel_info *ki) {
+  if (!(qg_supports(ki, QG_QCONV, conv_isa(ki, true)) && is_depthwise(ki, QG_QCONV) && ki->cpu->avx512vbmi))
+    return false;
+  const qg_layout *L = &layouts[QG_QCONV];
+  const er_tensor *w = in_at(ki, L->w), *wz = in_at(ki, L->w_zp);
+  if (!in_at(ki, L->y_zp) || w->rank < 3 || w->dims[w->rank - 1] > 4 * ER_QDWV_MAX_GROUPS) return false;
+  if (wz && (!wz->data || !er__tensor_shape_known(wz))) return false;
+  er_kctx ctx = er__ki_ctx(ki);
+  const int64_t *st = NULL, *dl = NULL;
+  int64_t nst = 0, ndl = 0;
+  er__attr_ints(&ctx, "strides", &st, &nst);
+  er__attr_ints(&ctx, "dilations", &dl, &ndl);
+  int64_t sw = nst ? st[nst - 1] : 1, dw = ndl ? dl[ndl - 1] : 1, kw = w->dims[w->rank - 1];
+  if (sw < 1 || dw < 1 || 15 * sw + (kw - 1) * dw >= 64) return false;
+  bool w_u8 = w->dtype == ER_DTYPE_UINT8;
+  int64_t C = w->dims[0], taps = er__tensor_count(w) / (C > 0 ? C : 1);
+  for (int64_t c = 0; c < C; c++) {
+    int32_t z = wz ? (int32_t)pval(wz, er__tensor_count(wz) > 1 ? c : 0) : 0;
+    for (int64_t t = 0; t < taps; t++) {
+      uint8_t b = ((const uint8_t *)w->data)[c * taps + t];
+      int32_t v = (w_u8 ? (int32_t)b : (int32_t)(int8_t)b) - z;
+      if (v < -128 || v > 127) return false;
+    }
+  }
+  return true;
+}
+
+static er_status dwv_prepare(const er_kernel_info *ki, void **st, size_t *scratch) {
+  ER_CHECK(qg_prepare(ki, QG_QCONV, conv_isa(ki, true), &er__qelt_avx512, st, scratch));
+  qg_state *s = *st;
+  const er_tensor *w = in_at(ki, layouts[QG_QCONV].w);
+  const int64_t C = s->channels, taps = s->k, kw = w->dims[w->rank - 1], kh = taps / kw;
+  const int groups = (int)((kw + 3) / 4);
+  s->dwv_groups = groups;
+  s->dwv_wq = calloc((size_t)(C * kh * groups), sizeof *s->dwv_wq);
+  s->dwv_corr = malloc((size_t)C * sizeof *s->dwv_corr);
+  if (!s->dwv_wq || !s->dwv_corr) {
+    qg_release(s);
+    *st = NULL;
+    return oom(ki);
+  }
+  /* packed holds (w - w_zp) as floats, checked to fit int8 above. */
+  const float *wf = s->packed;
+  const int32_t pad_u = (int32_t)(uint8_t)(s->x_pad ^ s->x_flip);
+  for (int64_t c = 0; c < C; c++) {
+    int32_t sum = 0;
+    for (int64_t ky = 0; ky < kh; ky++)
+      for (int64_t kx = 0; kx < kw; kx++) {
+        int32_t v = (int32_t)wf[c * taps + ky * kw + kx];
+        sum += v;
+        uint32_t *word = (uint32_t *)&s->dwv_wq[(c * kh + ky) * groups + kx / 4];
+        *word |= (uint32_t)(uint8_t)(int8_t)v << (8 * (kx % 4));
+      }
+    s->dwv_corr[c] = s->corr[c] - pad_u * sum;
+  }
+  /* The plan for the shapes known now. */
+  const er_tensor *x = in_at(ki, layouts[QG_QCONV].x), *y = ki->out[0];
+  er_kctx ctx = er__ki_ctx(ki);
+  er_window g;
+  if (er__tensor_shape_known(x) && er__tensor_shape_known(y) && conv_geom(&ctx, s, x, y, &g)) {
+    s->dwv_plan = malloc(sizeof *s->dwv_plan);
+    s->dwv_widx = malloc(ER_QDWV_WIDX_BYTES);
+    if (!s->dwv_plan || !s->dwv_widx) {
+      qg_release(s);
+      *st = NULL;
+      return oom(ki);
+    }
+    er_qdwv_geom q = dwv_geom(&g);
+    if (!er__qdwv_plan_build(s->dwv_plan, &q, groups, s->dwv_widx)) {
+      free(s->dwv_plan);
+      s->dwv_plan = NULL;
+    }
+  }
+  return ER_STATUS_OK;
+}
+
+static const er_cpu_kernel k_dw_qconv_vbmi = {"q8_qconv_dw__avx512vbmi", "QConv", ER_QFUSED_DOMAIN, dwv_supports,
+                                              dwv_prepare, dw_run, qg_release};
+
 DEFINE_DW_KERNEL(qconv_512, "QConv", QG_QCONV, true, er__qelt_avx512, "q8_qconv_dw__avx512vnni")
 DEFINE_DW_KERNEL(qlconv_512, "QLinearConv", QG_QLINEARCONV, true, er__qelt_avx512, "q8_qlinearconv_dw__avx512vnni")
 DEFINE_DW_KERNEL(convint_512, "ConvInteger", QG_CONVINTEGER, true, er__qelt_avx512, "q8_convinteger_dw__avx512vnni")
@@ -947,7 +1168,7 @@ DEFINE_QG_KERNEL(mmint_dot, "MatMulInteger", "", QG_MATMULINTEGER, mm_isa, true,
 
 const er_cpu_kernel *const er__kernels_quant[] = {
 #if defined(__x86_64__) || defined(__i386__)
-    &k_dw_qconv_512, &k_dw_qlconv_512, &k_dw_convint_512,
+    &k_dw_qconv_vbmi, &k_dw_qconv_512, &k_dw_qlconv_512, &k_dw_convint_512,
     &k_dw_qconv_avx2, &k_dw_qlconv_avx2, &k_dw_convint_avx2,
     &k_qconv_vnni, &k_qlconv_vnni, &k_convint_vnni, &k_qmm_vnni, &k_qlmm_vnni, &k_mmint_vnni,
     &k_qconv_avx2, &k_qlconv_avx2, &k_convint_avx2, &k_qmm_avx2, &k_qlmm_avx2, &k_mmint_avx2,

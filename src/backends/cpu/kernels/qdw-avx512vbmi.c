@@ -1,0 +1,205 @@
+/* qdw-avx512vbmi.c - the depthwise 8-bit convolution of qelt.h's
+ * er_qdwv_args on AVX-512 VNNI + VBMI. Called only when er__cpu_features()
+ * reports both (quant.c checks). */
+#include <immintrin.h>
+#include <string.h>
+
+#include "backends/cpu/kernels/qelt.h"
+
+/* ---- plans ----------------------------------------------------------------- */
+
+static bool plan_rows(er_qdwv_plan *p) {
+  const er_qdwv_geom *g = &p->g;
+  const int64_t span = (ER_QDWV_LANES - 1) * g->sw + (g->kw - 1) * g->dw + 1;
+  p->nvec = (g->ow + ER_QDWV_LANES - 1) / ER_QDWV_LANES;
+  if (span > 64 || p->nvec > ER_QDWV_MAX_VECS) return false;
+  for (int64_t v = 0; v < p->nvec; v++) {
+    p->start[v] = v * ER_QDWV_LANES * g->sw - g->pl;
+    uint64_t m = 0;
+    for (int64_t b = 0; b < span; b++)
+      if (p->start[v] + b >= 0 && p->start[v] + b < g->w) m |= (uint64_t)1 << b;
+    p->in_row[v] = m;
+  }
+  for (int gi = 0; gi < p->groups; gi++)
+    for (int l = 0; l < ER_QDWV_LANES; l++)
+      for (int k = 0; k < 4; k++) {
+        int64_t tap = 4 * gi + k;
+        p->idx[gi][4 * l + k] = (uint8_t)(tap < g->kw ? l * g->sw + tap * g->dw : 0);
+      }
+  p->window = false;
+  return true;
+}
+
+static bool plan_window(er_qdwv_plan *p) {
+  const er_qdwv_geom *g = &p->g;
+  const int64_t ohw = g->oh * g->ow, lanes = ER_QDWV_LANES;
+  p->nvec = (ohw + lanes - 1) / lanes;
+  if (p->nvec > ER_QDWV_MAX_VECS || g->kh * p->groups > ER_QDWV_WINDOW_TAPS) return false;
+  /* Every vector's bytes first: one table (63 bytes and a padding byte)
+   * for all, or two (127 and one). */
+  int64_t lens[ER_QDWV_MAX_VECS];
+  int64_t most = 0;
+  for (int64_t v = 0; v < p->nvec; v++) {
+    int64_t p0 = v * lanes, p1 = (v + 1) * lanes < ohw ? (v + 1) * lanes : ohw;
+    int64_t r_lo = (p0 / g->ow) * g->sh - g->pt, r_hi = ((p1 - 1) / g->ow) * g->sh - g->pt + (g->kh - 1) * g->dh;
+    if (r_lo < 0) r_lo = 0;
+    if (r_hi > g->h - 1) r_hi = g->h - 1;
+    p->base[v] = r_lo <= r_hi ? r_lo * g->w : 0;
+    lens[v] = r_lo <= r_hi ? (r_hi + 1) * g->w - p->base[v] : 0;
+    if (lens[v] > most) most = lens[v];
+  }
+  if (most > 127) return false;
+  p->two = most > 63;
+  const uint8_t pad_at = p->two ? 127 : 63;
+  for (int64_t v = 0; v < p->nvec; v++) {
+    int64_t len = lens[v];
+    p->m_lo[v] = len >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << len) - 1;
+    p->m_hi[v] = len <= 64 ? 0 : len >= 128 ? ~(uint64_t)0 : ((uint64_t)1 << (len - 64)) - 1;
+    for (int64_t ky = 0; ky < g->kh; ky++)
+      for (int gi = 0; gi < p->groups; gi++) {
+        uint8_t *idx = p->widx[(v * g->kh + ky) * p->groups + gi];
+        for (int64_t l = 0; l < lanes; l++)
+          for (int k = 0; k < 4; k++) {
+            int64_t pix = v * lanes + l, tap = 4 * gi + k;
+            uint8_t at = pad_at;
+            if (pix < ohw && tap < g->kw) {
+              int64_t iy = (pix / g->ow) * g->sh - g->pt + ky * g->dh;
+              int64_t ix = (pix % g->ow) * g->sw - g->pl + tap * g->dw;
+              if (iy >= 0 && iy < g->h && ix >= 0 && ix < g->w) {
+                int64_t off = iy * g->w + ix - p->base[v];
+                if (off < 0 || off >= len) return false;
+                at = (uint8_t)off;
+              }
+            }
+            idx[4 * l + k] = at;
+          }
+      }
+  }
+  p->window = true;
+  return true;
+}
+
+bool er__qdwv_plan_build(er_qdwv_plan *p, const er_qdwv_geom *g, int groups, uint8_t (*widx)[64]) {
+  p->g = *g;
+  p->groups = groups;
+  p->widx = widx;
+  if (groups < 1 || groups > ER_QDWV_MAX_GROUPS || g->kw > 4 * groups) return false;
+  return (widx && plan_window(p)) || plan_rows(p);
+}
+
+/* ---- the kernel -------------------------------------------------------------- */
+
+typedef struct epi {
+  __m512i corr, zp, lo, hi;
+  __m512 mult, off, big, nbig;
+} epi;
+
+/* The QConv epilogue (qgemm-avx512.c's epilogue_q8_rows), then n bytes. */
+static inline void put(const epi *e, __m512i acc, uint8_t *y, int64_t n) {
+  __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(acc, e->corr)), e->mult, e->off);
+  f = _mm512_min_ps(_mm512_max_ps(f, e->nbig), e->big);
+  __m512i q = _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  q = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(q, e->zp), e->lo), e->hi);
+  if (n == ER_QDWV_LANES) _mm_storeu_si128((__m128i *)y, _mm512_cvtepi32_epi8(q));
+  else _mm_mask_storeu_epi8(y, (__mmask16)((1u << n) - 1u), _mm512_cvtepi32_epi8(q));
+}
+
+/* Input bytes at `at` under mask m, padding elsewhere, flipped. Integer
+ * address arithmetic: a row's first vector may start before the row (its
+ * bytes there are masked off and never read). */
+static inline __m512i load(const uint8_t *base, int64_t at, uint64_t m, __m512i padv, __m512i flip, bool flipped) {
+  __m512i r = _mm512_mask_loadu_epi8(padv, (__mmask64)m, (const void *)((uintptr_t)base + (uintptr_t)at));
+  return flipped ? _mm512_xor_si512(r, flip) : r;
+}
+
+static inline void run_window(const er_qdwv_args *a, const epi *e, bool flipped) {
+  const er_qdwv_plan *p = a->plan;
+  const int64_t kg = p->g.kh * p->groups, ohw = p->g.oh * p->g.ow;
+  const __m512i flip = _mm512_set1_epi8((char)a->flip), padv = _mm512_set1_epi8((char)a->pad);
+  __m512i w[ER_QDWV_WINDOW_TAPS];
+  for (int64_t t = 0; t < kg; t++) w[t] = _mm512_set1_epi32(a->wq[t]);
+  const __m512i padf = flipped ? _mm512_xor_si512(padv, flip) : padv;
+  for (int64_t v = 0; v < p->nvec; v++) {
+    __m512i lo = p->m_lo[v] ? load(a->x, p->base[v], p->m_lo[v], padv, flip, flipped) : padf;
+    const uint8_t(*idx)[64] = (const uint8_t(*)[64])p->widx + v * kg;
+    __m512i acc = _mm512_setzero_si512();
+    if (p->two) {
+      __m512i hi = p->m_hi[v] ? load(a->x, p->base[v] + 64, p->m_hi[v], padv, flip, flipped) : padf;
+      for (int64_t t = 0; t < kg; t++)
+        acc = _mm512_dpbusd_epi32(acc, _mm512_permutex2var_epi8(lo, _mm512_loadu_si512((const void *)idx[t]), hi),
+                                  w[t]);
+    } else {
+      for (int64_t t = 0; t < kg; t++)
+        acc = _mm512_dpbusd_epi32(acc, _mm512_permutexvar_epi8(_mm512_loadu_si512((const void *)idx[t]), lo), w[t]);
+    }
+    int64_t n = ohw - v * ER_QDWV_LANES < ER_QDWV_LANES ? ohw - v * ER_QDWV_LANES : ER_QDWV_LANES;
+    put(e, acc, a->y + v * ER_QDWV_LANES, n);
+  }
+}
+
+static inline void run_rows(const er_qdwv_args *a, const epi *e, bool flipped) {
+  const er_qdwv_plan *p = a->plan;
+  const er_qdwv_geom *g = &p->g;
+  const __m512i flip = _mm512_set1_epi8((char)a->flip), padv = _mm512_set1_epi8((char)a->pad);
+  const __m512i padf = flipped ? _mm512_xor_si512(padv, flip) : padv;
+  __m512i idx[ER_QDWV_MAX_GROUPS];
+  for (int gi = 0; gi < p->groups; gi++) idx[gi] = _mm512_loadu_si512((const void *)p->idx[gi]);
+  const bool k3 = g->kh == 3 && p->groups == 1;
+  const __m512i w0 = _mm512_set1_epi32(a->wq[0]);
+  const __m512i w1 = k3 ? _mm512_set1_epi32(a->wq[1]) : w0, w2 = k3 ? _mm512_set1_epi32(a->wq[2]) : w0;
+  for (int64_t oy = 0; oy < g->oh; oy++) {
+    const int64_t iy0 = oy * g->sh - g->pt;
+    uint8_t *y = a->y + oy * g->ow;
+    if (k3 && iy0 >= 0 && iy0 + 2 * g->dh < g->h) {
+      /* Three input rows, all inside the plane. */
+      const uint8_t *r0 = a->x + iy0 * g->w, *r1 = r0 + g->dh * g->w, *r2 = r1 + g->dh * g->w;
+      for (int64_t v = 0; v < p->nvec; v++) {
+        __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                          _mm512_permutexvar_epi8(idx[0], load(r0, p->start[v], p->in_row[v], padv,
+                                                                               flip, flipped)),
+                                          w0);
+        acc = _mm512_dpbusd_epi32(
+            acc, _mm512_permutexvar_epi8(idx[0], load(r1, p->start[v], p->in_row[v], padv, flip, flipped)), w1);
+        acc = _mm512_dpbusd_epi32(
+            acc, _mm512_permutexvar_epi8(idx[0], load(r2, p->start[v], p->in_row[v], padv, flip, flipped)), w2);
+        int64_t n = g->ow - v * ER_QDWV_LANES < ER_QDWV_LANES ? g->ow - v * ER_QDWV_LANES : ER_QDWV_LANES;
+        put(e, acc, y + v * ER_QDWV_LANES, n);
+      }
+      continue;
+    }
+    for (int64_t v = 0; v < p->nvec; v++) {
+      __m512i acc = _mm512_setzero_si512();
+      for (int64_t ky = 0; ky < g->kh; ky++) {
+        int64_t iy = iy0 + ky * g->dh;
+        __m512i raw = iy >= 0 && iy < g->h ? load(a->x + iy * g->w, p->start[v], p->in_row[v], padv, flip, flipped)
+                                           : padf;
+        for (int gi = 0; gi < p->groups; gi++)
+          acc = _mm512_dpbusd_epi32(acc, _mm512_permutexvar_epi8(idx[gi], raw),
+                                    _mm512_set1_epi32(a->wq[ky * p->groups + gi]));
+      }
+      int64_t n = g->ow - v * ER_QDWV_LANES < ER_QDWV_LANES ? g->ow - v * ER_QDWV_LANES : ER_QDWV_LANES;
+      put(e, acc, y + v * ER_QDWV_LANES, n);
+    }
+  }
+}
+
+void er__qdw_channel_avx512vbmi(const er_qdwv_args *a) {
+  epi e;
+  e.corr = _mm512_set1_epi32(a->corr);
+  e.zp = _mm512_set1_epi32(a->yz);
+  e.lo = _mm512_set1_epi32(a->lo);
+  e.hi = _mm512_set1_epi32(a->hi);
+  e.mult = _mm512_set1_ps(a->mult);
+  e.off = _mm512_set1_ps(a->off);
+  e.big = _mm512_set1_ps(1073741824.0f);
+  e.nbig = _mm512_set1_ps(-1073741824.0f);
+  /* Two copies of each loop: with and without the int8 flip. */
+  if (a->plan->window) {
+    if (a->flip) run_window(a, &e, true);
+    else run_window(a, &e, false);
+  } else if (a->flip) {
+    run_rows(a, &e, true);
+  } else {
+    run_rows(a, &e, false);
+  }
+}
