@@ -425,6 +425,7 @@ static const pool_shape pool_shapes[] = {
     {1, 6, 10, 7, 3, 2, 2, 1, 0, 0, 0, 0, 1, 1, false, false, true},     /* SAME_UPPER */
     {1, 2, 6, 6, 2, 2, 1, 1, 2, 2, 2, 2, 1, 1, false, false, false},     /* pads >= kernel: reference */
     {1, 64, 56, 56, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, false, false},  /* full size */
+    {1, 10, 13, 13, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, true, false, false},   /* SqueezeNet's pools; global: 169 */
 };
 
 static void pool_attrs(kcase *c, const pool_shape *s, bool dilations) {
@@ -463,7 +464,7 @@ static void gen_maxpool(case_fn fn, void *arg) {
 
 static void gen_qavgpool(case_fn fn, void *arg) {
   kcase c;
-  for (size_t i = 0; i < ER_ARRAY_LEN(pool_shapes) + 2; i++) {
+  for (size_t i = 0; i < ER_ARRAY_LEN(pool_shapes) + 3; i++) {
     for (int variant = 0; variant < 3; variant++) {
       er_dtype t = variant == 1 ? ER_DTYPE_INT8 : ER_DTYPE_UINT8, yt = variant == 2 ? ER_DTYPE_INT8 : t;
       bool global = i >= ER_ARRAY_LEN(pool_shapes);

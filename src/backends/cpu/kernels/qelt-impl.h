@@ -448,6 +448,14 @@ static void qbinary(const uint8_t *a, bool a_signed, int a_step, float as, int32
 static void max_u8(uint8_t *y, const uint8_t *x, int64_t n, bool is_signed) {
   int64_t i = 0;
   for (; i + BL <= n; i += BL) max_bytes(y + i, x + i, is_signed);
+#if defined(QE_MASKED)
+  if (i < n) {
+    __mmask64 m = ~(__mmask64)0 >> (64 - (n - i));
+    __m512i a = _mm512_maskz_loadu_epi8(m, y + i), b = _mm512_maskz_loadu_epi8(m, x + i);
+    _mm512_mask_storeu_epi8(y + i, m, is_signed ? _mm512_max_epi8(a, b) : _mm512_max_epu8(a, b));
+    return;
+  }
+#endif
   for (; i < n; i++) {
     if (is_signed) {
       if ((int8_t)x[i] > (int8_t)y[i]) y[i] = x[i];
@@ -463,12 +471,101 @@ static void sum_u8(int32_t *acc, const uint8_t *x, int64_t n, bool is_signed) {
   for (; i < n; i++) acc[i] += ld8(x + i, is_signed);
 }
 
+#if defined(QE_AVX512)
+/* Bits b of the 64 bytes from column c with 0 <= c + b < w. */
+static inline __mmask64 row_mask(int64_t c, int64_t w) {
+  int64_t lo = c < 0 ? -c : 0, hi = w - c;
+  if (hi > 64) hi = 64;
+  if (lo >= hi) return 0;
+  uint64_t m = hi == 64 ? ~(uint64_t)0 : ((uint64_t)1 << hi) - 1;
+  return (__mmask64)(m & ~(((uint64_t)1 << lo) - 1));
+}
+
+/* Max pooling of one plane with windows 2 or 3 wide at column stride 2
+ * (dilation 1), any height and row stride: per 32 output columns, the
+ * max over the window's rows of 64 input bytes (two loads: at the
+ * window's first column and 2 further), then even and odd bytes by
+ * narrowing 16-bit lanes. Columns outside the input read `pad`. */
+static void max_plane_s2(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t kh, int64_t sh,
+                         int64_t dh, int64_t kw, int64_t oh, int64_t ow, bool is_signed, uint8_t *y) {
+  const __m512i padv = _mm512_set1_epi8(is_signed ? (char)0x80 : 0);
+  for (int64_t oy = 0; oy < oh; oy++) {
+    int64_t iy0 = oy * sh - pt;
+    for (int64_t ox0 = 0; ox0 < ow; ox0 += 32) {
+      int64_t c = 2 * ox0 - pl;
+      /* Bytes of the two loads inside the row. */
+      __mmask64 m0 = row_mask(c, w), m2 = row_mask(c + 2, w);
+      __m512i a = padv, b2 = padv;
+      for (int64_t ky = 0; ky < kh; ky++) {
+        int64_t iy = iy0 + ky * dh;
+        if (iy < 0 || iy >= h) continue;
+        uintptr_t row = (uintptr_t)(x + iy * w);
+        __m512i r0 = _mm512_mask_loadu_epi8(padv, m0, (const void *)(row + (uintptr_t)c));
+        a = is_signed ? _mm512_max_epi8(a, r0) : _mm512_max_epu8(a, r0);
+        if (kw == 3) {
+          __m512i r2 = _mm512_mask_loadu_epi8(padv, m2, (const void *)(row + (uintptr_t)(c + 2)));
+          b2 = is_signed ? _mm512_max_epi8(b2, r2) : _mm512_max_epu8(b2, r2);
+        }
+      }
+      __m256i even = _mm512_cvtepi16_epi8(a), odd = _mm512_cvtepi16_epi8(_mm512_srli_epi16(a, 8));
+      __m256i r = is_signed ? _mm256_max_epi8(even, odd) : _mm256_max_epu8(even, odd);
+      if (kw == 3) {
+        __m256i e2 = _mm512_cvtepi16_epi8(b2);
+        r = is_signed ? _mm256_max_epi8(r, e2) : _mm256_max_epu8(r, e2);
+      }
+      int64_t n = ow - ox0 < 32 ? ow - ox0 : 32;
+      _mm256_mask_storeu_epi8(y + oy * ow + ox0, (__mmask32)(~0u >> (32 - n)), r);
+    }
+  }
+}
+#define QE_MAX_PLANE_S2 max_plane_s2
+#else
+#define QE_MAX_PLANE_S2 NULL
+#endif
+
+/* The exact sum of n bytes (unsigned, or signed when is_signed), by sums
+ * of absolute differences against 0: eight 64-bit sums per vector. */
+static int64_t sum_bytes(const uint8_t *x, int64_t n, bool is_signed) {
+  int64_t i = 0, total = 0;
+#if defined(QE_AVX512)
+  const __m512i flip = _mm512_set1_epi8(is_signed ? (char)0x80 : 0), zero = _mm512_setzero_si512();
+  __m512i acc = zero;
+  for (; i + 64 <= n; i += 64)
+    acc = _mm512_add_epi64(acc, _mm512_sad_epu8(_mm512_xor_si512(_mm512_loadu_si512((const void *)(x + i)), flip), zero));
+  if (i < n) {
+    __mmask64 m = ~(__mmask64)0 >> (64 - (n - i));
+    __m512i v = _mm512_maskz_mov_epi8(m, _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, x + i), flip));
+    acc = _mm512_add_epi64(acc, _mm512_sad_epu8(v, zero));
+    i = n;
+  }
+  total = _mm512_reduce_add_epi64(acc);
+#else
+  const __m256i flip = _mm256_set1_epi8(is_signed ? (char)0x80 : 0), zero = _mm256_setzero_si256();
+  __m256i acc = zero;
+  for (; i + 32 <= n; i += 32)
+    acc = _mm256_add_epi64(acc, _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(x + i)), flip), zero));
+  int64_t lanes[4];
+  _mm256_storeu_si256((__m256i *)lanes, acc);
+  total = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+  for (; i < n; i++) total += (uint8_t)(x[i] ^ (is_signed ? 0x80 : 0));
+#endif
+  /* Flipped bytes are the signed values plus 128. */
+  return is_signed ? total - 128 * n : total;
+}
+
 static void gather2(const uint8_t *src, int64_t n, uint8_t *dst) {
   int64_t i = 0;
 #if defined(QE_AVX512)
   /* 64 bytes as 32 words; the low bytes are the even elements. */
   for (; 2 * i + 64 <= 2 * n - 1; i += 32)
     _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtepi16_epi8(_mm512_loadu_si512((const void *)(src + 2 * i))));
+  if (i < n) {
+    /* The last m <= 32 outputs: 2 m - 1 bytes read. */
+    int64_t m = n - i;
+    __m512i w = _mm512_maskz_loadu_epi8(~(__mmask64)0 >> (64 - (2 * m - 1)), src + 2 * i);
+    _mm256_mask_storeu_epi8(dst + i, (__mmask32)(~0u >> (32 - m)), _mm512_cvtepi16_epi8(w));
+    return;
+  }
 #else
   const __m256i lowb = _mm256_set1_epi16(0xff);
   for (; 2 * i + 32 <= 2 * n - 1; i += 16) {
@@ -601,4 +698,5 @@ static void block_fma(const float *a, int64_t lda, int mr, const float *w, int64
 }
 
 const er_qelt_ops QE_OPS = {QE_NAME, dw_planes, dw_plane, quantize,  dequantize, qbinary,       max_u8,   sum_u8,
-                            gather2, lut,       avg_quant, BNR,      block_dequant, block_fma, VL, dw_block};
+                            gather2, lut,       avg_quant, BNR,      block_dequant, block_fma, VL, dw_block, sum_bytes,
+                            QE_MAX_PLANE_S2};

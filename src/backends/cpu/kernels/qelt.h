@@ -105,6 +105,13 @@ typedef struct er_qelt_ops {
    * block's computation (er_qdwc_args). */
   int dwc_lanes;
   void (*dw_block)(const er_qdwc_args *a);
+  /* The exact sum of n bytes, unsigned or signed. */
+  int64_t (*sum_bytes)(const uint8_t *x, int64_t n, bool is_signed);
+  /* (optional) MaxPool of one plane, windows kw = 2 or 3 wide at column
+   * stride 2, column dilation 1, pads pt / pl; every window holds an
+   * input element. */
+  void (*max_plane_s2)(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t kh, int64_t sh,
+                       int64_t dh, int64_t kw, int64_t oh, int64_t ow, bool is_signed, uint8_t *y);
 } er_qelt_ops;
 
 #if defined(__x86_64__) || defined(__i386__)

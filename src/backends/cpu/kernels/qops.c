@@ -391,12 +391,19 @@ static const uint8_t *tap_run(const pool_geom *p, const uint8_t *planes, int64_t
   return planes + (py * g->sw + px) * p->hs * p->ws + qy * p->ws + qx;
 }
 
+/* Max pooling a row at a time: the max over the window's input rows of one
+ * output row (padded to the plane width ws * sw), then its sw column
+ * phases. Each input row is read kh / sh times, not kh * kw times. */
+static size_t maxrow_bytes(const pool_geom *p) {
+  return (size_t)(p->ws * p->g.sw + 63) / 64 * 64 + (size_t)p->g.sw * (size_t)(p->ws + 63) / 64 * 64;
+}
+
 /* A worker's planes, then (64-byte aligned) the running max and sums. */
 static size_t pool_planes_bytes(const pool_geom *p) { return (size_t)(p->g.sh * p->g.sw * p->hs * p->ws + 63) / 64 * 64; }
 
 static size_t pool_slot_bytes(const pool_geom *p) {
   return pool_planes_bytes(p) + ((size_t)p->len + 63) / 64 * 64 + (size_t)((p->len + 15) / 16 * 16) * sizeof(int32_t) +
-         (size_t)p->g.ow * sizeof(double) + 64;
+         (size_t)p->g.ow * sizeof(double) + 64 + maxrow_bytes(p);
 }
 
 typedef struct pool_job {
@@ -413,6 +420,50 @@ typedef struct pool_job {
   int chunks;
 } pool_job;
 
+/* The largest column stride max_rows takes (larger ones use the planes). */
+#define ER_POOL_MAX_SW 8
+
+static void max_rows(const pool_job *j, const uint8_t *xc, uint8_t *yc, uint8_t pad, uint8_t *buf) {
+  const pool_geom *p = j->p;
+  const er_window *g = &p->g;
+  const int64_t wp = p->ws * g->sw;
+  uint8_t *vr = buf, *ph = buf + (wp + 63) / 64 * 64;
+  const size_t phase = (size_t)(p->ws + 63) / 64 * 64;
+  /* Columns outside the input stay padding for every row. */
+  int64_t right = g->pl + g->w < wp ? g->pl + g->w : wp;
+  memset(vr, pad, (size_t)g->pl);
+  memset(vr + right, pad, (size_t)(wp - right));
+  for (int64_t oy = 0; oy < g->oh; oy++) {
+    bool first = true;
+    for (int64_t ky = 0; ky < g->kh; ky++) {
+      int64_t iy = oy * g->sh - g->pt + ky * g->dh;
+      if (iy < 0 || iy >= g->h) continue;
+      if (first) memcpy(vr + g->pl, xc + iy * g->w, (size_t)(right - g->pl));
+      else j->ops->max_u8(vr + g->pl, xc + iy * g->w, right - g->pl, j->is_signed);
+      first = false;
+    }
+    /* (pool_run sends windows without an input row to the reference.) */
+    const uint8_t *cols[ER_POOL_MAX_SW];
+    if (g->sw == 1) {
+      cols[0] = vr;
+    } else {
+      for (int64_t px = 0; px < g->sw; px++) {
+        uint8_t *d = ph + (size_t)px * phase;
+        if (g->sw == 2) j->ops->gather2(vr + px, p->ws, d);
+        else
+          for (int64_t xx = 0; xx < p->ws; xx++) d[xx] = vr[xx * g->sw + px];
+        cols[px] = d;
+      }
+    }
+    uint8_t *out = yc + oy * g->ow;
+    for (int64_t kx = 0; kx < g->kw; kx++) {
+      const uint8_t *src = cols[kx * g->dw % g->sw] + kx * g->dw / g->sw;
+      if (kx == 0) memcpy(out, src, (size_t)g->ow);
+      else j->ops->max_u8(out, src, g->ow, j->is_signed);
+    }
+  }
+}
+
 static void pool_chunk(void *arg, int64_t begin, int64_t end) {
   const pool_job *j = arg;
   const pool_geom *p = j->p;
@@ -426,21 +477,23 @@ static void pool_chunk(void *arg, int64_t begin, int64_t end) {
       const uint8_t *xc = j->x + c * g->h * g->w;
       uint8_t *yc = j->y + c * ohw;
       if (j->global) {
-        /* Exact sum of the plane (256 int32 lanes: no lane exceeds 2^31
-         * below 8M elements per lane), then the reference's double
+        /* The exact sum of the plane, then the reference's double
          * division. */
-        int32_t *acc = (int32_t *)planes;
-        int64_t n = g->w, total = 0;
-        int64_t lanes = min64(256, n);
-        memset(acc, 0, (size_t)lanes * sizeof *acc);
-        for (int64_t i = 0; i < n; i += 256) j->ops->sum_u8(acc, xc + i, min64(256, n - i), j->is_signed);
-        for (int64_t k = 0; k < lanes; k++) total += acc[k];
+        int64_t n = g->w, total = j->ops->sum_bytes(xc, n, j->is_signed);
         total -= (int64_t)j->xz * n;
         float avg = (float)((double)total / (double)n);
         yc[0] = (uint8_t)er__q_clamp(er__q_rhe(avg * j->mult) + j->yz, j->lo, j->hi);
         continue;
       }
       uint8_t pad = j->avg ? (uint8_t)j->xz : j->is_signed ? 0x80 : 0x00;
+      if (!j->avg && j->ops->max_plane_s2 && g->sw == 2 && g->dw == 1 && (g->kw == 2 || g->kw == 3)) {
+        j->ops->max_plane_s2(xc, g->h, g->w, g->pt, g->pl, g->kh, g->sh, g->dh, g->kw, g->oh, g->ow, j->is_signed, yc);
+        continue;
+      }
+      if (!j->avg && g->sw <= ER_POOL_MAX_SW) {
+        max_rows(j, xc, yc, pad, planes);
+        continue;
+      }
       build_planes(j->ops, p, xc, pad, planes);
       if (!j->avg) {
         memcpy(vmax, tap_run(p, planes, 0, 0), (size_t)p->len);
