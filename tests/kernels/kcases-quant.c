@@ -89,11 +89,14 @@ static void conv_attrs(kcase *c, const conv_shape *s) {
     kc_attr_ints(c, "pads", 2, DIMS(s->pw, s->pw + 1));
     kc_attr_ints(c, "dilations", 1, DIMS(s->dw));
   } else {
+    /* Depthwise shapes leave out strides and dilations of 1 (their
+     * defaults), so that kernels reading the attributes meet both. */
+    bool defaults = s->group > 1 && s->sh == 1 && s->sw == 1 && s->dh == 1 && s->dw == 1;
     kc_attr_ints(c, "kernel_shape", 2, DIMS(s->kh, s->kw));
-    kc_attr_ints(c, "strides", 2, DIMS(s->sh, s->sw));
+    if (!defaults) kc_attr_ints(c, "strides", 2, DIMS(s->sh, s->sw));
     if (s->same) kc_attr_string(c, "auto_pad", "SAME_UPPER");
     else kc_attr_ints(c, "pads", 4, DIMS(s->ph, s->pw, s->ph, s->pw + (s->pw > 0 ? 1 : 0)));
-    kc_attr_ints(c, "dilations", 2, DIMS(s->dh, s->dw));
+    if (!defaults) kc_attr_ints(c, "dilations", 2, DIMS(s->dh, s->dw));
   }
   if (s->group > 1) kc_attr_int(c, "group", s->group);
 }

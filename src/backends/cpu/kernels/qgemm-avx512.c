@@ -24,6 +24,16 @@
 #endif
 #define CNR (CNV * 16)
 
+/* acc + the 4-byte dot products of u8 (unsigned) and s8 (signed): what
+ * _mm512_dpbusd_epi32 computes. GCC 12 copied every accumulator of these
+ * loops through another register around each of its uses (32 moves for 16
+ * vpdpbusd per k group in the 8 x 32 tile); in asm the accumulator stays
+ * in its register. */
+static inline __attribute__((always_inline)) __m512i dpbusd(__m512i acc, __m512i u8, __m512i s8) {
+  __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "v"(s8));
+  return acc;
+}
+
 static inline __attribute__((always_inline)) void tile_body(int64_t groups, const uint8_t *a, const uint8_t *b,
                                                             int32_t *acc, const int MR, const int NV, const int R,
                                                             const bool w_rows) {
@@ -45,7 +55,7 @@ static inline __attribute__((always_inline)) void tile_body(int64_t groups, cons
         __m512i av = _mm512_set1_epi32(w);
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++)
-          c[r][v] = w_rows ? _mm512_dpbusd_epi32(c[r][v], bv[v], av) : _mm512_dpbusd_epi32(c[r][v], av, bv[v]);
+          c[r][v] = w_rows ? dpbusd(c[r][v], bv[v], av) : dpbusd(c[r][v], av, bv[v]);
       }
     }
     a += MR * 4;
@@ -80,7 +90,7 @@ static inline __attribute__((always_inline)) void tile_ind_body(int64_t groups, 
         memcpy(&w, a + r * 4, sizeof w);
         __m512i av = _mm512_set1_epi32(w);
 #pragma GCC unroll 4
-        for (int v = 0; v < CNV; v++) c[r][v] = _mm512_dpbusd_epi32(c[r][v], bv[v], av);
+        for (int v = 0; v < CNV; v++) c[r][v] = dpbusd(c[r][v], bv[v], av);
       }
     }
     a += CMR * 4;
@@ -132,7 +142,7 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
         memcpy(&w, a + r * 4, sizeof w);
         __m512i av = _mm512_set1_epi32(w);
 #pragma GCC unroll 4
-        for (int v = 0; v < CNV; v++) c[r][v] = _mm512_dpbusd_epi32(c[r][v], bv[v], av);
+        for (int v = 0; v < CNV; v++) c[r][v] = dpbusd(c[r][v], bv[v], av);
       }
     }
     a += CMR * 4;

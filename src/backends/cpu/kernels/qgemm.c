@@ -95,6 +95,31 @@ void er__qgemm_interleave(int kg, int nr, const uint8_t *const *rows, int cols, 
         for (int t = 0; t < 16; t++)
           for (int i = 0; i < 4; i++) sums[j + t] += dst[(j + t) * 4 + i];
     }
+    if (j < cols) {
+      /* The last cols - j (< 16) columns through zero-padded copies (short
+       * rows, e.g. 14 pixels, would otherwise go byte by byte). */
+      int m = cols - j;
+      uint8_t in[4][16] = {{0}}, out[64];
+      const uint8_t *part[4];
+      for (int i = 0; i < 4; i++) {
+        if (rows[i]) memcpy(in[i], rows[i] + j, (size_t)m);
+        part[i] = rows[i] ? in[i] : NULL;
+      }
+      __m128i v[4];
+      for (int i = 0; i < 4; i++)
+        v[i] = part[i] ? _mm_xor_si128(_mm_loadu_si128((const __m128i *)part[i]), f) : _mm_setzero_si128();
+      __m128i ab0 = _mm_unpacklo_epi8(v[0], v[1]), ab1 = _mm_unpackhi_epi8(v[0], v[1]);
+      __m128i cd0 = _mm_unpacklo_epi8(v[2], v[3]), cd1 = _mm_unpackhi_epi8(v[2], v[3]);
+      _mm_storeu_si128((__m128i *)out + 0, _mm_unpacklo_epi16(ab0, cd0));
+      _mm_storeu_si128((__m128i *)out + 1, _mm_unpackhi_epi16(ab0, cd0));
+      _mm_storeu_si128((__m128i *)out + 2, _mm_unpacklo_epi16(ab1, cd1));
+      _mm_storeu_si128((__m128i *)out + 3, _mm_unpackhi_epi16(ab1, cd1));
+      memcpy(dst + j * 4, out, (size_t)m * 4);
+      if (sums)
+        for (int t = 0; t < m; t++)
+          for (int i = 0; i < 4; i++) sums[j + t] += out[t * 4 + i];
+      j = cols;
+    }
   } else if (kg == 2) {
     for (; j + 16 <= cols; j += 16) {
       __m128i a = rows[0] ? _mm_xor_si128(_mm_loadu_si128((const __m128i *)(rows[0] + j)), f) : _mm_setzero_si128();

@@ -17,6 +17,9 @@
  * floating-point operations in the same order). Shapes the fast path does
  * not cover at run time go to the reference kernel. */
 #include <stdlib.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 /* Builds for other architectures than x86 use none (or, on Arm with
  * dotprod, only the GEMM part) of the shared code: the reference kernels
@@ -226,6 +229,44 @@ static size_t planes_bytes(const er_window *g) {
   return pl.direct ? 0 : (size_t)(g->sh * g->sw * (g->c / g->group) * pl.plane + 64);
 }
 
+/* Whether any tap reads plane phase (py, px) (a 1x1 window at stride 2
+ * reads one of the four). */
+static bool phase_used(const er_window *g, int64_t py, int64_t px) {
+  bool row = false, col = false;
+  for (int64_t ky = 0; ky < g->kh && !row; ky++) row = ky * g->dh % g->sh == py;
+  for (int64_t kx = 0; kx < g->kw && !col; kx++) col = kx * g->dw % g->sw == px;
+  return row && col;
+}
+
+/* dst[i] = src[i * stride] for i < n (reads up to src[(n - 1) * stride]). */
+static void gather_stride(const uint8_t *src, int64_t n, int64_t stride, uint8_t *dst) {
+  int64_t i = 0;
+#if defined(__x86_64__)
+  if (stride == 2) {
+    /* Even bytes of 32 by masking 16-bit lanes and packing (SSE2, the
+     * x86-64 baseline); the 32 bytes read must lie in the run. */
+    const __m128i lowb = _mm_set1_epi16(0xff);
+    for (; 2 * i + 32 <= 2 * n - 1; i += 16) {
+      __m128i a = _mm_and_si128(_mm_loadu_si128((const __m128i *)(src + 2 * i)), lowb);
+      __m128i b = _mm_and_si128(_mm_loadu_si128((const __m128i *)(src + 2 * i + 16)), lowb);
+      _mm_storeu_si128((__m128i *)(dst + i), _mm_packus_epi16(a, b));
+    }
+    if (i < n) {
+      /* The last m <= 16 through a padded copy of their 2 m - 1 bytes. */
+      int64_t m = n - i;
+      uint8_t in[32] = {0}, out[16];
+      memcpy(in, src + 2 * i, (size_t)(2 * m - 1));
+      __m128i a = _mm_and_si128(_mm_loadu_si128((const __m128i *)in), lowb);
+      __m128i b = _mm_and_si128(_mm_loadu_si128((const __m128i *)(in + 16)), lowb);
+      _mm_storeu_si128((__m128i *)out, _mm_packus_epi16(a, b));
+      memcpy(dst + i, out, (size_t)m);
+      return;
+    }
+  }
+#endif
+  for (; i < n; i++) dst[i] = src[i * stride];
+}
+
 /* Writes the planes of x ([Cg, H, W]) into dst. */
 static void build_planes(const er_window *g, const uint8_t *x, uint8_t pad, uint8_t *dst) {
   conv_planes pl;
@@ -233,7 +274,7 @@ static void build_planes(const er_window *g, const uint8_t *x, uint8_t pad, uint
   int64_t cg = g->c / g->group;
   for (int64_t py = 0; py < g->sh; py++)
     for (int64_t px = 0; px < g->sw; px++)
-      for (int64_t c = 0; c < cg; c++) {
+      for (int64_t c = 0; c < cg && phase_used(g, py, px); c++) {
         uint8_t *d = dst + ((py * g->sw + px) * cg + c) * pl.plane;
         const uint8_t *xc = x + c * g->h * g->w;
         /* Plane columns xx read input column xx * sw + px - pl. */
@@ -248,11 +289,8 @@ static void build_planes(const er_window *g, const uint8_t *x, uint8_t pad, uint
           }
           const uint8_t *row = xc + r * g->w;
           memset(d, pad, (size_t)lo);
-          if (g->sw == 1) {
-            memcpy(d + lo, row + lo + px - g->pl, (size_t)(hi - lo));
-          } else {
-            for (int64_t xx = lo; xx < hi; xx++) d[xx] = row[xx * g->sw + px - g->pl];
-          }
+          if (g->sw == 1) memcpy(d + lo, row + lo + px - g->pl, (size_t)(hi - lo));
+          else if (hi > lo) gather_stride(row + lo * g->sw + px - g->pl, hi - lo, g->sw, d + lo);
           memset(d + hi, pad, (size_t)(pl.ws - hi));
         }
       }
@@ -401,16 +439,20 @@ static void build_grouped(const qg_state *s, const er_window *g, const uint8_t *
   uint8_t *dst = scratch + L.planes, *padrow = scratch + L.padrow, *gather = scratch + L.gather;
   for (int64_t py = 0; py < g->sh; py++)
     for (int64_t px = 0; px < g->sw; px++) {
+      if (!phase_used(g, py, px)) continue;
       int64_t lo = 0, hi = ws;
       if (!pl.direct) {
         while (lo < ws && lo * g->sw + px - g->pl < 0) lo++;
         while (hi > lo && (hi - 1) * g->sw + px - g->pl >= g->w) hi--;
       }
+      int filled = -1;
       for (int64_t q = 0; q < s->cq; q++) {
         int lanes = (int)min64(kg, cg - q * kg);
         /* A row of padding: the zero point for real channels, 0 past Cg. */
-        for (int64_t xx = 0; xx < ws; xx++)
-          for (int t = 0; t < kg; t++) padrow[xx * kg + t] = t < lanes ? pad : 0;
+        if (lanes != filled)
+          for (int64_t xx = 0; xx < ws; xx++)
+            for (int t = 0; t < kg; t++) padrow[xx * kg + t] = t < lanes ? pad : 0;
+        filled = lanes;
         uint8_t *d = dst + ((py * g->sw + px) * s->cq + q) * pb;
         for (int64_t yy = 0; yy < hs; yy++, d += ws * kg) {
           int64_t r = pl.direct ? yy : yy * g->sh + py - g->pt;
@@ -425,7 +467,7 @@ static void build_grouped(const qg_state *s, const er_window *g, const uint8_t *
               rows[t] = src + lo * g->sw + px - g->pl * !pl.direct;
             } else {
               uint8_t *gt = gather + t * ws;
-              for (int64_t xx = lo; xx < hi; xx++) gt[xx - lo] = src[xx * g->sw + px - g->pl];
+              if (hi > lo) gather_stride(src + lo * g->sw + px - g->pl, hi - lo, g->sw, gt);
               rows[t] = gt;
             }
           }
@@ -1082,7 +1124,8 @@ static bool dwv_supports(const er_kernel_info *ki) {
   int64_t nst = 0, ndl = 0;
   er__attr_ints(&ctx, "strides", &st, &nst);
   er__attr_ints(&ctx, "dilations", &dl, &ndl);
-  int64_t sw = nst ? st[nst - 1] : 1, dw = ndl ? dl[ndl - 1] : 1, kw = w->dims[w->rank - 1];
+  /* (absent: n is -1) */
+  int64_t sw = st && nst > 0 ? st[nst - 1] : 1, dw = dl && ndl > 0 ? dl[ndl - 1] : 1, kw = w->dims[w->rank - 1];
   if (sw < 1 || dw < 1 || 15 * sw + (kw - 1) * dw >= 64) return false;
   bool w_u8 = w->dtype == ER_DTYPE_UINT8;
   int64_t C = w->dims[0], taps = er__tensor_count(w) / (C > 0 ? C : 1);
