@@ -589,6 +589,7 @@ static er__model *model_add(er__server *srv, const char *name) {
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&m->q_cond, &ca);
+  pthread_cond_init(&m->fill_cond, &ca);
   pthread_condattr_destroy(&ca);
   er__config_defaults(&m->cfg);
   pthread_mutex_lock(&srv->lock);

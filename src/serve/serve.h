@@ -256,12 +256,21 @@ struct er__model {
   pthread_cond_t q_cond;
   er__job *q_head, *q_tail;
   int q_len;
+  int64_t q_rows;            /* rows of the queued jobs (a rowless job counts 1) */
   int busy;                  /* jobs being run */
   double job_us;             /* moving average of run time per job */
   pthread_t workers[ER_SERVE_MAX_INSTANCES];
   int n_workers;
   atomic_int arriving;       /* infer requests past their headers, not yet queued */
-  int idle;                  /* workers waiting for a job */
+  int idle;                  /* workers waiting on q_cond */
+  int wakes;                 /* q_cond signals sent and not yet taken up */
+  /* At most one worker at a time gathers a batch (waits for it to fill);
+   * it sleeps on fill_cond and is woken only when the queue holds enough
+   * rows to fill it (q_rows >= fill_rows) or at its deadline, so a request
+   * joining a batch costs no thread wake-up. */
+  bool collecting;
+  pthread_cond_t fill_cond;
+  int64_t fill_rows;         /* q_rows that fill the gatherer's batch */
   bool stop;
   er__model_metrics m;
 };
