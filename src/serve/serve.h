@@ -312,10 +312,12 @@ bool er__config_read(const char *repo, const char *model, er__model_config *cfg,
                      char *err, size_t errsz);
 
 er__model *er__server_find(er__server *srv, const char *name);
-/* Takes a reference to the version a request names (0 = highest live). On
- * failure returns NULL with an HTTP status and message. */
-er__version *er__model_acquire(er__model *m, int64_t version, int *status, char *err,
-                               size_t errsz);
+/* Takes a reference to the version a request names (0 = highest live) and,
+ * when cfg_out is not NULL, copies the model's config under the same lock
+ * (one lock per request instead of two). On failure returns NULL with an
+ * HTTP status and message. */
+er__version *er__model_acquire(er__model *m, int64_t version, er__model_config *cfg_out,
+                               int *status, char *err, size_t errsz);
 
 /* Starts a model's workers; stops and joins them (answering queued jobs). */
 bool er__sched_start(er__model *m, int instances);
