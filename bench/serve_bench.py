@@ -1,17 +1,30 @@
 #!/usr/bin/env python3
-"""Benchmarks `edgerun serve` in one run (a benchmark, not a test: it prints
-numbers and ratios, it asserts nothing about speed).
+"""Benchmarks `edgerun serve` (a benchmark, not a test: it prints numbers
+and ratios, it asserts nothing about speed). For each model:
 
-  1. Added latency: p50 of one binary-data infer request over a kept-alive
-     loopback connection minus p50 of the same run in-process
-     (er_session_run), both measured by bench/serve_client.c.
-  2. Throughput at concurrency 1, 4 and 16, with and without dynamic
-     batching, on the same model.
+  1. The compute side, in this process (er_session_run): p50 of one run at
+     batch 1 and per image at batch --max-batch. Their ratio is the most
+     batching could gain if HTTP cost nothing.
+  2. Added latency: p50 of one binary-data infer request over a kept-alive
+     loopback connection minus the in-process p50 at batch 1.
+  3. Throughput at concurrency 1, 4 and 16 with kept-alive connections and
+     binary-data requests: without batching (max_batch 1), with batching
+     and batch_delay_us 0 (a run takes whatever is queued when a worker is
+     free), and with batching and --batch-delay-us (each batch that does
+     not fill waits that long for more). Mean batch = rows per run.
 
-Usage: .venv/bin/python bench/serve_bench.py [--build build] [--model models/digits/model.onnx]
-       [--input models/digits/sample.npy] [--seconds 3]
+Every model is served by one server (--instances workers per model,
+--http-threads HTTP threads); the load client is bench/serve_client.c, on
+the same machine. Models: digits (models/digits, 8x8 input) and the
+Fashion-MNIST CNN (models/fashion, 28x28; its input is the first test image
+from the Debian dataset package when installed, else a seeded random image:
+the timing does not depend on the pixel values).
+
+Usage: .venv/bin/python bench/serve_bench.py [--build build] [--edgerun PATH]
+       [--models digits,fashion] [--seconds 2] [--max-batch 16] [--batch-delay-us 500]
 """
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -19,9 +32,13 @@ import subprocess
 import sys
 import tempfile
 
+import numpy as np
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "serve"))
 import harness  # noqa: E402
+
+FASHION_IMAGES = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"
 
 
 def run(*args):
@@ -29,54 +46,100 @@ def run(*args):
     return float(out[1])
 
 
+def model_input(name):
+    """One request's input, [1, ...] float32."""
+    if name == "digits":
+        return np.load(os.path.join(ROOT, "models", "digits", "sample.npy")).astype(np.float32)
+    if os.path.exists(FASHION_IMAGES):
+        with gzip.open(FASHION_IMAGES) as f:
+            raw = f.read()
+        return (np.frombuffer(raw, np.uint8, 28 * 28, offset=16).reshape(1, 1, 28, 28)
+                .astype(np.float32) / 255.0)
+    return np.random.default_rng(0).random((1, 1, 28, 28), dtype=np.float32)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--model", default=os.path.join(ROOT, "models", "digits", "model.onnx"))
-    ap.add_argument("--input", default=os.path.join(ROOT, "models", "digits", "sample.npy"))
-    ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--requests", type=int, default=3000)
+    ap.add_argument("--edgerun", help="server binary (default: BUILD/edgerun)")
+    ap.add_argument("--models", default="digits,fashion")
+    ap.add_argument("--seconds", type=float, default=2.0, help="per throughput point")
+    ap.add_argument("--requests", type=int, default=3000, help="per latency measurement")
     ap.add_argument("--instances", type=int, default=2)
-    ap.add_argument("--max-batch", type=int, default=32)
-    ap.add_argument("--batch-delay-us", type=int, default=1000)
+    ap.add_argument("--http-threads", type=int, default=2)
+    ap.add_argument("--max-batch", type=int, default=16)
+    ap.add_argument("--batch-delay-us", type=int, default=500)
+    ap.add_argument("--json", help="also write the figures to this file")
     a = ap.parse_args()
     client = os.path.join(a.build, "bench", "serve-client")
-    harness.EDGERUN = os.path.join(a.build, "edgerun")
+    harness.EDGERUN = a.edgerun or os.path.join(a.build, "edgerun")
+    names = a.models.split(",")
+    tmp = tempfile.mkdtemp(prefix="edgerun-serve-bench-")
     repo = harness.Repo()
-    model = lambda p: shutil.copy(a.model, p)  # noqa: E731
-    repo.add("plain", 1, model=model, config={"instances": a.instances, "max_batch": 1,
-                                              "queue_size": 1024})
-    repo.add("batched", 1, model=model, config={"instances": a.instances, "max_batch": a.max_batch,
-                                                "batch_delay_us": a.batch_delay_us,
-                                                "queue_size": 1024})
-    srv = harness.Server(repo, "--http-threads", "2", "--log-level", "warn")
+    variants = (("plain", 1, 0), ("d0", a.max_batch, 0), ("dD", a.max_batch, a.batch_delay_us))
+    inputs = {}
+    for name in names:
+        path = os.path.join(ROOT, "models", name, "model.onnx")
+        x = model_input(name)
+        inputs[name] = (path, os.path.join(tmp, name + ".npy"), os.path.join(tmp, name + "_b.npy"))
+        np.save(inputs[name][1], x)
+        np.save(inputs[name][2], np.repeat(x, a.max_batch, axis=0))
+        for v, mb, d in variants:
+            repo.add(f"{name}-{v}", 1, model=lambda p, s=path: shutil.copy(s, p),
+                     config={"instances": a.instances, "max_batch": mb, "batch_delay_us": d,
+                             "queue_size": 1024})
+    srv = harness.Server(repo, "--http-threads", str(a.http_threads), "--log-level", "warn")
+    results = {}
     try:
         port = str(srv.port)
-        inproc = run(client, "inproc", a.model, a.input, str(a.requests))
-        http = run(client, "latency", port, "plain", a.input, str(a.requests))
-        print(f"model {os.path.relpath(a.model, ROOT)}, input {os.path.relpath(a.input, ROOT)}, "
-              f"{os.cpu_count()} CPUs, instances {a.instances}")
-        print(f"latency p50: in-process {inproc:.1f} us, over HTTP {http:.1f} us, "
-              f"added by the service {http - inproc:.1f} us")
-        print()
-        print(f"{'concurrency':>11} | {'no batching req/s':>17} | {'batching req/s':>14} | ratio | mean batch")
-        print("-" * 70)
-        for c in (1, 4, 16):
-            before = srv.sample(srv.metrics(), "edgerun_batch_size_count", model="batched") or 0
-            done_before = srv.sample(srv.metrics(), "edgerun_batch_size_sum", model="batched") or 0
-            plain = run(client, "load", port, "plain", a.input, str(c), str(a.seconds))
-            batched = run(client, "load", port, "batched", a.input, str(c), str(a.seconds))
-            m = srv.metrics()
-            runs = srv.sample(m, "edgerun_batch_size_count", model="batched") - before
-            rows = srv.sample(m, "edgerun_batch_size_sum", model="batched") - done_before
-            print(f"{c:>11} | {plain:>17.0f} | {batched:>14.0f} | {batched / plain:5.2f} | "
-                  f"{rows / max(runs, 1):.1f}")
+        print(f"{os.cpu_count()} CPUs; server: {os.path.relpath(harness.EDGERUN, ROOT)}, "
+              f"{a.instances} instances per model, {a.http_threads} HTTP threads; "
+              f"batching: max_batch {a.max_batch}; {a.seconds:g} s per point")
+        for name in names:
+            path, x1, xb = inputs[name]
+            one = run(client, "inproc", path, x1, str(a.requests))
+            batch = run(client, "inproc", path, xb, str(max(a.requests // a.max_batch, 50)))
+            http = run(client, "latency", port, f"{name}-plain", x1, str(a.requests))
+            print()
+            print(f"== {name} ({os.path.relpath(path, ROOT)})")
+            print(f"in-process: {one:.1f} us at batch 1, {batch / a.max_batch:.1f} us per image at "
+                  f"batch {a.max_batch} (compute ceiling for batching {one * a.max_batch / batch:.2f}x)")
+            print(f"latency p50: in-process {one:.1f} us, over HTTP {http:.1f} us, "
+                  f"added by the service {http - one:.1f} us")
+            res = results[name] = {"inproc_b1_us": one, "inproc_per_image_us": batch / a.max_batch,
+                                   "http_p50_us": http, "added_us": http - one, "load": {}}
+            print(f"{'concurrency':>11} | {'no batching':>11} | {'batching, delay 0':>26} | "
+                  f"{f'batching, delay {a.batch_delay_us} us':>26}")
+            print(f"{'':>11} | {'req/s':>11} | {'req/s  ratio  mean batch':>26} | "
+                  f"{'req/s  ratio  mean batch':>26}")
+            print("-" * 84)
+            for c in (1, 4, 16):
+                row = {}
+                for v, _, _ in variants:
+                    model = f"{name}-{v}"
+                    m = srv.metrics()
+                    runs0 = srv.sample(m, "edgerun_batch_size_count", model=model) or 0
+                    rows0 = srv.sample(m, "edgerun_batch_size_sum", model=model) or 0
+                    rps = run(client, "load", port, model, x1, str(c), str(a.seconds))
+                    m = srv.metrics()
+                    runs = srv.sample(m, "edgerun_batch_size_count", model=model) - runs0
+                    rows = srv.sample(m, "edgerun_batch_size_sum", model=model) - rows0
+                    row[v] = (rps, rows / max(runs, 1))
+                res["load"][c] = row
+                plain = row["plain"][0]
+                cells = [f"{row[v][0]:>7.0f}  {row[v][0] / plain:5.2f}  {row[v][1]:>10.1f}"
+                         for v in ("d0", "dD")]
+                print(f"{c:>11} | {plain:>11.0f} | {cells[0]:>26} | {cells[1]:>26}")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"args": vars(a), "results": results}, f, indent=1)
         rc = srv.stop()
         if rc:
             print(f"server exited {rc}", file=sys.stderr)
     finally:
         srv.cleanup()
         repo.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

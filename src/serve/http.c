@@ -511,7 +511,7 @@ static enum MHD_Result answer_get(req_ctx *rc) {
         pthread_mutex_unlock(&rc->model->lock);
         return send_sb(rc, 200, "application/json", &sb);
       }
-      er__version *v = er__model_acquire(rc->model, rc->version, &status, why, sizeof why);
+      er__version *v = er__model_acquire(rc->model, rc->version, NULL, &status, why, sizeof why);
       if (!v) {
         if (rc->route == R_MODEL_READY && status == 400) status = 503;
         return send_error(rc, status, why);
@@ -619,7 +619,8 @@ static enum MHD_Result infer_start(req_ctx *rc) {
   int status = 0;
   if (atomic_load(&srv->draining))
     return infer_error(rc, 503, "the server is shutting down; send the request elsewhere");
-  er__version *v = er__model_acquire(rc->model, rc->version, &status, err, sizeof err);
+  er__model_config cfg;
+  er__version *v = er__model_acquire(rc->model, rc->version, &cfg, &status, err, sizeof err);
   if (!v) return infer_error(rc, status, err);
   er__job *job = calloc(1, sizeof *job);
   if (!job) {
@@ -642,10 +643,6 @@ static enum MHD_Result infer_start(req_ctx *rc) {
     }
     hdr_len = x;
   }
-  er__model_config cfg;
-  pthread_mutex_lock(&rc->model->lock);
-  cfg = rc->model->cfg;
-  pthread_mutex_unlock(&rc->model->lock);
   status = er__kserve_decode(v, &cfg, rc->body ? rc->body : "", rc->body_len, hdr_len,
                              srv->opt.max_json_bytes, job, &rc->ireq, err, sizeof err);
   free(rc->body);   /* the tensors hold copies; the body is not needed again */

@@ -589,6 +589,7 @@ static er__model *model_add(er__server *srv, const char *name) {
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&m->q_cond, &ca);
+  pthread_cond_init(&m->fill_cond, &ca);
   pthread_condattr_destroy(&ca);
   er__config_defaults(&m->cfg);
   pthread_mutex_lock(&srv->lock);
@@ -599,8 +600,8 @@ static er__model *model_add(er__server *srv, const char *name) {
   return m;
 }
 
-er__version *er__model_acquire(er__model *m, int64_t version, int *status, char *err,
-                               size_t errsz) {
+er__version *er__model_acquire(er__model *m, int64_t version, er__model_config *cfg_out,
+                               int *status, char *err, size_t errsz) {
   er__version *v = NULL;
   pthread_mutex_lock(&m->lock);
   if (m->n_live == 0) {
@@ -626,6 +627,7 @@ er__version *er__model_acquire(er__model *m, int64_t version, int *status, char 
     }
   }
   if (v) er__version_ref(v);
+  if (v && cfg_out) *cfg_out = m->cfg;
   pthread_mutex_unlock(&m->lock);
   return v;
 }

@@ -5,8 +5,10 @@
  * A worker takes the oldest job; when the model's inputs and outputs all
  * have a dynamic first dimension and max_batch > 1, it also takes later jobs
  * whose other dims match, waiting at most batch_delay_us after the first
- * job arrived (and only while more requests are being received), concatenates their inputs along dim 0, runs once and splits
- * every output back by rows. Admission is decided at once, in the HTTP
+ * job arrived, concatenates their inputs along dim 0, runs once and splits
+ * every output back by rows. Thread wake-ups are kept to what is needed: a
+ * request wakes a worker only when none is already on its way, one worker
+ * at a time gathers a batch and is woken only when it can be filled. Admission is decided at once, in the HTTP
  * thread: a full queue or an estimated wait past the deadline is refused
  * with 429 instead of growing the queue (so overload costs microseconds). */
 #include <errno.h>
@@ -176,6 +178,20 @@ static void abs_deadline(struct timespec *ts, int64_t mono_us) {
   ts->tv_nsec = (long)(mono_us % 1000000) * 1000;
 }
 
+static int64_t job_rows(const er__job *job) { return job->rows > 0 ? job->rows : 1; }
+
+/* Wakes one waiting worker unless a wake is already on its way to one: a
+ * request that finds a worker already woken (or every worker busy, to come
+ * back to the queue by itself) costs no futex call and no context switch. */
+static void wake_worker(er__model *m) {
+  if (m->idle <= m->wakes) return;
+  m->wakes++;
+  /* Throttled, some waiters may not take jobs: wake them all so that an
+   * active one is among them. */
+  if (active_workers(m) < m->n_workers) pthread_cond_broadcast(&m->q_cond);
+  else pthread_cond_signal(&m->q_cond);
+}
+
 static void *worker_main(void *p) {
   worker_arg *wa = p;
   er__model *m = wa->m;
@@ -184,15 +200,19 @@ static void *worker_main(void *p) {
   er__job *batch[ER_SERVE_MAX_BATCH];
   pthread_mutex_lock(&m->lock);
   for (;;) {
-    m->idle++;
-    while (!m->stop && (m->q_len == 0 || index >= active_workers(m)))
+    /* While another worker gathers a batch, the queue is its to take. */
+    while (!m->stop && (m->q_len == 0 || m->collecting || index >= active_workers(m))) {
+      m->idle++;
       pthread_cond_wait(&m->q_cond, &m->lock);
-    m->idle--;
+      m->idle--;
+      if (m->wakes > 0) m->wakes--;
+    }
     if (m->stop) break;
     er__job *job = m->q_head;
     m->q_head = job->next;
     if (!m->q_head) m->q_tail = NULL;
     m->q_len--;
+    m->q_rows -= job_rows(job);
     job->next = NULL;
     int64_t now = er__now_us();
     if (now > job->deadline) {
@@ -220,6 +240,7 @@ static void *worker_main(void *p) {
             *link = c->next;
             if (m->q_tail == c) m->q_tail = prev;
             m->q_len--;
+            m->q_rows -= job_rows(c);
             c->next = NULL;
             batch[n++] = c;
             rows += c->rows;
@@ -231,15 +252,25 @@ static void *worker_main(void *p) {
         /* Wait for more until the batch is full or the configured delay
          * has passed since the first request arrived (Triton's
          * max_queue_delay): batch_delay_us is the latency the operator
-         * chose to trade for larger batches; 0 means never wait. */
+         * chose to trade for larger batches; 0 means never wait. A full
+         * batch runs at once. */
         if (rows >= max_rows || n == ER_SERVE_MAX_BATCH || m->stop ||
             atomic_load(&m->srv->draining) || er__now_us() >= until)
           break;
+        /* Sleep until the queue can fill the batch (queued jobs that did
+         * not fit count too, so they do not wake this worker again) or
+         * the delay ends; submit wakes this worker only then. */
+        m->collecting = true;
+        m->fill_rows = m->q_rows + (max_rows - rows);
         struct timespec ts;
         abs_deadline(&ts, until);
-        pthread_cond_timedwait(&m->q_cond, &m->lock, &ts);
+        pthread_cond_timedwait(&m->fill_cond, &m->lock, &ts);
       }
+      m->collecting = false;
     }
+    /* Jobs left behind (more than one batch holds, another shape, or
+     * queued while this worker gathered) go to another worker now. */
+    if (m->q_len > 0) wake_worker(m);
     m->busy += n;
     pthread_mutex_unlock(&m->lock);
 
@@ -253,15 +284,15 @@ static void *worker_main(void *p) {
       er__metrics_batch(&m->m, (int)rows);
     }
     double per_job = (double)(er__now_us() - t0) / n;
+    /* Answer first: every waiting connection resumes before this worker
+     * touches the queue's lock again. */
+    for (int j = 0; j < n; j++) batch[j]->done(batch[j], batch[j]->arg);
 
     pthread_mutex_lock(&m->lock);
     m->busy -= n;
     /* A slow-moving average: the admission estimate should follow load
      * changes within a second or so, not jump with one slow run. */
     m->job_us = m->job_us > 0 ? 0.9 * m->job_us + 0.1 * per_job : per_job;
-    pthread_mutex_unlock(&m->lock);
-    for (int j = 0; j < n; j++) batch[j]->done(batch[j], batch[j]->arg);
-    pthread_mutex_lock(&m->lock);
   }
   pthread_mutex_unlock(&m->lock);
   return NULL;
@@ -295,6 +326,7 @@ void er__sched_stop(er__model *m) {
   pthread_mutex_lock(&m->lock);
   m->stop = true;
   pthread_cond_broadcast(&m->q_cond);
+  pthread_cond_broadcast(&m->fill_cond);
   int n = m->n_workers;
   pthread_mutex_unlock(&m->lock);
   for (int i = 0; i < n; i++) pthread_join(m->workers[i], NULL);
@@ -303,6 +335,7 @@ void er__sched_stop(er__model *m) {
   er__job *q = m->q_head;
   m->q_head = m->q_tail = NULL;
   m->q_len = 0;
+  m->q_rows = 0;
   pthread_mutex_unlock(&m->lock);
   while (q) {
     er__job *next = q->next;
@@ -342,7 +375,17 @@ int er__sched_submit(er__model *m, er__job *job, void (*on_accept)(void *arg), v
     else m->q_head = job;
     m->q_tail = job;
     m->q_len++;
-    pthread_cond_broadcast(&m->q_cond);
+    m->q_rows += job_rows(job);
+    if (m->collecting) {
+      /* The gathering worker takes this job; wake it only when its batch
+       * can be filled (once: it sets the mark again if it sleeps on). */
+      if (m->q_rows >= m->fill_rows) {
+        m->fill_rows = INT64_MAX;
+        pthread_cond_signal(&m->fill_cond);
+      }
+    } else {
+      wake_worker(m);
+    }
   }
   pthread_mutex_unlock(&m->lock);
   return status;
@@ -354,6 +397,7 @@ void er__sched_kick(er__server *srv) {
     er__model *m = srv->models[i];
     pthread_mutex_lock(&m->lock);
     pthread_cond_broadcast(&m->q_cond);
+    pthread_cond_broadcast(&m->fill_cond);
     pthread_mutex_unlock(&m->lock);
   }
 }

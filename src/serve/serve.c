@@ -203,6 +203,7 @@ static void server_free(er__server *srv) {
     for (int v = 0; v < m->n_live; v++) er__version_unref(m->live[v]);
     pthread_mutex_destroy(&m->lock);
     pthread_cond_destroy(&m->q_cond);
+    pthread_cond_destroy(&m->fill_cond);
     free(m);
   }
   pthread_mutex_destroy(&srv->lock);

@@ -256,12 +256,21 @@ struct er__model {
   pthread_cond_t q_cond;
   er__job *q_head, *q_tail;
   int q_len;
+  int64_t q_rows;            /* rows of the queued jobs (a rowless job counts 1) */
   int busy;                  /* jobs being run */
   double job_us;             /* moving average of run time per job */
   pthread_t workers[ER_SERVE_MAX_INSTANCES];
   int n_workers;
   atomic_int arriving;       /* infer requests past their headers, not yet queued */
-  int idle;                  /* workers waiting for a job */
+  int idle;                  /* workers waiting on q_cond */
+  int wakes;                 /* q_cond signals sent and not yet taken up */
+  /* At most one worker at a time gathers a batch (waits for it to fill);
+   * it sleeps on fill_cond and is woken only when the queue holds enough
+   * rows to fill it (q_rows >= fill_rows) or at its deadline, so a request
+   * joining a batch costs no thread wake-up. */
+  bool collecting;
+  pthread_cond_t fill_cond;
+  int64_t fill_rows;         /* q_rows that fill the gatherer's batch */
   bool stop;
   er__model_metrics m;
 };
@@ -303,10 +312,12 @@ bool er__config_read(const char *repo, const char *model, er__model_config *cfg,
                      char *err, size_t errsz);
 
 er__model *er__server_find(er__server *srv, const char *name);
-/* Takes a reference to the version a request names (0 = highest live). On
- * failure returns NULL with an HTTP status and message. */
-er__version *er__model_acquire(er__model *m, int64_t version, int *status, char *err,
-                               size_t errsz);
+/* Takes a reference to the version a request names (0 = highest live) and,
+ * when cfg_out is not NULL, copies the model's config under the same lock
+ * (one lock per request instead of two). On failure returns NULL with an
+ * HTTP status and message. */
+er__version *er__model_acquire(er__model *m, int64_t version, er__model_config *cfg_out,
+                               int *status, char *err, size_t errsz);
 
 /* Starts a model's workers; stops and joins them (answering queued jobs). */
 bool er__sched_start(er__model *m, int instances);

@@ -183,6 +183,34 @@ class Batching(unittest.TestCase):
             repo.cleanup()
 
 
+class FullBatch(unittest.TestCase):
+    """A batch that is full runs at once, however long batch_delay_us is:
+    four concurrent 2-row requests with max_batch 4 and a 10 s delay make
+    two full batches, answered well inside the clients' 5 s timeout (a
+    batch left waiting for its delay would time them out)."""
+
+    def test_full_batch_does_not_wait(self):
+        repo = harness.Repo()
+        repo.add("digits", 1, config={"instances": 1, "max_batch": 4, "batch_delay_us": 10000000,
+                                      "timeout_ms": 60000})
+        srv = harness.Server(repo)
+        try:
+            xs = [harness.digits_images(8)[2 * i:2 * i + 2] for i in range(4)]
+            with cf.ThreadPoolExecutor(4) as ex:
+                outs = list(ex.map(lambda x: srv.infer(x, timeout=5), xs))
+            for x, (st, _, body) in zip(xs, outs):
+                self.assertEqual(st, 200, body)
+                y = np.array(json.loads(body)["outputs"][0]["data"], np.float32).reshape(2, 10)
+                np.testing.assert_allclose(y, harness.reference_logits(x), rtol=1e-4, atol=1e-4)
+            m = srv.metrics()
+            self.assertEqual(srv.sample(m, "edgerun_batch_size_count", model="digits"), 2)
+            self.assertEqual(srv.sample(m, "edgerun_batch_size_sum", model="digits"), 8)
+            self.assertEqual(srv.stop(), 0, srv.stderr[-2000:])
+        finally:
+            srv.cleanup()
+            repo.cleanup()
+
+
 def png_pixels(path):
     """Decodes an 8-bit RGB/RGBA non-interlaced PNG (what Chromium writes)
     into rows of (r, g, b) tuples with only the standard library."""
