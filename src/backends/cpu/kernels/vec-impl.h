@@ -6,6 +6,13 @@
 #include "backends/cpu/kernels/vec.h"
 #include "backends/cpu/kernels/window.h"
 
+/* The first n lanes of v, the rest 0 (in registers: reading back what a
+ * partial store just wrote stalls store forwarding). */
+static inline vf first_lanes(vf v, int n) {
+  static const float iota[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  return n >= VN ? v : v_sel(v_lt(v_ld(iota), v_set((float)n)), v_zero(), v);
+}
+
 /* ======================================================================== */
 /* Depthwise convolution and 2-D pooling                                     */
 /* ======================================================================== */
@@ -335,7 +342,7 @@ static void dw_plane_run(const er_dw_args *a, int64_t c, float *scratch) {
           }
           if (n == VN) v_st(dst, o);
           else v_st_n(dst, o, n);
-          if (a->pool == 1 && v_any(v_lt(n == VN ? o : v_ld_n(dst, n), v_set(-FLT_MAX)))) {
+          if (a->pool == 1 && v_any(v_lt(first_lanes(o, n), v_set(-FLT_MAX)))) {
             for (int i = 0; i < n; i++)
               if (dst[i] == -INFINITY) dst[i] = max_window_scalar(a, x, oy + r, ox + i);
           }
@@ -443,7 +450,7 @@ static void pool_plane_direct(const er_dw_args *a, int64_t c, float *scratch) {
       if (!max) acc = v_div(acc, v_mul(v_set(cy), v_ld(cx + ox)));
       if (n == VN) v_st(yr + ox, acc);
       else v_st_n(yr + ox, acc, n);
-      if (max && v_any(v_lt(n == VN ? acc : v_ld_n(yr + ox, n), v_set(-FLT_MAX)))) {
+      if (max && v_any(v_lt(first_lanes(acc, n), v_set(-FLT_MAX)))) {
         for (int i = 0; i < n; i++)
           if (yr[ox + i] == -INFINITY) yr[ox + i] = max_window_scalar(a, x, oy, ox + i);
       }
