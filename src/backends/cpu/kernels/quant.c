@@ -238,28 +238,35 @@ static bool phase_used(const er_window *g, int64_t py, int64_t px) {
   return row && col;
 }
 
-/* dst[i] = src[i * stride] for i < n (reads up to src[(n - 1) * stride]). */
-static void gather_stride(const uint8_t *src, int64_t n, int64_t stride, uint8_t *dst) {
+/* dst[i] = src[i * stride] for i < n; bytes up to `end` (one past the last
+ * byte the caller's buffer holds) may be read, the others are not used. */
+static void gather_stride(const uint8_t *src, int64_t n, int64_t stride, uint8_t *dst, const uint8_t *end) {
   int64_t i = 0;
 #if defined(__x86_64__)
   if (stride == 2) {
     /* Even bytes of 32 by masking 16-bit lanes and packing (SSE2, the
-     * x86-64 baseline); the 32 bytes read must lie in the run. */
+     * x86-64 baseline); the 32 bytes read must lie in the buffer. */
     const __m128i lowb = _mm_set1_epi16(0xff);
-    for (; 2 * i + 32 <= 2 * n - 1; i += 16) {
+    const int64_t avail = end - src;
+    for (; i + 16 <= n && 2 * i + 32 <= avail; i += 16) {
       __m128i a = _mm_and_si128(_mm_loadu_si128((const __m128i *)(src + 2 * i)), lowb);
       __m128i b = _mm_and_si128(_mm_loadu_si128((const __m128i *)(src + 2 * i + 16)), lowb);
       _mm_storeu_si128((__m128i *)(dst + i), _mm_packus_epi16(a, b));
     }
-    if (i < n) {
-      /* The last m <= 16 through a padded copy of their 2 m - 1 bytes. */
+    if (i < n && n - i < 16) {
+      /* The last m < 16: read in place while the buffer lasts, else from
+       * a padded copy of their 2 m - 1 bytes; written byte by byte. */
       int64_t m = n - i;
       uint8_t in[32] = {0}, out[16];
-      memcpy(in, src + 2 * i, (size_t)(2 * m - 1));
-      __m128i a = _mm_and_si128(_mm_loadu_si128((const __m128i *)in), lowb);
-      __m128i b = _mm_and_si128(_mm_loadu_si128((const __m128i *)(in + 16)), lowb);
+      const uint8_t *from = src + 2 * i;
+      if (2 * i + 32 > avail) {
+        memcpy(in, from, (size_t)(2 * m - 1));
+        from = in;
+      }
+      __m128i a = _mm_and_si128(_mm_loadu_si128((const __m128i *)from), lowb);
+      __m128i b = _mm_and_si128(_mm_loadu_si128((const __m128i *)(from + 16)), lowb);
       _mm_storeu_si128((__m128i *)out, _mm_packus_epi16(a, b));
-      memcpy(dst + i, out, (size_t)m);
+      for (int64_t t = 0; t < m; t++) dst[i + t] = out[t];
       return;
     }
   }
@@ -290,7 +297,7 @@ static void build_planes(const er_window *g, const uint8_t *x, uint8_t pad, uint
           const uint8_t *row = xc + r * g->w;
           memset(d, pad, (size_t)lo);
           if (g->sw == 1) memcpy(d + lo, row + lo + px - g->pl, (size_t)(hi - lo));
-          else if (hi > lo) gather_stride(row + lo * g->sw + px - g->pl, hi - lo, g->sw, d + lo);
+          else if (hi > lo) gather_stride(row + lo * g->sw + px - g->pl, hi - lo, g->sw, d + lo, x + cg * g->h * g->w);
           memset(d + hi, pad, (size_t)(pl.ws - hi));
         }
       }
@@ -467,7 +474,7 @@ static void build_grouped(const qg_state *s, const er_window *g, const uint8_t *
               rows[t] = src + lo * g->sw + px - g->pl * !pl.direct;
             } else {
               uint8_t *gt = gather + t * ws;
-              if (hi > lo) gather_stride(src + lo * g->sw + px - g->pl, hi - lo, g->sw, gt);
+              if (hi > lo) gather_stride(src + lo * g->sw + px - g->pl, hi - lo, g->sw, gt, x + cg * g->h * g->w);
               rows[t] = gt;
             }
           }
