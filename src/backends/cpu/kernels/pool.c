@@ -74,6 +74,8 @@ static void pool_chunk(void *arg, int64_t begin, int64_t end) {
   }
 }
 
+static er_status gpool_planes(const er_kernel_run *kr, const er_vec_ops *ops, bool max, int64_t planes, int64_t size);
+
 static er_status pool_run(const er_kernel_run *kr) {
   const pool_state *s = kr->state;
   er_kctx *ctx = kr->ctx;
@@ -83,6 +85,12 @@ static er_status pool_run(const er_kernel_run *kr) {
   if (!er__window_get(ctx, x, NULL, y, &g) || g.kh > ER_DW_MAX_TAPS || g.kw > ER_DW_MAX_TAPS)
     return er__kr_reference(kr);
   if (er__tensor_count(y) == 0) return ER_STATUS_OK;
+  /* An average over the whole unpadded plane (ResNet's last 7x7 pool) is
+   * a global average: one pass per plane instead of a plane kernel's set-up
+   * per plane. */
+  if (s->kind == 2 && g.oh == 1 && g.ow == 1 && g.kh == g.h && g.kw == g.w && g.dh == 1 && g.dw == 1 && g.pt == 0 &&
+      g.pl == 0 && g.pb == 0 && g.pr == 0)
+    return gpool_planes(kr, s->ops, false, g.n * g.c, g.h * g.w);
   er_dw_args a;
   memset(&a, 0, sizeof a);
   a.x = x->data;
@@ -126,14 +134,18 @@ static bool gpool_supports(const er_kernel_info *ki, bool isa_ok) {
   return isa_ok && er__ki_f32(ki, 0) && er__ki_out_f32(ki) && ki->in[0]->rank >= 3;
 }
 
-static er_status gpool_run_common(const er_kernel_run *kr, const er_vec_ops *ops, bool max) {
-  const er_tensor *x = kr->ctx->in[0];
-  int64_t planes = x->dims[0] * x->dims[1], size = 1;
-  for (int d = 2; d < x->rank; d++) size *= x->dims[d];
-  gpool_job j = {ops, x->data, kr->ctx->out[0]->data, size, planes, max};
+static er_status gpool_planes(const er_kernel_run *kr, const er_vec_ops *ops, bool max, int64_t planes, int64_t size) {
+  gpool_job j = {ops, kr->ctx->in[0]->data, kr->ctx->out[0]->data, size, planes, max};
   int64_t grain = max64(1, (INT64_C(1) << 14) / max64(1, size));
   er__parallel_for(kr->pool, planes, grain, gpool_chunk, &j);
   return ER_STATUS_OK;
+}
+
+static er_status gpool_run_common(const er_kernel_run *kr, const er_vec_ops *ops, bool max) {
+  const er_tensor *x = kr->ctx->in[0];
+  int64_t size = 1;
+  for (int d = 2; d < x->rank; d++) size *= x->dims[d];
+  return gpool_planes(kr, ops, max, x->dims[0] * x->dims[1], size);
 }
 
 /* ======================================================================== */
