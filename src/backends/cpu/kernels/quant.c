@@ -242,6 +242,7 @@ static bool phase_used(const er_window *g, int64_t py, int64_t px) {
  * byte the caller's buffer holds) may be read, the others are not used. */
 static void gather_stride(const uint8_t *src, int64_t n, int64_t stride, uint8_t *dst, const uint8_t *end) {
   int64_t i = 0;
+  ER_UNUSED(end); /* (read only by the x86 vector path) */
 #if defined(__x86_64__)
   if (stride == 2) {
     /* Even bytes of 32 by masking 16-bit lanes and packing (SSE2, the
