@@ -51,6 +51,8 @@ static er_status pool_prepare(const er_kernel_info *ki, int kind, const er_vec_o
     er_dw_args a;
     memset(&a, 0, sizeof a);
     a.oh = g.oh, a.ow = g.ow, a.kh = g.kh, a.kw = g.kw, a.sh = g.sh, a.sw = g.sw, a.dh = g.dh, a.dw = g.dw;
+    a.h = g.h, a.w_ = g.w, a.pt = g.pt, a.pl = g.pl, a.pb = g.pb, a.pr = g.pr;
+    a.pool = kind;
     *scratch_out = ((er__dw_scratch_floats(&a, ops->vn) + 15) / 16 * 16) * sizeof(float) * (size_t)s->slots;
   }
   *state_out = s;

@@ -360,6 +360,41 @@ static void dw_plane_run(const er_dw_args *a, int64_t c, float *scratch) {
  * copies: the pools of CNN stems and of ShuffleNet/SqueezeNet stages.
  * Lanes of a max that come out -inf (empty or all-NaN windows) are
  * recomputed by the reference rule, as in dw_plane_run. */
+/* Row oy of the window-row reduction (max or sum over the window's input
+ * rows) into rin[0, cols). */
+static inline void pool_rows(const er_dw_args *a, const float *x, int64_t oy, float *rin, int64_t cols, bool max,
+                             float fill) {
+  const int64_t w = a->w_;
+  int64_t y0 = oy * a->sh - a->pt;
+  int64_t k0 = y0 < 0 ? -y0 : 0, k1 = a->h - y0 < a->kh ? a->h - y0 : a->kh;
+  if (k1 < k0) k1 = k0;
+  if (k1 == k0) {
+    fill_floats(rin, cols, fill);
+    return;
+  }
+  const float *r0 = x + (y0 + k0) * w;
+  int64_t i = 0;
+  /* Max starts from the fill so that a NaN tap is skipped whichever row it
+   * is in (v_max(v, acc) keeps acc when v is NaN). */
+  for (; i + VN <= cols; i += VN) {
+    vf acc = max ? v_max(v_ld(r0 + i), v_set(fill)) : v_ld(r0 + i);
+    for (int64_t ky = k0 + 1; ky < k1; ky++) {
+      vf v = v_ld(r0 + (ky - k0) * w + i);
+      acc = max ? v_max(v, acc) : v_add(acc, v);
+    }
+    v_st(rin + i, acc);
+  }
+  if (i < cols) {
+    int n = (int)(cols - i);
+    vf acc = max ? v_max(v_ld_n(r0 + i, n), v_set(fill)) : v_ld_n(r0 + i, n);
+    for (int64_t ky = k0 + 1; ky < k1; ky++) {
+      vf v = v_ld_n(r0 + (ky - k0) * w + i, n);
+      acc = max ? v_max(v, acc) : v_add(acc, v);
+    }
+    v_st_n(rin + i, acc, n);
+  }
+}
+
 static void pool_plane_direct(const er_dw_args *a, int64_t c, float *scratch) {
   const float *x = a->x + c * a->h * a->w_;
   float *y = a->y + c * a->oh * a->ow;
@@ -370,9 +405,12 @@ static void pool_plane_direct(const er_dw_args *a, int64_t c, float *scratch) {
    * last output read (2 VN for the stride-2 splits). */
   const int64_t wp = (a->ow - 1) * sw + kw;
   const int64_t ox_end = (a->ow + VN - 1) / VN * VN;
-  const int64_t need = (ox_end - 1) * sw + kw + 2 * VN;
-  float *row = scratch;
-  float *cx = scratch + (need + 15) / 16 * 16;
+  const int64_t need = er__pool_row_floats(a, VN);
+  /* Two row buffers: row oy + 1 is reduced into one while row oy's
+   * columns are read from the other, so no load waits on the stores just
+   * made (a partial or shifted reload of them cannot be forwarded). */
+  float *rows2[2] = {scratch, scratch + need};
+  float *cx = scratch + 2 * need;
   if (!max) {
     for (int64_t ox = 0; ox < a->ow; ox++) {
       int64_t valid, padded;
@@ -383,38 +421,14 @@ static void pool_plane_direct(const er_dw_args *a, int64_t c, float *scratch) {
   }
   /* Input columns [0, cols) land at row[pl ...]; the rest stays fill. */
   const int64_t cols = w < wp - pl ? w : (wp - pl > 0 ? wp - pl : 0);
-  fill_floats(row, pl < need ? pl : need, fill);
-  if (pl + cols < need) fill_floats(row + pl + cols, need - pl - cols, fill);
-  float *rin = row + pl;
+  for (int b = 0; b < 2; b++) {
+    fill_floats(rows2[b], pl < need ? pl : need, fill);
+    if (pl + cols < need) fill_floats(rows2[b] + pl + cols, need - pl - cols, fill);
+  }
+  pool_rows(a, x, 0, rows2[0] + pl, cols, max, fill);
   for (int64_t oy = 0; oy < a->oh; oy++) {
-    int64_t y0 = oy * a->sh - a->pt;
-    int64_t k0 = y0 < 0 ? -y0 : 0, k1 = a->h - y0 < a->kh ? a->h - y0 : a->kh;
-    if (k1 < k0) k1 = k0;
-    if (k1 == k0) {
-      fill_floats(rin, cols, fill);
-    } else {
-      const float *r0 = x + (y0 + k0) * w;
-      int64_t i = 0;
-      /* Max starts from the fill so that a NaN tap is skipped whichever
-       * row it is in (v_max(v, acc) keeps acc when v is NaN). */
-      for (; i + VN <= cols; i += VN) {
-        vf acc = max ? v_max(v_ld(r0 + i), v_set(fill)) : v_ld(r0 + i);
-        for (int64_t ky = k0 + 1; ky < k1; ky++) {
-          vf v = v_ld(r0 + (ky - k0) * w + i);
-          acc = max ? v_max(v, acc) : v_add(acc, v);
-        }
-        v_st(rin + i, acc);
-      }
-      if (i < cols) {
-        int n = (int)(cols - i);
-        vf acc = max ? v_max(v_ld_n(r0 + i, n), v_set(fill)) : v_ld_n(r0 + i, n);
-        for (int64_t ky = k0 + 1; ky < k1; ky++) {
-          vf v = v_ld_n(r0 + (ky - k0) * w + i, n);
-          acc = max ? v_max(v, acc) : v_add(acc, v);
-        }
-        v_st_n(rin + i, acc, n);
-      }
-    }
+    const float *row = rows2[oy & 1];
+    if (oy + 1 < a->oh) pool_rows(a, x, oy + 1, rows2[(oy + 1) & 1] + pl, cols, max, fill);
     float cy = 1.0f;
     if (!max) {
       int64_t valid, padded;

@@ -129,6 +129,14 @@ static inline bool er__dw_flat_ok(const er_dw_args *a) {
          er__dw_flat_floats(a, 16) <= ER_DW_DIRECT_MAX_FLOATS;
 }
 
+/* One row buffer of the direct pooling kernel: the padded columns the
+ * windows cover for whole output vectors, plus 2 vn that the stride-2
+ * splits read past them, 16-aligned. */
+static inline int64_t er__pool_row_floats(const er_dw_args *a, int vn) {
+  int64_t ox_end = (a->ow + vn - 1) / vn * vn;
+  return ((ox_end - 1) * a->sw + a->kw + 2 * vn + 15) / 16 * 16;
+}
+
 /* Scratch floats one worker needs for er_dw_args a: the ring of padded,
  * phase-split input rows and a row of divisors, the direct kernel's
  * padded plane, or the flat kernel's two buffers, whichever is largest. */
@@ -141,6 +149,9 @@ static inline size_t er__dw_scratch_floats(const er_dw_args *a, int vn) {
   int64_t direct = er__dw_direct_ok(a) ? er__dw_direct_floats(a, vn) : 0;
   int64_t flat = er__dw_flat_ok(a) ? er__dw_flat_floats(a, vn) : 0;
   if (flat > direct) direct = flat;
+  /* Pools: two row buffers and the column divisors. */
+  int64_t pool = a->pool ? 2 * er__pool_row_floats(a, vn) + (a->ow + vn - 1) / vn * vn + 16 : 0;
+  if (pool > direct) direct = pool;
   return (size_t)(ring > direct ? ring : direct);
 }
 
