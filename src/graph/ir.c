@@ -168,8 +168,12 @@ er_status er__graph_clone(const er_graph *src, er_arena *arena, er_owned_list *o
 }
 
 const er_attr *er__node_attr(const er_node *node, const char *name) {
-  for (int i = 0; i < node->n_attrs; i++)
-    if (strcmp(node->attrs[i].name, name) == 0) return &node->attrs[i];
+  /* Kernels look attributes up on every run, often ones a node leaves
+   * out: the first byte settles most comparisons without a call. */
+  for (int i = 0; i < node->n_attrs; i++) {
+    const char *an = node->attrs[i].name;
+    if (an[0] == name[0] && strcmp(an, name) == 0) return &node->attrs[i];
+  }
   return NULL;
 }
 
