@@ -410,6 +410,7 @@ static void ctx_free(run_ctx *c) {
   free(c->view_of);
   free(c->part_of);
   er__aligned_free(c->mem.scratch);
+  er__aligned_free(c->mem.spill);
   free(c->mem.inp);
   free(c->mem.outp);
   free(c);

@@ -118,6 +118,48 @@ static void gen_resize(case_fn fn, void *arg) {
   fn(&c, arg);
 }
 
+/* Linear: the four coordinate rules, growing, shrinking and mixed factors
+ * (height shrinking while width grows is the reference's other pass
+ * order, which the kernel leaves to it), scales and sizes, and a value
+ * range with NaN-free extremes; exact against the reference. */
+static void gen_resize_linear(case_fn fn, void *arg) {
+  static const char *const coords[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"};
+  static const float factors[][2] = {{2, 2}, {3, 1.5f}, {0.5f, 0.5f}, {1.7f, 0.6f}, {0.6f, 1.7f}, {1, 2}, {4, 4}};
+  kcase c;
+  for (size_t ci = 0; ci < ER_ARRAY_LEN(coords); ci++)
+    for (size_t f = 0; f < ER_ARRAY_LEN(factors); f++) {
+      bool sizes = (ci + f) % 2 == 0;
+      kc_begin(&c, "Resize", "", 13, "Resize linear %s x[2,3,7,9] %s %gx%g", coords[ci], sizes ? "sizes" : "scales",
+               factors[f][0], factors[f][1]);
+      kc_input(&c, 4, DIMS(2, 3, 7, 9), -4, 4, false);
+      kc_input_none(&c); /* roi */
+      if (sizes) {
+        kc_input_none(&c);
+        int64_t sz[4] = {2, 3, (int64_t)(7 * factors[f][0]), (int64_t)(9 * factors[f][1])};
+        kc_input_i64(&c, 1, DIMS(4), sz, true);
+      } else {
+        er_tensor *t = kc_input(&c, 1, DIMS(4), 0, 0, true);
+        float *d = t->data;
+        d[0] = d[1] = 1.0f;
+        d[2] = factors[f][0];
+        d[3] = factors[f][1];
+      }
+      kc_attr_string(&c, "mode", "linear");
+      kc_attr_string(&c, "coordinate_transformation_mode", coords[ci]);
+      c.tol = TOL_EXACT_T;
+      fn(&c, arg);
+    }
+  kc_begin(&c, "Resize", "", 11, "Resize-11 linear x[1,8,40,40] 2x (FPN upsample)");
+  kc_input(&c, 4, DIMS(1, 8, 40, 40), -1, 1, false);
+  kc_input_none(&c);
+  er_tensor *t = kc_input(&c, 1, DIMS(4), 0, 0, true);
+  ((float *)t->data)[0] = ((float *)t->data)[1] = 1.0f;
+  ((float *)t->data)[2] = ((float *)t->data)[3] = 2.0f;
+  kc_attr_string(&c, "mode", "linear");
+  c.tol = TOL_EXACT_T;
+  fn(&c, arg);
+}
+
 static void gen_upsample(case_fn fn, void *arg) {
   kcase c;
   kc_begin(&c, "Upsample", "", 9, "Upsample-9 nearest x[1,4,6,5] 2x2");
@@ -128,11 +170,21 @@ static void gen_upsample(case_fn fn, void *arg) {
   kc_attr_string(&c, "mode", "nearest");
   c.tol = TOL_EXACT_T;
   fn(&c, arg);
+  kc_begin(&c, "Upsample", "", 9, "Upsample-9 linear x[1,4,6,5] 2x3");
+  kc_input(&c, 4, DIMS(1, 4, 6, 5), -1, 1, false);
+  t = kc_input(&c, 1, DIMS(4), 0, 0, true);
+  ((float *)t->data)[0] = ((float *)t->data)[1] = 1.0f;
+  ((float *)t->data)[2] = 2.0f;
+  ((float *)t->data)[3] = 3.0f;
+  kc_attr_string(&c, "mode", "linear");
+  c.tol = TOL_EXACT_T;
+  fn(&c, arg);
 }
 
 const case_gen kcases_layout[] = {
     {"Transpose", "", gen_transpose},
     {"Resize", "", gen_resize},
+    {"Resize", "", gen_resize_linear},
     {"Upsample", "", gen_upsample},
     {NULL, NULL, NULL},
 };

@@ -438,7 +438,7 @@ static outcome run_case(run_ctx *rc, kcase *c) {
     memset(scratch, 0x5a, scratch_bytes);
     memset(scratch + scratch_bytes, GUARD_BYTE, GUARD_BYTES);
     er_kctx kctx = {node, c->n_in, (er_tensor *const *)c->in, c->n_out, got_ptrs, false, NULL, NULL};
-    er_kernel_run kr = {&kctx, state, scratch_bytes ? scratch : NULL, scratch_bytes, rc->pools[t]};
+    er_kernel_run kr = {&kctx, state, scratch_bytes ? scratch : NULL, scratch_bytes, rc->pools[t], NULL, NULL};
     er_status st = k->run(&kr);
     if (st != ER_STATUS_OK) result = fail(rc, c, "%d threads: run failed: %s", t + 1, er_last_error());
     if (result == OUT_PASS && !guard_ok(scratch, scratch_bytes))

@@ -126,6 +126,34 @@ static void test_planned_graph(void) {
   er__pbw_free(&st);
 }
 
+/* Real and generated models from files: the optimized float kernels
+ * (convolutions, pools, GEMM, attention, recurrences) and the integer
+ * kernels of QDQ and QLinear models. */
+static void check_file(const char *path) {
+  er_model *model = NULL;
+  er_status st = er_model_load_file(path, NULL, &model);
+  if (st != ER_STATUS_OK) fprintf(stderr, "%s: %s\n", path, er_last_error());
+  CHECK_STATUS(st, ER_STATUS_OK);
+  if (model) check_model(model, path);
+  er_model_free(model);
+}
+
+static void test_repo_models(void) {
+  check_file(ER_SOURCE_DIR "/models/digits/model.onnx");
+  check_file(ER_SOURCE_DIR "/models/fashion/model.onnx");
+}
+
+/* (ctest runs the generator first: the test_models fixture.) */
+static void test_generated_models(void) {
+  static const char *const names[] = {"qdq_conv",        "qlinear_ops", "resnet_style", "mobilenet_style",
+                                      "detector_style",  "transformer_encoder", "lstm", "ocr_crnn"};
+  for (size_t i = 0; i < ER_ARRAY_LEN(names); i++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s/model.onnx", ER_TEST_MODELS_DIR, names[i]);
+    check_file(path);
+  }
+}
+
 #endif
 
 int main(int argc, char **argv) {
@@ -138,6 +166,8 @@ int main(int argc, char **argv) {
 #else
   static const er_test_case cases[] = {
       {"planned_graph", test_planned_graph},
+      {"repo_models", test_repo_models},
+      {"generated_models", test_generated_models},
   };
   return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);
 #endif

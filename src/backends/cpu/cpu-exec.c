@@ -90,7 +90,13 @@ static er_status run_kernel(er_exec *ex, er_frame *frame, er_kctx *ctx, const er
       if (!scratch) return ER_STATUS_OUT_OF_MEMORY;
     }
   }
-  er_kernel_run kr = {ctx, nk->state, scratch, nk->scratch_bytes, ex->pool};
+  er_kernel_run kr = {ctx,
+                      nk->state,
+                      scratch,
+                      nk->scratch_bytes,
+                      ex->pool,
+                      frame->mem ? &frame->mem->spill : NULL,
+                      frame->mem ? &frame->mem->spill_bytes : NULL};
   er_status st = nk->kernel->run(&kr);
   er__aligned_free(own);
   return st;

@@ -23,6 +23,11 @@ typedef struct er_run_mem {
   bool overflow;                 /* a value outgrew its slot this run */
   void *scratch;                 /* kernel scratch, scratch_bytes */
   size_t scratch_bytes;
+  /* Scratch a kernel needed beyond what prepare could size (shapes known
+   * only at run time): grown on demand, kept for later runs, so that
+   * steady-state runs allocate nothing. Owned by the run context. */
+  void *spill;
+  size_t spill_bytes;
   er_tensor **inp, **outp;       /* [width] operand pointer arrays */
   int width;
   /* Caller-provided output tensors (er_session_run_into), by value id;

@@ -80,6 +80,10 @@ typedef struct er_kernel_run {
   void *scratch;                /* scratch_bytes, 64-byte aligned, per run */
   size_t scratch_bytes;
   er_thread_pool *pool;         /* may be NULL */
+  /* (may be NULL) the run context's spill scratch: er__kr_scratch grows
+   * it when scratch_bytes is too small, instead of allocating per run */
+  void **spill;
+  size_t *spill_bytes;
 } er_kernel_run;
 
 typedef struct er_cpu_kernel {

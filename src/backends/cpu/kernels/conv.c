@@ -291,11 +291,10 @@ static er_status fold_run(const conv_state *s, const float *packed_b, const er_k
   unsigned char *base = kr->scratch;
   int slots = want;
   if (!base || kr->scratch_bytes < cbytes + slot) {
-    owned = er__aligned_alloc(need);
-    if (!owned)
+    base = er__kr_spill(kr, need, &owned);
+    if (!base)
       return er__error(ER_STATUS_OUT_OF_MEMORY, "Conv '%s': out of memory for %zu bytes of kernel scratch",
                        kr->ctx->node->name, need);
-    base = owned;
   } else if (slot > 0) {
     size_t have = (kr->scratch_bytes - cbytes) / slot;
     if (have < (size_t)slots) slots = (int)have;

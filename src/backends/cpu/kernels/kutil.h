@@ -61,6 +61,21 @@ static inline int er__ki_slots(const er_kernel_info *ki) {
 /* Per-run scratch in slots of slot_bytes: the run's scratch when it holds
  * at least one slot, else a fresh allocation (shapes unknown at compile
  * time). *owned is what to free. */
+/* `bytes` of scratch beyond kr->scratch: the run context's spill, grown
+ * when too small and kept for later runs (*owned = NULL), or, without a
+ * run context, a fresh allocation the caller frees (*owned). NULL when out
+ * of memory. */
+static inline void *er__kr_spill(const er_kernel_run *kr, size_t bytes, void **owned) {
+  *owned = NULL;
+  if (!kr->spill) return *owned = er__aligned_alloc(bytes);
+  if (*kr->spill_bytes < bytes) {
+    er__aligned_free(*kr->spill);
+    *kr->spill = er__aligned_alloc(bytes);
+    *kr->spill_bytes = *kr->spill ? bytes : 0;
+  }
+  return *kr->spill;
+}
+
 static inline er_status er__kr_scratch(const er_kernel_run *kr, size_t slot_bytes, void **p,
                                        int *slots, void **owned) {
   int want = er__pool_threads(kr->pool);
@@ -77,11 +92,10 @@ static inline er_status er__kr_scratch(const er_kernel_run *kr, size_t slot_byte
     *slots = have < (size_t)want ? (int)have : want;
     return ER_STATUS_OK;
   }
-  *owned = er__aligned_alloc(slot_bytes * (size_t)want);
-  if (!*owned)
+  *p = er__kr_spill(kr, slot_bytes * (size_t)want, owned);
+  if (!*p)
     return er__error(ER_STATUS_OUT_OF_MEMORY, "%s '%s': out of memory for %zu bytes of kernel scratch",
                      kr->ctx->node->op_type, kr->ctx->node->name, slot_bytes * (size_t)want);
-  *p = *owned;
   *slots = want;
   return ER_STATUS_OK;
 }

@@ -204,15 +204,17 @@ typedef struct rs_state {
 
 /* The node's Resize / Upsample parameters, when they are ones this kernel
  * takes: nearest mode, no axes, stretch policy, no antialiasing. */
-static bool rs_params(const er_kernel_info *ki, rs_state *s) {
+static bool rs_params(const er_kernel_info *ki, rs_state *s, bool linear) {
   er_kctx ctx = er__ki_ctx(ki);
   const char *mode, *ct = "half_pixel", *nm = "round_prefer_floor", *policy = "stretch";
-  int64_t antialias = 0;
+  int64_t antialias = 0, exclude = 0;
   const int64_t *axes;
   int64_t n_axes;
   bool upsample = strcmp(ki->node->op_type, "Upsample") == 0;
   int v = ki->node->version;
-  if (er__attr_string(&ctx, "mode", "nearest", &mode) != ER_STATUS_OK || strcmp(mode, "nearest") != 0) return false;
+  if (er__attr_string(&ctx, "mode", "nearest", &mode) != ER_STATUS_OK ||
+      strcmp(mode, linear ? "linear" : "nearest") != 0)
+    return false;
   if (upsample || v == 10) {
     /* Upsample 9 and Resize 10: scales input 1, asymmetric, truncation. */
     if (upsample && v < 9) return false;
@@ -226,14 +228,15 @@ static bool rs_params(const er_kernel_info *ki, rs_state *s) {
       er__attr_string(&ctx, "nearest_mode", "round_prefer_floor", &nm) != ER_STATUS_OK ||
       er__attr_string(&ctx, "keep_aspect_ratio_policy", "stretch", &policy) != ER_STATUS_OK ||
       er__attr_int(&ctx, "antialias", 0, &antialias) != ER_STATUS_OK ||
+      er__attr_int(&ctx, "exclude_outside", 0, &exclude) != ER_STATUS_OK ||
       er__attr_ints(&ctx, "axes", &axes, &n_axes) != ER_STATUS_OK)
     return false;
-  if (axes || antialias || strcmp(policy, "stretch") != 0) return false;
+  if (axes || antialias || exclude || strcmp(policy, "stretch") != 0) return false;
   if (strcmp(ct, "half_pixel") == 0) s->coord = CM_HALF_PIXEL;
   else if (strcmp(ct, "pytorch_half_pixel") == 0) s->coord = CM_PYTORCH_HALF_PIXEL;
   else if (strcmp(ct, "align_corners") == 0) s->coord = CM_ALIGN_CORNERS;
   else if (strcmp(ct, "asymmetric") == 0) s->coord = CM_ASYMMETRIC;
-  else if (strcmp(ct, "tf_half_pixel_for_nn") == 0) s->coord = CM_TF_HALF_PIXEL_NN;
+  else if (strcmp(ct, "tf_half_pixel_for_nn") == 0 && !linear) s->coord = CM_TF_HALF_PIXEL_NN;
   else return false;
   if (strcmp(nm, "round_prefer_floor") == 0) s->round = RM_PREFER_FLOOR;
   else if (strcmp(nm, "round_prefer_ceil") == 0) s->round = RM_PREFER_CEIL;
@@ -247,15 +250,18 @@ static bool rs_params(const er_kernel_info *ki, rs_state *s) {
 
 /* Input index of output position j along an axis of in -> out elements
  * at the given scale, as the reference computes it (then clamped). */
-static int64_t rs_index(const rs_state *s, int64_t j, int64_t in, int64_t out, double scale, double out_w) {
-  double x;
+static double rs_coord(const rs_state *s, int64_t j, int64_t in, int64_t out, double scale, double out_w) {
   switch (s->coord) {
-    case CM_HALF_PIXEL: x = ((double)j + 0.5) / scale - 0.5; break;
-    case CM_PYTORCH_HALF_PIXEL: x = out > 1 ? ((double)j + 0.5) / scale - 0.5 : 0.0; break;
-    case CM_ALIGN_CORNERS: x = out_w == 1.0 ? 0.0 : (double)j * ((double)in - 1.0) / (out_w - 1.0); break;
-    case CM_TF_HALF_PIXEL_NN: x = ((double)j + 0.5) / scale; break;
-    default: x = (double)j / scale; break;
+    case CM_HALF_PIXEL: return ((double)j + 0.5) / scale - 0.5;
+    case CM_PYTORCH_HALF_PIXEL: return out > 1 ? ((double)j + 0.5) / scale - 0.5 : 0.0;
+    case CM_ALIGN_CORNERS: return out_w == 1.0 ? 0.0 : (double)j * ((double)in - 1.0) / (out_w - 1.0);
+    case CM_TF_HALF_PIXEL_NN: return ((double)j + 0.5) / scale;
+    default: return (double)j / scale;
   }
+}
+
+static int64_t rs_index(const rs_state *s, int64_t j, int64_t in, int64_t out, double scale, double out_w) {
+  double x = rs_coord(s, j, in, out, scale, out_w);
   double bound = (double)in + 16.0;
   if (x < -bound) x = -bound;
   if (x > bound) x = bound;
@@ -271,21 +277,25 @@ static int64_t rs_index(const rs_state *s, int64_t j, int64_t in, int64_t out, d
   return i < 0 ? 0 : i >= in ? in - 1 : i;
 }
 
-static bool rs_supports(const er_kernel_info *ki, bool isa_ok) {
+static bool rs_supports(const er_kernel_info *ki, bool linear) {
   rs_state s;
-  if (!isa_ok || !er__ki_f32(ki, 0) || !er__ki_out_f32(ki) || ki->in[0]->rank != 4) return false;
-  bool ok = rs_params(ki, &s);
+  if (!er__ki_f32(ki, 0) || !er__ki_out_f32(ki) || ki->in[0]->rank != 4) return false;
+  bool ok = rs_params(ki, &s, linear);
   er__error_clear();
   return ok;
 }
 
-static er_status rs_prepare(const er_kernel_info *ki, void **state_out, size_t *scratch_out) {
+static er_status rs_prepare_mode(const er_kernel_info *ki, bool linear, void **state_out, size_t *scratch_out) {
   rs_state *s = calloc(1, sizeof *s);
   if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for a Resize kernel");
-  rs_params(ki, s);
+  rs_params(ki, s, linear);
   *state_out = s;
   *scratch_out = 0;
   return ER_STATUS_OK;
+}
+
+static er_status rs_prepare(const er_kernel_info *ki, void **state_out, size_t *scratch_out) {
+  return rs_prepare_mode(ki, false, state_out, scratch_out);
 }
 
 typedef struct rs_job {
@@ -312,20 +322,17 @@ static void rs_planes(void *arg, int64_t begin, int64_t end) {
   }
 }
 
-static er_status rs_run(const er_kernel_run *kr) {
-  const rs_state *s = kr->state;
-  er_kctx *ctx = kr->ctx;
+/* Each axis's scale and fractional output length, as the reference takes
+ * them from the scales or sizes input; false for inputs this kernel leaves
+ * to the reference (batch or channel axes resized, no scales nor sizes). */
+static bool rs_scales(const rs_state *s, const er_kctx *ctx, double scale[4], double out_w[4]) {
   const er_tensor *x = ctx->in[0], *sc = er__in(ctx, s->scales_i), *sz = s->sizes_i >= 0 ? er__in(ctx, s->sizes_i) : NULL;
-  er_tensor *y = ctx->out[0];
+  const er_tensor *y = ctx->out[0];
   if (sc && er__tensor_count(sc) == 0) sc = NULL;
   if (sz && er__tensor_count(sz) == 0) sz = NULL;
-  /* Batch and channel axes must not be resized. */
   if (y->dims[0] != x->dims[0] || y->dims[1] != x->dims[1] || (!sc && !sz) || (sc && sc->dtype != ER_DTYPE_FLOAT) ||
       (sc && er__tensor_count(sc) != 4))
-    return er__kr_reference(kr);
-  int64_t h = x->dims[2], w = x->dims[3], oh = y->dims[2], ow = y->dims[3];
-  if (er__tensor_count(y) == 0) return ER_STATUS_OK;
-  double scale[4], out_w[4];
+    return false;
   for (int a = 0; a < 4; a++) {
     int64_t in = x->dims[a], out = y->dims[a];
     if (sc) {
@@ -336,20 +343,142 @@ static er_status rs_run(const er_kernel_run *kr) {
       out_w[a] = (double)out;
     }
   }
+  return true;
+}
+
+static er_status rs_run(const er_kernel_run *kr) {
+  const rs_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *x = ctx->in[0];
+  er_tensor *y = ctx->out[0];
+  double scale[4], out_w[4];
+  /* Batch and channel axes must not be resized. */
+  if (!rs_scales(s, ctx, scale, out_w)) return er__kr_reference(kr);
+  int64_t h = x->dims[2], w = x->dims[3], oh = y->dims[2], ow = y->dims[3];
+  if (er__tensor_count(y) == 0) return ER_STATUS_OK;
   /* The coordinate rule applies to every axis: with tf_half_pixel_for_nn
    * and a ceiling rounding even an unscaled batch or channel axis shifts
    * by one. Only identity maps on those two are taken here. */
   for (int a = 0; a < 2; a++)
     for (int64_t j = 0; j < x->dims[a]; j++)
       if (rs_index(s, j, x->dims[a], y->dims[a], scale[a], out_w[a]) != j) return er__kr_reference(kr);
-  int64_t *maps = malloc((size_t)(oh + ow) * sizeof *maps);
+  /* The index maps in the run context's spill scratch (kept between runs). */
+  void *owned = NULL;
+  int64_t *maps = er__kr_spill(kr, (size_t)(oh + ow) * sizeof *maps, &owned);
   if (!maps) return er__error(ER_STATUS_OUT_OF_MEMORY, "Resize '%s': out of memory", ctx->node->name);
   for (int64_t j = 0; j < oh; j++) maps[j] = rs_index(s, j, h, oh, scale[2], out_w[2]);
   for (int64_t j = 0; j < ow; j++) maps[oh + j] = rs_index(s, j, w, ow, scale[3], out_w[3]);
   rs_job job = {x->data, y->data, h, w, oh, ow, maps, maps + oh};
   int64_t planes = x->dims[0] * x->dims[1];
   er__parallel_for(kr->pool, planes, max64(1, LAYOUT_GRAIN_BYTES / max64(1, oh * ow * 4)), rs_planes, &job);
-  free(maps);
+  er__aligned_free(owned);
+  return ER_STATUS_OK;
+}
+
+/* ---- linear ---------------------------------------------------------------- */
+
+/* Bilinear Resize of NCHW float planes with the reference's arithmetic:
+ * per axis two taps (floor(x), floor(x) + 1, clamped to the edge) with
+ * weights 1 - frac and frac computed in double; the rows pass in double
+ * (0.0, plus each nonzero-weight product in tap order), then the columns
+ * pass, then one rounding to float. That is the reference's order when
+ * the height grows or both axes shrink or only the width changes; a height
+ * that shrinks while the width grows is left to it (it passes the width
+ * first then). Equal bit for bit. */
+typedef struct rs_lin_axis {
+  int64_t i0, i1;
+  double w0, w1;
+} rs_lin_axis;
+
+static void rs_lin_taps(const rs_state *s, int64_t in, int64_t out, double scale, double out_w, rs_lin_axis *t) {
+  double bound = (double)in + 16.0 + 2.0;
+  for (int64_t j = 0; j < out; j++) {
+    double x = rs_coord(s, j, in, out, scale, out_w);
+    if (!(x >= -bound)) x = -bound;
+    if (x > bound) x = bound;
+    double x0 = floor(x), frac = x - x0;
+    int64_t i0 = (int64_t)x0, i1 = i0 + 1;
+    t[j].i0 = i0 < 0 ? 0 : i0 > in - 1 ? in - 1 : i0;
+    t[j].i1 = i1 < 0 ? 0 : i1 > in - 1 ? in - 1 : i1;
+    double w0 = 1.0 - fabs(0.0 - frac), w1 = 1.0 - fabs(1.0 - frac);
+    t[j].w0 = w0 < 0.0 ? 0.0 : w0;
+    t[j].w1 = w1 < 0.0 ? 0.0 : w1;
+  }
+}
+
+typedef struct rsl_job {
+  const float *x;
+  float *y;
+  int64_t h, w, oh, ow, planes;
+  const rs_lin_axis *th, *tw;
+  double *rows;                /* [chunks][w] */
+  int chunks;
+} rsl_job;
+
+static void rsl_chunk(void *arg, int64_t begin, int64_t end) {
+  const rsl_job *j = arg;
+  for (int64_t ch = begin; ch < end; ch++) {
+    double *row = j->rows + ch * j->w;
+    for (int64_t p = j->planes * ch / j->chunks; p < j->planes * (ch + 1) / j->chunks; p++) {
+      const float *x = j->x + p * j->h * j->w;
+      float *y = j->y + p * j->oh * j->ow;
+      for (int64_t oy = 0; oy < j->oh; oy++) {
+        const rs_lin_axis *ty = &j->th[oy];
+        const float *r0 = x + ty->i0 * j->w, *r1 = x + ty->i1 * j->w;
+        /* The rows pass: 0.0, then each nonzero-weight product. */
+        for (int64_t i = 0; i < j->w; i++) {
+          double v = 0.0;
+          if (ty->w0 != 0.0) v += ty->w0 * (double)r0[i];
+          if (ty->w1 != 0.0) v += ty->w1 * (double)r1[i];
+          row[i] = v;
+        }
+        float *out = y + oy * j->ow;
+        for (int64_t ox = 0; ox < j->ow; ox++) {
+          const rs_lin_axis *tx = &j->tw[ox];
+          double v = 0.0;
+          if (tx->w0 != 0.0) v += tx->w0 * row[tx->i0];
+          if (tx->w1 != 0.0) v += tx->w1 * row[tx->i1];
+          out[ox] = (float)v;
+        }
+      }
+    }
+  }
+}
+
+static er_status rsl_run(const er_kernel_run *kr) {
+  const rs_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *x = ctx->in[0];
+  er_tensor *y = ctx->out[0];
+  double scale[4], out_w[4];
+  if (!rs_scales(s, ctx, scale, out_w)) return er__kr_reference(kr);
+  int64_t h = x->dims[2], w = x->dims[3], oh = y->dims[2], ow = y->dims[3];
+  if (er__tensor_count(y) == 0) return ER_STATUS_OK;
+  /* The reference passes shrinking axes first: the width first when only
+   * it shrinks while the height grows (left to it). The batch and channel
+   * axes must map to themselves (a fractional scale of 1 does). */
+  if (oh > h && ow < w) return er__kr_reference(kr);
+  for (int a = 0; a < 2; a++)
+    if (scale[a] != 1.0) return er__kr_reference(kr);
+  int want = er__pool_threads(kr->pool);
+  int64_t planes = x->dims[0] * x->dims[1];
+  int64_t by_work = max64(1, planes * oh * ow / (LAYOUT_GRAIN_BYTES / 4));
+  int64_t c = want < planes ? want : planes;
+  int chunks = (int)(c < by_work ? c : by_work);
+  if (chunks < 1) chunks = 1;
+  /* Taps of both axes, then a row of doubles per chunk, in the run
+   * context's spill scratch (kept between runs). */
+  size_t taps = (size_t)(oh + ow) * sizeof(rs_lin_axis);
+  void *owned = NULL;
+  uint8_t *buf = er__kr_spill(kr, taps + (size_t)chunks * (size_t)w * sizeof(double) + 64, &owned);
+  if (!buf) return er__error(ER_STATUS_OUT_OF_MEMORY, "Resize '%s': out of memory", ctx->node->name);
+  rs_lin_axis *th = (rs_lin_axis *)(void *)buf, *tw = th + oh;
+  rs_lin_taps(s, h, oh, scale[2], out_w[2], th);
+  rs_lin_taps(s, w, ow, scale[3], out_w[3], tw);
+  double *rows = (double *)(void *)(buf + (taps + 63) / 64 * 64);
+  rsl_job job = {x->data, y->data, h, w, oh, ow, planes, th, tw, rows, chunks};
+  er__parallel_for(kr->pool, chunks, 1, rsl_chunk, &job);
+  er__aligned_free(owned);
   return ER_STATUS_OK;
 }
 
@@ -359,17 +488,27 @@ static er_status rs_run(const er_kernel_run *kr) {
 
 /* Plain C (copies and index maps): ISA "scalar", there on every CPU. */
 static bool tr_supports_any(const er_kernel_info *ki) { return tr_supports(ki, true); }
-static bool rs_supports_any(const er_kernel_info *ki) { return rs_supports(ki, true); }
+static bool rs_supports_any(const er_kernel_info *ki) { return rs_supports(ki, false); }
+static bool rsl_supports(const er_kernel_info *ki) { return rs_supports(ki, true); }
+static er_status rsl_prepare(const er_kernel_info *ki, void **state_out, size_t *scratch_out) {
+  return rs_prepare_mode(ki, true, state_out, scratch_out);
+}
 
 static const er_cpu_kernel k_transpose = {"x_transpose__scalar", "Transpose", "", tr_supports_any, NULL, tr_run, NULL};
 static const er_cpu_kernel k_resize = {"f32_resize_nearest__scalar", "Resize", "", rs_supports_any, rs_prepare, rs_run,
                                        free};
 static const er_cpu_kernel k_upsample = {"f32_upsample_nearest__scalar", "Upsample", "", rs_supports_any, rs_prepare,
                                          rs_run, free};
+static const er_cpu_kernel k_resize_linear = {"f32_resize_linear__scalar", "Resize", "", rsl_supports, rsl_prepare,
+                                              rsl_run, free};
+static const er_cpu_kernel k_upsample_linear = {"f32_upsample_linear__scalar", "Upsample", "", rsl_supports,
+                                                rsl_prepare, rsl_run, free};
 
 const er_cpu_kernel *const er__kernels_layout[] = {
     &k_transpose,
     &k_resize,
     &k_upsample,
+    &k_resize_linear,
+    &k_upsample_linear,
     NULL,
 };

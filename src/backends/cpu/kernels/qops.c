@@ -517,6 +517,9 @@ static void pool_chunk(void *arg, int64_t begin, int64_t end) {
   }
 }
 
+/* Tap counts (output rows + columns) a pool keeps on the stack. */
+#define POOL_STACK_COUNTS 1024
+
 /* A global pool's scratch: 256 int32 sums. */
 #define GLOBAL_SLOT 1024
 
@@ -579,7 +582,10 @@ static er_status pool_run(const er_kernel_run *kr) {
   /* Tap counts per output row and column: inside the input, and inside
    * the declared padding (AveragePool's two divisors). Every window must
    * hold an input element, as the planes have no empty windows. */
-  int64_t *cnt = malloc((size_t)(g->oh + g->ow) * sizeof *cnt);
+  /* On the stack up to POOL_STACK_COUNTS rows and columns, so that a run
+   * allocates nothing; larger planes (over ~500 x 500) allocate. */
+  int64_t cnt_stack[POOL_STACK_COUNTS];
+  int64_t *cnt = g->oh + g->ow <= POOL_STACK_COUNTS ? cnt_stack : malloc((size_t)(g->oh + g->ow) * sizeof *cnt);
   if (!cnt) return er__error(ER_STATUS_OUT_OF_MEMORY, "%s '%s': out of memory", ctx->node->op_type, ctx->node->name);
   bool empty = false;
   for (int64_t oy = 0; oy < g->oh; oy++) {
@@ -595,7 +601,7 @@ static er_status pool_run(const er_kernel_run *kr) {
     if (nv == 0) empty = true;
   }
   if (empty && !s->global) {
-    free(cnt);
+    if (cnt != cnt_stack) free(cnt);
     return er__kr_reference(kr);
   }
   size_t slot = s->global ? GLOBAL_SLOT : pool_slot_bytes(&p);
@@ -603,7 +609,7 @@ static er_status pool_run(const er_kernel_run *kr) {
   int slots = 1;
   er_status st = er__kr_scratch(kr, slot, &scratch, &slots, &owned);
   if (st != ER_STATUS_OK) {
-    free(cnt);
+    if (cnt != cnt_stack) free(cnt);
     return st;
   }
   pool_job j;
@@ -631,7 +637,7 @@ static er_status pool_run(const er_kernel_run *kr) {
     j.y = (uint8_t *)y->data + (size_t)(n * g->c * g->oh * g->ow) * es;
     er__parallel_for(kr->pool, j.chunks, 1, pool_chunk, &j);
   }
-  free(cnt);
+  if (cnt != cnt_stack) free(cnt);
   er__aligned_free(owned);
   return st;
 }

@@ -518,14 +518,15 @@ static er_status conv_run(const er_kernel_run *kr) {
   /* Scratch: the planes, then one GEMM slot per worker. */
   int want = er__pool_threads(kr->pool);
   if (want > ER_KERNEL_MAX_SLOTS) want = ER_KERNEL_MAX_SLOTS;
-  uint8_t *scratch = kr->scratch, *owned = NULL;
+  uint8_t *scratch = kr->scratch;
+  void *owned = NULL;
   int slots = slot ? (int)((kr->scratch_bytes > pbytes ? kr->scratch_bytes - pbytes : 0) / slot) : want;
   if (!scratch || slots < 1) {
-    owned = er__aligned_alloc(pbytes + slot * (size_t)want);
-    if (!owned)
+    /* Shapes prepare did not know: the run context's spill (kept). */
+    scratch = er__kr_spill(kr, pbytes + slot * (size_t)want, &owned);
+    if (!scratch)
       return er__error(ER_STATUS_OUT_OF_MEMORY, "%s '%s': out of memory for %zu bytes of kernel scratch",
                        ctx->node->op_type, ctx->node->name, pbytes + slot * (size_t)want);
-    scratch = owned;
     slots = want;
   }
   if (slots > want) slots = want;
