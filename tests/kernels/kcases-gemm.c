@@ -39,6 +39,14 @@ static void gen_matmul(case_fn fn, void *arg) {
       c.dynamic = variant == 2;
       fn(&c, arg);
     }
+    if (m <= 4) {
+      kc_begin(&c, "MatMul", "", 13, "MatMul [%lld,%lld]x[%lld,%lld] const B, rows unknown at compile time",
+               (long long)m, (long long)k, (long long)k, (long long)n);
+      kc_input(&c, 2, DIMS(m, k), -1, 1, false);
+      kc_input(&c, 2, DIMS(k, n), -1, 1, true);
+      c.dynamic_batch = true;
+      fn(&c, arg);
+    }
   }
   /* Batches and broadcasts. */
   kc_begin(&c, "MatMul", "", 13, "MatMul [2,3,13,40]x[2,3,40,33] same batch");
@@ -113,6 +121,13 @@ static void gen_fused_matmul(case_fn fn, void *arg) {
   kc_input(&c, 1, DIMS(600), -1, 1, true);
   kc_attr_string(&c, "activation", "Gelu");
   fn(&c, arg);
+  kc_begin(&c, "FusedMatMul", "com.edgerun", 1, "FusedMatMul [3,70]x[70,100] const B, bias, Relu, rows unknown at compile time");
+  kc_input(&c, 2, DIMS(3, 70), -1, 1, false);
+  kc_input(&c, 2, DIMS(70, 100), -0.5f, 0.5f, true);
+  kc_input(&c, 1, DIMS(100), -1, 1, true);
+  kc_attr_string(&c, "activation", "Relu");
+  c.dynamic_batch = true;
+  fn(&c, arg);
   kc_begin(&c, "FusedMatMul", "com.edgerun", 1, "FusedMatMul [2,300]x[300,70] run-time B, bias, Gelu (GEMV path)");
   kc_input(&c, 2, DIMS(2, 300), -1, 1, false);
   kc_input(&c, 2, DIMS(300, 70), -0.2f, 0.2f, false);
@@ -180,6 +195,33 @@ static void gen_gemm_common(case_fn fn, void *arg, const char *op, const char *d
   kc_input(&c, 2, DIMS(300, 40), -1, 1, false);
   kc_input(&c, 2, DIMS(7, 40), -1, 1, false);
   c.dynamic = true;
+  fn(&c, arg);
+  /* Weights packed at compile time, rows known only at run time (a served
+   * model's batch dimension): few rows run along the packed panels. */
+  static const int64_t rows[][3] = {{1, 1568, 64}, {2, 100, 70}, {3, 33, 31}, {4, 257, 100}, {5, 64, 33}, {1, 7, 1}};
+  for (size_t r = 0; r < ER_ARRAY_LEN(rows); r++) {
+    int64_t m = rows[r][0], k = rows[r][1], n = rows[r][2];
+    int tb = r % 2 == 0;
+    int a_act = (int)(r * 3 + 1) % er_kcases_n_activations;
+    if (fused) er_kcases_activation(a_act, NULL, act, sizeof act);
+    else snprintf(act, sizeof act, "-");
+    kc_begin(&c, op, domain, version, "%s M%lld (unknown at compile time) K%lld N%lld transB=%d const B, C [N] %s", op,
+             (long long)m, (long long)k, (long long)n, tb, act);
+    kc_input(&c, 2, DIMS(m, k), -1, 1, false);
+    kc_input(&c, 2, tb ? DIMS(n, k) : DIMS(k, n), -0.5f, 0.5f, true);
+    kc_input(&c, 1, DIMS(n), -1, 1, true);
+    if (tb) kc_attr_int(&c, "transB", 1);
+    if (r == 3) kc_attr_float(&c, "alpha", 0.5f);
+    if (fused) er_kcases_activation(a_act, &c, act, sizeof act);
+    c.dynamic_batch = true;
+    fn(&c, arg);
+  }
+  kc_begin(&c, op, domain, version, "%s M3 (unknown at compile time) K40 N50 const B, run-time C [M,N], beta 0.5", op);
+  kc_input(&c, 2, DIMS(3, 40), -1, 1, false);
+  kc_input(&c, 2, DIMS(40, 50), -1, 1, true);
+  kc_input(&c, 2, DIMS(3, 50), -1, 1, false);
+  kc_attr_float(&c, "beta", 0.5f);
+  c.dynamic_batch = true;
   fn(&c, arg);
 }
 
