@@ -214,6 +214,30 @@ static void gen_conv_family(case_fn fn, void *arg, bool fused) {
     add_conv_attrs(&c, w, false);
     fn(&c, arg);
   }
+  /* Height and width unknown at compile time (detectors exported with a
+   * free image size): F(4x4) on the large map, the GEMM on the weights as
+   * stored on the small ones. */
+  static const conv_spec wino_dyn[] = {
+      {1, 24, 10, 10, 32, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+      {1, 20, 7, 9, 18, 3, 3, 1, 1, 1, 1, {1, 0, 1, 2}, 1, NULL},
+      {1, 24, 40, 36, 20, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+  };
+  for (size_t i = 0; i < ER_ARRAY_LEN(wino_dyn); i++) {
+    const conv_spec *w = &wino_dyn[i];
+    int64_t oh = out_extent(w, 0), ow = out_extent(w, 1);
+    kc_begin(&c, op, domain, version, "%s winograd-sized x[%lld,%lld,%lld,%lld] m%lld, size unknown at compile time", op,
+             (long long)w->n, (long long)w->c, (long long)w->h, (long long)w->w, (long long)w->m);
+    kc_input(&c, 4, DIMS(w->n, w->c, w->h, w->w), -1, 1, false);
+    kc_input(&c, 4, DIMS(w->m, w->c, 3, 3), -0.5f, 0.5f, true);
+    kc_input(&c, 1, DIMS(w->m), -1, 1, true);
+    if (fused) {
+      kc_input(&c, 4, DIMS(w->n, w->m, oh, ow), -1, 1, false);
+      kc_attr_string(&c, "activation", i % 2 ? "Relu" : "Silu");
+    }
+    add_conv_attrs(&c, w, false);
+    c.dynamic = true;
+    fn(&c, arg);
+  }
   /* A residual with every activation, on a depthwise and a dense layer. */
   if (fused) {
     for (int a = 0; a < er_kcases_n_activations; a++) {

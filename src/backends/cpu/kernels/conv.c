@@ -357,6 +357,25 @@ static bool narrow_tile_better(const er_kernel_info *ki, const er_sgemm_isa *wid
 }
 #endif
 
+/* Packs the weights [group][mg][kg] for s->pixel_major into s->packed_w. */
+static bool conv_pack_weights(conv_state *s, const er_sgemm_isa *isa, const float *w, int64_t group, int64_t mg,
+                              int64_t kg) {
+  s->gstride = ((s->pixel_major ? er__sgemm_packed_b_floats(isa, kg, mg) : er__sgemm_packed_a_floats(isa, mg, kg)) +
+                15) / 16 * 16;
+  s->packed_w = er__aligned_alloc(s->gstride * (size_t)group * sizeof(float));
+  if (!s->packed_w) return false;
+  for (int64_t gi = 0; gi < group; gi++) {
+    const float *wg = w + gi * mg * kg;
+    float *dst = s->packed_w + (size_t)gi * s->gstride;
+    if (s->pixel_major) er__sgemm_pack_b(isa, wg, 1, kg, kg, mg, dst);
+    else er__sgemm_pack_a(isa, wg, kg, 1, mg, kg, 1.0f, dst);
+  }
+  s->m = mg * group;
+  s->kg = kg;
+  s->group = group;
+  return true;
+}
+
 static er_status conv_gemm_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa, const er_vec_ops *ops,
                                    void **state_out, size_t *scratch_out) {
   conv_state *s = calloc(1, sizeof *s);
@@ -382,18 +401,9 @@ static er_status conv_gemm_prepare(const er_kernel_info *ki, const er_sgemm_isa 
     int64_t m = w->dims[0], kg = 1;
     for (int d = 1; d < w->rank; d++) kg *= w->dims[d];
     int64_t mg = m / group;
-    s->gstride = ((s->pixel_major ? er__sgemm_packed_b_floats(isa, kg, mg) : er__sgemm_packed_a_floats(isa, mg, kg)) +
-                  15) / 16 * 16;
-    s->packed_w = er__aligned_alloc(s->gstride * (size_t)group * sizeof(float));
-    if (!s->packed_w) {
+    if (!conv_pack_weights(s, isa, w->data, group, mg, kg)) {
       free(s);
       return er__error(ER_STATUS_OUT_OF_MEMORY, "Conv '%s': out of memory packing weights", ki->node->name);
-    }
-    for (int64_t gi = 0; gi < group; gi++) {
-      const float *wg = (const float *)w->data + gi * mg * kg;
-      float *dst = s->packed_w + (size_t)gi * s->gstride;
-      if (s->pixel_major) er__sgemm_pack_b(isa, wg, 1, kg, kg, mg, dst);
-      else er__sgemm_pack_a(isa, wg, kg, 1, mg, kg, 1.0f, dst);
     }
     if (s->decide_at_run) {
       s->gstride_pm = (er__sgemm_packed_b_floats(isa, kg, mg) + 15) / 16 * 16;
@@ -407,9 +417,6 @@ static er_status conv_gemm_prepare(const er_kernel_info *ki, const er_sgemm_isa 
         er__sgemm_pack_b(isa, (const float *)w->data + gi * mg * kg, 1, kg, kg, mg,
                          s->packed_pm + (size_t)gi * s->gstride_pm);
     }
-    s->m = m;
-    s->kg = kg;
-    s->group = group;
   }
   *scratch_out = 0;
   er_window g;
@@ -662,12 +669,27 @@ typedef struct wino_state {
   size_t u_stride;
   int64_t m, c;
   int slots;
+  /* Output size unknown at load: the GEMM path on the weights as stored,
+   * for the sizes where F(4x4) would mostly compute padding tiles. */
+  conv_state *gemm;
 } wino_state;
 
 /* Panel-rounded GEMM columns times products: the work of each form. */
 static int64_t wino_work(int64_t oh, int64_t ow, int tile) {
   int64_t tiles = ((oh + tile - 1) / tile) * ((ow + tile - 1) / tile);
   return (int64_t)(tile + 2) * (tile + 2) * ((tiles + 31) / 32 * 32);
+}
+
+/* Whether the tile-`tile` form pays at this output size: the products
+ * over the tiles (rounded up to whole 32-wide panels) against 9 over the
+ * pixels, with a margin for the transforms; F(4x4) only where it beats
+ * F(2x2) by the same margin. Small images (7x7: 16 tiles) stay with the
+ * direct GEMM. */
+static bool wino_worth(int64_t oh, int64_t ow, int tile) {
+  int64_t direct = 9 * oh * ow;
+  int64_t w2 = wino_work(oh, ow, 2), w4 = wino_work(oh, ow, 4);
+  if (tile == 4) return 4 * w4 < 3 * direct && 4 * w4 < 3 * w2;
+  return 4 * w2 < 3 * direct;
 }
 
 static bool wino_supports(const er_kernel_info *ki, bool isa_ok, int tile) {
@@ -688,21 +710,14 @@ static bool wino_supports(const er_kernel_info *ki, bool isa_ok, int tile) {
     if (st[i] != 1) return false;
   for (int64_t i = 0; dl && i < ndl; i++)
     if (dl[i] != 1) return false;
-  /* Worth it only when the tiles fill the GEMM panels: the products over
-   * the tiles (rounded up to whole 32-wide panels) against 9 over the
-   * pixels, with a margin for the transforms; F(4x4) only where it beats
-   * F(2x2) by the same margin. Small images (7x7: 16 tiles) stay with the
-   * direct GEMM. */
   const er_tensor *y = ki->out[0];
   if (y->rank != 4) return false;
   /* Image size unknown until run time (detectors exported with a free
-   * height and width): F(4x4), which wins on the images such models take;
-   * F(2x2) and the GEMM are chosen only when the size is known. */
+   * height and width): F(4x4), which wins on the images such models take,
+   * with the GEMM for the small maps deep in the network (wino_run);
+   * F(2x2) is chosen only when the size is known. */
   if (y->dims[2] < 0 || y->dims[3] < 0) return tile == 4;
-  int64_t oh = y->dims[2], ow = y->dims[3], direct = 9 * oh * ow;
-  int64_t w2 = wino_work(oh, ow, 2), w4 = wino_work(oh, ow, 4);
-  if (tile == 4) return 4 * w4 < 3 * direct && 4 * w4 < 3 * w2;
-  return 4 * w2 < 3 * direct;
+  return wino_worth(y->dims[2], y->dims[3], tile);
 }
 
 /* The chunk of tiles and the scratch layout for a given geometry. */
@@ -727,6 +742,14 @@ static void wino_plan_make(const wino_state *s, const er_window *g, int slots, w
   p->m_stride = (size_t)(s->m * p->chunk);
   p->slot_floats = (er__wino_scratch_floats(p->tw, s->ops->vn, s->tile, p->chunk) + 15) / 16 * 16;
   p->total_floats = (size_t)s->mats * (p->v_stride + p->m_stride) + (size_t)slots * p->slot_floats;
+}
+
+static void wino_release(void *state) {
+  wino_state *s = state;
+  if (!s) return;
+  conv_gemm_release(s->gemm);
+  er__aligned_free(s->u);
+  free(s);
 }
 
 static er_status wino_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa, const er_vec_ops *ops, int tile,
@@ -787,6 +810,37 @@ static er_status wino_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa,
     er__sgemm_pack_a(isa, tmp + (size_t)t * (size_t)(s->m * s->c), s->c, 1, s->m, s->c, 1.0f,
                      s->u + (size_t)t * s->u_stride);
   free(tmp);
+  const er_tensor *y = ki->out[0];
+  if (tile == 4 && y->rank == 4 && (y->dims[2] < 0 || y->dims[3] < 0)) {
+    /* The GEMM's state without weights (conv_gemm_prepare would pack
+     * them both ways for an unknown size), then one packing. */
+    const er_tensor *in[8];
+    er_tensor w_nodata = *w;
+    w_nodata.data = NULL;
+    int n_in = ki->n_in < 8 ? ki->n_in : 8;
+    for (int i = 0; i < n_in; i++) in[i] = ki->in[i];
+    in[1] = &w_nodata;
+    er_kernel_info gki = *ki;
+    gki.n_in = n_in;
+    gki.in = in;
+    size_t gscratch = 0;
+    void *gs = NULL;
+    er_status st = conv_gemm_prepare(&gki, isa, ops, &gs, &gscratch);
+    if (st != ER_STATUS_OK) {
+      wino_release(s);
+      return st;
+    }
+    /* One packing, in the orientation small maps want: pixel-major when
+     * the output channels fill whole panels. */
+    conv_state *cs = gs;
+    cs->pixel_major = s->m % isa->nr == 0;
+    if (!conv_pack_weights(cs, isa, wd, 1, s->m, s->c * 9)) {
+      conv_gemm_release(cs);
+      wino_release(s);
+      return er__error(ER_STATUS_OUT_OF_MEMORY, "Conv '%s': out of memory packing weights", ki->node->name);
+    }
+    s->gemm = cs;
+  }
   *scratch_out = 0;
   er_window g;
   if (er__tensor_shape_known(ki->in[0]) && er__tensor_shape_known(ki->out[0]) &&
@@ -799,12 +853,6 @@ static er_status wino_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa,
   return ER_STATUS_OK;
 }
 
-static void wino_release(void *state) {
-  wino_state *s = state;
-  if (!s) return;
-  er__aligned_free(s->u);
-  free(s);
-}
 
 typedef struct wino_job {
   const wino_state *s;
@@ -855,6 +903,11 @@ static er_status wino_run(const er_kernel_run *kr) {
       g.sw != 1 || g.dh != 1 || g.dw != 1 || g.group != 1)
     return er__kr_reference(kr);
   if (er__tensor_count(y) == 0) return ER_STATUS_OK;
+  if (s->gemm && !wino_worth(g.oh, g.ow, s->tile)) {
+    er_kernel_run gkr = *kr;
+    gkr.state = s->gemm;
+    return conv_gemm_run(&gkr);
+  }
   int workers = er__pool_threads(kr->pool);
   if (workers > ER_KERNEL_MAX_SLOTS) workers = ER_KERNEL_MAX_SLOTS;
   wino_plan p;
@@ -892,12 +945,12 @@ static er_status wino_run(const er_kernel_run *kr) {
             memset(v + (size_t)t * p.v_stride + (size_t)(((wj.tn / nr) * g.c + c) * nr + tail), 0,
                    (size_t)(nr - tail) * sizeof(float));
       int64_t work = g.c * wj.tn;
-      int in_chunks = (int)min64(min64(workers, g.c), max64(1, work >> 12));
+      int in_chunks = (int)min64(min64(workers, g.c), max64(1, work >> 8));
       wino_job jin = {s, &wj, &p, rows, g.c, in_chunks};
       er__parallel_for(kr->pool, in_chunks, 1, wino_in_chunk, &jin);
       wino_job jg = {s, &wj, &p, rows, s->mats, s->mats};
       er__parallel_for(kr->pool, s->mats, 1, wino_gemm_chunk, &jg);
-      er__parallel_for(kr->pool, g.m, max64(1, 4096 / max64(1, wj.tn)), wino_out_chunk, &jg);
+      er__parallel_for(kr->pool, g.m, max64(1, 256 / max64(1, wj.tn)), wino_out_chunk, &jg);
     }
   }
   er__aligned_free(owned);
