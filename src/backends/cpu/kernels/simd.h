@@ -44,6 +44,12 @@ static inline vf v_add(vf a, vf b) { return _mm512_add_ps(a, b); }
 static inline vf v_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
 static inline vf v_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
 static inline vf v_div(vf a, vf b) { return _mm512_div_ps(a, b); }
+/* 1 / d within about an ulp for finite normal d whose reciprocal is
+ * normal: the 14-bit estimate and one Newton step, no division. */
+static inline vf v_recip(vf d) {
+  vf r = _mm512_rcp14_ps(d);
+  return _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.0f)), r);
+}
 static inline vf v_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }   /* a*b + c */
 static inline vf v_fnma(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); } /* c - a*b */
 static inline vf v_max(vf a, vf b) { return _mm512_max_ps(a, b); }
@@ -163,6 +169,12 @@ static inline vf v_add(vf a, vf b) { return _mm256_add_ps(a, b); }
 static inline vf v_sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
 static inline vf v_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
 static inline vf v_div(vf a, vf b) { return _mm256_div_ps(a, b); }
+/* The 12-bit estimate and two Newton steps. */
+static inline vf v_recip(vf d) {
+  vf one = _mm256_set1_ps(1.0f), r = _mm256_rcp_ps(d);
+  r = _mm256_fmadd_ps(r, _mm256_fnmadd_ps(d, r, one), r);
+  return _mm256_fmadd_ps(r, _mm256_fnmadd_ps(d, r, one), r);
+}
 static inline vf v_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
 static inline vf v_fnma(vf a, vf b, vf c) { return _mm256_fnmadd_ps(a, b, c); }
 static inline vf v_max(vf a, vf b) { return _mm256_max_ps(a, b); }
@@ -286,6 +298,13 @@ static inline vf v_add(vf a, vf b) { return vaddq_f32(a, b); }
 static inline vf v_sub(vf a, vf b) { return vsubq_f32(a, b); }
 static inline vf v_mul(vf a, vf b) { return vmulq_f32(a, b); }
 static inline vf v_div(vf a, vf b) { return vdivq_f32(a, b); }
+/* The 8-bit estimate and three Newton steps. */
+static inline vf v_recip(vf d) {
+  vf r = vrecpeq_f32(d);
+  r = vmulq_f32(vrecpsq_f32(d, r), r);
+  r = vmulq_f32(vrecpsq_f32(d, r), r);
+  return vmulq_f32(vrecpsq_f32(d, r), r);
+}
 static inline vf v_fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); }
 static inline vf v_fnma(vf a, vf b, vf c) { return vfmsq_f32(c, a, b); }
 /* The x86 rule, so NaN handling matches the other ISAs. */

@@ -70,6 +70,28 @@ static inline vf v_sigmoid(vf x) {
   return v_div(one, v_add(one, v_exp(v_neg(x))));
 }
 
+/* x * sigmoid(x), the fused SiLU, about twice as fast as x / (1 + exp(-x))
+ * in full: exp(-x) with -x clamped to [-87, 80] and one 2^n scale (at the
+ * clamps x / (1 + e) is already x, or a value below 2e-33 in magnitude
+ * where the true one is smaller still), and 1 / (1 + e) by v_recip
+ * instead of a division. -inf gives NaN, as x / (1 + exp(-x)) does. */
+static inline vf v_silu(vf x) {
+  vf t = v_min(v_set(80.0f), v_max(v_set(-87.0f), v_neg(x)));
+  vf n = v_round(v_mul(t, v_set(1.44269504088896341f)));
+  vf r = v_fnma(n, v_set(0.693359375f), t);
+  r = v_fnma(n, v_set(-2.12194440e-4f), r);
+  vf p = v_set(1.9875691500e-4f);
+  p = v_fma(p, r, v_set(1.3981999507e-3f));
+  p = v_fma(p, r, v_set(8.3334519073e-3f));
+  p = v_fma(p, r, v_set(4.1665795894e-2f));
+  p = v_fma(p, r, v_set(1.6666665459e-1f));
+  p = v_fma(p, r, v_set(5.0000001201e-1f));
+  p = v_fma(p, v_mul(r, r), r);
+  vf e = v_fma(p, v_pow2i(n), v_pow2i(n));
+  vf y = v_mul(x, v_recip(v_add(v_set(1.0f), e)));
+  return v_sel(v_lt(x, v_set(-3.4028235e38f)), y, v_set(__builtin_nanf("")));
+}
+
 /* tanh: Cephes' odd polynomial below |x| = 0.625 (where 1 - 2/(e^2x + 1)
  * would cancel), the exp form above. */
 static inline vf v_tanh(vf x) {
@@ -186,7 +208,7 @@ static inline vf v_act(vf x, const er_activation *a) {
       return v_mul(x, h);
     }
     case ER_ACT_LEAKYRELU: return v_sel(v_lt(x, v_zero()), x, v_mul(x, v_set(a->p[0])));
-    case ER_ACT_SILU: return v_div(x, v_add(v_set(1.0f), v_exp(v_neg(x))));
+    case ER_ACT_SILU: return v_silu(x);
     case ER_ACT_GELU: return v_gelu(x);
     case ER_ACT_GELU_TANH: return v_gelu_tanh(x);
     default: return x;
