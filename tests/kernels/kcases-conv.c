@@ -215,11 +215,13 @@ static void gen_conv_family(case_fn fn, void *arg, bool fused) {
     fn(&c, arg);
   }
   /* Height and width unknown at compile time (detectors exported with a
-   * free image size): F(4x4) on the large map, the GEMM on the weights as
-   * stored on the small ones. */
+   * free image size): F(4x4) on the large map, F(2x2) at 10x10, the GEMM
+   * (channel-major for 18 channels, pixel-major for 32) on the smallest,
+   * with weights the first run transforms or packs. */
   static const conv_spec wino_dyn[] = {
       {1, 24, 10, 10, 32, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
       {1, 20, 7, 9, 18, 3, 3, 1, 1, 1, 1, {1, 0, 1, 2}, 1, NULL},
+      {1, 20, 6, 7, 32, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
       {1, 24, 40, 36, 20, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
   };
   for (size_t i = 0; i < ER_ARRAY_LEN(wino_dyn); i++) {

@@ -11,6 +11,8 @@
  *    from the image (im2col fused into the packing, so no column buffer);
  *    bias (per output channel), residual and activation are the GEMM
  *    epilogue. */
+#include <stdatomic.h>
+
 #include "backends/cpu/kernels/kernel-groups.h"
 #include "backends/cpu/kernels/kutil.h"
 #include "backends/cpu/kernels/sgemm.h"
@@ -669,9 +671,15 @@ typedef struct wino_state {
   size_t u_stride;
   int64_t m, c;
   int slots;
-  /* Output size unknown at load: the GEMM path on the weights as stored,
-   * for the sizes where F(4x4) would mostly compute padding tiles. */
+  /* Output size unknown at load (F(4x4) only): where a run's size makes
+   * F(4x4) compute mostly padding tiles, F(2x2) or the GEMM, their
+   * weights transformed or packed by the first run that needs them (so
+   * memory goes only to the forms a model's sizes use). `gemm` is the
+   * GEMM's state without weights; the rest is published through the
+   * atomics (F(2x2)'s U has u_stride too). */
   conv_state *gemm;
+  _Atomic(float *) u2;
+  _Atomic(float *) gemm_w;
 } wino_state;
 
 /* Panel-rounded GEMM columns times products: the work of each form. */
@@ -744,10 +752,61 @@ static void wino_plan_make(const wino_state *s, const er_window *g, int slots, w
   p->total_floats = (size_t)s->mats * (p->v_stride + p->m_stride) + (size_t)slots * p->slot_floats;
 }
 
+/* U = G g G^T of every (output, input) channel pair for F(tile x tile,
+ * 3x3): (tile + 2)^2 matrices [M, C], each packed as the GEMM's A, *stride
+ * floats apart. NULL when out of memory. */
+static float *wino_make_u(const er_sgemm_isa *isa, const float *wd, int64_t mm, int64_t cc, int tile,
+                          size_t *stride) {
+  const int a = tile + 2, mats = a * a;
+  *stride = (er__sgemm_packed_a_floats(isa, mm, cc) + 15) / 16 * 16;
+  float *u_out = er__aligned_alloc((size_t)mats * *stride * sizeof(float));
+  float *tmp = malloc((size_t)(mats * mm * cc) * sizeof *tmp);
+  if (!u_out || !tmp) {
+    er__aligned_free(u_out);
+    free(tmp);
+    return NULL;
+  }
+  /* In double, rounded once. */
+  static const double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  static const double G4[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                  {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+  const double(*G)[3] = tile == 4 ? G4 : G2;
+  /* Eight input channels at a time, lane by lane: the same arithmetic per
+   * channel, in loops the compiler vectorizes (VGG-19's transforms took
+   * 165 ms of its load one channel at a time). */
+  enum { CB = 8 };
+  for (int64_t m = 0; m < mm; m++) {
+    for (int64_t c0 = 0; c0 < cc; c0 += CB) {
+      int nb = cc - c0 < CB ? (int)(cc - c0) : CB;
+      double gk[9][CB], tg[6][3][CB], u[6][6][CB];
+      for (int q = 0; q < 9; q++)
+        for (int l = 0; l < CB; l++) gk[q][l] = l < nb ? wd[(m * cc + c0 + l) * 9 + q] : 0.0;
+      for (int i = 0; i < a; i++)
+        for (int j = 0; j < 3; j++)
+          for (int l = 0; l < CB; l++)
+            tg[i][j][l] = G[i][0] * gk[j][l] + G[i][1] * gk[3 + j][l] + G[i][2] * gk[6 + j][l];
+      for (int i = 0; i < a; i++)
+        for (int j = 0; j < a; j++)
+          for (int l = 0; l < CB; l++) u[i][j][l] = tg[i][0][l] * G[j][0] + tg[i][1][l] * G[j][1] + tg[i][2][l] * G[j][2];
+      for (int i = 0; i < a; i++)
+        for (int j = 0; j < a; j++) {
+          float *dst = tmp + ((size_t)(i * a + j) * (size_t)mm + (size_t)m) * (size_t)cc + (size_t)c0;
+          for (int l = 0; l < nb; l++) dst[l] = (float)u[i][j][l];
+        }
+    }
+  }
+  for (int t = 0; t < mats; t++)
+    er__sgemm_pack_a(isa, tmp + (size_t)t * (size_t)(mm * cc), cc, 1, mm, cc, 1.0f, u_out + (size_t)t * *stride);
+  free(tmp);
+  return u_out;
+}
+
 static void wino_release(void *state) {
   wino_state *s = state;
   if (!s) return;
   conv_gemm_release(s->gemm);
+  er__aligned_free(atomic_load(&s->u2));
+  er__aligned_free(atomic_load(&s->gemm_w));
   er__aligned_free(s->u);
   free(s);
 }
@@ -766,54 +825,17 @@ static er_status wino_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa,
   s->slots = er__ki_slots(ki);
   s->m = w->dims[0];
   s->c = w->dims[1];
-  s->u_stride = (er__sgemm_packed_a_floats(isa, s->m, s->c) + 15) / 16 * 16;
-  s->u = er__aligned_alloc((size_t)s->mats * s->u_stride * sizeof(float));
-  float *tmp = malloc((size_t)(s->mats * s->m * s->c) * sizeof *tmp);
-  if (!s->u || !tmp) {
-    er__aligned_free(s->u);
-    free(tmp);
+  const float *wd = w->data;
+  s->u = wino_make_u(isa, wd, s->m, s->c, tile, &s->u_stride);
+  if (!s->u) {
     free(s);
     return er__error(ER_STATUS_OUT_OF_MEMORY, "Conv '%s': out of memory transforming weights", ki->node->name);
   }
-  /* U = G g G^T, in double, rounded once. */
-  static const double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
-  static const double G4[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                                  {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
-  const int a = tile + 2;
-  const double(*G)[3] = tile == 4 ? G4 : G2;
-  const float *wd = w->data;
-  /* Eight input channels at a time, lane by lane: the same arithmetic per
-   * channel, in loops the compiler vectorizes (VGG-19's transforms took
-   * 165 ms of its load one channel at a time). */
-  enum { CB = 8 };
-  for (int64_t m = 0; m < s->m; m++) {
-    for (int64_t c0 = 0; c0 < s->c; c0 += CB) {
-      int nb = s->c - c0 < CB ? (int)(s->c - c0) : CB;
-      double gk[9][CB], tg[6][3][CB], u[6][6][CB];
-      for (int q = 0; q < 9; q++)
-        for (int l = 0; l < CB; l++) gk[q][l] = l < nb ? wd[(m * s->c + c0 + l) * 9 + q] : 0.0;
-      for (int i = 0; i < a; i++)
-        for (int j = 0; j < 3; j++)
-          for (int l = 0; l < CB; l++)
-            tg[i][j][l] = G[i][0] * gk[j][l] + G[i][1] * gk[3 + j][l] + G[i][2] * gk[6 + j][l];
-      for (int i = 0; i < a; i++)
-        for (int j = 0; j < a; j++)
-          for (int l = 0; l < CB; l++) u[i][j][l] = tg[i][0][l] * G[j][0] + tg[i][1][l] * G[j][1] + tg[i][2][l] * G[j][2];
-      for (int i = 0; i < a; i++)
-        for (int j = 0; j < a; j++) {
-          float *dst = tmp + ((size_t)(i * a + j) * (size_t)s->m + (size_t)m) * (size_t)s->c + (size_t)c0;
-          for (int l = 0; l < nb; l++) dst[l] = (float)u[i][j][l];
-        }
-    }
-  }
-  for (int t = 0; t < s->mats; t++)
-    er__sgemm_pack_a(isa, tmp + (size_t)t * (size_t)(s->m * s->c), s->c, 1, s->m, s->c, 1.0f,
-                     s->u + (size_t)t * s->u_stride);
-  free(tmp);
   const er_tensor *y = ki->out[0];
   if (tile == 4 && y->rank == 4 && (y->dims[2] < 0 || y->dims[3] < 0)) {
     /* The GEMM's state without weights (conv_gemm_prepare would pack
-     * them both ways for an unknown size), then one packing. */
+     * them both ways for an unknown size); a run packs them once if a
+     * size needs them (wino_gemm_weights). */
     const er_tensor *in[8];
     er_tensor w_nodata = *w;
     w_nodata.data = NULL;
@@ -830,16 +852,7 @@ static er_status wino_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa,
       wino_release(s);
       return st;
     }
-    /* One packing, in the orientation small maps want: pixel-major when
-     * the output channels fill whole panels. */
-    conv_state *cs = gs;
-    cs->pixel_major = s->m % isa->nr == 0;
-    if (!conv_pack_weights(cs, isa, wd, 1, s->m, s->c * 9)) {
-      conv_gemm_release(cs);
-      wino_release(s);
-      return er__error(ER_STATUS_OUT_OF_MEMORY, "Conv '%s': out of memory packing weights", ki->node->name);
-    }
-    s->gemm = cs;
+    s->gemm = gs;
   }
   *scratch_out = 0;
   er_window g;
@@ -893,6 +906,44 @@ static void wino_out_chunk(void *arg, int64_t begin, int64_t end) {
   (j->s->tile == 4 ? j->s->ops->wino4_output : j->s->ops->wino_output)(j->w, begin, end);
 }
 
+/* The GEMM's view of weights packed by wino_lazy: pixel-major when the
+ * output channels fill whole panels (small maps have few pixels). */
+static void wino_gemm_view(const wino_state *s, float *packed, conv_state *cs) {
+  cs->pixel_major = s->m % s->isa->nr == 0;
+  cs->packed_w = packed;
+  cs->gstride = ((cs->pixel_major ? er__sgemm_packed_b_floats(s->isa, s->c * 9, s->m)
+                                  : er__sgemm_packed_a_floats(s->isa, s->m, s->c * 9)) + 15) / 16 * 16;
+  cs->m = s->m;
+  cs->kg = s->c * 9;
+  cs->group = 1;
+}
+
+/* F(2x2)'s U (tile 2) or the GEMM's packed weights (tile 0), built by the
+ * first run that needs them; NULL when out of memory. Runs that race to
+ * build them each build a copy and publish it with a compare-and-swap; the
+ * losers free theirs (no lock: this happens once per layer and size). */
+static float *wino_lazy(const wino_state *cs, int tile, const float *wd) {
+  wino_state *s = (wino_state *)cs;  /* only the atomic members change */
+  _Atomic(float *) *slot = tile == 2 ? &s->u2 : &s->gemm_w;
+  float *p = atomic_load_explicit(slot, memory_order_acquire);
+  if (p || !wd) return p;
+  if (tile == 2) {
+    size_t stride;
+    p = wino_make_u(s->isa, wd, s->m, s->c, 2, &stride);
+  } else {
+    conv_state tmp = *s->gemm;
+    wino_gemm_view(s, NULL, &tmp);
+    if (conv_pack_weights(&tmp, s->isa, wd, 1, s->m, s->c * 9)) p = tmp.packed_w;
+  }
+  if (!p) return NULL;
+  float *expected = NULL;
+  if (!atomic_compare_exchange_strong_explicit(slot, &expected, p, memory_order_acq_rel, memory_order_acquire)) {
+    er__aligned_free(p);
+    p = expected;
+  }
+  return p;
+}
+
 static er_status wino_run(const er_kernel_run *kr) {
   const wino_state *s = kr->state;
   er_kctx *ctx = kr->ctx;
@@ -904,9 +955,31 @@ static er_status wino_run(const er_kernel_run *kr) {
     return er__kr_reference(kr);
   if (er__tensor_count(y) == 0) return ER_STATUS_OK;
   if (s->gemm && !wino_worth(g.oh, g.ow, s->tile)) {
-    er_kernel_run gkr = *kr;
-    gkr.state = s->gemm;
-    return conv_gemm_run(&gkr);
+    /* The size was unknown at load and F(4x4) does not pay at this one:
+     * F(2x2) where it does, else the GEMM (F(4x4) after all if memory
+     * for their weights runs out: slower, never wrong). */
+    if (wino_worth(g.oh, g.ow, 2)) {
+      float *u2 = wino_lazy(s, 2, kr->ctx->in[1]->data);
+      if (u2) {
+        wino_state s2 = *s;
+        s2.tile = 2;
+        s2.mats = 16;
+        s2.u = u2;
+        s2.gemm = NULL;
+        er_kernel_run wkr = *kr;
+        wkr.state = &s2;
+        return wino_run(&wkr);
+      }
+    } else {
+      float *pw = wino_lazy(s, 0, kr->ctx->in[1]->data);
+      if (pw) {
+        conv_state cs = *s->gemm;
+        wino_gemm_view(s, pw, &cs);
+        er_kernel_run gkr = *kr;
+        gkr.state = &cs;
+        return conv_gemm_run(&gkr);
+      }
+    }
   }
   int workers = er__pool_threads(kr->pool);
   if (workers > ER_KERNEL_MAX_SLOTS) workers = ER_KERNEL_MAX_SLOTS;
