@@ -240,6 +240,30 @@ static void gen_conv_family(case_fn fn, void *arg, bool fused) {
     c.dynamic = true;
     fn(&c, arg);
   }
+  /* Few channels at a size unknown at compile time: the direct kernel
+   * where the run's rows fill its vectors (20 x 24, 16 x 32), the GEMM
+   * where they do not (6 x 5). */
+  static const conv_spec cd_dyn[] = {
+      {1, 16, 20, 24, 16, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+      {2, 8, 16, 32, 24, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+      {1, 16, 6, 5, 16, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+  };
+  for (size_t i = 0; i < ER_ARRAY_LEN(cd_dyn); i++) {
+    const conv_spec *w = &cd_dyn[i];
+    int64_t oh = out_extent(w, 0), ow = out_extent(w, 1);
+    kc_begin(&c, op, domain, version, "%s few channels x[%lld,%lld,%lld,%lld] m%lld, size unknown at compile time", op,
+             (long long)w->n, (long long)w->c, (long long)w->h, (long long)w->w, (long long)w->m);
+    kc_input(&c, 4, DIMS(w->n, w->c, w->h, w->w), -1, 1, false);
+    kc_input(&c, 4, DIMS(w->m, w->c, 3, 3), -0.5f, 0.5f, true);
+    kc_input(&c, 1, DIMS(w->m), -1, 1, true);
+    if (fused) {
+      kc_input(&c, 4, DIMS(w->n, w->m, oh, ow), -1, 1, false);
+      kc_attr_string(&c, "activation", i % 2 ? "Relu" : "Silu");
+    }
+    add_conv_attrs(&c, w, false);
+    c.dynamic = true;
+    fn(&c, arg);
+  }
   /* A residual with every activation, on a depthwise and a dense layer. */
   if (fused) {
     for (int a = 0; a < er_kcases_n_activations; a++) {

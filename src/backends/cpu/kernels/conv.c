@@ -79,6 +79,10 @@ typedef struct conv_state {
   bool decide_at_run;
   float *packed_pm;   /* the pixel-major packing when decide_at_run */
   size_t gstride_pm;
+  /* Output size unknown at compile time and a layer the direct kernel
+   * takes (few channels, short patches, stride 1): its state, for the run
+   * sizes it fits (cd_fits; YOLOv8n's 16-channel layers at 80x80). */
+  void *cd;
   /* Batch folded into the columns: one GEMM W[M, K] x P[K, N*OH*OW] for
    * all images (conv_fold), chosen when images have fewer pixels than a
    * panel holds. Needs the channel-major packing. */
@@ -359,6 +363,15 @@ static bool narrow_tile_better(const er_kernel_info *ki, const er_sgemm_isa *wid
 }
 #endif
 
+/* The direct kernel (below), which the GEMM's state keeps for run sizes
+ * it fits when the size is unknown at compile time. */
+static bool cd_weights_ok(const er_kernel_info *ki);
+static bool cd_fits(const er_window *g, const er_vec_ops *ops);
+static er_status cd_prepare(const er_kernel_info *ki, const er_vec_ops *ops, void **state_out, size_t *scratch_out);
+static er_status cd_run(const er_kernel_run *kr);
+static void cd_release(void *state);
+static void conv_gemm_release(void *state);
+
 /* Packs the weights [group][mg][kg] for s->pixel_major into s->packed_w. */
 static bool conv_pack_weights(conv_state *s, const er_sgemm_isa *isa, const float *w, int64_t group, int64_t mg,
                               int64_t kg) {
@@ -399,20 +412,27 @@ static er_status conv_gemm_prepare(const er_kernel_info *ki, const er_sgemm_isa 
              w->nbytes <= CONV_BOTH_PACKINGS_BYTES) {
     s->decide_at_run = true;
   }
+  if (!er__tensor_shape_known(y) && cd_weights_ok(ki)) {
+    size_t cd_scratch = 0;
+    er_status st = cd_prepare(ki, ops, &s->cd, &cd_scratch);
+    if (st != ER_STATUS_OK) {
+      free(s);
+      return st;
+    }
+  }
   if (w->data && er__tensor_shape_known(w) && group >= 1 && w->dims[0] % group == 0) {
     int64_t m = w->dims[0], kg = 1;
     for (int d = 1; d < w->rank; d++) kg *= w->dims[d];
     int64_t mg = m / group;
     if (!conv_pack_weights(s, isa, w->data, group, mg, kg)) {
-      free(s);
+      conv_gemm_release(s);
       return er__error(ER_STATUS_OUT_OF_MEMORY, "Conv '%s': out of memory packing weights", ki->node->name);
     }
     if (s->decide_at_run) {
       s->gstride_pm = (er__sgemm_packed_b_floats(isa, kg, mg) + 15) / 16 * 16;
       s->packed_pm = er__aligned_alloc(s->gstride_pm * (size_t)group * sizeof(float));
       if (!s->packed_pm) {
-        er__aligned_free(s->packed_w);
-        free(s);
+        conv_gemm_release(s);
         return er__error(ER_STATUS_OUT_OF_MEMORY, "Conv '%s': out of memory packing weights", ki->node->name);
       }
       for (int64_t gi = 0; gi < group; gi++)
@@ -442,6 +462,7 @@ static er_status conv_gemm_prepare(const er_kernel_info *ki, const er_sgemm_isa 
 static void conv_gemm_release(void *state) {
   conv_state *s = state;
   if (!s) return;
+  cd_release(s->cd);
   er__aligned_free(s->packed_w);
   er__aligned_free(s->packed_pm);
   free(s);
@@ -457,6 +478,11 @@ static er_status conv_gemm_run(const er_kernel_run *kr) {
   int64_t kg = (g.c / g.group) * g.kh * g.kw;
   if (s->packed_w && (s->m != g.m || s->kg != kg || s->group != g.group)) return er__kr_reference(kr);
   if (er__tensor_count(y) == 0) return ER_STATUS_OK;
+  if (s->cd && cd_fits(&g, s->ops)) {
+    er_kernel_run dkr = *kr;
+    dkr.state = s->cd;
+    return cd_run(&dkr);
+  }
   /* All images at once, on the pixel-major packing. */
   if (((s->fold && s->pixel_major && s->packed_w) || (s->decide_at_run && s->packed_pm)) &&
       fold_wanted(s->isa, g.n, g.oh * g.ow, g.group, z != NULL))
@@ -535,6 +561,41 @@ static bool known_but_batch(const er_tensor *t) {
   return true;
 }
 
+/* Whether the direct kernel takes this geometry: stride 1, a window of
+ * at least two taps, few channels in nearly whole blocks of 8, short
+ * patches, rows that fill the vectors, and a padded image that fits. */
+static bool cd_fits(const er_window *g, const er_vec_ops *ops) {
+  if (g->group != 1 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->kh * g->kw < 2) return false;
+  int64_t m = g->m, k = g->c * g->kh * g->kw;
+  if (m > CD_MAX_M || k > CD_MAX_K || g->ow <= 0 || g->oh <= 0) return false;
+  /* Blocks of 8 channels and vectors of columns at least 3/4 full. */
+  int64_t mblocks = (m + ER_CD_MB - 1) / ER_CD_MB, vecs = (g->ow + ops->vn - 1) / ops->vn;
+  if (4 * m < 3 * mblocks * ER_CD_MB || 4 * g->ow < 3 * vecs * ops->vn) return false;
+  int64_t hp, wpa, rb;
+  cd_geometry(g, ops, &hp, &wpa, &rb);
+  return g->c * hp * wpa <= CD_MAX_PADDED_FLOATS;
+}
+
+/* Constant 2-D weights the direct kernel could take at some size. */
+static bool cd_weights_ok(const er_kernel_info *ki) {
+  const er_tensor *x = ki->in[0], *w = ki->in[1];
+  if (x->rank != 4 || w->rank != 4 || !w->data || !er__tensor_shape_known(w)) return false;
+  er_kctx ctx = er__ki_ctx(ki);
+  int64_t group = 1;
+  const int64_t *st, *dl;
+  int64_t nst, ndl;
+  if (er__attr_int(&ctx, "group", 1, &group) != ER_STATUS_OK || group != 1) return false;
+  if (er__attr_ints(&ctx, "strides", &st, &nst) != ER_STATUS_OK ||
+      er__attr_ints(&ctx, "dilations", &dl, &ndl) != ER_STATUS_OK)
+    return false;
+  for (int64_t i = 0; st && i < nst; i++)
+    if (st[i] != 1) return false;
+  for (int64_t i = 0; dl && i < ndl; i++)
+    if (dl[i] != 1) return false;
+  return w->dims[0] <= CD_MAX_M && w->dims[1] * w->dims[2] * w->dims[3] <= CD_MAX_K &&
+         w->dims[2] * w->dims[3] >= 2;
+}
+
 static bool cd_supports(const er_kernel_info *ki, const er_vec_ops *ops, bool isa_ok) {
   if (!isa_ok || !conv_common_ok(ki, is_fused(ki))) return false;
   const er_tensor *x = ki->in[0], *w = ki->in[1], *y = ki->out[0];
@@ -542,15 +603,7 @@ static bool cd_supports(const er_kernel_info *ki, const er_vec_ops *ops, bool is
   er_kctx ctx = er__ki_ctx(ki);
   er_window g;
   if (!known_but_batch(x) || !er__window_get(&ctx, x, w, y, &g)) return false;
-  if (g.group != 1 || g.sh != 1 || g.sw != 1 || g.dh != 1 || g.dw != 1 || g.kh * g.kw < 2) return false;
-  int64_t m = w->dims[0], k = w->dims[1] * g.kh * g.kw;
-  if (m > CD_MAX_M || k > CD_MAX_K || g.ow <= 0 || g.oh <= 0) return false;
-  /* Blocks of 8 channels and vectors of columns at least 3/4 full. */
-  int64_t mblocks = (m + ER_CD_MB - 1) / ER_CD_MB, vecs = (g.ow + ops->vn - 1) / ops->vn;
-  if (4 * m < 3 * mblocks * ER_CD_MB || 4 * g.ow < 3 * vecs * ops->vn) return false;
-  int64_t hp, wpa, rb;
-  cd_geometry(&g, ops, &hp, &wpa, &rb);
-  return g.c * hp * wpa <= CD_MAX_PADDED_FLOATS;
+  return cd_fits(&g, ops);
 }
 
 static er_status cd_prepare(const er_kernel_info *ki, const er_vec_ops *ops, void **state_out, size_t *scratch_out) {
