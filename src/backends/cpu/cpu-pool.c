@@ -26,6 +26,12 @@
  * node (onnxruntime's pool spins similarly). Nanoseconds. */
 #define ER_POOL_SPIN_NS 200000
 
+/* After this long, a spinning thread yields its core at each check (every
+ * 64 pauses): alone on its core it goes straight back to spinning, but
+ * when another process competes for the cores the yield hands the core to
+ * whoever is runnable, often the very worker it waits for. */
+#define ER_POOL_YIELD_AFTER_NS 20000
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define cpu_relax() _mm_pause()
@@ -52,6 +58,7 @@ static bool spin_while_u64(atomic_uint_fast64_t *word, uint64_t value, atomic_bo
       uint64_t t = now_ns();
       if (!t0) t0 = t;
       else if (t - t0 > ER_POOL_SPIN_NS) return false;
+      else if (t - t0 > ER_POOL_YIELD_AFTER_NS) sched_yield();
     }
   }
 }
@@ -66,6 +73,7 @@ static bool spin_while_below(atomic_int *word, int target) {
       uint64_t t = now_ns();
       if (!t0) t0 = t;
       else if (t - t0 > ER_POOL_SPIN_NS) return false;
+      else if (t - t0 > ER_POOL_YIELD_AFTER_NS) sched_yield();
     }
   }
 }
