@@ -215,44 +215,27 @@ static void gen_conv_family(case_fn fn, void *arg, bool fused) {
     fn(&c, arg);
   }
   /* Height and width unknown at compile time (detectors exported with a
-   * free image size): F(4x4) on the large map, F(2x2) at 10x10, the GEMM
-   * (channel-major for 18 channels, pixel-major for 32) on the smallest,
-   * with weights the first run transforms or packs. */
-  static const conv_spec wino_dyn[] = {
+   * free image size). 3x3 with more than 16 channels: F(4x4) on the large
+   * map, F(2x2) at 10x10, the GEMM (channel-major for 18 channels,
+   * pixel-major for 32) on the smallest, with weights the first run
+   * transforms or packs. Few channels: the direct kernel where the run's
+   * rows fill its vectors (20 x 24, 16 x 32), the GEMM where they do not
+   * (6 x 5). */
+  static const conv_spec dyn[] = {
       {1, 24, 10, 10, 32, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
       {1, 20, 7, 9, 18, 3, 3, 1, 1, 1, 1, {1, 0, 1, 2}, 1, NULL},
       {1, 20, 6, 7, 32, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
       {1, 24, 40, 36, 20, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
-  };
-  for (size_t i = 0; i < ER_ARRAY_LEN(wino_dyn); i++) {
-    const conv_spec *w = &wino_dyn[i];
-    int64_t oh = out_extent(w, 0), ow = out_extent(w, 1);
-    kc_begin(&c, op, domain, version, "%s winograd-sized x[%lld,%lld,%lld,%lld] m%lld, size unknown at compile time", op,
-             (long long)w->n, (long long)w->c, (long long)w->h, (long long)w->w, (long long)w->m);
-    kc_input(&c, 4, DIMS(w->n, w->c, w->h, w->w), -1, 1, false);
-    kc_input(&c, 4, DIMS(w->m, w->c, 3, 3), -0.5f, 0.5f, true);
-    kc_input(&c, 1, DIMS(w->m), -1, 1, true);
-    if (fused) {
-      kc_input(&c, 4, DIMS(w->n, w->m, oh, ow), -1, 1, false);
-      kc_attr_string(&c, "activation", i % 2 ? "Relu" : "Silu");
-    }
-    add_conv_attrs(&c, w, false);
-    c.dynamic = true;
-    fn(&c, arg);
-  }
-  /* Few channels at a size unknown at compile time: the direct kernel
-   * where the run's rows fill its vectors (20 x 24, 16 x 32), the GEMM
-   * where they do not (6 x 5). */
-  static const conv_spec cd_dyn[] = {
       {1, 16, 20, 24, 16, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
       {2, 8, 16, 32, 24, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
       {1, 16, 6, 5, 16, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
   };
-  for (size_t i = 0; i < ER_ARRAY_LEN(cd_dyn); i++) {
-    const conv_spec *w = &cd_dyn[i];
+  for (size_t i = 0; i < ER_ARRAY_LEN(dyn); i++) {
+    const conv_spec *w = &dyn[i];
     int64_t oh = out_extent(w, 0), ow = out_extent(w, 1);
-    kc_begin(&c, op, domain, version, "%s few channels x[%lld,%lld,%lld,%lld] m%lld, size unknown at compile time", op,
-             (long long)w->n, (long long)w->c, (long long)w->h, (long long)w->w, (long long)w->m);
+    kc_begin(&c, op, domain, version, "%s %s x[%lld,%lld,%lld,%lld] m%lld, size unknown at compile time", op,
+             w->c > 16 ? "winograd-sized" : "few channels", (long long)w->n, (long long)w->c, (long long)w->h,
+             (long long)w->w, (long long)w->m);
     kc_input(&c, 4, DIMS(w->n, w->c, w->h, w->w), -1, 1, false);
     kc_input(&c, 4, DIMS(w->m, w->c, 3, 3), -0.5f, 0.5f, true);
     kc_input(&c, 1, DIMS(w->m), -1, 1, true);

@@ -576,10 +576,8 @@ static bool cd_fits(const er_window *g, const er_vec_ops *ops) {
   return g->c * hp * wpa <= CD_MAX_PADDED_FLOATS;
 }
 
-/* Constant 2-D weights the direct kernel could take at some size. */
-static bool cd_weights_ok(const er_kernel_info *ki) {
-  const er_tensor *x = ki->in[0], *w = ki->in[1];
-  if (x->rank != 4 || w->rank != 4 || !w->data || !er__tensor_shape_known(w)) return false;
+/* One group, every stride and dilation 1 (absent attributes are 1). */
+static bool dense_unit_steps(const er_kernel_info *ki) {
   er_kctx ctx = er__ki_ctx(ki);
   int64_t group = 1;
   const int64_t *st, *dl;
@@ -592,6 +590,13 @@ static bool cd_weights_ok(const er_kernel_info *ki) {
     if (st[i] != 1) return false;
   for (int64_t i = 0; dl && i < ndl; i++)
     if (dl[i] != 1) return false;
+  return true;
+}
+
+/* Constant 2-D weights the direct kernel could take at some size. */
+static bool cd_weights_ok(const er_kernel_info *ki) {
+  const er_tensor *x = ki->in[0], *w = ki->in[1];
+  if (x->rank != 4 || w->rank != 4 || !w->data || !er__tensor_shape_known(w) || !dense_unit_steps(ki)) return false;
   return w->dims[0] <= CD_MAX_M && w->dims[1] * w->dims[2] * w->dims[3] <= CD_MAX_K &&
          w->dims[2] * w->dims[3] >= 2;
 }
@@ -757,20 +762,9 @@ static bool wino_supports(const er_kernel_info *ki, bool isa_ok, int tile) {
   if (!isa_ok || !conv_common_ok(ki, is_fused(ki))) return false;
   const er_tensor *x = ki->in[0], *w = ki->in[1];
   if (x->rank != 4 || !w->data || !er__tensor_shape_known(w)) return false;
-  if (w->dims[2] != 3 || w->dims[3] != 3 || w->dims[0] <= WINO_FEW_CHANNELS || w->dims[1] <= WINO_FEW_CHANNELS)
+  if (w->dims[2] != 3 || w->dims[3] != 3 || w->dims[0] <= WINO_FEW_CHANNELS || w->dims[1] <= WINO_FEW_CHANNELS ||
+      !dense_unit_steps(ki))
     return false;
-  er_kctx ctx = er__ki_ctx(ki);
-  int64_t group = 1;
-  const int64_t *st, *dl;
-  int64_t nst, ndl;
-  if (er__attr_int(&ctx, "group", 1, &group) != ER_STATUS_OK || group != 1) return false;
-  if (er__attr_ints(&ctx, "strides", &st, &nst) != ER_STATUS_OK ||
-      er__attr_ints(&ctx, "dilations", &dl, &ndl) != ER_STATUS_OK)
-    return false;
-  for (int64_t i = 0; st && i < nst; i++)
-    if (st[i] != 1) return false;
-  for (int64_t i = 0; dl && i < ndl; i++)
-    if (dl[i] != 1) return false;
   const er_tensor *y = ki->out[0];
   if (y->rank != 4) return false;
   /* Image size unknown until run time (detectors exported with a free

@@ -19,10 +19,11 @@
  * half the smallest denormal; above, 2^128 overflows to +inf as it should.
  * The scale 2^n is applied in two halves so that denormal results and
  * n = 128 need no special case. */
-static inline vf v_exp(vf x) {
-  vf xc = v_min(v_set(88.8f), v_max(v_set(-104.0f), x));
-  vf n = v_round(v_mul(xc, v_set(1.44269504088896341f)));
-  vf r = v_fnma(n, v_set(0.693359375f), xc);
+/* exp(x) = 2^n (1 + q): n = round(x / ln 2) into *n, and q = e^r - 1 for
+ * the remainder r (|r| <= ln 2 / 2), Cephes' polynomial. */
+static inline vf v_exp_reduced(vf x, vf *n_out) {
+  vf n = v_round(v_mul(x, v_set(1.44269504088896341f)));
+  vf r = v_fnma(n, v_set(0.693359375f), x);
   r = v_fnma(n, v_set(-2.12194440e-4f), r);
   vf p = v_set(1.9875691500e-4f);
   p = v_fma(p, r, v_set(1.3981999507e-3f));
@@ -30,8 +31,14 @@ static inline vf v_exp(vf x) {
   p = v_fma(p, r, v_set(4.1665795894e-2f));
   p = v_fma(p, r, v_set(1.6666665459e-1f));
   p = v_fma(p, r, v_set(5.0000001201e-1f));
-  p = v_fma(p, v_mul(r, r), r);
-  p = v_add(p, v_set(1.0f));
+  *n_out = n;
+  return v_fma(p, v_mul(r, r), r);
+}
+
+static inline vf v_exp(vf x) {
+  vf xc = v_min(v_set(88.8f), v_max(v_set(-104.0f), x));
+  vf n;
+  vf p = v_add(v_exp_reduced(xc, &n), v_set(1.0f));
   vf n1 = v_floor(v_mul(n, v_set(0.5f)));
   vf n2 = v_sub(n, n1);
   return v_mul(v_mul(p, v_pow2i(n1)), v_pow2i(n2));
@@ -77,17 +84,9 @@ static inline vf v_sigmoid(vf x) {
  * instead of a division. -inf gives NaN, as x / (1 + exp(-x)) does. */
 static inline vf v_silu(vf x) {
   vf t = v_min(v_set(80.0f), v_max(v_set(-87.0f), v_neg(x)));
-  vf n = v_round(v_mul(t, v_set(1.44269504088896341f)));
-  vf r = v_fnma(n, v_set(0.693359375f), t);
-  r = v_fnma(n, v_set(-2.12194440e-4f), r);
-  vf p = v_set(1.9875691500e-4f);
-  p = v_fma(p, r, v_set(1.3981999507e-3f));
-  p = v_fma(p, r, v_set(8.3334519073e-3f));
-  p = v_fma(p, r, v_set(4.1665795894e-2f));
-  p = v_fma(p, r, v_set(1.6666665459e-1f));
-  p = v_fma(p, r, v_set(5.0000001201e-1f));
-  p = v_fma(p, v_mul(r, r), r);
-  vf e = v_fma(p, v_pow2i(n), v_pow2i(n));
+  vf n;
+  vf q = v_exp_reduced(t, &n);
+  vf e = v_fma(q, v_pow2i(n), v_pow2i(n));
   vf y = v_mul(x, v_recip(v_add(v_set(1.0f), e)));
   return v_sel(v_lt(x, v_set(-3.4028235e38f)), y, v_set(__builtin_nanf("")));
 }
