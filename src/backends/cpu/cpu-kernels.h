@@ -58,6 +58,12 @@ typedef void (*er_range_fn)(void *arg, int64_t begin, int64_t end);
  * same split: same results, no waiting. pool may be NULL (one thread). */
 void er__parallel_for(er_thread_pool *pool, int64_t n, int64_t grain, er_range_fn fn, void *arg);
 
+/* The calling thread's slot: 0 on the thread that called
+ * er__parallel_for (and on any thread that is not a pool worker), i on
+ * worker i (1 .. threads - 1). A chunk function indexes per-thread
+ * scratch with it, so a loop may have more chunks than scratch slots. */
+int er__pool_slot(void);
+
 /* ======================================================================== */
 /* Kernels                                                                   */
 /* ======================================================================== */

@@ -144,9 +144,15 @@ static void claim(er_thread_pool *pool, uint64_t gen) {
   }
 }
 
+/* See er__pool_slot. */
+static _Thread_local int tls_slot;
+
+int er__pool_slot(void) { return tls_slot; }
+
 static void *worker_main(void *p) {
   worker_arg *wa = p;
   er_thread_pool *pool = wa->pool;
+  tls_slot = wa->index;
   free(wa);
   uint64_t seen = 0;
   for (;;) {

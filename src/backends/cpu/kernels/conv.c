@@ -921,13 +921,16 @@ typedef struct wino_job {
   float *slots;       /* input-transform rows, one slot per chunk */
   int64_t count;      /* channels or output channels split */
   int chunks;
+  bool per_thread;    /* input-transform slot per thread (er__pool_slot), else per chunk */
 } wino_job;
 
 static void wino_in_chunk(void *arg, int64_t begin, int64_t end) {
   const wino_job *j = arg;
-  for (int64_t c = begin; c < end; c++)
+  for (int64_t c = begin; c < end; c++) {
+    int64_t slot = j->per_thread ? er__pool_slot() : c;
     (j->s->tile == 4 ? j->s->ops->wino4_input : j->s->ops->wino_input)(
-        j->w, j->count * c / j->chunks, j->count * (c + 1) / j->chunks, j->slots + (size_t)c * j->p->slot_floats);
+        j->w, j->count * c / j->chunks, j->count * (c + 1) / j->chunks, j->slots + (size_t)slot * j->p->slot_floats);
+  }
 }
 
 static void wino_gemm_chunk(void *arg, int64_t begin, int64_t end) {
@@ -1065,10 +1068,13 @@ static er_status wino_run(const er_kernel_run *kr) {
             memset(v + (size_t)t * p.v_stride + (size_t)(((wj.tn / nr) * g.c + c) * nr + tail), 0,
                    (size_t)(nr - tail) * sizeof(float));
       int64_t work = g.c * wj.tn;
-      int in_chunks = (int)min64(min64(workers, g.c), max64(1, work >> 8));
-      wino_job jin = {s, &wj, &p, rows, g.c, in_chunks};
+      /* The plan has a rows slot for every thread of the pool: several
+       * chunks per thread (see sgemm.c). */
+      bool per_thread = workers > 1 && workers == er__pool_threads(kr->pool);
+      int in_chunks = (int)min64(min64(per_thread ? 4 * (int64_t)workers : workers, g.c), max64(1, work >> 8));
+      wino_job jin = {s, &wj, &p, rows, g.c, in_chunks, per_thread};
       er__parallel_for(kr->pool, in_chunks, 1, wino_in_chunk, &jin);
-      wino_job jg = {s, &wj, &p, rows, s->mats, s->mats};
+      wino_job jg = {s, &wj, &p, rows, s->mats, s->mats, false};
       er__parallel_for(kr->pool, s->mats, 1, wino_gemm_chunk, &jg);
       er__parallel_for(kr->pool, g.m, max64(1, 256 / max64(1, wj.tn)), wino_out_chunk, &jg);
     }
@@ -1369,13 +1375,15 @@ typedef struct dw_job {
   size_t slot_floats;
   int64_t planes;     /* channels of one image */
   int chunks;
+  bool per_thread;    /* scratch slot per thread (er__pool_slot), else per chunk */
 } dw_job;
 
 static void dw_chunk(void *arg, int64_t begin, int64_t end) {
   const dw_job *j = arg;
   for (int64_t c = begin; c < end; c++) {
     int64_t lo = j->planes * c / j->chunks, hi = j->planes * (c + 1) / j->chunks;
-    j->ops->dw(j->a, lo, hi, j->scratch + (size_t)c * j->slot_floats);
+    int64_t slot = j->per_thread ? er__pool_slot() : c;
+    j->ops->dw(j->a, lo, hi, j->scratch + (size_t)slot * j->slot_floats);
   }
 }
 
@@ -1393,13 +1401,16 @@ static er_status dw_run(const er_kernel_run *kr) {
   int slots = 1;
   ER_CHECK(er__kr_scratch(kr, slot_floats * sizeof(float), &scratch, &slots, &owned));
   int64_t work = g.c * g.oh * g.ow * g.kh * g.kw;
-  int chunks = (int)min64(min64(slots, g.c), max64(1, work >> 15));
+  /* With a slot for every thread, several chunks per thread (as in
+   * sgemm.c: a slowed core holds back a fraction of its share). */
+  bool per_thread = slots > 1 && slots >= er__pool_threads(kr->pool);
+  int chunks = (int)min64(min64(per_thread ? 4 * (int64_t)slots : slots, g.c), max64(1, work >> 15));
   for (int64_t n = 0; n < g.n; n++) {
     er_dw_args an = a;
     an.x = a.x + n * g.c * g.h * g.w;
     an.y = a.y + n * g.c * g.oh * g.ow;
     if (a.add) an.add = a.add + n * g.c * g.oh * g.ow;
-    dw_job j = {&an, s->ops, scratch, slot_floats, g.c, chunks};
+    dw_job j = {&an, s->ops, scratch, slot_floats, g.c, chunks, per_thread};
     er__parallel_for(kr->pool, chunks, 1, dw_chunk, &j);
   }
   er__aligned_free(owned);

@@ -5,6 +5,9 @@
 /* Below this many multiply-adds per worker a split costs more in wake-ups
  * than it saves. */
 #define SGEMM_MIN_MACS_PER_WORKER (INT64_C(1) << 16)
+#ifndef SGEMM_CHUNKS_PER_THREAD
+#define SGEMM_CHUNKS_PER_THREAD 4
+#endif
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
@@ -238,6 +241,7 @@ typedef struct run_args {
   split s;
   float *scratch;
   size_t slot_floats;
+  bool per_thread;     /* scratch slot per thread (er__pool_slot), else per chunk */
 } run_args;
 
 static void run_chunks(void *arg, int64_t begin, int64_t end) {
@@ -245,7 +249,8 @@ static void run_chunks(void *arg, int64_t begin, int64_t end) {
   const er_gemm_problem *p = ra->p;
   for (int64_t c = begin; c < end; c++) {
     int64_t lo = ra->s.panels * c / ra->s.chunks, hi = ra->s.panels * (c + 1) / ra->s.chunks;
-    float *scratch = ra->scratch ? ra->scratch + (size_t)c * ra->slot_floats : NULL;
+    int64_t slot = ra->per_thread ? er__pool_slot() : c;
+    float *scratch = ra->scratch ? ra->scratch + (size_t)slot * ra->slot_floats : NULL;
     if (ra->s.along_n)
       sgemm_part(p, 0, p->m, lo * p->isa->nr, min64(hi * p->isa->nr, p->n), scratch);
     else
@@ -258,7 +263,19 @@ void er__sgemm_run(const er_gemm_problem *p, er_thread_pool *pool, float *scratc
   int workers = er__pool_threads(pool);
   if (workers > slots) workers = slots;
   if (workers > ER_SGEMM_MAX_SLOTS) workers = ER_SGEMM_MAX_SLOTS;
-  run_args ra = {p, choose_split(p, workers), scratch, er__sgemm_scratch_floats(p)};
+  /* Several chunks per thread when every thread of the pool has a scratch
+   * slot (indexed by er__pool_slot) and the finer split packs nothing
+   * twice (the operand it does not split is prepacked): on a core slowed
+   * by another VM or process, its thread then holds back a fraction of its
+   * share while the others take the rest, not the whole share. */
+  run_args ra = {p, choose_split(p, workers), scratch, er__sgemm_scratch_floats(p), false};
+  if (workers > 1 && workers == er__pool_threads(pool)) {
+    split fine = choose_split(p, SGEMM_CHUNKS_PER_THREAD * workers);
+    if (fine.chunks > ra.s.chunks && (fine.along_n ? p->a.packed != NULL : p->b.packed != NULL)) {
+      ra.s = fine;
+      ra.per_thread = true;
+    }
+  }
   if (ra.s.chunks <= 1) {
     sgemm_part(p, 0, p->m, 0, p->n, scratch);
     return;
