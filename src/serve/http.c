@@ -146,6 +146,7 @@ typedef struct req_ctx {
   er__infer_req ireq;
   er__load_task task;
   bool inflight;
+  bool answering;       /* counted in srv->answering until request_completed */
   bool arriving;             /* counted in model->arriving */
   int status;                /* for the completion log */
 } req_ctx;
@@ -609,6 +610,8 @@ static void suspend_for_job(void *arg) {
   rc->inflight = true;
   atomic_fetch_add(&rc->model->m.inflight, 1);
   atomic_fetch_add(&rc->srv->inflight, 1);
+  rc->answering = true;
+  atomic_fetch_add(&rc->srv->answering, 1);
   atomic_store(&rc->state, S_WAITING);
   MHD_suspend_connection(rc->conn);
 }
@@ -856,6 +859,11 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
     if (rc->route == R_INFER) {
       end_arriving(rc);
       end_inflight(rc);
+    }
+    /* The response is out (or the client is gone): a drain may end. */
+    if (rc->answering) {
+      rc->answering = false;
+      atomic_fetch_sub(&srv->answering, 1);
     }
     er__job_free(rc->job);
     free(rc->body);

@@ -303,12 +303,15 @@ int er__serve_main(er__serve_options *opt) {
   er__sched_kick(srv);   /* batch waits end early: nobody else is coming */
   er__serve_log(ER__LOG_INFO, "draining", json_pack("{s:i}", "inflight", atomic_load(&srv->inflight)),
           "SIGTERM: not ready; draining %d in-flight requests", atomic_load(&srv->inflight));
+  /* Until every accepted request is answered and its response completely
+   * sent: stopping the HTTP daemon earlier cuts the responses still being
+   * written (a 16 MB binary response to a slow reader takes a while). */
   int64_t deadline = er__now_us() + (int64_t)opt->drain_timeout_s * 1000000;
-  while (atomic_load(&srv->inflight) > 0 && er__now_us() < deadline) {
+  while ((atomic_load(&srv->inflight) > 0 || atomic_load(&srv->answering) > 0) && er__now_us() < deadline) {
     struct timespec ts = {0, DRAIN_POLL_MS * 1000000L};
     nanosleep(&ts, NULL);
   }
-  int left = atomic_load(&srv->inflight);
+  int left = atomic_load(&srv->answering);
   if (left > 0)
     er__serve_log(ER__LOG_WARN, "drain_timeout", json_pack("{s:i}", "inflight", left),
             "drain timeout of %d s passed with %d requests still running", opt->drain_timeout_s,
@@ -322,7 +325,7 @@ stop:
     /* Responses of jobs answered by sched_stop go out before the daemon
      * stops: wait for those requests to be answered (bounded). */
     int64_t until = er__now_us() + 2000000;
-    while (atomic_load(&srv->inflight) > 0 && er__now_us() < until) {
+    while ((atomic_load(&srv->inflight) > 0 || atomic_load(&srv->answering) > 0) && er__now_us() < until) {
       struct timespec ts = {0, DRAIN_POLL_MS * 1000000L};
       nanosleep(&ts, NULL);
     }

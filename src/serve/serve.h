@@ -359,6 +359,8 @@ struct er__server {
   atomic_bool scanned;       /* the first repository scan has finished */
   atomic_bool draining;
   atomic_int inflight;       /* requests accepted and not yet answered */
+  atomic_int answering;      /* inference requests accepted whose response is not yet
+                                completely sent (or abandoned by the client) */
   atomic_bool throttled;     /* device too hot: fewer runs, smaller batches */
   atomic_ullong http_codes[ER__CODES];
   /* loader thread: runs scans and the load API's requests one at a time */

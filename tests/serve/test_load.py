@@ -275,8 +275,13 @@ class Drain(unittest.TestCase):
             threads = [threading.Thread(target=one) for _ in range(4)]
             for th in threads:
                 th.start()
-            srv.wait_for(lambda: srv.sample(srv.metrics(), "edgerun_inflight_requests", model="slow") == 4,
-                         what="4 requests in flight")
+            # A fifth client sends now and reads its (megabytes long)
+            # answer only after the others are done: the server must keep
+            # writing it, not exit once the model work is over.
+            late = srv.conn(timeout=60)
+            late.request("POST", "/v2/models/slow/infer", body=body, headers=hdrs)
+            srv.wait_for(lambda: srv.sample(srv.metrics(), "edgerun_inflight_requests", model="slow") == 5,
+                         what="5 requests in flight")
             srv.signal(signal.SIGTERM)
             srv.wait_for(lambda: srv.get("/v2/health/ready")[0] == 503, timeout=5,
                          what="readiness to turn false")
@@ -286,6 +291,14 @@ class Drain(unittest.TestCase):
             for th in threads:
                 th.join(60)
             self.assertEqual(results, [200] * 4)
+            srv.wait_for(lambda: srv.sample(srv.metrics(), "edgerun_inflight_requests", model="slow") == 0,
+                         what="the late request's answer to be computed")
+            time.sleep(0.5)
+            r = late.getresponse()
+            data = r.read()   # http.client raises IncompleteRead on a cut response
+            self.assertEqual(r.status, 200)
+            self.assertEqual(len(data), int(r.getheader("Content-Length")))
+            late.close()
             self.assertEqual(srv.proc.wait(60), 0)
             events = [e["event"] for e in srv.log_events()]
             self.assertIn("draining", events)
