@@ -395,10 +395,10 @@ static inline void pool_rows(const er_dw_args *a, const float *x, int64_t oy, fl
   }
 }
 
-static void pool_plane_direct(const er_dw_args *a, int64_t c, float *scratch) {
+static inline __attribute__((always_inline)) void pool_plane_direct_body(const er_dw_args *a, int64_t c,
+                                                                        float *scratch, const bool max) {
   const float *x = a->x + c * a->h * a->w_;
   float *y = a->y + c * a->oh * a->ow;
-  const bool max = a->pool == 1;
   const float fill = max ? -INFINITY : 0.0f;
   const int64_t sw = a->sw, kw = a->kw, w = a->w_, pl = a->pl;
   /* Padded columns the windows cover, and what the vector loads past the
@@ -471,6 +471,11 @@ static void pool_plane_direct(const er_dw_args *a, int64_t c, float *scratch) {
     }
   }
 }
+
+/* One instance per reduction, so the max-or-sum choice is not tested in
+ * the inner loops (SqueezeNet's three max pools: 0.27 -> 0.25 ms). */
+static void pool_plane_max(const er_dw_args *a, int64_t c, float *scratch) { pool_plane_direct_body(a, c, scratch, true); }
+static void pool_plane_avg(const er_dw_args *a, int64_t c, float *scratch) { pool_plane_direct_body(a, c, scratch, false); }
 
 /* Depthwise convolution without dilation at horizontal stride 1 or 2,
  * one plane: the rows the windows cover are copied once into a
@@ -749,7 +754,7 @@ static void dw_flat_any(const er_dw_args *a, int64_t c0, int64_t c1, float *s) {
 static void vec_dw(const er_dw_args *a, int64_t c0, int64_t c1, float *scratch) {
   typedef void (*plane_fn)(const er_dw_args *, int64_t, float *);
   plane_fn f = dw_plane_run;
-  if (a->pool && a->dh == 1 && a->dw == 1) f = pool_plane_direct;
+  if (a->pool && a->dh == 1 && a->dw == 1) f = a->pool == 1 ? pool_plane_max : pool_plane_avg;
   else if (er__dw_flat_ok(a)) {
     if (c1 <= c0) return;
     bool k3 = a->kh == 3 && a->kw == 3, k5 = a->kh == 5 && a->kw == 5;
@@ -765,7 +770,7 @@ static void vec_dw(const er_dw_args *a, int64_t c0, int64_t c1, float *scratch) 
     f = a->sw == 1 ? (k3 ? dw_direct_3x3_s1 : k5 ? dw_direct_5x5_s1 : dw_direct_any_s1)
                    : (k3 ? dw_direct_3x3_s2 : k5 ? dw_direct_5x5_s2 : dw_direct_any_s2);
   }
-  if (f != dw_plane_run && f != pool_plane_direct && c1 > c0)
+  if (f != dw_plane_run && f != pool_plane_max && f != pool_plane_avg && c1 > c0)
     fill_floats(scratch, er__dw_direct_rows(a) * er__dw_direct_stride(a, VN), 0.0f);
   for (int64_t c = c0; c < c1; c++) f(a, c, scratch);
 }
