@@ -46,7 +46,7 @@ static er_status graph_value_info(const er_graph *g, int32_t id, er_value_info *
   out->dtype = v->info.dtype;
   out->rank = v->info.rank;
   out->dims = v->info.dims;
-  out->dim_params = v->dim_params ? v->dim_params : no_params;
+  out->dim_params = er__value_dim_params(v) ? er__value_dim_params(v) : no_params;
   return ER_STATUS_OK;
 }
 

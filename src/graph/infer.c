@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/log.h"
 #include "graph/ir.h"
 #include "ops/op.h"
 
@@ -336,6 +337,15 @@ er_status er__graph_infer(er_graph *g, bool fold) {
         } else if (o->rank >= 0 && o->rank == v->info.rank) {
           for (int d = 0; d < o->rank; d++)
             if (o->dims[d] < 0 && v->info.dims[d] >= 0) o->dims[d] = v->info.dims[d];
+        } else if (o->rank >= 0 && v->info.rank >= 0) {
+          /* The declaration is wrong (ddddocr's OCR model declares its
+           * [T, 1, classes] output as [1, seqlen]). As in onnxruntime the
+           * computed shape wins; the declared symbolic names described the
+           * other rank and go with it, so nothing indexes them past their
+           * end. */
+          er__log(ER_LOG_WARNING, "%s node '%s': output '%s' is declared with rank %d but computes rank %d; using the computed shape",
+                  node->op_type, node->name ? node->name : "", v->name ? v->name : "", v->info.rank, o->rank);
+          v->dim_params = NULL;
         }
       }
       er__tensor_set(&v->info, o->dtype, o->rank, o->rank > 0 ? o->dims : NULL);

@@ -72,8 +72,10 @@ typedef enum er_value_kind {
 typedef struct er_value {
   const char *name;
   er_tensor info;             /* dtype / rank / dims known so far; data NULL */
-  const char **dim_params;    /* [info.rank] symbolic names (entries may be
-                                 NULL); NULL when none are declared */
+  const char **dim_params;    /* [dim_params_rank] symbolic names (entries
+                                 may be NULL); NULL when none are declared.
+                                 Read through er__value_dim_params(). */
+  int32_t dim_params_rank;    /* the declared rank the names describe */
   er_tensor *constant;        /* CONSTANT: the data; NULL otherwise */
   int32_t producer;           /* node index; -1 when not node-produced */
   int32_t outer;              /* OUTER: value id in the parent graph */
@@ -82,6 +84,13 @@ typedef struct er_value {
   bool is_graph_output;
   bool has_declared_type;     /* info came from input/output/value_info */
 } er_value;
+
+/* The declared symbolic dim names of `v`, [v->info.rank], or NULL when none
+ * are declared or the rank has changed since they were (a wrong declaration
+ * that inference overruled): the names then describe other dims. */
+static inline const char **er__value_dim_params(const er_value *v) {
+  return v->dim_params && v->dim_params_rank == v->info.rank ? v->dim_params : NULL;
+}
 
 /* Tensors whose data someone must free, and where. */
 typedef struct er_owned_list {

@@ -608,6 +608,7 @@ static er_status parse_shape(parse_ctx *pc, const er_pb_field *sf, er_value *v) 
     v->dim_params = er__arena_array(pc->arena, (size_t)rank, sizeof(char *));
     if (!v->dim_params) return ER_STATUS_OUT_OF_MEMORY;
     for (int i = 0; i < rank; i++) v->dim_params[i] = params[i];
+    v->dim_params_rank = rank;
   }
   return ER_STATUS_OK;
 }

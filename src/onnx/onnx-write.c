@@ -94,7 +94,7 @@ static void put_value_info(er_pbw *w, uint32_t field, const er_value *v) {
   const er_tensor *info = v->kind == ER_VALUE_CONSTANT && v->constant ? v->constant : &v->info;
   /* A value whose type nothing told us gets no TypeProto rather than a
    * wrong one. */
-  if (info->dtype != ER_DTYPE_UNDEFINED) put_type(&vi, info, v->dim_params);
+  if (info->dtype != ER_DTYPE_UNDEFINED) put_type(&vi, info, info == &v->info ? er__value_dim_params(v) : NULL);
   embed(w, field, &vi);
 }
 

@@ -97,7 +97,7 @@ static er_status build_infos(struct er_model *m) {
     info->dtype = v->info.dtype;
     info->rank = v->info.rank;
     info->dims = v->info.dims;
-    info->dim_params = v->dim_params ? v->dim_params : no_params;
+    info->dim_params = er__value_dim_params(v) ? er__value_dim_params(v) : no_params;
   }
   for (int32_t i = 0; i < g->n_outputs; i++) {
     const er_value *v = &g->values[g->outputs[i]];
@@ -106,7 +106,7 @@ static er_status build_infos(struct er_model *m) {
     info->dtype = v->info.dtype;
     info->rank = v->info.rank;
     info->dims = v->info.dims;
-    info->dim_params = v->dim_params ? v->dim_params : no_params;
+    info->dim_params = er__value_dim_params(v) ? er__value_dim_params(v) : no_params;
   }
   return ER_STATUS_OK;
 }
@@ -244,11 +244,12 @@ er_status er_model_fix_dims(er_model *m, const char *const *names, const int64_t
     bool found = false;
     for (int32_t i = 0; i < g->n_inputs; i++) {
       er_value *v = &g->values[g->inputs[i]];
-      if (v->kind != ER_VALUE_INPUT || !v->dim_params) continue;
+      const char **params = er__value_dim_params(v);
+      if (v->kind != ER_VALUE_INPUT || !params) continue;
       for (int d = 0; d < v->info.rank; d++)
-        if (v->dim_params[d] && strcmp(v->dim_params[d], names[k]) == 0) {
+        if (params[d] && strcmp(params[d], names[k]) == 0) {
           v->info.dims[d] = values[k];
-          v->dim_params[d] = NULL;
+          params[d] = NULL;
           found = true;
         }
     }
@@ -257,9 +258,10 @@ er_status er_model_fix_dims(er_model *m, const char *const *names, const int64_t
       size_t used = 0;
       for (int32_t i = 0; i < g->n_inputs; i++) {
         const er_value *v = &g->values[g->inputs[i]];
-        for (int d = 0; v->dim_params && d < v->info.rank; d++)
-          if (v->dim_params[d] && used < sizeof have)
-            used += (size_t)snprintf(have + used, sizeof have - used, "%s%s", used ? ", " : "", v->dim_params[d]);
+        const char **params = er__value_dim_params(v);
+        for (int d = 0; params && d < v->info.rank; d++)
+          if (params[d] && used < sizeof have)
+            used += (size_t)snprintf(have + used, sizeof have - used, "%s%s", used ? ", " : "", params[d]);
       }
       return er__error(ER_STATUS_NOT_FOUND, "no input has a dim named '%s' (symbolic dims: %s)", names[k],
                        have[0] ? have : "none");

@@ -727,6 +727,50 @@ static void test_versions(void) {
   er__pbw_free(&g);
 }
 
+/* ---- a declared output shape of the wrong rank ------------------------ */
+
+/* ddddocr's OCR model declares its [T, 1, classes] output as [1, seqlen]:
+ * the computed shape wins, as in onnxruntime, and the symbolic names that
+ * described the declared rank are not handed out for the computed one
+ * (`edgerun inspect` read them past their end and crashed). */
+static void test_wrong_declared_rank(void) {
+  const int64_t in_dims[3] = {2, 3, 4}, out_dims[2] = {-1, 4};   /* -1: dim_param "N" */
+  er_pbw g = {0}, m = {0};
+  tb_node(&g, "Relu", "r", (const char *const[]){"x", NULL}, (const char *const[]){"y", NULL}, NULL);
+  tb_graph_input(&g, "x", 1, 3, in_dims);
+  tb_graph_output(&g, "y", 1, 2, out_dims);
+  tb_model(&m, 8, 13, &g);
+  er_model *model = NULL;
+  CHECK_STATUS(load_bytes(&m, NULL, &model), ER_STATUS_OK);
+  er_value_info info;
+  CHECK_STATUS(er_model_output_info(model, 0, &info), ER_STATUS_OK);
+  CHECK(info.rank == 3);
+  for (int d = 0; d < info.rank; d++) {
+    CHECK(info.dims[d] == in_dims[d]);
+    CHECK(info.dim_params[d] == NULL);
+  }
+  /* And it runs, with the computed shape. */
+  er_session *s = NULL;
+  CHECK_STATUS(er_session_create(model, NULL, &s), ER_STATUS_OK);
+  float xv[24];
+  for (int i = 0; i < 24; i++) xv[i] = (float)(i - 12);
+  er_tensor *x = NULL, *y = NULL;
+  CHECK_STATUS(er_tensor_wrap(ER_DTYPE_FLOAT, 3, in_dims, xv, sizeof xv, &x), ER_STATUS_OK);
+  er_named_tensor in = {"x", x};
+  CHECK_STATUS(er_session_run(s, &in, 1, NULL, 1, &y), ER_STATUS_OK);
+  if (y) {
+    CHECK(er_tensor_rank(y) == 3 && er_tensor_count(y) == 24);
+    const float *yv = er_tensor_cdata(y);
+    for (int i = 0; i < 24; i++) CHECK(yv[i] == (xv[i] > 0 ? xv[i] : 0));
+  }
+  er_tensor_free(y);
+  er_tensor_free(x);
+  er_session_free(s);
+  er_model_free(model);
+  er__pbw_free(&g);
+  er__pbw_free(&m);
+}
+
 int main(int argc, char **argv) {
   static const er_test_case cases[] = {
       {"empty", test_empty},
@@ -744,6 +788,7 @@ int main(int argc, char **argv) {
       {"external_data", test_external_data},
       {"graph_structure", test_graph_structure},
       {"versions", test_versions},
+      {"wrong_declared_rank", test_wrong_declared_rank},
   };
   return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);
 }
