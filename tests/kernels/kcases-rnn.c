@@ -20,6 +20,13 @@ static const lstm_spec specs[] = {
     {5, 6, 9, 33, "bidirectional", 0, true, true, true},  /* batch past 4 rows */
     {2, 4, 12, 17, "forward", 1, true, true, true},       /* batch-major layout */
     {3, 2, 20, 8, "bidirectional", 1, false, true, true},
+    /* ddddocr's recognizer in small: 25 steps of one row, the input
+     * products of all steps one SGEMM; 4h = 256 whole panels. */
+    {25, 1, 48, 64, "bidirectional", 0, true, false, false},
+    /* 4h = 400: a partial last panel; 80K multiply-adds a step, split over
+     * the workers; 14 rows of X: a full SGEMM tile on AVX-512. */
+    {7, 2, 40, 100, "forward", 1, true, true, true},
+    {1, 3, 33, 31, "reverse", 0, false, false, true},  /* 3 rows: no SGEMM */
 };
 
 static void add_lstm(kcase *c, const lstm_spec *s, int dirs) {

@@ -3,29 +3,36 @@
  * The reference LSTM (src/ops/rnn.c) computes in double and converts the
  * weights on every run; voice-activity and keyword models call a small
  * LSTM once per audio chunk, so that conversion was most of their time.
- * This kernel keeps the weights in float32, transposed once at compile
- * time to [input, 4 * hidden] so that products stream their rows
- * (er_gemv): the input products of all steps first, four rows of X per
- * pass over W, then per step h R^T for up to four batch rows at a time,
- * and the gates with vector sigmoid and tanh (er_vec_ops.lstm_cell).
+ * This kernel keeps W^T [input, 4 * hidden] and R^T [hidden, 4 * hidden]
+ * in float32, packed once at compile time into the SGEMM's full-K panels
+ * ([4h / NR][k][NR], each panel contiguous). The input products of all
+ * steps, x W^T + Wb + Rb, are one SGEMM over the packed W (a row-major
+ * [input, 4h] walked four rows at a time re-read all of W seven times for
+ * ddddocr's 25 steps, and each 128-byte row segment sat on its own 4 KiB
+ * page, out of reach of the prefetchers). Each step's h R^T then runs as a
+ * few-row product along every panel, which reads R once, front to back;
+ * the gates use vector sigmoid and tanh (er_vec_ops.lstm_cell).
  *
  * Taken: default activations (Sigmoid, Tanh, Tanh), no clip, no coupled
  * input/forget gate, no peepholes, no sequence_lens, constant W and R (and
  * B), either layout, any direction. Anything else runs on the reference. */
 #include "backends/cpu/kernels/kernel-groups.h"
 #include "backends/cpu/kernels/kutil.h"
+#include "backends/cpu/kernels/sgemm.h"
 #include "backends/cpu/kernels/vec.h"
 
 enum { IN_X, IN_W, IN_R, IN_B, IN_SEQ_LENS, IN_INITIAL_H, IN_INITIAL_C, IN_P };
 
 typedef struct lstm_state {
   const er_vec_ops *ops;
+  const er_sgemm_isa *isa;
   int dirs;
   bool reverse;
   int layout;
   int64_t h, i;
-  float *wt;          /* [dirs][i][4h]: W transposed */
-  float *rt;          /* [dirs][h][4h]: R transposed */
+  size_t w_floats, r_floats;  /* one direction's packed W / R */
+  float *wp;          /* [dirs] x W^T [i, 4h] in full-K panels */
+  float *rp;          /* [dirs] x R^T [h, 4h] in full-K panels */
   float *bias;        /* [dirs][4h]: Wb + Rb */
 } lstm_state;
 
@@ -68,33 +75,35 @@ static bool lstm_supports(const er_kernel_info *ki, bool isa_ok) {
          (!b || b->dims[0] == dirs);
 }
 
-static er_status lstm_prepare(const er_kernel_info *ki, const er_vec_ops *ops, void **state_out,
-                              size_t *scratch_out) {
+static er_status lstm_prepare(const er_kernel_info *ki, const er_vec_ops *ops, const er_sgemm_isa *isa,
+                              void **state_out, size_t *scratch_out) {
   lstm_state *s = calloc(1, sizeof *s);
   if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for an LSTM kernel");
   lstm_config(ki, &s->dirs, &s->reverse, &s->layout);
   const er_tensor *w = ki->in[IN_W], *r = ki->in[IN_R], *b = er__ki_in(ki, IN_B);
   s->ops = ops;
+  s->isa = isa;
   s->h = r->dims[2];
   s->i = w->dims[2];
   const int64_t g = 4 * s->h, D = s->dirs;
-  s->wt = er__aligned_alloc((size_t)(D * s->i * g) * sizeof(float));
-  s->rt = er__aligned_alloc((size_t)(D * s->h * g) * sizeof(float));
+  s->w_floats = er__sgemm_packed_b_floats(isa, s->i, g);
+  s->r_floats = er__sgemm_packed_b_floats(isa, s->h, g);
+  s->wp = er__aligned_alloc((size_t)D * s->w_floats * sizeof(float));
+  s->rp = er__aligned_alloc((size_t)D * s->r_floats * sizeof(float));
   s->bias = er__aligned_alloc((size_t)(D * g) * sizeof(float));
-  if (!s->wt || !s->rt || !s->bias) {
-    er__aligned_free(s->wt);
-    er__aligned_free(s->rt);
+  if (!s->wp || !s->rp || !s->bias) {
+    er__aligned_free(s->wp);
+    er__aligned_free(s->rp);
     er__aligned_free(s->bias);
     free(s);
     return er__error(ER_STATUS_OUT_OF_MEMORY, "LSTM '%s': out of memory for its weights", ki->node->name);
   }
   const float *wd = w->data, *rd = r->data, *bd = b ? b->data : NULL;
   for (int64_t d = 0; d < D; d++) {
-    for (int64_t j = 0; j < g; j++) {
-      for (int64_t k = 0; k < s->i; k++) s->wt[(d * s->i + k) * g + j] = wd[(d * g + j) * s->i + k];
-      for (int64_t k = 0; k < s->h; k++) s->rt[(d * s->h + k) * g + j] = rd[(d * g + j) * s->h + k];
-      s->bias[d * g + j] = bd ? bd[d * 2 * g + j] + bd[d * 2 * g + g + j] : 0.0f;
-    }
+    /* W[d] is [4h, i] row-major: W^T's element (k, j) is at j * i + k. */
+    er__sgemm_pack_b(isa, wd + d * g * s->i, 1, s->i, s->i, g, s->wp + (size_t)d * s->w_floats);
+    er__sgemm_pack_b(isa, rd + d * g * s->h, 1, s->h, s->h, g, s->rp + (size_t)d * s->r_floats);
+    for (int64_t j = 0; j < g; j++) s->bias[d * g + j] = bd ? bd[d * 2 * g + j] + bd[d * 2 * g + g + j] : 0.0f;
   }
   *scratch_out = 0; /* per run: depends on the batch */
   *state_out = s;
@@ -104,37 +113,49 @@ static er_status lstm_prepare(const er_kernel_info *ki, const er_vec_ops *ops, v
 static void lstm_release(void *state) {
   lstm_state *s = state;
   if (!s) return;
-  er__aligned_free(s->wt);
-  er__aligned_free(s->rt);
+  er__aligned_free(s->wp);
+  er__aligned_free(s->rp);
   er__aligned_free(s->bias);
   free(s);
 }
 
-/* Products of at least this many multiply-adds split their columns over
+/* Products of at least this many multiply-adds split their panels over
  * the workers (each streams its share of the weights); smaller ones cost
  * less than waking a worker. */
 #define LSTM_MIN_PARALLEL_MACS (INT64_C(1) << 15)
-#define LSTM_COL_BLOCK 32
 
-typedef struct gemv_job {
+/* A few-row product C = A B^T-packed along B's panels: every NR-wide panel
+ * [k][NR] is a row-major B of its own, read once from front to back. */
+typedef struct panel_job {
   const er_vec_ops *ops;
-  const er_gemv *g;
-} gemv_job;
+  er_gemv g;          /* b: the first panel; n: all columns */
+  int64_t nr;
+} panel_job;
 
-static void gemv_chunk(void *arg, int64_t begin, int64_t end) {
-  const gemv_job *j = arg;
-  int64_t j1 = end * LSTM_COL_BLOCK < j->g->n ? end * LSTM_COL_BLOCK : j->g->n;
-  j->ops->gemv(j->g, begin * LSTM_COL_BLOCK, j1);
+static void panel_chunk(void *arg, int64_t begin, int64_t end) {
+  const panel_job *j = arg;
+  for (int64_t q = begin; q < end; q++) {
+    er_gemv g = j->g;
+    int64_t j0 = q * j->nr;
+    g.n = g.n - j0 < j->nr ? g.n - j0 : j->nr;
+    g.b = j->g.b + q * g.k * j->nr;
+    g.b_rs = j->nr;
+    g.b_cs = 1;
+    g.c += j0;
+    if (g.bias) g.bias += j0;
+    if (g.add) g.add += j0 * g.add_cs;
+    j->ops->gemv(&g, 0, g.n);
+  }
 }
 
-/* g's columns, split over the pool when the product is large enough. */
-static void gemv_cols(const lstm_state *s, er_thread_pool *pool, const er_gemv *g) {
+static void panel_gemv(const lstm_state *s, er_thread_pool *pool, const er_gemv *g) {
+  panel_job j = {s->ops, *g, s->isa->nr};
+  int64_t panels = (g->n + j.nr - 1) / j.nr;
   if (er__pool_threads(pool) < 2 || g->m * g->n * g->k < LSTM_MIN_PARALLEL_MACS) {
-    s->ops->gemv(g, 0, g->n);
+    panel_chunk(&j, 0, panels);
     return;
   }
-  gemv_job j = {s->ops, g};
-  er__parallel_for(pool, (g->n + LSTM_COL_BLOCK - 1) / LSTM_COL_BLOCK, 1, gemv_chunk, &j);
+  er__parallel_for(pool, panels, 1, panel_chunk, &j);
 }
 
 static er_status lstm_run(const er_kernel_run *kr) {
@@ -148,14 +169,31 @@ static er_status lstm_run(const er_kernel_run *kr) {
   const int D = s->dirs;
   if (N == 0) return ER_STATUS_OK;
   if (S == 0) return er__kr_reference(kr); /* Y_h / Y_c of empty sequences: the reference's rule */
-  /* h, c [N, H]; the input products of every step [S * N, 4H] (one
-   * pass over W for four rows at a time, not one row per step); the gates
-   * of one step [N, 4H]. */
-  size_t floats = (size_t)(2 * N * H + S * N * G + N * G);
-  void *scratch = NULL, *owned = NULL;
-  int slots = 1;
-  ER_CHECK(er__kr_scratch(kr, floats * sizeof(float), &scratch, &slots, &owned));
-  float *h = scratch, *c = h + N * H, *gx = c + N * H, *g2 = gx + S * N * G;
+  /* h, c [N, H]; the input products of every step [S * N, 4H]; the gates
+   * of one step [N, 4H]; then the SGEMM's per-worker scratch (64-byte
+   * aligned: every part is a multiple of 16 floats). */
+  const int64_t rows = S * N;
+  const bool use_gemm = rows > ER_GEMV_MAX_M;
+  er_gemm_problem p;
+  memset(&p, 0, sizeof p);
+  p.isa = s->isa;
+  p.m = rows, p.n = G, p.k = I;
+  p.a.data = x->data, p.a.rs = I, p.a.cs = 1;
+  p.scale = 1.0f;
+  p.ldc = G;
+  int workers = er__pool_threads(kr->pool);
+  if (workers < 1) workers = 1;
+  if (workers > ER_SGEMM_MAX_SLOTS) workers = ER_SGEMM_MAX_SLOTS;
+  p.b.packed = s->wp;
+  size_t state_floats = ((size_t)(2 * N * H + rows * G + N * G) + 15) / 16 * 16;
+  size_t gemm_floats = use_gemm ? er__sgemm_scratch_floats(&p) : 0;
+  size_t bytes = (state_floats + (size_t)workers * gemm_floats) * sizeof(float);
+  void *owned = NULL;
+  float *h = kr->scratch && kr->scratch_bytes >= bytes ? kr->scratch : er__kr_spill(kr, bytes, &owned);
+  if (!h)
+    return er__error(ER_STATUS_OUT_OF_MEMORY, "LSTM '%s': out of memory for %zu bytes of scratch",
+                     ctx->node->name, bytes);
+  float *c = h + N * H, *gx = c + N * H, *g2 = gx + rows * G, *gemm_scratch = h + state_floats;
   const float *xd = x->data;
   for (int d = 0; d < D; d++) {
     bool backward = s->reverse || d == 1;
@@ -167,18 +205,24 @@ static er_status lstm_run(const er_kernel_run *kr) {
       if (c0) memcpy(c + b * H, (const float *)c0->data + off, (size_t)H * sizeof(float));
       else memset(c + b * H, 0, (size_t)H * sizeof(float));
     }
-    const float *wt = s->wt + (size_t)(d * I * G), *rt = s->rt + (size_t)(d * H * G), *bias = s->bias + d * G;
+    const float *wp = s->wp + (size_t)d * s->w_floats, *rp = s->rp + (size_t)d * s->r_floats;
+    const float *bias = s->bias + d * G;
     /* x W^T + Wb + Rb for every row of X, in X's own row order. */
-    for (int64_t r0 = 0; r0 < S * N; r0 += ER_GEMV_MAX_M) {
+    if (use_gemm) {
+      p.b.packed = wp;
+      p.c = gx;
+      p.epi.bias = bias;
+      er__sgemm_run(&p, kr->pool, gemm_scratch, workers);
+    } else {
       er_gemv gi;
       memset(&gi, 0, sizeof gi);
-      gi.m = S * N - r0 < ER_GEMV_MAX_M ? S * N - r0 : ER_GEMV_MAX_M, gi.n = G, gi.k = I;
-      gi.a = xd + r0 * I, gi.a_rs = I, gi.a_cs = 1;
-      gi.b = wt, gi.b_rs = G, gi.b_cs = 1;
-      gi.c = gx + r0 * G, gi.ldc = G;
+      gi.m = rows, gi.n = G, gi.k = I;
+      gi.a = xd, gi.a_rs = I, gi.a_cs = 1;
+      gi.b = wp;
+      gi.c = gx, gi.ldc = G;
       gi.scale = 1.0f;
       gi.bias = bias;
-      gemv_cols(s, kr->pool, &gi);
+      panel_gemv(s, kr->pool, &gi);
     }
     for (int64_t t = 0; t < S; t++) {
       int64_t pos = backward ? S - 1 - t : t;
@@ -188,12 +232,12 @@ static er_status lstm_run(const er_kernel_run *kr) {
         memset(&gh, 0, sizeof gh);
         gh.m = m, gh.n = G, gh.k = H;
         gh.a = h + b0 * H, gh.a_rs = H, gh.a_cs = 1;
-        gh.b = rt, gh.b_rs = G, gh.b_cs = 1;
+        gh.b = rp;
         gh.c = g2 + b0 * G, gh.ldc = G;
         gh.scale = 1.0f;
         gh.add = gx + (lay1 ? b0 * S + pos : pos * N + b0) * G;
         gh.add_rs = lay1 ? S * G : G, gh.add_cs = 1, gh.beta = 1.0f;
-        gemv_cols(s, kr->pool, &gh);
+        panel_gemv(s, kr->pool, &gh);
       }
       for (int64_t b = 0; b < N; b++) {
         s->ops->lstm_cell(g2 + b * G, c + b * H, h + b * H, H);
@@ -213,21 +257,21 @@ static er_status lstm_run(const er_kernel_run *kr) {
   return ER_STATUS_OK;
 }
 
-#define DEFINE_RNN_KERNELS(SFX, ISA, VO, ISA_OK)                                                          \
+#define DEFINE_RNN_KERNELS(SFX, ISA, VO, GEMM, ISA_OK)                                                    \
   static bool lstm_supports_##SFX(const er_kernel_info *ki) { return lstm_supports(ki, ISA_OK(ki->cpu)); } \
   static er_status lstm_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {           \
-    return lstm_prepare(ki, &VO, st, scratch);                                                          \
+    return lstm_prepare(ki, &VO, &GEMM, st, scratch);                                                   \
   }                                                                                                     \
   static const er_cpu_kernel k_lstm_##SFX = {"f32_lstm__" ISA, "LSTM", "", lstm_supports_##SFX,           \
                                             lstm_prepare_##SFX, lstm_run, lstm_release};
 
 #if defined(__x86_64__) || defined(__i386__)
-DEFINE_RNN_KERNELS(avx512, "avx512", er__vec_avx512, er__cpu_has_avx512)
-DEFINE_RNN_KERNELS(avx2, "avx2", er__vec_avx2, er__cpu_has_avx2)
+DEFINE_RNN_KERNELS(avx512, "avx512", er__vec_avx512, er__sgemm_avx512, er__cpu_has_avx512)
+DEFINE_RNN_KERNELS(avx2, "avx2", er__vec_avx2, er__sgemm_avx2, er__cpu_has_avx2)
 #endif
 #if defined(__aarch64__)
 static bool has_neon(const er_cpu_features *c) { return c->neon; }
-DEFINE_RNN_KERNELS(neon, "neon", er__vec_neon, has_neon)
+DEFINE_RNN_KERNELS(neon, "neon", er__vec_neon, er__sgemm_neon, has_neon)
 #endif
 
 const er_cpu_kernel *const er__kernels_rnn[] = {
