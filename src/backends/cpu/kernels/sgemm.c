@@ -211,25 +211,53 @@ typedef struct split {
   int64_t panels;        /* tiles along the split dimension */
 } split;
 
+/* The largest of `chunks` chunks of `panels` tiles of `tile` elements
+ * (chunk c takes tiles [panels * c / chunks, panels * (c + 1) / chunks),
+ * as run_chunks splits them) when the dimension has `total` elements: a
+ * partial last tile counts only its elements when `exact` (rows: a tile
+ * of R rows does R rows of work), else whole (columns: a partial panel
+ * computes all NR). */
+static int64_t largest_chunk(int64_t total, int64_t tile, int64_t panels, int64_t chunks, bool exact) {
+  int64_t most = 0;
+  for (int64_t c = 0; c < chunks; c++) {
+    int64_t lo = panels * c / chunks * tile, hi = panels * (c + 1) / chunks * tile;
+    if (exact && hi > total) hi = total;
+    if (hi - lo > most) most = hi - lo;
+  }
+  return most;
+}
+
+/* Packing one float costs about this many multiply-adds of tile time
+ * (a copy at a few floats per cycle against 32 multiply-adds per cycle). */
+#define SGEMM_PACK_MACS 4
+
 /* Chooses how many chunks and along which dimension: the one whose
- * largest chunk has the least work, preferring the split that packs
- * nothing twice (the dimension of the prepacked operand, when there is
- * one). */
+ * largest chunk costs least, counting the rows a chunk really computes
+ * (a 7x7 map is 49 pixel rows, tiles of 14, 14, 14 and 7: split in two
+ * by rows that is 28 against 21, by columns exactly half), whole column
+ * panels, and the packing each chunk does (an operand that is not
+ * prepacked is packed by every chunk that needs its whole extent). */
 static split choose_split(const er_gemm_problem *p, int workers) {
   split s = {1, true, 1};
-  int64_t mp = (p->m + p->isa->mr - 1) / p->isa->mr, np = (p->n + p->isa->nr - 1) / p->isa->nr;
-  int64_t macs = p->m * p->n * (p->k > 0 ? p->k : 1);
+  const int mr = p->isa->mr, nr = p->isa->nr;
+  int64_t mp = (p->m + mr - 1) / mr, np = (p->n + nr - 1) / nr;
+  int64_t k = p->k > 0 ? p->k : 1;
+  int64_t macs = p->m * p->n * k;
   int64_t by_work = macs / SGEMM_MIN_MACS_PER_WORKER;
   int chunks = (int)min64(workers, by_work > 1 ? by_work : 1);
   if (chunks <= 1 || (mp <= 1 && np <= 1)) return s;
   int64_t cn = min64(chunks, np), cm = min64(chunks, mp);
-  int64_t work_n = (np + cn - 1) / cn * mp, work_m = (mp + cm - 1) / cm * np;
-  bool prefer_n = p->a.packed && !p->b.packed;
-  bool prefer_m = p->b.packed && !p->a.packed;
+  bool pack_a = !p->a.packed, pack_b = !p->b.packed;
+  /* Along N: every chunk computes all rows for its panels and packs all
+   * of A; along M: its rows against every panel, packing all of B. */
+  int64_t cols_n = largest_chunk(p->n, nr, np, cn, false);
+  int64_t rows_m = largest_chunk(p->m, mr, mp, cm, true);
+  int64_t work_n = (p->m * cols_n + SGEMM_PACK_MACS * ((pack_a ? p->m : 0) + (pack_b ? cols_n : 0))) * k;
+  int64_t work_m = (rows_m * np * nr + SGEMM_PACK_MACS * ((pack_a ? rows_m : 0) + (pack_b ? p->n : 0))) * k;
   bool along_n;
   if (work_n < work_m) along_n = true;
   else if (work_m < work_n) along_n = false;
-  else along_n = prefer_n || (!prefer_m && np >= mp);
+  else along_n = np >= mp;
   s.along_n = along_n;
   s.panels = along_n ? np : mp;
   s.chunks = (int)(along_n ? cn : cm);
