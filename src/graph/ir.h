@@ -226,6 +226,13 @@ er_status er__graph_infer(er_graph *g, bool fold);
  * scaled dot-product attention from MatMul/Softmax/MatMul into Attention. */
 er_status er__graph_optimize_basic(er_graph *g);
 er_status er__graph_optimize_fusion(er_graph *g);
+/* The layout pass (passes-blocked.c), per session after the fusion passes
+ * when every node runs on the CPU: float convolutions and pools, and the
+ * elementwise ops and channel concatenations between them, to the
+ * channel-blocked layout (ops/blocked.c) with `block` channels per block.
+ * *blocked_out (may be NULL) receives the convolutions and pools it
+ * converted; with none the graph is left as it was. */
+er_status er__graph_block_layout(er_graph *g, int block, int *blocked_out);
 /* The QDQ pass (passes-qdq.c), run first by er__graph_optimize_fusion:
  * DequantizeLinear -> op -> QuantizeLinear patterns to integer ops. */
 er_status er__graph_qdq_fuse(er_graph *g);

@@ -23,6 +23,7 @@
   X(signal)                 \
   X(detect)                 \
   X(fused)                  \
+  X(blocked)                \
   X(qfused)
 
 #define ER_OP_GROUP_DECL(name) extern const er_op_def *const er__ops_##name[];

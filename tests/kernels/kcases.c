@@ -12,5 +12,6 @@ const case_gen *const kcase_groups[] = {
     kcases_quant,
     kcases_rnn,
     kcases_attn,
+    kcases_blocked,
     NULL,
 };

@@ -22,5 +22,6 @@ extern const case_gen kcases_layout[];
 extern const case_gen kcases_quant[];
 extern const case_gen kcases_rnn[];
 extern const case_gen kcases_attn[];
+extern const case_gen kcases_blocked[];
 
 #endif

@@ -32,6 +32,21 @@ const er_cpu_kernel *const *er__cpu_kernels_all(void) {
   return all_kernels;
 }
 
+int er__cpu_layout_block(void) {
+  const char *v = getenv("EDGERUN_LAYOUT");
+  bool on = v && strcmp(v, "blocked") == 0;
+  if (!on) return 0;
+  const er_cpu_features *c = er__cpu_features();
+#if defined(__x86_64__) || defined(__i386__)
+  if (c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq) return 16;
+  if (c->avx2 && c->fma && c->f16c) return 8;
+#elif defined(__aarch64__)
+  if (c->neon) return 4;
+#endif
+  ER_UNUSED(c);
+  return 0;
+}
+
 bool er__force_reference_env(void) {
   const char *v = getenv("ER_FORCE_REFERENCE");
   return v && v[0] && strcmp(v, "0") != 0;

@@ -111,6 +111,12 @@ typedef struct er_cpu_kernel {
 const er_cpu_kernel *const *er__cpu_kernels_all(void);
 /* The first kernel that supports the node, or NULL (use the reference). */
 const er_cpu_kernel *er__cpu_kernel_pick(const er_kernel_info *ki);
+/* The channel block the session's layout pass uses (graph/passes-blocked.c):
+ * the vector width of the best ISA the blocked kernels have (16 floats on
+ * AVX-512, 8 on AVX2, 4 on NEON), or 0 to keep every tensor planar: no
+ * such ISA, or EDGERUN_LAYOUT=planar in the environment (EDGERUN_LAYOUT=
+ * blocked forces it on where the default is planar). */
+int er__cpu_layout_block(void);
 /* True when ER_FORCE_REFERENCE is set to a non-empty value other than 0. */
 bool er__force_reference_env(void);
 

@@ -18,7 +18,8 @@
   X(quant)                      \
   X(qops)                       \
   X(rnn)                        \
-  X(attn)
+  X(attn)                       \
+  X(blocked)
 
 #define ER_KERNEL_GROUP_DECL(name) extern const er_cpu_kernel *const er__kernels_##name[];
 ER_KERNEL_GROUP_LIST(ER_KERNEL_GROUP_DECL)

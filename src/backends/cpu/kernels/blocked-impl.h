@@ -1,0 +1,397 @@
+/* blocked-impl.h - the channel-blocked layout's kernels (blocked.h), written
+ * once over simd.h and compiled per ISA by blocked-<isa>.c with the block B
+ * equal to VN: one vector is the B channels of one pixel.
+ *
+ * Dense convolution. A tile is R output pixels of one row times two output
+ * blocks: 2R accumulators (28 of AVX-512's 32 registers at R = 14, as the
+ * SGEMM's 14 x 32 tile), and for every tap and input channel two weight
+ * vectors and R broadcasts of the input, 2R FMAs. Input and output stay in
+ * their layout: no patch matrix, no packing, no transposed store (what the
+ * planar GEMM path spends on a 1x1 layer). Taps never test borders: the
+ * caller hands a zero-padded copy when the convolution pads.
+ *
+ * Depthwise convolution and pools. A tile is 8 output pixels of one block:
+ * per tap one weight vector, 8 input loads and 8 FMAs (max or add for
+ * pools), all lanes useful whatever the image size; pixels whose window
+ * crosses a border take only the taps inside. */
+#ifndef VN
+#error "include simd.h first"
+#endif
+
+#include <math.h>
+
+#if VN == 16
+#define BK_RMAX 14
+#elif VN == 8
+#define BK_RMAX 6
+#else
+#define BK_RMAX 12
+#endif
+#define BK_DW_R 8
+
+/* ---- epilogue ---------------------------------------------------------------- */
+
+/* Lanes at or past `valid` (channels past M in the last block) become 0. */
+static inline vf bk_keep(vf x, int valid) {
+  if (valid >= VN) return x;
+  float lane[VN];
+  for (int i = 0; i < VN; i++) lane[i] = (float)i;
+  return v_sel(v_lt(v_ld(lane), v_set((float)valid)), v_zero(), x);
+}
+
+/* ---- dense convolution ---------------------------------------------------------- */
+
+static inline __attribute__((always_inline)) void bk_conv_tile(const er_bconv *a, int64_t g, int64_t oy,
+                                                               int64_t ox0, const int R, const int NB) {
+  vf acc[BK_RMAX][2];
+  const int64_t ob = 2 * g;
+#pragma GCC unroll 16
+  for (int p = 0; p < BK_RMAX; p++)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; v++)
+      if (p < R && v < NB) acc[p][v] = a->bias ? v_ld(a->bias + (ob + v) * VN) : v_zero();
+  const int64_t lanes = a->lanes, kh = a->kh, kw = a->kw;
+  /* Element strides of the input: pixel, lane, row, block. */
+  const int64_t ps = a->planar ? 1 : VN, ls = a->planar ? a->h * a->w : 1;
+  const int64_t rs = a->w * ps, bs = a->planar ? 0 : a->h * a->w * VN;
+  const int64_t pstep = a->sw * ps;
+  const int64_t wtap = lanes * VN, wblock = a->cbk * kh * kw * wtap;
+  const int64_t iy0 = oy * a->sh - a->pt;
+  int64_t ky0 = 0, ky1 = kh;
+  while (ky0 < kh && iy0 + ky0 * a->dh < 0) ky0++;
+  while (ky1 > ky0 && iy0 + (ky1 - 1) * a->dh >= a->h) ky1--;
+  const float *wg = a->wp + ob * wblock;
+  for (int64_t cb = 0; cb < a->cbk; cb++) {
+    for (int64_t ky = ky0; ky < ky1; ky++) {
+      const float *row = a->x + cb * bs + (iy0 + ky * a->dh) * rs;
+      for (int64_t kx = 0; kx < kw; kx++) {
+        const float *xp = row + (ox0 * a->sw - a->pl + kx * a->dw) * ps;
+        const float *wt = wg + ((cb * kh + ky) * kw + kx) * wtap;
+        for (int64_t l = 0; l < lanes; l++) {
+          vf w0 = v_ld(wt + l * VN), w1 = NB > 1 ? v_ld(wt + wblock + l * VN) : w0;
+          const float *xl = xp + l * ls;
+#pragma GCC unroll 16
+          for (int p = 0; p < BK_RMAX; p++) {
+            if (p < R) {
+              vf b = v_set(xl[p * pstep]);
+              acc[p][0] = v_fma(b, w0, acc[p][0]);
+              if (NB > 1) acc[p][1] = v_fma(b, w1, acc[p][1]);
+            }
+          }
+        }
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int v = 0; v < 2; v++) {
+    if (v >= NB) break;
+    int valid = (int)(a->m - (ob + v) * VN);
+    int64_t at = (((ob + v) * a->oh + oy) * a->ow + ox0) * VN;
+    float *y = a->y + at;
+    const float *add = a->add ? a->add + at : NULL;
+#pragma GCC unroll 16
+    for (int p = 0; p < BK_RMAX; p++) {
+      if (p < R) {
+        vf o = acc[p][v];
+        if (add) o = v_add(o, v_ld(add + p * VN));
+        o = bk_keep(v_act(o, &a->act), valid);
+        v_st(y + p * VN, o);
+      }
+    }
+  }
+}
+
+/* One instance per tile width, so that the accumulators stay in registers. */
+#define BK_CONV_TILE(R)                                                                          \
+  static void bk_conv_##R(const er_bconv *a, int64_t g, int64_t oy, int64_t ox0, int nb) {      \
+    if (nb > 1) bk_conv_tile(a, g, oy, ox0, R, 2);                                              \
+    else bk_conv_tile(a, g, oy, ox0, R, 1);                                                     \
+  }
+BK_CONV_TILE(1)
+BK_CONV_TILE(2)
+BK_CONV_TILE(3)
+BK_CONV_TILE(4)
+BK_CONV_TILE(5)
+BK_CONV_TILE(6)
+#if BK_RMAX > 6
+BK_CONV_TILE(7)
+BK_CONV_TILE(8)
+BK_CONV_TILE(9)
+BK_CONV_TILE(10)
+BK_CONV_TILE(11)
+BK_CONV_TILE(12)
+#endif
+#if BK_RMAX > 12
+BK_CONV_TILE(13)
+BK_CONV_TILE(14)
+#endif
+#undef BK_CONV_TILE
+
+typedef void (*bk_conv_fn)(const er_bconv *a, int64_t g, int64_t oy, int64_t ox0, int nb);
+static const bk_conv_fn bk_conv_by_r[BK_RMAX + 1] = {
+    NULL, bk_conv_1, bk_conv_2, bk_conv_3, bk_conv_4, bk_conv_5, bk_conv_6,
+#if BK_RMAX > 6
+    bk_conv_7, bk_conv_8, bk_conv_9, bk_conv_10, bk_conv_11, bk_conv_12,
+#endif
+#if BK_RMAX > 12
+    bk_conv_13, bk_conv_14,
+#endif
+};
+
+static void bk_conv(const er_bconv *a, int64_t u0, int64_t u1) {
+  for (int64_t u = u0; u < u1; u++) {
+    int64_t g = a->rows_outer ? u % a->groups : u / a->oh;
+    int64_t oy = a->rows_outer ? u / a->groups : u % a->oh;
+    int nb = a->mb - 2 * g >= 2 ? 2 : 1;
+    int64_t ox = 0;
+    for (; ox + BK_RMAX <= a->ow; ox += BK_RMAX) bk_conv_by_r[BK_RMAX](a, g, oy, ox, nb);
+    if (ox < a->ow) bk_conv_by_r[a->ow - ox](a, g, oy, ox, nb);
+  }
+}
+
+/* ---- depthwise convolution and pools ---------------------------------------------- */
+
+/* Taps [k0, k1) of a window starting at input index i0 with dilation d
+ * that lie inside [0, n). */
+static inline void bk_taps(int64_t i0, int64_t d, int64_t k, int64_t n, int64_t *k0, int64_t *k1) {
+  int64_t lo = 0, hi = k;
+  while (lo < k && i0 + lo * d < 0) lo++;
+  while (hi > lo && i0 + (hi - 1) * d >= n) hi--;
+  *k0 = lo;
+  *k1 = hi;
+}
+
+/* Max with the reference's order: NaN in a later tap is skipped (v_max
+ * keeps its second operand, the running maximum). Empty and all-NaN
+ * windows come out -inf and are fixed after. */
+static inline vf bk_pool_step(vf acc, vf x, int pool) { return pool == 1 ? v_max(x, acc) : v_add(acc, x); }
+
+/* R output pixels ox0.. of row oy of block cb, every tap inside the input
+ * for every pixel (interior) when `inside`, else each pixel's own taps. */
+static inline __attribute__((always_inline)) void bk_dw_tile(const er_bdw *a, int64_t cb, int64_t oy, int64_t ox0,
+                                                             const int R, const bool inside, const int pool) {
+  vf acc[BK_DW_R];
+  const int64_t iy0 = oy * a->sh - a->pt;
+  int64_t ky0, ky1;
+  bk_taps(iy0, a->dh, a->kh, a->h, &ky0, &ky1);
+  const vf init = pool == 1 ? v_set(-INFINITY) : pool == 2 ? v_zero() : a->bias ? v_ld(a->bias + cb * VN) : v_zero();
+#pragma GCC unroll 8
+  for (int p = 0; p < BK_DW_R; p++)
+    if (p < R) acc[p] = init;
+  const float *xb = a->x + cb * a->h * a->w * VN;
+  const float *wb = a->wp ? a->wp + cb * a->kh * a->kw * VN : NULL;
+  for (int64_t ky = ky0; ky < ky1; ky++) {
+    const float *row = xb + (iy0 + ky * a->dh) * a->w * VN;
+    if (inside) {
+      for (int64_t kx = 0; kx < a->kw; kx++) {
+        const float *xp = row + (ox0 * a->sw - a->pl + kx * a->dw) * VN;
+        if (pool) {
+#pragma GCC unroll 8
+          for (int p = 0; p < BK_DW_R; p++)
+            if (p < R) acc[p] = bk_pool_step(acc[p], v_ld(xp + p * a->sw * VN), pool);
+        } else {
+          vf wt = v_ld(wb + (ky * a->kw + kx) * VN);
+#pragma GCC unroll 8
+          for (int p = 0; p < BK_DW_R; p++)
+            if (p < R) acc[p] = v_fma(v_ld(xp + p * a->sw * VN), wt, acc[p]);
+        }
+      }
+    } else {
+      for (int p = 0; p < R; p++) {
+        int64_t ix0 = (ox0 + p) * a->sw - a->pl, kx0, kx1;
+        bk_taps(ix0, a->dw, a->kw, a->w, &kx0, &kx1);
+        for (int64_t kx = kx0; kx < kx1; kx++) {
+          vf xv = v_ld(row + (ix0 + kx * a->dw) * VN);
+          if (pool) acc[p] = bk_pool_step(acc[p], xv, pool);
+          else acc[p] = v_fma(xv, v_ld(wb + (ky * a->kw + kx) * VN), acc[p]);
+        }
+      }
+    }
+  }
+  float *y = a->y + ((cb * a->oh + oy) * a->ow + ox0) * VN;
+  if (pool == 2) {
+    /* The divisor: taps inside the input, or (count_include_pad) those
+     * before the end of the padded extent, as the reference counts. */
+    int64_t ny = ky1 - ky0;
+    if (a->count_include_pad) {
+      int64_t left = a->h + a->pb - iy0;
+      ny = left <= 0 ? 0 : (left + a->dh - 1) / a->dh;
+      if (ny > a->kh) ny = a->kh;
+    }
+    for (int p = 0; p < R; p++) {
+      int64_t ix0 = (ox0 + p) * a->sw - a->pl, kx0, kx1;
+      bk_taps(ix0, a->dw, a->kw, a->w, &kx0, &kx1);
+      int64_t nx = kx1 - kx0;
+      if (a->count_include_pad) {
+        int64_t left = a->w + a->pr - ix0;
+        nx = left <= 0 ? 0 : (left + a->dw - 1) / a->dw;
+        if (nx > a->kw) nx = a->kw;
+      }
+      acc[p] = v_div(acc[p], v_set((float)(ny * nx)));
+    }
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < BK_DW_R; p++) {
+    if (p < R) {
+      vf o = acc[p];
+      if (!pool) {
+        if (a->add) o = v_add(o, v_ld(a->add + ((cb * a->oh + oy) * a->ow + ox0 + p) * VN));
+        o = bk_keep(v_act(o, &a->act), (int)(a->m - cb * VN));
+      }
+      v_st(y + p * VN, o);
+    }
+  }
+}
+
+/* The reference's max for the lanes of pixel (oy, ox) of block cb that
+ * came out -inf: -inf stays unless every tap is NaN (then NaN). */
+static void bk_max_fix(const er_bdw *a, int64_t cb, int64_t oy, int64_t ox) {
+  float *y = a->y + ((cb * a->oh + oy) * a->ow + ox) * VN;
+  const int64_t iy0 = oy * a->sh - a->pt, ix0 = ox * a->sw - a->pl;
+  int64_t ky0, ky1, kx0, kx1;
+  bk_taps(iy0, a->dh, a->kh, a->h, &ky0, &ky1);
+  bk_taps(ix0, a->dw, a->kw, a->w, &kx0, &kx1);
+  for (int l = 0; l < VN; l++) {
+    if (y[l] != -INFINITY) continue;
+    float best = -INFINITY;
+    bool first = true;
+    for (int64_t ky = ky0; ky < ky1; ky++)
+      for (int64_t kx = kx0; kx < kx1; kx++) {
+        float v = a->x[((cb * a->h + iy0 + ky * a->dh) * a->w + ix0 + kx * a->dw) * VN + l];
+        if (first || v > best || best != best) best = v;
+        first = false;
+      }
+    y[l] = best;
+  }
+}
+
+/* Output columns [*lo, *hi) whose windows lie inside the input. */
+static void bk_inside(const er_bdw *a, int64_t *lo, int64_t *hi) {
+  int64_t l = 0, h = a->ow;
+  while (l < a->ow && l * a->sw - a->pl < 0) l++;
+  while (h > l && (h - 1) * a->sw - a->pl + (a->kw - 1) * a->dw >= a->w) h--;
+  *lo = l;
+  *hi = h;
+}
+
+static inline __attribute__((always_inline)) void bk_dw_row(const er_bdw *a, int64_t cb, int64_t oy, int64_t lo,
+                                                            int64_t hi, const int pool) {
+  for (int64_t ox = 0; ox < lo; ox++) bk_dw_tile(a, cb, oy, ox, 1, false, pool);
+  int64_t ox = lo;
+  for (; ox + BK_DW_R <= hi; ox += BK_DW_R) bk_dw_tile(a, cb, oy, ox, BK_DW_R, true, pool);
+  for (; ox + 4 <= hi; ox += 4) bk_dw_tile(a, cb, oy, ox, 4, true, pool);
+  for (; ox < hi; ox++) bk_dw_tile(a, cb, oy, ox, 1, true, pool);
+  for (ox = hi > lo ? hi : lo; ox < a->ow; ox++) bk_dw_tile(a, cb, oy, ox, 1, false, pool);
+}
+
+static void bk_dw(const er_bdw *a, int64_t u0, int64_t u1) {
+  int64_t lo, hi;
+  bk_inside(a, &lo, &hi);
+  for (int64_t u = u0; u < u1; u++) {
+    int64_t cb = u / a->oh, oy = u % a->oh;
+    switch (a->pool) {
+      case 0: bk_dw_row(a, cb, oy, lo, hi, 0); break;
+      case 1: bk_dw_row(a, cb, oy, lo, hi, 1); break;
+      default: bk_dw_row(a, cb, oy, lo, hi, 2); break;
+    }
+    if (a->pool == 1) {
+      const float *y = a->y + (cb * a->oh + oy) * a->ow * VN;
+      for (int64_t ox = 0; ox < a->ow; ox++) {
+        bool low = false;
+        for (int l = 0; l < VN; l++) low |= y[ox * VN + l] == -INFINITY;
+        if (low) bk_max_fix(a, cb, oy, ox);
+      }
+    }
+  }
+}
+
+/* ---- global pools ---------------------------------------------------------------- */
+
+static void bk_global_pool(const float *x, float *y, int64_t hw, int64_t b0, int64_t b1, bool max) {
+  for (int64_t b = b0; b < b1; b++) {
+    const float *xb = x + b * hw * VN;
+    if (max) {
+      vf acc = v_set(-INFINITY);
+      for (int64_t p = 0; p < hw; p++) acc = v_max(v_ld(xb + p * VN), acc);
+      v_st(y + b * VN, acc);
+      for (int l = 0; l < VN; l++) {
+        if (y[b * VN + l] != -INFINITY || hw == 0) continue;
+        float best = xb[l];
+        for (int64_t p = 1; p < hw; p++)
+          if (xb[p * VN + l] > best || best != best) best = xb[p * VN + l];
+        y[b * VN + l] = best;
+      }
+    } else {
+      /* Four partial sums, added in a fixed order. */
+      vf s0 = v_zero(), s1 = v_zero(), s2 = v_zero(), s3 = v_zero();
+      int64_t p = 0;
+      for (; p + 4 <= hw; p += 4) {
+        s0 = v_add(s0, v_ld(xb + p * VN));
+        s1 = v_add(s1, v_ld(xb + (p + 1) * VN));
+        s2 = v_add(s2, v_ld(xb + (p + 2) * VN));
+        s3 = v_add(s3, v_ld(xb + (p + 3) * VN));
+      }
+      for (; p < hw; p++) s0 = v_add(s0, v_ld(xb + p * VN));
+      vf s = v_add(v_add(s0, s1), v_add(s2, s3));
+      v_st(y + b * VN, v_div(s, v_set((float)hw)));
+    }
+  }
+}
+
+/* ---- conversions ----------------------------------------------------------------- */
+
+static void bk_to_blocked(const float *x, float *y, int64_t c, int64_t hw, int64_t b0, int64_t b1) {
+  for (int64_t b = b0; b < b1; b++) {
+    float *yb = y + b * hw * VN;
+    int64_t nc = c - b * VN < VN ? c - b * VN : VN;
+    int64_t p = 0;
+    for (; p + VN <= hw; p += VN) {
+      vf r[VN];
+      for (int l = 0; l < VN; l++) r[l] = l < nc ? v_ld(x + (b * VN + l) * hw + p) : v_zero();
+      v_transpose(r);
+      for (int j = 0; j < VN; j++) v_st(yb + (p + j) * VN, r[j]);
+    }
+    for (; p < hw; p++)
+      for (int l = 0; l < VN; l++) yb[p * VN + l] = l < nc ? x[(b * VN + l) * hw + p] : 0.0f;
+  }
+}
+
+static void bk_from_blocked(const float *x, float *y, int64_t c, int64_t hw, int64_t b0, int64_t b1) {
+  for (int64_t b = b0; b < b1; b++) {
+    const float *xb = x + b * hw * VN;
+    int64_t nc = c - b * VN < VN ? c - b * VN : VN;
+    int64_t p = 0;
+    for (; p + VN <= hw; p += VN) {
+      vf r[VN];
+      for (int j = 0; j < VN; j++) r[j] = v_ld(xb + (p + j) * VN);
+      v_transpose(r);
+      for (int l = 0; l < nc; l++) v_st(y + (b * VN + l) * hw + p, r[l]);
+    }
+    for (; p < hw; p++)
+      for (int l = 0; l < nc; l++) y[(b * VN + l) * hw + p] = xb[p * VN + l];
+  }
+}
+
+static void bk_pad(const float *x, float *y, int64_t h, int64_t w, int64_t lanes, int64_t pt, int64_t pb, int64_t pl,
+                   int64_t pr, int64_t b0, int64_t b1) {
+  const int64_t hp = h + pt + pb, wp = w + pl + pr;
+  for (int64_t b = b0; b < b1; b++) {
+    const float *xb = x + b * h * w * lanes;
+    float *yb = y + b * hp * wp * lanes;
+    memset(yb, 0, (size_t)(pt * wp * lanes) * sizeof(float));
+    for (int64_t r = 0; r < h; r++) {
+      float *d = yb + (pt + r) * wp * lanes;
+      memset(d, 0, (size_t)(pl * lanes) * sizeof(float));
+      memcpy(d + pl * lanes, xb + r * w * lanes, (size_t)(w * lanes) * sizeof(float));
+      memset(d + (pl + w) * lanes, 0, (size_t)(pr * lanes) * sizeof(float));
+    }
+    memset(yb + (pt + h) * wp * lanes, 0, (size_t)(pb * wp * lanes) * sizeof(float));
+  }
+}
+
+#define BK_OPS_INIT                                                                                     \
+  {                                                                                                     \
+    .isa = ER_ISA_NAME, .vn = VN, .rmax = BK_RMAX, .conv = bk_conv, .dw = bk_dw,                         \
+    .global_pool = bk_global_pool, .to_blocked = bk_to_blocked, .from_blocked = bk_from_blocked,         \
+    .pad = bk_pad,                                                                                      \
+  }

@@ -1,0 +1,447 @@
+/* passes-blocked.c - the session's layout pass: float convolutions and
+ * pools, and the elementwise ops and channel concatenations between them,
+ * move to the channel-blocked layout of ops/blocked.c.
+ *
+ * It runs on a session's own copy of the graph, after the fusion passes,
+ * when every node is on the CPU (runtime/session.c), with the block of the
+ * CPU's vector width. Nodes are visited in order; each value keeps its
+ * planar form under its own id and name, and gets a blocked twin (a new
+ * value) when a blocked op makes it or needs it:
+ *
+ *   Conv / FusedConv, 2-D, constant weights, group 1 or depthwise
+ *                     -> BlockedConv (a dense one reads a planar input in
+ *                        place, planar_input = 1; a depthwise one needs it
+ *                        blocked)
+ *   MaxPool / AveragePool / GlobalMaxPool / GlobalAveragePool of a blocked
+ *   value             -> BlockedPool
+ *   Relu, LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Tanh, Clip, and Add,
+ *   Sub, Mul of blocked values of one channel count (or with a one-value
+ *   constant)         -> the same op on the blocked twins
+ *   Concat over channels of blocked values, all but the last a whole
+ *   number of blocks  -> Concat on axis 1 of the twins
+ *
+ * Any other reader of a value that exists only blocked, and every graph
+ * output, gets its planar form back through FromBlocked, made once, just
+ * before its first reader; a blocked op reading a value that exists only
+ * planar gets ToBlocked the same way. So what a caller can observe keeps
+ * its names and shapes, and the outputs change by float rounding only
+ * (tests/unit/test-passes.c compares both). Subgraphs are left as
+ * written. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "graph/ir.h"
+#include "ops/fused.h"
+
+/* Dense convolutions with at most this many taps per axis go blocked (the
+ * kernels' limit; larger ones stay planar). */
+#define BLK_MAX_TAPS 16
+
+typedef struct bctx {
+  er_graph *g;
+  int64_t b;
+  int32_t cap;            /* entries of the per-value arrays */
+  int32_t *twin;          /* [cap] blocked twin of a value, or -1 */
+  int32_t *chan;          /* [cap] channels a blocked value holds */
+  bool *planar;           /* [cap] the value's planar form exists so far */
+  er_node *nodes;         /* the rewritten node list */
+  int32_t n_nodes, cap_nodes;
+  int blocked_ops;        /* BlockedConv / BlockedPool made */
+} bctx;
+
+static bool is_std(const er_node *n, const char *op) { return n->domain[0] == '\0' && strcmp(n->op_type, op) == 0; }
+
+static bool is_f32(const er_graph *g, int32_t v) { return v >= 0 && g->values[v].info.dtype == ER_DTYPE_FLOAT; }
+
+static const er_tensor *const_of(const er_graph *g, int32_t v) {
+  if (v < 0) return NULL;
+  const er_value *val = &g->values[v];
+  if (val->kind != ER_VALUE_CONSTANT || !val->constant) return NULL;
+  if (val->is_graph_input && g->model->ir_version >= 4) return NULL; /* overridable */
+  return val->constant;
+}
+
+static int64_t attr_i(const er_node *n, const char *name, int64_t def) {
+  const er_attr *a = er__node_attr(n, name);
+  return a && a->type == ER_ATTR_INT ? a->i : def;
+}
+
+/* ---- building the new node list -------------------------------------------- */
+
+static er_status push_node(bctx *bc, const er_node *n) {
+  if (bc->n_nodes == bc->cap_nodes) {
+    int32_t cap = bc->cap_nodes * 2 + 16;
+    er_node *nodes = er__arena_array(bc->g->arena, (size_t)cap + 1, sizeof *nodes);
+    if (!nodes) return ER_STATUS_OUT_OF_MEMORY;
+    if (bc->n_nodes) memcpy(nodes, bc->nodes, (size_t)bc->n_nodes * sizeof *nodes);
+    bc->nodes = nodes;
+    bc->cap_nodes = cap;
+  }
+  bc->nodes[bc->n_nodes++] = *n;
+  return ER_STATUS_OK;
+}
+
+static int32_t *arena_ids(er_graph *g, const int32_t *ids, int n) {
+  int32_t *p = er__arena_array(g->arena, (size_t)n + 1, sizeof *p);
+  if (p && n) memcpy(p, ids, (size_t)n * sizeof *p);
+  return p;
+}
+
+static const char *arena_name(er_graph *g, const char *base, const char *suffix) {
+  char name[512];
+  for (int k = 0;; k++) {
+    snprintf(name, sizeof name, "%s/er_%s%s%d", base, suffix, k ? "_" : "", k);
+    if (er__graph_find(g, name) < 0) break;
+  }
+  return er__arena_strdup(g->arena, name);
+}
+
+/* A new value, the blocked twin of value `of`. */
+static er_status new_twin(bctx *bc, int32_t of, int64_t channels, int32_t *id_out) {
+  er_graph *g = bc->g;
+  const char *name = arena_name(g, g->values[of].name, "blocked");
+  if (!name) return ER_STATUS_OUT_OF_MEMORY;
+  ER_CHECK(er__graph_add_value(g, name, id_out));
+  ER_ASSERT(*id_out < bc->cap);
+  er__tensor_set(&g->values[*id_out].info, ER_DTYPE_FLOAT, -1, NULL);
+  bc->twin[of] = *id_out;
+  bc->twin[*id_out] = -1;
+  bc->chan[*id_out] = channels;
+  bc->planar[*id_out] = false;
+  return ER_STATUS_OK;
+}
+
+static er_attr int_attr(const char *name, int64_t v) {
+  er_attr a;
+  memset(&a, 0, sizeof a);
+  a.name = name;
+  a.type = ER_ATTR_INT;
+  a.i = v;
+  return a;
+}
+
+static er_attr string_attr(const char *name, const char *v) {
+  er_attr a;
+  memset(&a, 0, sizeof a);
+  a.name = name;
+  a.type = ER_ATTR_STRING;
+  a.s = v;
+  a.s_len = strlen(v);
+  return a;
+}
+
+/* Node `proto` retyped as com.edgerun `op` with its attributes (minus any
+ * named in `drop`) plus `extra`, reading `in` and writing `out`. */
+static er_status emit(bctx *bc, const er_node *proto, const char *op, const int32_t *in, int n_in, int32_t out,
+                      const er_attr *extra, int n_extra, const char *drop) {
+  er_graph *g = bc->g;
+  er_node n = *proto;
+  n.op_type = op;
+  n.domain = ER_FUSED_DOMAIN;
+  n.version = 1;
+  n.op = er__op_find(ER_FUSED_DOMAIN, op, 1);
+  if (!n.op) return er__error(ER_STATUS_INTERNAL, "blocked op %s is missing", op);
+  n.inputs = arena_ids(g, in, n_in);
+  n.outputs = arena_ids(g, &out, 1);
+  er_attr *attrs = er__arena_array(g->arena, (size_t)(proto->n_attrs + n_extra) + 1, sizeof *attrs);
+  if (!n.inputs || !n.outputs || !attrs) return ER_STATUS_OUT_OF_MEMORY;
+  int w = 0;
+  for (int i = 0; i < proto->n_attrs; i++)
+    if (!drop || strcmp(proto->attrs[i].name, drop) != 0) attrs[w++] = proto->attrs[i];
+  for (int j = 0; j < n_extra; j++) attrs[w++] = extra[j];
+  n.attrs = attrs;
+  n.n_attrs = w;
+  n.n_inputs = n_in;
+  n.n_outputs = 1;
+  g->values[out].producer = bc->n_nodes;
+  return push_node(bc, &n);
+}
+
+/* The planar form of v: FromBlocked of its twin, made now if not yet. */
+static er_status need_planar(bctx *bc, int32_t v) {
+  if (v < 0 || bc->planar[v]) return ER_STATUS_OK;
+  er_graph *g = bc->g;
+  int32_t t = bc->twin[v];
+  ER_ASSERT(t >= 0);
+  er_node proto;
+  memset(&proto, 0, sizeof proto);
+  proto.name = arena_name(g, g->values[v].name, "to_planar");
+  if (!proto.name) return ER_STATUS_OUT_OF_MEMORY;
+  er_attr extra[2] = {int_attr("block", bc->b), int_attr("channels", bc->chan[t])};
+  ER_CHECK(emit(bc, &proto, "FromBlocked", &t, 1, v, extra, 2, NULL));
+  bc->planar[v] = true;
+  return ER_STATUS_OK;
+}
+
+/* The blocked form of v: its twin, or ToBlocked of it made now. */
+static er_status need_blocked(bctx *bc, int32_t v, int32_t *out) {
+  if (bc->twin[v] >= 0) {
+    *out = bc->twin[v];
+    return ER_STATUS_OK;
+  }
+  er_graph *g = bc->g;
+  const er_tensor *info = &g->values[v].info;
+  ER_ASSERT(bc->planar[v] && info->rank == 4 && info->dims[1] > 0);
+  int32_t t;
+  ER_CHECK(new_twin(bc, v, info->dims[1], &t));
+  er_node proto;
+  memset(&proto, 0, sizeof proto);
+  proto.name = arena_name(g, g->values[v].name, "to_blocked");
+  if (!proto.name) return ER_STATUS_OUT_OF_MEMORY;
+  er_attr extra[1] = {int_attr("block", bc->b)};
+  ER_CHECK(emit(bc, &proto, "ToBlocked", &v, 1, t, extra, 1, NULL));
+  *out = t;
+  return ER_STATUS_OK;
+}
+
+/* ---- what goes blocked --------------------------------------------------- */
+
+/* A planar rank-4 float32 value with known channels; its channel count. */
+static int64_t channels_of(const er_graph *g, int32_t v) {
+  if (!is_f32(g, v)) return -1;
+  const er_tensor *t = &g->values[v].info;
+  return t->rank == 4 && t->dims[1] > 0 ? t->dims[1] : -1;
+}
+
+/* A 2-D convolution the blocked kernels take: *depthwise says which kind. */
+static bool conv_ok(const bctx *bc, const er_node *n, bool *depthwise) {
+  const er_graph *g = bc->g;
+  bool fused = n->domain[0] && strcmp(n->domain, ER_FUSED_DOMAIN) == 0 && strcmp(n->op_type, "FusedConv") == 0;
+  if (!fused && !is_std(n, "Conv")) return false;
+  if (n->n_outputs != 1 || n->n_inputs < 2 || !is_f32(g, n->outputs[0])) return false;
+  int64_t c = channels_of(g, n->inputs[0]);
+  const er_tensor *w = const_of(g, n->inputs[1]);
+  if (c < 1 || !w || w->dtype != ER_DTYPE_FLOAT || w->rank != 4 || !er__tensor_shape_known(w)) return false;
+  if (n->n_inputs > 2 && n->inputs[2] >= 0) {
+    const er_tensor *bias = const_of(g, n->inputs[2]);
+    if (!bias || bias->dtype != ER_DTYPE_FLOAT) return false;
+  }
+  if (n->n_inputs > 3 && n->inputs[3] >= 0 && channels_of(g, n->inputs[3]) != w->dims[0]) return false;
+  int64_t group = attr_i(n, "group", 1), m = w->dims[0];
+  *depthwise = group > 1;
+  if (group == 1) {
+    if (w->dims[1] != c) return false;
+  } else if (!(group == c && m == c && w->dims[1] == 1)) {
+    return false;
+  }
+  return w->dims[2] >= 1 && w->dims[3] >= 1 && w->dims[2] <= BLK_MAX_TAPS && w->dims[3] <= BLK_MAX_TAPS;
+}
+
+static bool pool_ok(const bctx *bc, const er_node *n) {
+  const er_graph *g = bc->g;
+  bool window = is_std(n, "MaxPool") || is_std(n, "AveragePool");
+  bool global = is_std(n, "GlobalMaxPool") || is_std(n, "GlobalAveragePool");
+  if (!window && !global) return false;
+  if (n->n_inputs != 1 || n->n_outputs != 1 || !is_f32(g, n->outputs[0])) return false;
+  if (bc->twin[n->inputs[0]] < 0) return false;
+  if (window) {
+    const er_attr *k = er__node_attr(n, "kernel_shape");
+    if (!k || k->type != ER_ATTR_INTS || k->n != 2) return false;
+    if (attr_i(n, "storage_order", 0) != 0) return false;
+  }
+  return true;
+}
+
+static bool unary_elementwise(const er_node *n) {
+  static const char *const ops[] = {"Relu", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh"};
+  for (size_t i = 0; i < ER_ARRAY_LEN(ops); i++)
+    if (is_std(n, ops[i])) return n->n_inputs == 1;
+  /* Clip's bounds must be one-value constants (they broadcast). */
+  return is_std(n, "Clip") && n->n_inputs >= 1;
+}
+
+/* A one-element float constant (broadcasts over any layout). */
+static bool scalar_const(const er_graph *g, int32_t v) {
+  const er_tensor *t = const_of(g, v);
+  return t && er__tensor_count(t) == 1;
+}
+
+/* Elementwise node whose tensor inputs all have blocked twins of one
+ * channel count (broadcasting only over N, H and W), the rest one-value
+ * constants. Division is left out: 0 / 0 in the padding would be NaN. */
+static bool eltwise_ok(const bctx *bc, const er_node *n, int64_t *channels) {
+  const er_graph *g = bc->g;
+  bool binary = is_std(n, "Add") || is_std(n, "Sub") || is_std(n, "Mul");
+  if (!binary && !unary_elementwise(n)) return false;
+  if (n->n_outputs != 1 || !is_f32(g, n->outputs[0]) || channels_of(g, n->outputs[0]) < 1) return false;
+  int64_t c = -1;
+  int blocked = 0;
+  for (int k = 0; k < n->n_inputs; k++) {
+    int32_t v = n->inputs[k];
+    if (v < 0) continue;
+    if (bc->twin[v] >= 0 && channels_of(g, v) == bc->chan[bc->twin[v]]) {
+      if (c >= 0 && bc->chan[bc->twin[v]] != c) return false;
+      c = bc->chan[bc->twin[v]];
+      blocked++;
+    } else if (!scalar_const(g, v) || (k == 0 && !binary)) {
+      return false;
+    }
+  }
+  if (blocked == 0 || channels_of(g, n->outputs[0]) != c) return false;
+  *channels = c;
+  return true;
+}
+
+static bool concat_ok(const bctx *bc, const er_node *n, int64_t *channels) {
+  const er_graph *g = bc->g;
+  if (!is_std(n, "Concat") || n->n_outputs != 1 || !is_f32(g, n->outputs[0])) return false;
+  int64_t axis = attr_i(n, "axis", 0);
+  if (axis != 1 && axis != -3) return false;
+  int64_t c = 0;
+  for (int k = 0; k < n->n_inputs; k++) {
+    int32_t v = n->inputs[k];
+    if (v < 0 || bc->twin[v] < 0) return false;
+    int64_t ck = bc->chan[bc->twin[v]];
+    if (k + 1 < n->n_inputs && ck % bc->b != 0) return false;
+    c += ck;
+  }
+  if (channels_of(g, n->outputs[0]) != c) return false;
+  *channels = c;
+  return true;
+}
+
+/* ---- the rewrite ------------------------------------------------------------ */
+
+static er_status rewrite_conv(bctx *bc, const er_node *n, bool depthwise) {
+  er_graph *g = bc->g;
+  int32_t x = n->inputs[0], in[4] = {x, n->inputs[1], n->n_inputs > 2 ? n->inputs[2] : -1, -1};
+  int n_in = n->n_inputs > 2 && n->inputs[2] >= 0 ? 3 : 2;
+  int64_t planar_in = 0;
+  if (bc->twin[x] >= 0) in[0] = bc->twin[x];
+  else if (!depthwise) planar_in = 1;
+  else ER_CHECK(need_blocked(bc, x, &in[0]));
+  if (n->n_inputs > 3 && n->inputs[3] >= 0) {
+    ER_CHECK(need_blocked(bc, n->inputs[3], &in[3]));
+    n_in = 4;
+  }
+  const er_tensor *w = const_of(g, n->inputs[1]);
+  int32_t y = n->outputs[0], yb;
+  ER_CHECK(new_twin(bc, y, w->dims[0], &yb));
+  er_attr extra[2] = {int_attr("block", bc->b), int_attr("planar_input", planar_in)};
+  ER_CHECK(emit(bc, n, "BlockedConv", in, n_in, yb, extra, 2, NULL));
+  g->values[y].producer = -1;
+  bc->blocked_ops++;
+  return ER_STATUS_OK;
+}
+
+static er_status rewrite_pool(bctx *bc, const er_node *n) {
+  int32_t xb = bc->twin[n->inputs[0]], y = n->outputs[0], yb;
+  ER_CHECK(new_twin(bc, y, bc->chan[xb], &yb));
+  er_attr extra[2] = {int_attr("block", bc->b), string_attr("op", n->op_type)};
+  ER_CHECK(emit(bc, n, "BlockedPool", &xb, 1, yb, extra, 2, NULL));
+  bc->g->values[y].producer = -1;
+  bc->blocked_ops++;
+  return ER_STATUS_OK;
+}
+
+/* The node as it is, on the blocked twins of its tensor inputs (Concat on
+ * axis 1 of the 5-D twins). */
+static er_status rewrite_same(bctx *bc, const er_node *n, int64_t channels) {
+  er_graph *g = bc->g;
+  er_node c = *n;
+  int32_t in[ER_MAX_NODE_IO];
+  ER_ASSERT(n->n_inputs <= ER_MAX_NODE_IO);
+  for (int k = 0; k < n->n_inputs; k++) {
+    int32_t v = n->inputs[k];
+    in[k] = v >= 0 && bc->twin[v] >= 0 ? bc->twin[v] : v;
+  }
+  int32_t y = n->outputs[0], yb;
+  ER_CHECK(new_twin(bc, y, channels, &yb));
+  c.inputs = arena_ids(g, in, n->n_inputs);
+  c.outputs = arena_ids(g, &yb, 1);
+  if (!c.inputs || !c.outputs) return ER_STATUS_OUT_OF_MEMORY;
+  if (is_std(n, "Concat")) {
+    er_attr *attrs = er__arena_array(g->arena, (size_t)n->n_attrs + 1, sizeof *attrs);
+    if (!attrs) return ER_STATUS_OUT_OF_MEMORY;
+    for (int i = 0; i < n->n_attrs; i++)
+      attrs[i] = strcmp(n->attrs[i].name, "axis") == 0 ? int_attr("axis", 1) : n->attrs[i];
+    c.attrs = attrs;
+  }
+  g->values[y].producer = -1;
+  g->values[yb].producer = bc->n_nodes;
+  return push_node(bc, &c);
+}
+
+static er_status rewrite(bctx *bc) {
+  er_graph *g = bc->g;
+  int32_t n_old = g->n_nodes;
+  er_node *old = malloc(((size_t)n_old + 1) * sizeof *old);
+  if (!old) return ER_STATUS_OUT_OF_MEMORY;
+  memcpy(old, g->nodes, (size_t)n_old * sizeof *old);
+  er_status st = ER_STATUS_OK;
+  for (int32_t i = 0; i < n_old && st == ER_STATUS_OK; i++) {
+    const er_node *n = &old[i];
+    bool depthwise;
+    int64_t c;
+    if (conv_ok(bc, n, &depthwise)) {
+      st = rewrite_conv(bc, n, depthwise);
+    } else if (pool_ok(bc, n)) {
+      st = rewrite_pool(bc, n);
+    } else if (eltwise_ok(bc, n, &c) || concat_ok(bc, n, &c)) {
+      st = rewrite_same(bc, n, c);
+    } else {
+      for (int k = 0; k < n->n_inputs && st == ER_STATUS_OK; k++) st = need_planar(bc, n->inputs[k]);
+      /* Values a subgraph captures are read in planar form too. */
+      for (int a = 0; a < n->n_attrs && st == ER_STATUS_OK; a++) {
+        const er_attr *at = &n->attrs[a];
+        int64_t cnt = at->type == ER_ATTR_GRAPH ? 1 : at->type == ER_ATTR_GRAPHS ? at->n : 0;
+        for (int64_t j = 0; j < cnt && st == ER_STATUS_OK; j++) {
+          const er_graph *sg = at->type == ER_ATTR_GRAPH ? at->g : at->graphs[j];
+          for (int32_t v = 0; v < sg->n_values && st == ER_STATUS_OK; v++)
+            if (sg->values[v].kind == ER_VALUE_OUTER && er__graph_same(sg->parent, g))
+              st = need_planar(bc, sg->values[v].outer);
+        }
+      }
+      if (st != ER_STATUS_OK) break;
+      for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k] >= 0) {
+          bc->planar[n->outputs[k]] = true;
+          g->values[n->outputs[k]].producer = bc->n_nodes;
+        }
+      st = push_node(bc, n);
+    }
+  }
+  for (int32_t k = 0; k < g->n_outputs && st == ER_STATUS_OK; k++) st = need_planar(bc, g->outputs[k]);
+  free(old);
+  return st;
+}
+
+er_status er__graph_block_layout(er_graph *g, int block, int *blocked_out) {
+  if (blocked_out) *blocked_out = 0;
+  if (block < 2 || g->n_nodes == 0) return ER_STATUS_OK;
+  bctx bc;
+  memset(&bc, 0, sizeof bc);
+  bc.g = g;
+  bc.b = block;
+  /* Each node adds at most three values (its twin, a converted input and
+   * a converted residual). */
+  bc.cap = g->n_values + 3 * g->n_nodes + 16;
+  bc.twin = malloc((size_t)bc.cap * sizeof *bc.twin);
+  bc.chan = calloc((size_t)bc.cap, sizeof *bc.chan);
+  bc.planar = calloc((size_t)bc.cap, sizeof *bc.planar);
+  er_status st = ER_STATUS_OK;
+  if (!bc.twin || !bc.chan || !bc.planar) {
+    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory in the layout pass over graph '%s'", g->name);
+    goto done;
+  }
+  for (int32_t v = 0; v < bc.cap; v++) bc.twin[v] = -1;
+  for (int32_t v = 0; v < g->n_values; v++) bc.planar[v] = g->values[v].kind != ER_VALUE_INTERMEDIATE;
+  st = rewrite(&bc);
+  if (st == ER_STATUS_OK && bc.blocked_ops == 0) goto done;  /* nothing changed worth keeping */
+  if (st == ER_STATUS_OK) {
+    g->nodes = bc.nodes;
+    g->n_nodes = bc.n_nodes;
+    /* The list is built in order (conversions just before their first
+     * reader); validate re-derives the order, then every value's type and
+     * shape is computed once more. */
+    st = er__graph_validate(g);
+    if (st == ER_STATUS_OK) st = er__graph_infer(g, false);
+  }
+  if (blocked_out && st == ER_STATUS_OK) *blocked_out = bc.blocked_ops;
+done:
+  free(bc.twin);
+  free(bc.chan);
+  free(bc.planar);
+  if (st != ER_STATUS_OK) er__error_prefix("layout pass over graph '%s'", g->name);
+  return st;
+}

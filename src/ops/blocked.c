@@ -1,0 +1,390 @@
+/* blocked.c - operators of the channel-blocked layout (domain com.edgerun).
+ *
+ * A blocked tensor holds a 4-D float32 tensor [N, C, H, W] as
+ * [N, ceil(C / B), H, W, B]: the B channels of one block lie side by side
+ * for every pixel, so one vector of B lanes is B channels of one pixel.
+ * Convolutions and pools then run with every vector full whatever the image
+ * size (a 7x7 map in NCHW fills vectors badly and its depthwise taps need
+ * shuffles), and a chain of them never converts back. The session's layout
+ * pass (src/graph/passes-blocked.c) makes these ops from Conv, FusedConv and
+ * pools on the CPU's vector width; standard elementwise ops and Concat run
+ * on blocked tensors unchanged, as on any 5-D tensor.
+ *
+ * Channels past C in the last block are padding. ToBlocked and the
+ * convolutions write zeros there; other ops may leave any finite value
+ * (a Sigmoid makes them 0.5), and every reader ignores them: a convolution
+ * gives them zero weights, FromBlocked drops them.
+ *
+ *   ToBlocked(x [N,C,H,W])            block           -> [N,CB,H,W,B]
+ *   FromBlocked(x [N,CB,H,W,B])       block, channels -> [N,C,H,W]
+ *   BlockedConv(x, w, [bias], [add])  Conv's attributes, activation,
+ *                                     block, planar_input -> [N,MB,OH,OW,B]
+ *       x is blocked, or planar [N,C,H,W] with planar_input = 1 (a stem
+ *       on the image); w [M, C / group, kh, kw] as in Conv; group 1 or
+ *       depthwise (group = C = M); add is a blocked residual like the
+ *       output.
+ *   BlockedPool(x [N,CB,H,W,B])       op = MaxPool | AveragePool |
+ *                                     GlobalMaxPool | GlobalAveragePool,
+ *                                     that op's attributes, block
+ *
+ * The reference kernels convert to planar copies, run the standard op's own
+ * check and reference kernel (FusedConv's for the convolution) and convert
+ * back, so these ops are exactly as correct as the ones they replace and
+ * the optimized kernels (backends/cpu/kernels/blocked.c) are tested against
+ * that. */
+#include <stdio.h>
+
+#include "ops/fused.h"
+#include "ops/op-groups.h"
+
+/* The widest block the layout takes (AVX-512's 16 floats, with room). */
+#define BLOCKED_MAX_BLOCK 64
+
+static er_status get_block(const er_kctx *ctx, int64_t *b) {
+  ER_CHECK(er__attr_int(ctx, "block", 0, b));
+  if (*b < 1 || *b > BLOCKED_MAX_BLOCK)
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "block is %lld; it must be in [1, %d]", (long long)*b,
+                        BLOCKED_MAX_BLOCK);
+  return ER_STATUS_OK;
+}
+
+static int64_t blocks_of(int64_t c, int64_t b) { return c < 0 ? -1 : (c + b - 1) / b; }
+
+/* Input i must be a blocked tensor of block b (as far as known). */
+static er_status require_blocked(const er_kctx *ctx, int i, int64_t b) {
+  const er_tensor *t = ctx->in[i];
+  char s[160];
+  if (t->dtype != ER_DTYPE_UNDEFINED && t->dtype != ER_DTYPE_FLOAT)
+    return er__op_error(ctx, ER_STATUS_TYPE_MISMATCH, "input %d is %s; blocked tensors are float32", i,
+                        er_dtype_name(t->dtype));
+  if (t->rank >= 0 && (t->rank != 5 || (t->dims[4] >= 0 && t->dims[4] != b)))
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "input %d %s is not blocked by %lld ([N, C/%lld, H, W, %lld])",
+                        i, er__shape_str(t, s, sizeof s), (long long)b, (long long)b, (long long)b);
+  return ER_STATUS_OK;
+}
+
+/* ---- conversions --------------------------------------------------------- */
+
+/* planar [n][c][hw] -> blocked [n][cb][hw][b], zeros in the padding. */
+static void to_blocked(const float *x, float *y, int64_t n, int64_t c, int64_t hw, int64_t b) {
+  int64_t cb = blocks_of(c, b);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t k = 0; k < cb; k++)
+      for (int64_t p = 0; p < hw; p++)
+        for (int64_t l = 0; l < b; l++) {
+          int64_t ch = k * b + l;
+          y[((i * cb + k) * hw + p) * b + l] = ch < c ? x[(i * c + ch) * hw + p] : 0.0f;
+        }
+}
+
+/* blocked [n][cb][hw][b] -> planar [n][c][hw], the first c channels. */
+static void from_blocked(const float *x, float *y, int64_t n, int64_t c, int64_t hw, int64_t b) {
+  int64_t cb = blocks_of(c, b);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t ch = 0; ch < c; ch++)
+      for (int64_t p = 0; p < hw; p++) y[(i * c + ch) * hw + p] = x[((i * cb + ch / b) * hw + p) * b + ch % b];
+}
+
+/* A planar float32 tensor [n, c, h, w] (shape only, or allocated). */
+static void planar(er_tensor *t, int64_t n, int64_t c, int64_t h, int64_t w) {
+  int64_t d[4] = {n, c, h, w};
+  er__tensor_set(t, ER_DTYPE_FLOAT, 4, d);
+}
+
+static void blocked_shape(er_tensor *t, int64_t n, int64_t c, int64_t h, int64_t w, int64_t b) {
+  int64_t d[5] = {n, blocks_of(c, b), h, w, b};
+  er__tensor_set(t, ER_DTYPE_FLOAT, 5, d);
+}
+
+/* ---- ToBlocked / FromBlocked -------------------------------------------- */
+
+static er_status to_blocked_check(er_kctx *ctx) {
+  int64_t b;
+  ER_CHECK(get_block(ctx, &b));
+  static const er_dtype f32[] = {ER_DTYPE_FLOAT, ER_DTYPE_UNDEFINED};
+  ER_CHECK(er__require_type(ctx, 0, f32));
+  ER_CHECK(er__require_rank(ctx, 0, 4, 4));
+  const er_tensor *x = ctx->in[0];
+  if (x->rank < 0) {
+    er__set_output(ctx, 0, ER_DTYPE_FLOAT, -1, NULL);
+    return ER_STATUS_OK;
+  }
+  blocked_shape(ctx->out[0], x->dims[0], x->dims[1], x->dims[2], x->dims[3], b);
+  return ER_STATUS_OK;
+}
+
+static er_status to_blocked_run(er_kctx *ctx) {
+  int64_t b;
+  ER_CHECK(get_block(ctx, &b));
+  const er_tensor *x = ctx->in[0];
+  to_blocked(x->data, ctx->out[0]->data, x->dims[0], x->dims[1], x->dims[2] * x->dims[3], b);
+  return ER_STATUS_OK;
+}
+
+static er_status from_blocked_check(er_kctx *ctx) {
+  int64_t b, c;
+  ER_CHECK(get_block(ctx, &b));
+  ER_CHECK(er__attr_int(ctx, "channels", -1, &c));
+  ER_CHECK(require_blocked(ctx, 0, b));
+  const er_tensor *x = ctx->in[0];
+  if (c < 1 || (x->rank == 5 && x->dims[1] >= 0 && blocks_of(c, b) != x->dims[1]))
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "channels is %lld; %lld blocks of %lld hold %lld to %lld",
+                        (long long)c, (long long)(x->rank == 5 ? x->dims[1] : -1), (long long)b,
+                        (long long)(x->rank == 5 ? (x->dims[1] - 1) * b + 1 : -1),
+                        (long long)(x->rank == 5 ? x->dims[1] * b : -1));
+  if (x->rank < 0) {
+    er__set_output(ctx, 0, ER_DTYPE_FLOAT, -1, NULL);
+    return ER_STATUS_OK;
+  }
+  planar(ctx->out[0], x->dims[0], c, x->dims[2], x->dims[3]);
+  return ER_STATUS_OK;
+}
+
+static er_status from_blocked_run(er_kctx *ctx) {
+  int64_t b, c;
+  ER_CHECK(get_block(ctx, &b));
+  ER_CHECK(er__attr_int(ctx, "channels", -1, &c));
+  const er_tensor *x = ctx->in[0];
+  from_blocked(x->data, ctx->out[0]->data, x->dims[0], c, x->dims[2] * x->dims[3], b);
+  return ER_STATUS_OK;
+}
+
+/* ---- shadows: the standard op on planar copies ---------------------------- */
+
+typedef struct shadow {
+  er_node node;
+  er_tensor in[4], out;
+  er_tensor *inp[4], *outp[1];
+  er_kctx ctx;
+} shadow;
+
+/* A kctx for standard op `op_type` (or the fused op when domain is given),
+ * with this node's attributes, over sh's planar tensors. */
+static er_status shadow_init(const er_kctx *ctx, const char *domain, const char *op_type, int version, int n_in,
+                             shadow *sh) {
+  const er_op_def *def = er__op_find(domain, op_type, version);
+  if (!def) return er__op_error(ctx, ER_STATUS_INTERNAL, "no %s version %d to run", op_type, version);
+  sh->node = *ctx->node;
+  sh->node.op_type = op_type;
+  sh->node.domain = domain;
+  sh->node.version = version;
+  sh->node.op = def;
+  sh->node.n_inputs = n_in;
+  sh->node.n_outputs = 1;
+  for (int i = 0; i < 4; i++) sh->inp[i] = i < n_in ? &sh->in[i] : NULL;
+  sh->outp[0] = &sh->out;
+  sh->ctx = *ctx;
+  sh->ctx.node = &sh->node;
+  sh->ctx.n_in = n_in;
+  sh->ctx.in = sh->inp;
+  sh->ctx.n_out = 1;
+  sh->ctx.out = sh->outp;
+  er__tensor_set(&sh->out, ER_DTYPE_UNDEFINED, -1, NULL);
+  return ER_STATUS_OK;
+}
+
+static void shadow_release(shadow *sh) {
+  for (int i = 0; i < 4; i++)
+    if (sh->in[i].flags & ER_TENSOR_OWNS_DATA) er__tensor_release(&sh->in[i]);
+  if (sh->out.flags & ER_TENSOR_OWNS_DATA) er__tensor_release(&sh->out);
+}
+
+/* sh->in[i] := planar copy of blocked input t holding c channels (shape
+ * only when t has no data). */
+static er_status shadow_unblock(shadow *sh, int i, const er_tensor *t, int64_t c, int64_t b) {
+  if (t->rank != 5) {
+    er__tensor_set(&sh->in[i], ER_DTYPE_FLOAT, -1, NULL);
+    return ER_STATUS_OK;
+  }
+  planar(&sh->in[i], t->dims[0], c, t->dims[2], t->dims[3]);
+  if (!t->data) return ER_STATUS_OK;
+  ER_CHECK(er__tensor_alloc_raw(&sh->in[i], 0));
+  from_blocked(t->data, sh->in[i].data, t->dims[0], c, t->dims[2] * t->dims[3], b);
+  return ER_STATUS_OK;
+}
+
+/* ---- BlockedConv ------------------------------------------------------------ */
+
+enum { BC_X, BC_W, BC_B, BC_ADD };
+
+/* The planar problem behind a BlockedConv: sh runs FusedConv over planar
+ * views of x and the residual (copies of their data when they have data),
+ * and sh->out gets FusedConv's output shape. *m_out: output channels. */
+static er_status bconv_shadow(er_kctx *ctx, shadow *sh, int64_t *b_out, int64_t *m_out) {
+  int64_t b, planar_in, group;
+  ER_CHECK(get_block(ctx, &b));
+  ER_CHECK(er__attr_int(ctx, "planar_input", 0, &planar_in));
+  ER_CHECK(er__attr_int(ctx, "group", 1, &group));
+  const er_tensor *x = ctx->in[BC_X], *w = ctx->in[BC_W];
+  const er_tensor *bias = er__in(ctx, BC_B), *add = er__in(ctx, BC_ADD);
+  char s[160], t[160];
+  if (planar_in != 0 && planar_in != 1)
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "planar_input is %lld; it must be 0 or 1",
+                        (long long)planar_in);
+  if (w->rank != 4 || w->dims[0] < 1 || w->dims[1] < 1)
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "weights %s must be [M, C/group, kh, kw] and known",
+                        er__shape_str(w, s, sizeof s));
+  int64_t m = w->dims[0], c = w->dims[1] * group;
+  if (group != 1 && !(w->dims[1] == 1 && group == m))
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                        "group is %lld with weights %s; the blocked layout takes group 1 or depthwise", (long long)group,
+                        er__shape_str(w, s, sizeof s));
+  if (planar_in) {
+    ER_CHECK(er__require_rank(ctx, BC_X, 4, 4));
+    if (x->rank == 4 && x->dims[1] >= 0 && x->dims[1] != c)
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "input %s does not have the %lld channels of weights %s",
+                          er__shape_str(x, s, sizeof s), (long long)c, er__shape_str(w, t, sizeof t));
+  } else {
+    ER_CHECK(require_blocked(ctx, BC_X, b));
+    if (x->rank == 5 && x->dims[1] >= 0 && x->dims[1] != blocks_of(c, b))
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "input %s does not hold the %lld channels of weights %s",
+                          er__shape_str(x, s, sizeof s), (long long)c, er__shape_str(w, t, sizeof t));
+  }
+  if (add) ER_CHECK(require_blocked(ctx, BC_ADD, b));
+  ER_CHECK(shadow_init(ctx, ER_FUSED_DOMAIN, "FusedConv", 1, add ? 4 : bias ? 3 : 2, sh));
+  if (planar_in) {
+    if (x->data) er__tensor_borrow(&sh->in[0], x);
+    else er__tensor_set(&sh->in[0], x->dtype, x->rank, x->rank > 0 ? x->dims : NULL);
+  } else {
+    ER_CHECK(shadow_unblock(sh, 0, x, c, b));
+  }
+  er__tensor_borrow(&sh->in[1], w);
+  if (bias) er__tensor_borrow(&sh->in[2], bias);
+  else sh->inp[2] = NULL;
+  if (add) ER_CHECK(shadow_unblock(sh, 3, add, m, b));
+  *b_out = b;
+  *m_out = m;
+  return ER_STATUS_OK;
+}
+
+static er_status bconv_check(er_kctx *ctx) {
+  shadow sh;
+  int64_t b, m;
+  memset(&sh, 0, sizeof sh);
+  er_status st = bconv_shadow(ctx, &sh, &b, &m);
+  if (st == ER_STATUS_OK) st = sh.node.op->check(&sh.ctx);
+  if (st == ER_STATUS_OK) {
+    const er_tensor *y = &sh.out;
+    if (y->rank == 4) blocked_shape(ctx->out[0], y->dims[0], m, y->dims[2], y->dims[3], b);
+    else er__set_output(ctx, 0, ER_DTYPE_FLOAT, -1, NULL);
+    const er_tensor *add = er__in(ctx, BC_ADD), *o = ctx->out[0];
+    char s1[160], s2[160];
+    bool same = !add || add->rank < 0 || o->rank < 0 || add->rank == o->rank;
+    for (int d = 0; same && add && add->rank == 5 && o->rank == 5 && d < 5; d++)
+      if (add->dims[d] >= 0 && o->dims[d] >= 0 && add->dims[d] != o->dims[d]) same = false;
+    if (!same)
+      st = er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "residual %s does not match the output %s",
+                        er__shape_str(add, s1, sizeof s1), er__shape_str(o, s2, sizeof s2));
+  }
+  shadow_release(&sh);
+  return st;
+}
+
+static er_status bconv_run(er_kctx *ctx) {
+  shadow sh;
+  int64_t b, m;
+  memset(&sh, 0, sizeof sh);
+  er_status st = bconv_shadow(ctx, &sh, &b, &m);
+  sh.ctx.checking = false;
+  if (st == ER_STATUS_OK) st = sh.node.op->check(&sh.ctx);
+  if (st == ER_STATUS_OK) st = er__tensor_alloc(&sh.out, 0);
+  if (st == ER_STATUS_OK) st = sh.node.op->run(&sh.ctx);
+  if (st == ER_STATUS_OK) {
+    const er_tensor *y = &sh.out;
+    to_blocked(y->data, ctx->out[0]->data, y->dims[0], m, y->dims[2] * y->dims[3], b);
+  }
+  shadow_release(&sh);
+  return st;
+}
+
+/* ---- BlockedPool ------------------------------------------------------------ */
+
+/* The standard pool a BlockedPool runs; every lane is pooled, padding
+ * included (it stays finite). */
+static er_status bpool_op(const er_kctx *ctx, const char **op) {
+  static const char *const ops[] = {"MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"};
+  const char *name;
+  ER_CHECK(er__attr_string(ctx, "op", "", &name));
+  for (size_t i = 0; i < ER_ARRAY_LEN(ops); i++)
+    if (strcmp(name, ops[i]) == 0) {
+      *op = ops[i];
+      return ER_STATUS_OK;
+    }
+  return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
+                      "op '%s' is not MaxPool, AveragePool, GlobalMaxPool or GlobalAveragePool", name);
+}
+
+static er_status bpool_shadow(er_kctx *ctx, shadow *sh, int64_t *b_out) {
+  int64_t b;
+  const char *op = NULL;
+  ER_CHECK(get_block(ctx, &b));
+  ER_CHECK(bpool_op(ctx, &op));
+  ER_CHECK(require_blocked(ctx, 0, b));
+  ER_CHECK(shadow_init(ctx, "", op, 22, 1, sh));
+  const er_tensor *x = ctx->in[0];
+  ER_CHECK(shadow_unblock(sh, 0, x, x->rank == 5 && x->dims[1] >= 0 ? x->dims[1] * b : -1, b));
+  *b_out = b;
+  return ER_STATUS_OK;
+}
+
+static er_status bpool_check(er_kctx *ctx) {
+  shadow sh;
+  int64_t b;
+  memset(&sh, 0, sizeof sh);
+  er_status st = bpool_shadow(ctx, &sh, &b);
+  if (st == ER_STATUS_OK) st = sh.node.op->check(&sh.ctx);
+  if (st == ER_STATUS_OK) {
+    const er_tensor *y = &sh.out, *x = ctx->in[0];
+    if (y->rank == 4 && x->rank == 5) {
+      int64_t d[5] = {y->dims[0], x->dims[1], y->dims[2], y->dims[3], b};
+      er__set_output(ctx, 0, ER_DTYPE_FLOAT, 5, d);
+    } else {
+      er__set_output(ctx, 0, ER_DTYPE_FLOAT, -1, NULL);
+    }
+  }
+  shadow_release(&sh);
+  return st;
+}
+
+static er_status bpool_run(er_kctx *ctx) {
+  shadow sh;
+  int64_t b;
+  memset(&sh, 0, sizeof sh);
+  er_status st = bpool_shadow(ctx, &sh, &b);
+  sh.ctx.checking = false;
+  if (st == ER_STATUS_OK) st = sh.node.op->check(&sh.ctx);
+  if (st == ER_STATUS_OK) st = er__tensor_alloc(&sh.out, 0);
+  if (st == ER_STATUS_OK) st = sh.node.op->run(&sh.ctx);
+  if (st == ER_STATUS_OK) {
+    const er_tensor *y = &sh.out;
+    to_blocked(y->data, ctx->out[0]->data, y->dims[0], y->dims[1], y->dims[2] * y->dims[3], b);
+  }
+  shadow_release(&sh);
+  return st;
+}
+
+/* ---- the table ---------------------------------------------------------------- */
+
+static const er_op_def op_to_blocked = {
+    .name = "ToBlocked", .domain = ER_FUSED_DOMAIN, .min_version = 1, .max_version = 1,
+    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, .flags = ER_OP_WRITES_ALL,
+    .check = to_blocked_check, .run = to_blocked_run,
+};
+static const er_op_def op_from_blocked = {
+    .name = "FromBlocked", .domain = ER_FUSED_DOMAIN, .min_version = 1, .max_version = 1,
+    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, .flags = ER_OP_WRITES_ALL,
+    .check = from_blocked_check, .run = from_blocked_run,
+};
+static const er_op_def op_blocked_conv = {
+    .name = "BlockedConv", .domain = ER_FUSED_DOMAIN, .min_version = 1, .max_version = 1,
+    .min_inputs = 2, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1, .flags = ER_OP_WRITES_ALL,
+    .check = bconv_check, .run = bconv_run,
+};
+static const er_op_def op_blocked_pool = {
+    .name = "BlockedPool", .domain = ER_FUSED_DOMAIN, .min_version = 1, .max_version = 1,
+    .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1, .flags = ER_OP_WRITES_ALL,
+    .check = bpool_check, .run = bpool_run,
+};
+
+const er_op_def *const er__ops_blocked[] = {&op_to_blocked, &op_from_blocked, &op_blocked_conv, &op_blocked_pool,
+                                            NULL};
