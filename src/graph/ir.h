@@ -230,9 +230,12 @@ er_status er__graph_optimize_fusion(er_graph *g);
  * when every node runs on the CPU: float convolutions and pools, and the
  * elementwise ops and channel concatenations between them, to the
  * channel-blocked layout (ops/blocked.c) with `block` channels per block.
- * *blocked_out (may be NULL) receives the convolutions and pools it
- * converted; with none the graph is left as it was. */
-er_status er__graph_block_layout(er_graph *g, int block, int *blocked_out);
+ * keep_planar (may be NULL) names convolutions to leave planar (the
+ * backend's planar kernel is faster for them). *blocked_out (may be NULL)
+ * receives the convolutions and pools it converted; with none the graph is
+ * left as it was. */
+typedef bool (*er_keep_planar_fn)(const er_graph *g, int32_t node);
+er_status er__graph_block_layout(er_graph *g, int block, er_keep_planar_fn keep_planar, int *blocked_out);
 /* The QDQ pass (passes-qdq.c), run first by er__graph_optimize_fusion:
  * DequantizeLinear -> op -> QuantizeLinear patterns to integer ops. */
 er_status er__graph_qdq_fuse(er_graph *g);

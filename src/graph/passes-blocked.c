@@ -16,7 +16,8 @@
  *   value             -> BlockedPool
  *   Relu, LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Tanh, Clip, and Add,
  *   Sub, Mul of blocked values of one channel count (or with a one-value
- *   constant)         -> the same op on the blocked twins
+ *   constant), Div by a non-zero one-value constant
+ *                     -> the same op on the blocked twins
  *   Concat over channels of blocked values, all but the last a whole
  *   number of blocks  -> Concat on axis 1 of the twins
  *
@@ -40,6 +41,8 @@
 typedef struct bctx {
   er_graph *g;
   int64_t b;
+  er_keep_planar_fn keep_planar;
+  bool *exclude;          /* [n_nodes] left planar by the island rule */
   int32_t cap;            /* entries of the per-value arrays */
   int32_t *twin;          /* [cap] blocked twin of a value, or -1 */
   int32_t *chan;          /* [cap] channels a blocked value holds */
@@ -258,10 +261,17 @@ static bool scalar_const(const er_graph *g, int32_t v) {
 
 /* Elementwise node whose tensor inputs all have blocked twins of one
  * channel count (broadcasting only over N, H and W), the rest one-value
- * constants. Division is left out: 0 / 0 in the padding would be NaN. */
+ * constants. Division only by a non-zero constant: 0 / 0 in the padding
+ * would be NaN. */
 static bool eltwise_ok(const bctx *bc, const er_node *n, int64_t *channels) {
   const er_graph *g = bc->g;
   bool binary = is_std(n, "Add") || is_std(n, "Sub") || is_std(n, "Mul");
+  if (is_std(n, "Div")) {
+    if (n->n_inputs != 2 || !scalar_const(g, n->inputs[1])) return false;
+    const er_tensor *d = const_of(g, n->inputs[1]);
+    if (!er__dtype_is_float(d->dtype) || er__load_f64(d->data, d->dtype, 0) == 0.0) return false;
+    binary = true;
+  }
   if (!binary && !unary_elementwise(n)) return false;
   if (n->n_outputs != 1 || !is_f32(g, n->outputs[0]) || channels_of(g, n->outputs[0]) < 1) return false;
   int64_t c = -1;
@@ -373,9 +383,9 @@ static er_status rewrite(bctx *bc) {
     const er_node *n = &old[i];
     bool depthwise;
     int64_t c;
-    if (conv_ok(bc, n, &depthwise)) {
+    if (!bc->exclude[i] && conv_ok(bc, n, &depthwise) && !(bc->keep_planar && bc->keep_planar(g, i))) {
       st = rewrite_conv(bc, n, depthwise);
-    } else if (pool_ok(bc, n)) {
+    } else if (!bc->exclude[i] && pool_ok(bc, n)) {
       st = rewrite_pool(bc, n);
     } else if (eltwise_ok(bc, n, &c) || concat_ok(bc, n, &c)) {
       st = rewrite_same(bc, n, c);
@@ -406,13 +416,101 @@ static er_status rewrite(bctx *bc) {
   return st;
 }
 
-er_status er__graph_block_layout(er_graph *g, int block, int *blocked_out) {
+/* ---- islands ------------------------------------------------------------------ */
+
+/* A converted convolution is worth its conversions when it does at least
+ * this many multiply-adds per byte converted: the blocked kernels gain
+ * about a fifth over the planar ones at some 75 G multiply-adds/s, and a
+ * conversion moves a byte in and out at some 20 GB/s, so break-even is
+ * near 40. */
+#define BLK_ISLAND_MACS_PER_BYTE 64
+
+static int64_t elems(const er_graph *g, int32_t v) {
+  const er_tensor *t = &g->values[v].info;
+  return er__tensor_shape_known(t) ? er__tensor_count(t) : -1;
+}
+
+/* A dry run of rewrite()'s decisions with placeholder twins: converted
+ * convolutions and pools whose blocked input had to be converted and
+ * whose blocked output no blocked op reads are islands, each costing two
+ * conversions for one op (ShuffleNet's depthwise layers between channel
+ * shuffles: 3.3 ms planar, 3.7 blocked). Islands are marked in
+ * bc->exclude unless they do enough work per converted byte. Returns how
+ * many were marked. */
+static int mark_islands(bctx *bc, bool *native, bool *used) {
+  er_graph *g = bc->g;
+  int32_t next = g->n_values;
+  for (int32_t v = 0; v < bc->cap; v++) bc->twin[v] = -1, native[v] = used[v] = false;
+  int32_t *out_twin = malloc(((size_t)g->n_nodes + 1) * sizeof *out_twin);
+  int64_t *in_bytes = calloc((size_t)g->n_nodes + 1, sizeof *in_bytes);
+  bool *in_native = calloc((size_t)g->n_nodes + 1, sizeof *in_native);
+  int marked = 0;
+  if (!out_twin || !in_bytes || !in_native) goto done;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    out_twin[i] = -1;
+    const er_node *n = &g->nodes[i];
+    bool depthwise;
+    int64_t c;
+    bool conv = !bc->exclude[i] && conv_ok(bc, n, &depthwise) && !(bc->keep_planar && bc->keep_planar(g, i));
+    bool pool = !conv && !bc->exclude[i] && pool_ok(bc, n);
+    bool same = !conv && !pool && (eltwise_ok(bc, n, &c) || concat_ok(bc, n, &c));
+    if (!conv && !pool && !same) continue;
+    for (int k = 0; k < n->n_inputs; k++) {
+      int32_t v = n->inputs[k], t;
+      if (v < 0 || (conv && k == 1) || (conv && k == 2)) continue;
+      if (bc->twin[v] >= 0) {
+        used[bc->twin[v]] = true;
+        if (k == 0) in_native[i] = native[bc->twin[v]];
+        continue;
+      }
+      if (conv && k == 0 && !depthwise) continue;   /* read planar in place */
+      if (!conv || (k != 0 && k != 3)) continue;
+      /* A ToBlocked would be made. */
+      t = next++;
+      bc->twin[v] = t;
+      bc->twin[t] = -1;
+      bc->chan[t] = channels_of(g, v);
+      int64_t e = elems(g, v);
+      in_bytes[i] += e > 0 ? 4 * e : 0;
+    }
+    int32_t y = n->outputs[0], t = next++;
+    bc->twin[y] = t;
+    bc->twin[t] = -1;
+    bc->chan[t] = conv ? const_of(g, n->inputs[1])->dims[0] : pool ? bc->chan[bc->twin[n->inputs[0]]] : c;
+    native[t] = true;
+    if (conv || pool) out_twin[i] = t;
+  }
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    if (out_twin[i] < 0 || used[out_twin[i]] || in_native[i]) continue;
+    const er_node *n = &g->nodes[i];
+    bool keep = false;
+    int64_t oe = elems(g, n->outputs[0]);
+    const er_tensor *w = n->n_inputs > 1 ? const_of(g, n->inputs[1]) : NULL;
+    if (w && w->rank == 4 && oe > 0 && !is_std(n, "MaxPool") && !is_std(n, "AveragePool")) {
+      int64_t macs = oe * w->dims[1] * w->dims[2] * w->dims[3];
+      keep = macs >= BLK_ISLAND_MACS_PER_BYTE * (in_bytes[i] + 4 * oe);
+    }
+    if (!keep) {
+      bc->exclude[i] = true;
+      marked++;
+    }
+  }
+done:
+  free(out_twin);
+  free(in_bytes);
+  free(in_native);
+  for (int32_t v = 0; v < bc->cap; v++) bc->twin[v] = -1;
+  return marked;
+}
+
+er_status er__graph_block_layout(er_graph *g, int block, er_keep_planar_fn keep_planar, int *blocked_out) {
   if (blocked_out) *blocked_out = 0;
   if (block < 2 || g->n_nodes == 0) return ER_STATUS_OK;
   bctx bc;
   memset(&bc, 0, sizeof bc);
   bc.g = g;
   bc.b = block;
+  bc.keep_planar = keep_planar;
   /* Each node adds at most three values (its twin, a converted input and
    * a converted residual). */
   bc.cap = g->n_values + 3 * g->n_nodes + 16;
@@ -425,6 +523,20 @@ er_status er__graph_block_layout(er_graph *g, int block, int *blocked_out) {
     goto done;
   }
   for (int32_t v = 0; v < bc.cap; v++) bc.twin[v] = -1;
+  bc.exclude = calloc((size_t)g->n_nodes + 1, sizeof *bc.exclude);
+  bool *native = calloc((size_t)bc.cap, sizeof *native), *used = calloc((size_t)bc.cap, sizeof *used);
+  if (!bc.exclude || !native || !used) {
+    free(native);
+    free(used);
+    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory in the layout pass over graph '%s'", g->name);
+    goto done;
+  }
+  /* Leaving an island planar can make its neighbours islands: a few
+   * rounds to a fixed point. */
+  for (int round = 0; round < 4 && mark_islands(&bc, native, used) > 0; round++) {
+  }
+  free(native);
+  free(used);
   for (int32_t v = 0; v < g->n_values; v++) bc.planar[v] = g->values[v].kind != ER_VALUE_INTERMEDIATE;
   st = rewrite(&bc);
   if (st == ER_STATUS_OK && bc.blocked_ops == 0) goto done;  /* nothing changed worth keeping */
@@ -442,6 +554,7 @@ done:
   free(bc.twin);
   free(bc.chan);
   free(bc.planar);
+  free(bc.exclude);
   if (st != ER_STATUS_OK) er__error_prefix("layout pass over graph '%s'", g->name);
   return st;
 }

@@ -189,15 +189,16 @@ static void shadow_release(shadow *sh) {
   if (sh->out.flags & ER_TENSOR_OWNS_DATA) er__tensor_release(&sh->out);
 }
 
-/* sh->in[i] := planar copy of blocked input t holding c channels (shape
- * only when t has no data). */
-static er_status shadow_unblock(shadow *sh, int i, const er_tensor *t, int64_t c, int64_t b) {
+/* sh->in[i] := planar view of blocked input t holding c channels: its
+ * shape, and a copy of its data when `data` (the reference run; a check,
+ * which also runs before every optimized kernel, must not pay for it). */
+static er_status shadow_unblock(shadow *sh, int i, const er_tensor *t, int64_t c, int64_t b, bool data) {
   if (t->rank != 5) {
     er__tensor_set(&sh->in[i], ER_DTYPE_FLOAT, -1, NULL);
     return ER_STATUS_OK;
   }
   planar(&sh->in[i], t->dims[0], c, t->dims[2], t->dims[3]);
-  if (!t->data) return ER_STATUS_OK;
+  if (!t->data || !data) return ER_STATUS_OK;
   ER_CHECK(er__tensor_alloc_raw(&sh->in[i], 0));
   from_blocked(t->data, sh->in[i].data, t->dims[0], c, t->dims[2] * t->dims[3], b);
   return ER_STATUS_OK;
@@ -210,7 +211,7 @@ enum { BC_X, BC_W, BC_B, BC_ADD };
 /* The planar problem behind a BlockedConv: sh runs FusedConv over planar
  * views of x and the residual (copies of their data when they have data),
  * and sh->out gets FusedConv's output shape. *m_out: output channels. */
-static er_status bconv_shadow(er_kctx *ctx, shadow *sh, int64_t *b_out, int64_t *m_out) {
+static er_status bconv_shadow(er_kctx *ctx, bool data, shadow *sh, int64_t *b_out, int64_t *m_out) {
   int64_t b, planar_in, group;
   ER_CHECK(get_block(ctx, &b));
   ER_CHECK(er__attr_int(ctx, "planar_input", 0, &planar_in));
@@ -243,15 +244,15 @@ static er_status bconv_shadow(er_kctx *ctx, shadow *sh, int64_t *b_out, int64_t 
   if (add) ER_CHECK(require_blocked(ctx, BC_ADD, b));
   ER_CHECK(shadow_init(ctx, ER_FUSED_DOMAIN, "FusedConv", 1, add ? 4 : bias ? 3 : 2, sh));
   if (planar_in) {
-    if (x->data) er__tensor_borrow(&sh->in[0], x);
+    if (x->data && data) er__tensor_borrow(&sh->in[0], x);
     else er__tensor_set(&sh->in[0], x->dtype, x->rank, x->rank > 0 ? x->dims : NULL);
   } else {
-    ER_CHECK(shadow_unblock(sh, 0, x, c, b));
+    ER_CHECK(shadow_unblock(sh, 0, x, c, b, data));
   }
   er__tensor_borrow(&sh->in[1], w);
   if (bias) er__tensor_borrow(&sh->in[2], bias);
   else sh->inp[2] = NULL;
-  if (add) ER_CHECK(shadow_unblock(sh, 3, add, m, b));
+  if (add) ER_CHECK(shadow_unblock(sh, 3, add, m, b, data));
   *b_out = b;
   *m_out = m;
   return ER_STATUS_OK;
@@ -261,7 +262,7 @@ static er_status bconv_check(er_kctx *ctx) {
   shadow sh;
   int64_t b, m;
   memset(&sh, 0, sizeof sh);
-  er_status st = bconv_shadow(ctx, &sh, &b, &m);
+  er_status st = bconv_shadow(ctx, false, &sh, &b, &m);
   if (st == ER_STATUS_OK) st = sh.node.op->check(&sh.ctx);
   if (st == ER_STATUS_OK) {
     const er_tensor *y = &sh.out;
@@ -284,7 +285,7 @@ static er_status bconv_run(er_kctx *ctx) {
   shadow sh;
   int64_t b, m;
   memset(&sh, 0, sizeof sh);
-  er_status st = bconv_shadow(ctx, &sh, &b, &m);
+  er_status st = bconv_shadow(ctx, true, &sh, &b, &m);
   sh.ctx.checking = false;
   if (st == ER_STATUS_OK) st = sh.node.op->check(&sh.ctx);
   if (st == ER_STATUS_OK) st = er__tensor_alloc(&sh.out, 0);
@@ -314,7 +315,7 @@ static er_status bpool_op(const er_kctx *ctx, const char **op) {
                       "op '%s' is not MaxPool, AveragePool, GlobalMaxPool or GlobalAveragePool", name);
 }
 
-static er_status bpool_shadow(er_kctx *ctx, shadow *sh, int64_t *b_out) {
+static er_status bpool_shadow(er_kctx *ctx, bool data, shadow *sh, int64_t *b_out) {
   int64_t b;
   const char *op = NULL;
   ER_CHECK(get_block(ctx, &b));
@@ -322,7 +323,7 @@ static er_status bpool_shadow(er_kctx *ctx, shadow *sh, int64_t *b_out) {
   ER_CHECK(require_blocked(ctx, 0, b));
   ER_CHECK(shadow_init(ctx, "", op, 22, 1, sh));
   const er_tensor *x = ctx->in[0];
-  ER_CHECK(shadow_unblock(sh, 0, x, x->rank == 5 && x->dims[1] >= 0 ? x->dims[1] * b : -1, b));
+  ER_CHECK(shadow_unblock(sh, 0, x, x->rank == 5 && x->dims[1] >= 0 ? x->dims[1] * b : -1, b, data));
   *b_out = b;
   return ER_STATUS_OK;
 }
@@ -331,7 +332,7 @@ static er_status bpool_check(er_kctx *ctx) {
   shadow sh;
   int64_t b;
   memset(&sh, 0, sizeof sh);
-  er_status st = bpool_shadow(ctx, &sh, &b);
+  er_status st = bpool_shadow(ctx, false, &sh, &b);
   if (st == ER_STATUS_OK) st = sh.node.op->check(&sh.ctx);
   if (st == ER_STATUS_OK) {
     const er_tensor *y = &sh.out, *x = ctx->in[0];
@@ -350,7 +351,7 @@ static er_status bpool_run(er_kctx *ctx) {
   shadow sh;
   int64_t b;
   memset(&sh, 0, sizeof sh);
-  er_status st = bpool_shadow(ctx, &sh, &b);
+  er_status st = bpool_shadow(ctx, true, &sh, &b);
   sh.ctx.checking = false;
   if (st == ER_STATUS_OK) st = sh.node.op->check(&sh.ctx);
   if (st == ER_STATUS_OK) st = er__tensor_alloc(&sh.out, 0);

@@ -818,7 +818,8 @@ er_status er_session_create(const er_model *model, const er_session_options *opt
      * session runs the reference kernels (the numerical truth is the
      * model's own ops). */
     int block = o.force_reference || er__force_reference_env() ? 0 : er__cpu_layout_block();
-    if (st == ER_STATUS_OK && block) st = er__graph_block_layout(copy, block, NULL);
+    if (st == ER_STATUS_OK && block)
+      st = er__graph_block_layout(copy, block, er__cpu_node_prefers_planar, NULL);
     if (st != ER_STATUS_OK) goto fail;
     er__plan_free(s->plan);
     s->plan = NULL;

@@ -8,6 +8,7 @@
 
 #include "harness.h"
 #include "onnx-builder.h"
+#include "backends/cpu/cpu-kernels.h"
 
 static uint64_t rng_state = 12345;
 
@@ -656,6 +657,271 @@ static void test_model_untouched(void) {
   er__pbw_free(&m);
 }
 
+/* ---- the channel-blocked layout (passes-blocked.c) ------------------------------ */
+
+/* Ops of type `op` in a session with EDGERUN_LAYOUT = layout. */
+static int count_in_layout(const er_model *m, const char *layout, const char *op) {
+  setenv("EDGERUN_LAYOUT", layout, 1);
+  int n = count_op(m, op);
+  unsetenv("EDGERUN_LAYOUT");
+  return n;
+}
+
+/* Every graph output of a run in each layout, and of the model as
+ * written, agree within rtol 1e-4 / atol 1e-5. */
+static void same_in_layouts(er_model *opt, er_model *plain, int rank, const int64_t *dims) {
+  const char *layouts[2] = {"blocked", "planar"};
+  size_t n_out = er_model_output_count(opt);
+  er_tensor *x;
+  er_tensor_create(ER_DTYPE_FLOAT, rank, dims, &x);
+  float *xv = er_tensor_data(x);
+  for (int64_t i = 0; i < er_tensor_count(x); i++) xv[i] = frand() * 2;
+  er_named_tensor in = {"x", x};
+  er_tensor *want[8] = {0}, *got[2][8] = {{0}};
+  CHECK(n_out <= 8);
+  er_session *sp = NULL;
+  CHECK_STATUS(er_session_create(plain, NULL, &sp), ER_STATUS_OK);
+  CHECK_STATUS(er_session_run(sp, &in, 1, NULL, n_out, want), ER_STATUS_OK);
+  er_session_free(sp);
+  for (int l = 0; l < 2; l++) {
+    setenv("EDGERUN_LAYOUT", layouts[l], 1);
+    er_session *s = NULL;
+    CHECK_STATUS(er_session_create(opt, NULL, &s), ER_STATUS_OK);
+    unsetenv("EDGERUN_LAYOUT");
+    CHECK_STATUS(er_session_run(s, &in, 1, NULL, n_out, got[l]), ER_STATUS_OK);
+    er_session_free(s);
+    for (size_t k = 0; k < n_out; k++) {
+      if (!got[l][k] || !want[k]) continue;
+      CHECK(er_tensor_rank(got[l][k]) == er_tensor_rank(want[k]) &&
+            er_tensor_count(got[l][k]) == er_tensor_count(want[k]));
+      const float *a = er_tensor_cdata(got[l][k]), *b = er_tensor_cdata(want[k]);
+      int bad = 0;
+      for (int64_t i = 0; i < er_tensor_count(want[k]); i++)
+        if (!(fabsf(a[i] - b[i]) <= 1e-5f + 1e-4f * fabsf(b[i]))) bad++;
+      if (bad) fprintf(stderr, "  %s layout, output %zu: %d elements differ\n", layouts[l], k, bad);
+      CHECK(bad == 0);
+    }
+  }
+  for (size_t k = 0; k < n_out; k++) {
+    er_tensor_free(want[k]);
+    er_tensor_free(got[0][k]);
+    er_tensor_free(got[1][k]);
+  }
+  er_tensor_free(x);
+}
+
+#define IN(...) (const char *const[]){__VA_ARGS__, NULL}
+#define OUT(...) (const char *const[]){__VA_ARGS__, NULL}
+
+/* A small MobileNet-style network with every kind of node the layout
+ * takes: a dense stem reading the planar input, a depthwise layer with a
+ * fused HardSwish, a squeeze-excite block (global pool, two 1x1 convs,
+ * Sigmoid, a broadcasting Mul), 24 channels (not whole blocks of 16), a
+ * 5x5 layer with a residual (a 3x3 one would stay planar for Winograd), a
+ * Div by a constant, max pools, a Concat over channels and a
+ * last 1x1 conv; and what must come back planar: the graph output y, the
+ * intermediate h1 that is also a graph output, and c2 read by a
+ * Transpose. */
+static void blocked_net(er_pbw *m) {
+  er_pbw g = {0};
+  add_weight(&g, "W1", 4, (const int64_t[]){32, 8, 3, 3}, 0.3f, 0);
+  add_weight(&g, "B1", 1, (const int64_t[]){32}, 0.1f, 0);
+  add_weight(&g, "Wd", 4, (const int64_t[]){32, 1, 3, 3}, 0.5f, 0);
+  add_weight(&g, "Ws1", 4, (const int64_t[]){8, 32, 1, 1}, 0.3f, 0);
+  add_weight(&g, "Ws2", 4, (const int64_t[]){32, 8, 1, 1}, 0.3f, 0);
+  add_weight(&g, "W2", 4, (const int64_t[]){24, 32, 1, 1}, 0.3f, 0);
+  add_weight(&g, "B2", 1, (const int64_t[]){24}, 0.1f, 0);
+  add_weight(&g, "W3", 4, (const int64_t[]){24, 24, 5, 5}, 0.1f, 0);
+  add_weight(&g, "Wb", 4, (const int64_t[]){32, 32, 1, 1}, 0.3f, 0);
+  add_weight(&g, "Wy", 4, (const int64_t[]){16, 56, 1, 1}, 0.2f, 0);
+  add_scalar(&g, "six", 6.0f);
+  er_pbw p1 = {0}, p2 = {0}, gr = {0}, pool = {0}, cat = {0}, perm = {0};
+  tb_attr_ints(&p1, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+  tb_attr_ints(&p2, "pads", (const int64_t[]){2, 2, 2, 2}, 4);
+  tb_attr_ints(&gr, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+  tb_attr_int(&gr, "group", 32);
+  tb_attr_ints(&pool, "kernel_shape", (const int64_t[]){2, 2}, 2);
+  tb_attr_ints(&pool, "strides", (const int64_t[]){2, 2}, 2);
+  tb_attr_int(&cat, "axis", 1);
+  tb_attr_ints(&perm, "perm", (const int64_t[]){0, 2, 3, 1}, 4);
+  tb_node(&g, "Conv", "c1", IN("x", "W1", "B1"), OUT("c1"), &p1);
+  tb_node(&g, "Relu", "r1", IN("c1"), OUT("r1"), NULL);
+  tb_node(&g, "Conv", "d1", IN("r1", "Wd"), OUT("d1"), &gr);
+  tb_node(&g, "HardSwish", "h1", IN("d1"), OUT("h1"), NULL);
+  tb_node(&g, "GlobalAveragePool", "gap", IN("h1"), OUT("p"), NULL);
+  tb_node(&g, "Conv", "s1", IN("p", "Ws1"), OUT("s1"), NULL);
+  tb_node(&g, "Relu", "s1r", IN("s1"), OUT("s1r"), NULL);
+  tb_node(&g, "Conv", "s2", IN("s1r", "Ws2"), OUT("s2"), NULL);
+  tb_node(&g, "Sigmoid", "sg", IN("s2"), OUT("sg"), NULL);
+  tb_node(&g, "Mul", "se", IN("h1", "sg"), OUT("se"), NULL);
+  tb_node(&g, "Conv", "c2", IN("se", "W2", "B2"), OUT("c2"), NULL);
+  tb_node(&g, "Conv", "c3", IN("c2", "W3"), OUT("c3"), &p2);
+  tb_node(&g, "Add", "res", IN("c3", "c2"), OUT("a"), NULL);
+  tb_node(&g, "Div", "div", IN("a", "six"), OUT("q"), NULL);
+  tb_node(&g, "MaxPool", "mp", IN("q"), OUT("mp"), &pool);
+  tb_node(&g, "Conv", "br", IN("se", "Wb"), OUT("br"), NULL);
+  tb_node(&g, "MaxPool", "bp", IN("br"), OUT("bp"), &pool);
+  tb_node(&g, "Concat", "cat", IN("bp", "mp"), OUT("cat"), &cat);
+  tb_node(&g, "Conv", "cy", IN("cat", "Wy"), OUT("y"), NULL);
+  tb_node(&g, "Transpose", "t", IN("c2"), OUT("t"), &perm);
+  tb_graph_input(&g, "x", 1, 4, (const int64_t[]){1, 8, 14, 14});
+  tb_graph_output(&g, "y", 1, -1, NULL);
+  tb_graph_output(&g, "h1", 1, -1, NULL);
+  tb_graph_output(&g, "t", 1, -1, NULL);
+  tb_model(m, 8, 14, &g);
+  er__pbw_free(&g);
+  er__pbw_free(&p1);
+  er__pbw_free(&p2);
+  er__pbw_free(&gr);
+  er__pbw_free(&pool);
+  er__pbw_free(&cat);
+  er__pbw_free(&perm);
+}
+
+static void test_blocked_layout(void) {
+  if (er__cpu_layout_block() == 0) {
+    printf("  (this CPU has no blocked kernels: the layout stays planar)\n");
+    return;
+  }
+  er_pbw m = {0};
+  blocked_net(&m);
+  er_model *opt = load(&m, 2), *plain = load(&m, -1);
+  /* Eight convolutions and three pools blocked; y, h1 and c2 come back
+   * planar once each; nothing is converted in. */
+  CHECK(count_in_layout(opt, "blocked", "BlockedConv") == 8);
+  CHECK(count_in_layout(opt, "blocked", "BlockedPool") == 3);
+  CHECK(count_in_layout(opt, "blocked", "FromBlocked") == 3);
+  CHECK(count_in_layout(opt, "blocked", "ToBlocked") == 0);
+  CHECK(count_in_layout(opt, "planar", "BlockedConv") == 0);
+  same_in_layouts(opt, plain, 4, (const int64_t[]){1, 8, 14, 14});
+  er_model_free(opt);
+  er_model_free(plain);
+  er__pbw_free(&m);
+}
+
+/* Near misses: an Add of a per-channel tensor made at run time (a
+ * ReduceMean, which stays planar; a constant one would be folded into
+ * the bias at load), a Div by a tensor and a Concat whose first input is
+ * not whole blocks (20 channels) take planar inputs; the convolutions
+ * around them stay blocked and the results agree. */
+static void test_blocked_near_misses(void) {
+  if (er__cpu_layout_block() == 0) return;
+  er_pbw g = {0}, m = {0}, p2 = {0}, cat = {0}, rm = {0};
+  add_weight(&g, "W1", 4, (const int64_t[]){32, 16, 5, 5}, 0.1f, 0);
+  add_weight(&g, "W2", 4, (const int64_t[]){20, 32, 5, 5}, 0.1f, 0);
+  add_weight(&g, "W3", 4, (const int64_t[]){16, 32, 5, 5}, 0.1f, 0);
+  add_weight(&g, "D", 4, (const int64_t[]){1, 16, 1, 1}, 0.2f, 2);
+  tb_attr_ints(&p2, "pads", (const int64_t[]){2, 2, 2, 2}, 4);
+  tb_attr_int(&cat, "axis", 1);
+  tb_attr_ints(&rm, "axes", (const int64_t[]){2, 3}, 2);
+  tb_node(&g, "Conv", "c1", IN("x", "W1"), OUT("c1"), &p2);
+  tb_node(&g, "ReduceMean", "rm", IN("c1"), OUT("r"), &rm);
+  tb_node(&g, "Add", "k", IN("c1", "r"), OUT("k"), NULL);
+  tb_node(&g, "Conv", "c2", IN("k", "W2"), OUT("c2"), &p2);
+  tb_node(&g, "Conv", "c3", IN("k", "W3"), OUT("c3"), &p2);
+  tb_node(&g, "Div", "dv", IN("c3", "D"), OUT("dv"), NULL);
+  tb_node(&g, "Concat", "cat", IN("c2", "dv"), OUT("y"), &cat);
+  tb_graph_input(&g, "x", 1, 4, (const int64_t[]){1, 16, 12, 12});
+  tb_graph_output(&g, "y", 1, -1, NULL);
+  tb_model(&m, 8, 13, &g);
+  er_model *opt = load(&m, 2), *plain = load(&m, -1);
+  CHECK(count_in_layout(opt, "blocked", "BlockedConv") == 3);
+  CHECK(count_in_layout(opt, "blocked", "Add") == 1 && count_in_layout(opt, "blocked", "Div") == 1);
+  /* c1 once for the ReduceMean and the Add, c2 for the Concat, c3 for
+   * the Div. */
+  CHECK(count_in_layout(opt, "blocked", "FromBlocked") == 3);
+  same_in_layouts(opt, plain, 4, (const int64_t[]){1, 16, 12, 12});
+  er_model_free(opt);
+  er_model_free(plain);
+  er__pbw_free(&g);
+  er__pbw_free(&m);
+  er__pbw_free(&p2);
+  er__pbw_free(&cat);
+  er__pbw_free(&rm);
+}
+
+/* Islands: a lone small convolution between planar ops is not worth its
+ * conversions and stays planar; a lone large one (5x5, 64 channels) is
+ * converted; a 3x3 layer the planar Winograd kernel takes stays planar. */
+static void test_blocked_islands(void) {
+  if (er__cpu_layout_block() == 0) return;
+  struct {
+    int64_t c, hw, m, k;
+    bool blocked;
+  } cases[] = {{4, 8, 8, 1, false}, {64, 14, 64, 5, true}, {64, 32, 64, 3, false}};
+  for (size_t i = 0; i < ER_ARRAY_LEN(cases); i++) {
+    er_pbw g = {0}, m = {0}, a = {0};
+    add_weight(&g, "W", 4, (const int64_t[]){cases[i].m, cases[i].c, cases[i].k, cases[i].k}, 0.1f, 0);
+    int64_t pad = cases[i].k / 2;
+    tb_attr_ints(&a, "pads", (const int64_t[]){pad, pad, pad, pad}, 4);
+    tb_node(&g, "Softplus", "pre", IN("x"), OUT("sp"), NULL);
+    tb_node(&g, "Conv", "c", IN("sp", "W"), OUT("c"), &a);
+    tb_node(&g, "Softplus", "post", IN("c"), OUT("y"), NULL);
+    tb_graph_input(&g, "x", 1, 4, (const int64_t[]){1, cases[i].c, cases[i].hw, cases[i].hw});
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    tb_model(&m, 8, 13, &g);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
+    CHECK(count_in_layout(opt, "blocked", "BlockedConv") == (cases[i].blocked ? 1 : 0));
+    same_in_layouts(opt, plain, 4, (const int64_t[]){1, cases[i].c, cases[i].hw, cases[i].hw});
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+    er__pbw_free(&a);
+  }
+}
+
+/* ---- HardSwish from primitives -------------------------------------------------- */
+
+/* x -> Conv -> c; c * Clip(c + 3, 0, 6) / 6 in paddle2onnx's order and in
+ * PyTorch's, and c * HardSigmoid(c) with alpha 1/6: one FusedConv with
+ * HardSwish. Near misses: + 2 instead of + 3; the Clip read twice. */
+static void test_hardswish(void) {
+  const int64_t x[4] = {1, 3, 8, 8}, w[4] = {4, 3, 3, 3};
+  for (int variant = 0; variant < 5; variant++) {
+    er_pbw g = {0}, m = {0}, hs = {0};
+    add_weight(&g, "W", 4, w, 0.8f, 0);
+    add_scalar(&g, "three", 3.0f);
+    add_scalar(&g, "two", 2.0f);
+    add_scalar(&g, "zero", 0.0f);
+    add_scalar(&g, "six", 6.0f);
+    add_scalar(&g, "sixth", 1.0f / 6.0f);
+    tb_node(&g, "Conv", "conv", IN("x", "W"), OUT("c"), NULL);
+    const char *y = "y";
+    if (variant == 3) {
+      tb_attr_float(&hs, "alpha", 1.0f / 6.0f);
+      tb_attr_float(&hs, "beta", 0.5f);
+      tb_node(&g, "HardSigmoid", "hsig", IN("c"), OUT("h"), &hs);
+      tb_node(&g, "Mul", "m", IN("c", "h"), OUT("y"), NULL);
+    } else {
+      tb_node(&g, "Add", "a", IN("c", variant == 2 ? "two" : "three"), OUT("a"), NULL);
+      tb_node(&g, "Clip", "clip", IN("a", "zero", "six"), OUT("k"), NULL);
+      if (variant == 1) {
+        tb_node(&g, "Mul", "d", IN("k", "sixth"), OUT("d"), NULL);
+        tb_node(&g, "Mul", "m", IN("d", "c"), OUT(y), NULL);
+      } else {
+        tb_node(&g, "Mul", "m", IN("c", "k"), OUT("mm"), NULL);
+        tb_node(&g, "Div", "d", IN("mm", "six"), OUT(variant == 4 ? "y0" : y), NULL);
+        if (variant == 4) tb_node(&g, "Add", "twice", IN("y0", "k"), OUT("y"), NULL);
+      }
+    }
+    tb_graph_input(&g, "x", 1, 4, x);
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    tb_model(&m, 8, 13, &g);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
+    setenv("EDGERUN_LAYOUT", "planar", 1);
+    if (variant <= 1 || variant == 3) CHECK(node_count(opt) == 1 && count_op(opt, "FusedConv") == 1);
+    else CHECK(count_op(opt, "Clip") == 1);
+    unsetenv("EDGERUN_LAYOUT");
+    same_outputs(opt, plain, 4, x);
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+    er__pbw_free(&hs);
+  }
+}
+
 int main(int argc, char **argv) {
   static const er_test_case cases[] = {
       {"conv_bn", test_conv_bn},
@@ -669,6 +935,10 @@ int main(int argc, char **argv) {
       {"transpose_reshape", test_transpose_reshape},
       {"model_untouched", test_model_untouched},
       {"attention", test_attention},
+      {"hardswish", test_hardswish},
+      {"blocked_layout", test_blocked_layout},
+      {"blocked_near_misses", test_blocked_near_misses},
+      {"blocked_islands", test_blocked_islands},
   };
   return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);
 }

@@ -34,8 +34,7 @@ const er_cpu_kernel *const *er__cpu_kernels_all(void) {
 
 int er__cpu_layout_block(void) {
   const char *v = getenv("EDGERUN_LAYOUT");
-  bool on = v && strcmp(v, "blocked") == 0;
-  if (!on) return 0;
+  if (v && strcmp(v, "planar") == 0) return 0;
   const er_cpu_features *c = er__cpu_features();
 #if defined(__x86_64__) || defined(__i386__)
   if (c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq) return 16;

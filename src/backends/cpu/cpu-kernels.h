@@ -114,9 +114,14 @@ const er_cpu_kernel *er__cpu_kernel_pick(const er_kernel_info *ki);
 /* The channel block the session's layout pass uses (graph/passes-blocked.c):
  * the vector width of the best ISA the blocked kernels have (16 floats on
  * AVX-512, 8 on AVX2, 4 on NEON), or 0 to keep every tensor planar: no
- * such ISA, or EDGERUN_LAYOUT=planar in the environment (EDGERUN_LAYOUT=
- * blocked forces it on where the default is planar). */
+ * such ISA, or EDGERUN_LAYOUT=planar in the environment (for comparisons
+ * and as a way out). */
 int er__cpu_layout_block(void);
+/* Whether node i of g runs faster on its planar kernel than it would in
+ * the blocked layout (the layout pass then leaves it planar): its planar
+ * kernel is Winograd. */
+struct er_graph;
+bool er__cpu_node_prefers_planar(const struct er_graph *g, int32_t i);
 /* True when ER_FORCE_REFERENCE is set to a non-empty value other than 0. */
 bool er__force_reference_env(void);
 

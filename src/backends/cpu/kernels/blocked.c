@@ -258,10 +258,23 @@ static er_status bconv_run(const er_kernel_run *kr) {
   a->pl = padded ? 0 : g.pl;
   a->wp = s->wp, a->bias = s->bias, a->mb = s->mb, a->m = s->m, a->act = s->act;
   a->groups = (s->mb + 1) / 2;
+  a->xbs = a->h * a->w * B;
+  a->ybs = g.oh * g.ow * B;
+  /* A blocked 1x1 stride-1 layer runs over its plane as rows of whole
+   * tiles: a 7x7 map is then 14 + 14 + 14 + 7 pixels, not seven rows of 7
+   * that leave half of every 14-pixel tile idle. */
+  const int rmax = s->ops->rmax;
+  if (!s->planar && g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && !padded && g.ow % rmax != 0) {
+    int64_t rw = (g.ow + rmax - 1) / rmax * rmax;
+    a->w = a->ow = rw;
+    a->h = a->oh = (ohw + rw - 1) / rw;
+    a->ow_last = ohw - (a->oh - 1) * rw;
+    a->xbs = a->ybs = ohw * B;
+  }
   /* Whichever streams once: the smaller of weights and input is re-read. */
   int64_t w_floats = s->mb * s->cbk * g.kh * g.kw * s->lanes * B, x_floats = s->cbk * hw * s->lanes;
   a->rows_outer = w_floats <= x_floats;
-  int64_t units = a->groups * g.oh;
+  int64_t units = a->groups * a->oh;
   int64_t macs_per_unit = 2 * B * g.ow * g.kh * g.kw * s->cbk * s->lanes;
   int64_t grain = BK_GRAIN_MACS / (macs_per_unit > 0 ? macs_per_unit : 1) + 1;
   /* The planar input of a stem holds C planes; blocked, CB blocks. */

@@ -33,6 +33,13 @@ typedef struct er_bconv {
    * group: its input rows stay cached). */
   bool rows_outer;
   int64_t groups;              /* ceil(mb / 2) */
+  /* Floats between input blocks and between output blocks (h * w * B and
+   * oh * ow * B, except for a flattened plane). */
+  int64_t xbs, ybs;
+  /* A 1x1 stride-1 layer may run over its plane flattened into rows of
+   * whole tiles (h = oh rows of w = ow pixels): the last row then has
+   * ow_last pixels (0: as many as the others). */
+  int64_t ow_last;
 } er_bconv;
 
 /* A depthwise convolution or a pool of one image, blocked in and out. */

@@ -258,16 +258,28 @@ static void bin_chunk(void *arg, int64_t begin, int64_t end) {
   int64_t i = begin;
   while (i < end) {
     int64_t row = i / inner, col = i % inner;
-    int64_t oa = col * p->sa[last], ob = col * p->sb[last], r = row;
+    int64_t oa = col * p->sa[last], ob = col * p->sb[last], r = row, mid = 0;
     for (int d = last - 1; d >= 0; d--) {
       int64_t idx = r % p->dims[d];
+      if (d == last - 1) mid = idx;
       r /= p->dims[d];
       oa += idx * p->sa[d];
       ob += idx * p->sb[d];
     }
-    int64_t n = min64(inner - col, end - i);
-    j->ops->binary(j->op, j->a + oa, p->sa[last] ? 1 : 0, j->b + ob, p->sb[last] ? 1 : 0, j->y + i, n);
-    i += n;
+    /* The rows that follow along the next axis out, by stepping offsets
+     * (a blocked squeeze-excite Mul is [N * C/16][H * W][16]: one short run
+     * per pixel, where re-deriving each row's offsets cost more than the
+     * products). */
+    const int64_t sa2 = last > 0 ? p->sa[last - 1] : 0, sb2 = last > 0 ? p->sb[last - 1] : 0;
+    const int64_t rows = last > 0 ? p->dims[last - 1] : 1;
+    do {
+      int64_t n = min64(inner - col, end - i);
+      j->ops->binary(j->op, j->a + oa, p->sa[last] ? 1 : 0, j->b + ob, p->sb[last] ? 1 : 0, j->y + i, n);
+      i += n;
+      oa += sa2 - col * p->sa[last];
+      ob += sb2 - col * p->sb[last];
+      col = 0;
+    } while (i < end && ++mid < rows);
   }
 }
 
