@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -74,13 +75,17 @@ def rss_watch(srv, stop, out):
 def assert_flat(testcase, samples, what, srv):
     """Memory is flat when the last third of the run holds no more than the
     first third (after warm-up) plus a small allowance for allocator noise.
-    Under ASan the exit-time leak check stands in (see Server.sanitized)."""
+    Medians, not maxima: a leak raises the whole level, while the buffers of
+    the requests in flight at one sample (16 of 256 KB bodies and answers
+    under saturation) are a spike that comes and goes; the maxima failed a
+    run whose next samples were lower than the first ones. Under ASan the
+    exit-time leak check stands in (see Server.sanitized)."""
     if srv.sanitized():
         return
     n = len(samples)
     testcase.assertGreater(n, 9, "too few RSS samples")
-    first = max(samples[n // 6: n // 3 + 1])
-    last = max(samples[2 * n // 3:])
+    first = statistics.median(samples[n // 6: n // 3 + 1])
+    last = statistics.median(samples[2 * n // 3:])
     testcase.assertLessEqual(last, first * 1.05 + 2048, f"{what}: RSS grew {first} -> {last} KiB")
 
 
