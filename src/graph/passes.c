@@ -16,6 +16,8 @@
  *                  -> LayerNormalization
  *   gelu           0.5*x*(1+Erf(x/sqrt 2)) -> Gelu
  *   hardswish      x*Clip(x+3,0,6)/6, x*HardSigmoid(x) -> HardSwish
+ *   bn_affine      BatchNormalization + per-channel Mul/Add -> one
+ *                  BatchNormalization
  *   attention      MatMul/[Div|Mul]/[Add]/Softmax/MatMul (with the head
  *                  split and merge Transposes/Reshapes when present)
  *                  -> Attention
@@ -594,6 +596,112 @@ static er_status pass_matmul_bias(pass_ctx *pc) {
     ER_CHECK(make_fused(mm, "FusedMatMul"));
     redirect_output(g, i, mm->outputs[0], add->outputs[0]);
     pc->dead[a] = true;
+    pc->changed++;
+    count_uses(pc);
+  }
+  return ER_STATUS_OK;
+}
+
+/* ---- BatchNormalization + per-channel Mul / Add ---------------------------- */
+
+/* A float32 tensor of `n` floats made for the graph. */
+static er_status owned_floats(er_graph *g, const char *base, int64_t n, const float *v, int32_t *id) {
+  er_tensor t;
+  memset(&t, 0, sizeof t);
+  er__tensor_set(&t, ER_DTYPE_FLOAT, 1, &n);
+  ER_CHECK(er__tensor_alloc(&t, 0));
+  memcpy(t.data, v, (size_t)n * sizeof *v);
+  er_status st = new_const(g, base, &t, id);
+  if (st != ER_STATUS_OK) er__tensor_release(&t);
+  return st;
+}
+
+/* Inference BatchNormalization with constant parameters, then Mul and Add
+ * nodes whose other operand is a constant per channel (or one value):
+ * one BatchNormalization with the composed scale and shift, mean 0,
+ * variance 1 and epsilon 0 (so it computes exactly x * scale + shift).
+ * DenseNet-121 as converted from Caffe2 writes BatchNormalization, Mul,
+ * Add before every layer: three passes over the growing concatenation
+ * where one does. Conv + BatchNormalization is folded at load already;
+ * these are the ones with nothing to fold into. */
+static er_status pass_bn_affine(pass_ctx *pc) {
+  er_graph *g = pc->g;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    if (pc->dead[i]) continue;
+    er_node *n = &g->nodes[i];
+    if (!is_op(n, "BatchNormalization") || n->n_inputs != 5 || n->n_outputs != 1 || !is_float32(g, n->outputs[0]))
+      continue;
+    const er_attr *tm = er__node_attr(n, "training_mode"), *sp = er__node_attr(n, "spatial");
+    if ((tm && tm->type == ER_ATTR_INT && tm->i != 0) || (sp && sp->type == ER_ATTR_INT && sp->i != 1)) continue;
+    const er_tensor *p[4];
+    bool ok = true;
+    for (int k = 0; k < 4; k++) {
+      p[k] = const_of(g, n->inputs[k + 1]);
+      ok = ok && p[k] && p[k]->dtype == ER_DTYPE_FLOAT && p[k]->rank == 1;
+    }
+    if (!ok) continue;
+    int64_t c = p[0]->dims[0];
+    int r = g->values[n->outputs[0]].info.rank;
+    if (r < 2 || p[1]->dims[0] != c || p[2]->dims[0] != c || p[3]->dims[0] != c) continue;
+    /* The chain: every Mul / Add with a per-channel constant that reads the
+     * previous value alone. */
+    int32_t chain[8], n_chain = 0, v = n->outputs[0];
+    while (n_chain < 8) {
+      int32_t k = sole_consumer(pc, v);
+      if (k < 0) break;
+      const er_node *kn = &g->nodes[k];
+      if (!(is_op(kn, "Mul") || is_op(kn, "Add")) || kn->n_inputs != 2 || kn->n_outputs != 1) break;
+      int32_t other = kn->inputs[0] == v ? kn->inputs[1] : kn->inputs[0];
+      const er_tensor *ct = const_of(g, other);
+      if (other == v || !ct || !per_channel_const(ct, r, c) || !is_float32(g, kn->outputs[0])) break;
+      if (g->values[kn->outputs[0]].info.rank != r) break;
+      chain[n_chain++] = k;
+      v = kn->outputs[0];
+    }
+    if (n_chain == 0) continue;
+    float *ab = malloc((size_t)(4 * c + 1) * sizeof *ab);
+    if (!ab) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory optimizing graph '%s'", g->name);
+    float *a = ab, *b = ab + c, *zero = ab + 2 * c, *one = ab + 3 * c;
+    const er_attr *ea = er__node_attr(n, "epsilon");
+    double eps = ea && ea->type == ER_ATTR_FLOAT ? ea->f : 1e-5;
+    const float *scale = p[0]->data, *bias = p[1]->data, *mean = p[2]->data, *var = p[3]->data;
+    for (int64_t ch = 0; ch < c; ch++) {
+      double av = (double)scale[ch] / sqrt((double)var[ch] + eps), bv = (double)bias[ch] - (double)mean[ch] * av;
+      for (int32_t k = 0; k < n_chain; k++) {
+        const er_node *kn = &g->nodes[chain[k]];
+        int32_t other = kn->inputs[0] == (k ? g->nodes[chain[k - 1]].outputs[0] : n->outputs[0]) ? kn->inputs[1]
+                                                                                                    : kn->inputs[0];
+        const er_tensor *ct = const_of(g, other);
+        double q = er__load_f64(ct->data, ct->dtype, er__tensor_count(ct) == 1 ? 0 : ch);
+        if (is_op(kn, "Mul")) {
+          av *= q;
+          bv *= q;
+        } else {
+          bv += q;
+        }
+      }
+      a[ch] = (float)av;
+      b[ch] = (float)bv;
+      zero[ch] = 0.0f;
+      one[ch] = 1.0f;
+    }
+    int32_t ids[4];
+    const char *base = n->name[0] ? n->name : "batchnorm";
+    er_status st = ER_STATUS_OK;
+    for (int k = 0; k < 4 && st == ER_STATUS_OK; k++) st = owned_floats(g, base, c, ab + k * c, &ids[k]);
+    free(ab);
+    ER_CHECK(st);
+    n = &g->nodes[i];
+    int32_t ins[5] = {n->inputs[0], ids[0], ids[1], ids[2], ids[3]};
+    ER_CHECK(set_inputs(g, n, ins, 5));
+    er_attr e;
+    memset(&e, 0, sizeof e);
+    e.name = "epsilon";
+    e.type = ER_ATTR_FLOAT;
+    e.f = 0.0f;
+    ER_CHECK(add_attrs(g, n, &e, 1));
+    redirect_output(g, i, n->outputs[0], v);
+    for (int32_t k = 0; k < n_chain; k++) pc->dead[chain[k]] = true;
     pc->changed++;
     count_uses(pc);
   }
@@ -1376,7 +1484,7 @@ er_status er__graph_optimize_fusion(er_graph *g) {
   /* Order matters within a round: LayerNorm before the matmul/bias
    * fusion can take its Add; the residual before the activation, so
    * Conv + Add + Relu becomes one node. */
-  static const pass_fn passes[] = {pass_layernorm, pass_matmul_bias, pass_hardswish, pass_conv_add,
-                                   pass_activation, pass_gelu, pass_attention, NULL};
+  static const pass_fn passes[] = {pass_layernorm, pass_matmul_bias, pass_hardswish, pass_bn_affine,
+                                   pass_conv_add, pass_activation, pass_gelu, pass_attention, NULL};
   return run_passes(g, false, passes);
 }

@@ -181,7 +181,54 @@ static void gen_upsample(case_fn fn, void *arg) {
   fn(&c, arg);
 }
 
+/* ---- Concat ------------------------------------------------------------------ */
+
+/* Concat: channel concatenation with N = 1 (one copy per input, split into
+ * 64 KiB pieces) and N = 3, the first and last axes, a negative axis, an
+ * empty input, int64 data, and opset 1's default axis. */
+static void gen_concat(case_fn fn, void *arg) {
+  static const struct {
+    int64_t n, c[3], h, w;
+    int64_t axis;
+    int version;
+  } specs[] = {
+      {1, {16, 48, 8}, 28, 28, 1, 13},     /* DenseNet-style, pieces of 64 KiB */
+      {3, {5, 7, 1}, 4, 6, 1, 13},
+      {2, {3, 3, 3}, 5, 7, 0, 13},
+      {1, {4, 2, 6}, 3, 9, 3, 13},
+      {2, {8, 0, 8}, 3, 3, -3, 13},        /* an empty input */
+      {1, {6, 10, 2}, 2, 2, 1, 1},         /* opset 1: axis 1 when absent */
+      {1, {64, 64, 64}, 56, 56, 1, 11},    /* 800 KiB per input */
+  };
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(specs); i++) {
+    kc_begin(&c, "Concat", "", specs[i].version, "Concat axis %lld of [%lld,{%lld,%lld,%lld},%lld,%lld] v%d",
+             (long long)specs[i].axis, (long long)specs[i].n, (long long)specs[i].c[0], (long long)specs[i].c[1],
+             (long long)specs[i].c[2], (long long)specs[i].h, (long long)specs[i].w, specs[i].version);
+    for (int k = 0; k < 3; k++) {
+      int64_t d[4] = {specs[i].n, specs[i].c[k], specs[i].h, specs[i].w};
+      int64_t ax = specs[i].axis < 0 ? specs[i].axis + 4 : specs[i].axis;
+      if (ax != 1) {
+        d[1] = 4;
+        d[ax] = specs[i].c[k];
+      }
+      kc_input(&c, 4, d, -1, 1, false);
+    }
+    if (specs[i].version >= 4) kc_attr_int(&c, "axis", specs[i].axis);
+    c.tol = TOL_EXACT_T;
+    c.dynamic = i == 1;
+    fn(&c, arg);
+  }
+  kc_begin(&c, "Concat", "", 13, "Concat int64 axis 0");
+  kc_input_i64(&c, 1, DIMS(3), DIMS(1, 2, 3), false);
+  kc_input_i64(&c, 1, DIMS(2), DIMS(-7, 9), false);
+  kc_attr_int(&c, "axis", 0);
+  c.tol = TOL_EXACT_T;
+  fn(&c, arg);
+}
+
 const case_gen kcases_layout[] = {
+    {"Concat", "", gen_concat},
     {"Transpose", "", gen_transpose},
     {"Resize", "", gen_resize},
     {"Resize", "", gen_resize_linear},

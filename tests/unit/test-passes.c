@@ -871,6 +871,44 @@ static void test_blocked_islands(void) {
   }
 }
 
+/* ---- BatchNormalization + per-channel Mul / Add ---------------------------------- */
+
+/* x -> BatchNormalization -> Mul(per channel) -> Add(one value) -> Relu:
+ * one BatchNormalization (then the Relu). Near misses: a Mul by a
+ * constant along the width stays; when the Mul's output is also read by
+ * another node, the Mul still merges (the BatchNormalization then writes
+ * that value) but the Add after it stays. */
+static void test_bn_affine(void) {
+  const int64_t x[4] = {1, 6, 5, 7};
+  for (int variant = 0; variant < 3; variant++) {
+    er_pbw g = {0}, m = {0};
+    add_weight(&g, "scale", 1, (const int64_t[]){6}, 0.3f, 1);
+    add_weight(&g, "shift", 1, (const int64_t[]){6}, 0.2f, 0);
+    add_weight(&g, "mean", 1, (const int64_t[]){6}, 0.2f, 0);
+    add_weight(&g, "var", 1, (const int64_t[]){6}, 0.2f, 1);
+    if (variant == 1) add_weight(&g, "k", 4, (const int64_t[]){1, 1, 1, 7}, 0.5f, 1);
+    else add_weight(&g, "k", 3, (const int64_t[]){6, 1, 1}, 0.5f, 1);
+    add_scalar(&g, "b", 0.25f);
+    tb_node(&g, "BatchNormalization", "bn", IN("x", "scale", "shift", "mean", "var"), OUT("n"), NULL);
+    tb_node(&g, "Mul", "mul", IN("n", "k"), OUT("m"), NULL);
+    tb_node(&g, "Add", "add", IN("b", "m"), OUT("a"), NULL);
+    tb_node(&g, "Relu", "relu", IN("a"), OUT(variant == 2 ? "r" : "y"), NULL);
+    if (variant == 2) tb_node(&g, "Add", "twice", IN("r", "m"), OUT("y"), NULL);
+    tb_graph_input(&g, "x", 1, 4, x);
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    tb_model(&m, 8, 13, &g);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
+    if (variant == 0) CHECK(node_count(opt) == 2 && count_op(opt, "BatchNormalization") == 1);
+    else if (variant == 1) CHECK(count_op(opt, "Mul") == 1 && count_op(opt, "Add") == 1);
+    else CHECK(count_op(opt, "Mul") == 0 && count_op(opt, "Add") == 2 && node_count(opt) == 4);
+    same_outputs(opt, plain, 4, x);
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+  }
+}
+
 /* ---- HardSwish from primitives -------------------------------------------------- */
 
 /* x -> Conv -> c; c * Clip(c + 3, 0, 6) / 6 in paddle2onnx's order and in
@@ -936,6 +974,7 @@ int main(int argc, char **argv) {
       {"model_untouched", test_model_untouched},
       {"attention", test_attention},
       {"hardswish", test_hardswish},
+      {"bn_affine", test_bn_affine},
       {"blocked_layout", test_blocked_layout},
       {"blocked_near_misses", test_blocked_near_misses},
       {"blocked_islands", test_blocked_islands},

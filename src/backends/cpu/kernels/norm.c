@@ -66,16 +66,8 @@ static void bn_chunk(void *arg, int64_t begin, int64_t end) {
   }
 }
 
-static er_status bn_run(const er_kernel_run *kr) {
-  const norm_state *s = kr->state;
-  er_kctx *ctx = kr->ctx;
-  const er_tensor *x = ctx->in[0];
-  float eps;
-  ER_CHECK(er__attr_float(ctx, "epsilon", 1e-5f, &eps));
-  int64_t n = x->dims[0], c = x->dims[1], inner = 1;
-  for (int d = 2; d < x->rank; d++) inner *= x->dims[d];
-  float *ab = malloc((size_t)max64(1, 2 * c) * sizeof *ab);
-  if (!ab) return er__error(ER_STATUS_OUT_OF_MEMORY, "BatchNormalization '%s': out of memory", ctx->node->name);
+/* y = x a + b per channel; a and b from the parameters, in double. */
+static void bn_affine(const er_kctx *ctx, float eps, int64_t c, float *ab) {
   const float *scale = ctx->in[1]->data, *bias = ctx->in[2]->data, *mean = ctx->in[3]->data,
               *var = ctx->in[4]->data;
   for (int64_t ch = 0; ch < c; ch++) {
@@ -83,9 +75,69 @@ static er_status bn_run(const er_kernel_run *kr) {
     ab[ch] = (float)a;
     ab[c + ch] = (float)((double)bias[ch] - (double)mean[ch] * a);
   }
+}
+
+/* Constant parameters (the usual case) give a and b once at compile time;
+ * otherwise a run works them out in its scratch. */
+typedef struct bn_state {
+  const er_vec_ops *ops;
+  float *ab;          /* [2 * c] or NULL */
+  int64_t c;
+} bn_state;
+
+static er_status bn_prepare(const er_kernel_info *ki, const er_vec_ops *ops, void **state_out, size_t *scratch_out) {
+  bn_state *s = calloc(1, sizeof *s);
+  if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for a BatchNormalization kernel");
+  s->ops = ops;
+  *scratch_out = 0;
+  const er_tensor *scale = ki->in[1];
+  bool constant = er__tensor_shape_known(scale) && scale->rank == 1;
+  for (int k = 1; k < 5; k++) constant = constant && ki->in[k]->data;
+  er_kctx ctx = er__ki_ctx(ki);
+  float eps;
+  if (er__attr_float(&ctx, "epsilon", 1e-5f, &eps) != ER_STATUS_OK) constant = false;
+  if (constant) {
+    s->c = scale->dims[0];
+    s->ab = malloc((size_t)(2 * s->c + 1) * sizeof *s->ab);
+    if (!s->ab) {
+      free(s);
+      return er__error(ER_STATUS_OUT_OF_MEMORY, "BatchNormalization '%s': out of memory", ki->node->name);
+    }
+    bn_affine(&ctx, eps, s->c, s->ab);
+  } else if (er__tensor_shape_known(scale) && scale->rank == 1) {
+    *scratch_out = (size_t)(2 * scale->dims[0]) * sizeof(float);
+  }
+  *state_out = s;
+  return ER_STATUS_OK;
+}
+
+static void bn_release(void *state) {
+  bn_state *s = state;
+  if (!s) return;
+  free(s->ab);
+  free(s);
+}
+
+static er_status bn_run(const er_kernel_run *kr) {
+  const bn_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *x = ctx->in[0];
+  int64_t n = x->dims[0], c = x->dims[1], inner = 1;
+  for (int d = 2; d < x->rank; d++) inner *= x->dims[d];
+  const float *ab = s->ab;
+  void *owned = NULL;
+  if (!ab || s->c != c) {
+    float eps;
+    ER_CHECK(er__attr_float(ctx, "epsilon", 1e-5f, &eps));
+    size_t bytes = (size_t)(2 * c + 1) * sizeof(float);
+    float *tmp = kr->scratch && kr->scratch_bytes >= bytes ? kr->scratch : er__kr_spill(kr, bytes, &owned);
+    if (!tmp) return er__error(ER_STATUS_OUT_OF_MEMORY, "BatchNormalization '%s': out of memory", ctx->node->name);
+    bn_affine(ctx, eps, c, tmp);
+    ab = tmp;
+  }
   bn_job j = {s->ops, x->data, ab, ab + c, ctx->out[0]->data, c, inner};
   er__parallel_for(kr->pool, n * c, grain_for(inner), bn_chunk, &j);
-  free(ab);
+  er__aligned_free(owned);
   return ER_STATUS_OK;
 }
 
@@ -268,8 +320,11 @@ static er_status ln_run(const er_kernel_run *kr) {
   static bool lrn_supports_##SFX(const er_kernel_info *ki) { return lrn_supports(ki, ISA_OK(ki->cpu)); }    \
   static bool sm_supports_##SFX(const er_kernel_info *ki) { return softmax_supports(ki, ISA_OK(ki->cpu)); } \
   static bool ln_supports_##SFX(const er_kernel_info *ki) { return ln_supports(ki, ISA_OK(ki->cpu)); }      \
+  static er_status bn_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {                 \
+    return bn_prepare(ki, &VO, st, scratch);                                                                \
+  }                                                                                                         \
   static const er_cpu_kernel k_bn_##SFX = {"f32_batchnorm__" ISA, "BatchNormalization", "", bn_supports_##SFX, \
-                                          prepare_##SFX, bn_run, free};                                     \
+                                          bn_prepare_##SFX, bn_run, bn_release};                            \
   static const er_cpu_kernel k_lrn_##SFX = {"f32_lrn__" ISA, "LRN", "", lrn_supports_##SFX, prepare_##SFX,   \
                                            lrn_run, free};                                                  \
   static const er_cpu_kernel k_sm_##SFX = {"f32_softmax__" ISA, "Softmax", "", sm_supports_##SFX,            \
