@@ -119,7 +119,8 @@ const er_cpu_kernel *er__cpu_kernel_pick(const er_kernel_info *ki);
 int er__cpu_layout_block(void);
 /* Whether node i of g runs faster on its planar kernel than it would in
  * the blocked layout (the layout pass then leaves it planar): its planar
- * kernel is Winograd. */
+ * kernel is Winograd, with at least 64 channels in and out, on a map of at
+ * least 14 x 14 (or one known only at run time). */
 struct er_graph;
 bool er__cpu_node_prefers_planar(const struct er_graph *g, int32_t i);
 /* True when ER_FORCE_REFERENCE is set to a non-empty value other than 0. */
