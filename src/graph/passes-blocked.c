@@ -292,20 +292,28 @@ static bool eltwise_ok(const bctx *bc, const er_node *n, int64_t *channels) {
   return true;
 }
 
+/* A channel Concat with at least one blocked input, every input but the
+ * last a whole number of blocks; planar inputs (known channels) are
+ * converted in. Inception's blocks concatenate blocked 1x1 branches with
+ * planar Winograd ones, and the pools and 1x1 layers after the Concat are
+ * blocked again: converting the planar branch in costs one conversion,
+ * going planar costs one per blocked branch and another after. */
 static bool concat_ok(const bctx *bc, const er_node *n, int64_t *channels) {
   const er_graph *g = bc->g;
   if (!is_std(n, "Concat") || n->n_outputs != 1 || !is_f32(g, n->outputs[0])) return false;
   int64_t axis = attr_i(n, "axis", 0);
   if (axis != 1 && axis != -3) return false;
   int64_t c = 0;
+  int blocked = 0;
   for (int k = 0; k < n->n_inputs; k++) {
     int32_t v = n->inputs[k];
-    if (v < 0 || bc->twin[v] < 0) return false;
-    int64_t ck = bc->chan[bc->twin[v]];
-    if (k + 1 < n->n_inputs && ck % bc->b != 0) return false;
+    if (v < 0) return false;
+    int64_t ck = bc->twin[v] >= 0 ? bc->chan[bc->twin[v]] : channels_of(g, v);
+    if (ck < 1 || (k + 1 < n->n_inputs && ck % bc->b != 0)) return false;
+    blocked += bc->twin[v] >= 0;
     c += ck;
   }
-  if (channels_of(g, n->outputs[0]) != c) return false;
+  if (blocked == 0 || channels_of(g, n->outputs[0]) != c) return false;
   *channels = c;
   return true;
 }
@@ -351,16 +359,18 @@ static er_status rewrite_same(bctx *bc, const er_node *n, int64_t channels) {
   er_node c = *n;
   int32_t in[ER_MAX_NODE_IO];
   ER_ASSERT(n->n_inputs <= ER_MAX_NODE_IO);
+  bool concat = is_std(n, "Concat");
   for (int k = 0; k < n->n_inputs; k++) {
     int32_t v = n->inputs[k];
-    in[k] = v >= 0 && bc->twin[v] >= 0 ? bc->twin[v] : v;
+    if (concat && v >= 0 && bc->twin[v] < 0) ER_CHECK(need_blocked(bc, v, &in[k]));
+    else in[k] = v >= 0 && bc->twin[v] >= 0 ? bc->twin[v] : v;
   }
   int32_t y = n->outputs[0], yb;
   ER_CHECK(new_twin(bc, y, channels, &yb));
   c.inputs = arena_ids(g, in, n->n_inputs);
   c.outputs = arena_ids(g, &yb, 1);
   if (!c.inputs || !c.outputs) return ER_STATUS_OUT_OF_MEMORY;
-  if (is_std(n, "Concat")) {
+  if (concat) {
     er_attr *attrs = er__arena_array(g->arena, (size_t)n->n_attrs + 1, sizeof *attrs);
     if (!attrs) return ER_STATUS_OUT_OF_MEMORY;
     for (int i = 0; i < n->n_attrs; i++)

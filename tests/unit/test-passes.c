@@ -840,6 +840,35 @@ static void test_blocked_near_misses(void) {
   er__pbw_free(&rm);
 }
 
+/* A channel Concat of a blocked input and a planar one (a Softplus,
+ * which stays planar) stays blocked: the planar input is converted in,
+ * and the 1x1 layer after it reads the blocked result. */
+static void test_blocked_mixed_concat(void) {
+  if (er__cpu_layout_block() == 0) return;
+  er_pbw g = {0}, m = {0}, p2 = {0}, cat = {0};
+  add_weight(&g, "W1", 4, (const int64_t[]){32, 16, 5, 5}, 0.1f, 0);
+  add_weight(&g, "W2", 4, (const int64_t[]){24, 48, 1, 1}, 0.2f, 0);
+  tb_attr_ints(&p2, "pads", (const int64_t[]){2, 2, 2, 2}, 4);
+  tb_attr_int(&cat, "axis", 1);
+  tb_node(&g, "Conv", "c1", IN("x", "W1"), OUT("c1"), &p2);
+  tb_node(&g, "Softplus", "sp", IN("x"), OUT("s"), NULL);
+  tb_node(&g, "Concat", "cat", IN("c1", "s"), OUT("cat"), &cat);
+  tb_node(&g, "Conv", "c2", IN("cat", "W2"), OUT("y"), NULL);
+  tb_graph_input(&g, "x", 1, 4, (const int64_t[]){1, 16, 10, 10});
+  tb_graph_output(&g, "y", 1, -1, NULL);
+  tb_model(&m, 8, 13, &g);
+  er_model *opt = load(&m, 2), *plain = load(&m, -1);
+  CHECK(count_in_layout(opt, "blocked", "BlockedConv") == 2);
+  CHECK(count_in_layout(opt, "blocked", "ToBlocked") == 1 && count_in_layout(opt, "blocked", "FromBlocked") == 1);
+  same_in_layouts(opt, plain, 4, (const int64_t[]){1, 16, 10, 10});
+  er_model_free(opt);
+  er_model_free(plain);
+  er__pbw_free(&g);
+  er__pbw_free(&m);
+  er__pbw_free(&p2);
+  er__pbw_free(&cat);
+}
+
 /* Islands: a lone small convolution between planar ops is not worth its
  * conversions and stays planar; a lone large one (5x5, 64 channels) is
  * converted; a 3x3 layer the planar Winograd kernel takes stays planar. */
@@ -977,6 +1006,7 @@ int main(int argc, char **argv) {
       {"bn_affine", test_bn_affine},
       {"blocked_layout", test_blocked_layout},
       {"blocked_near_misses", test_blocked_near_misses},
+      {"blocked_mixed_concat", test_blocked_mixed_concat},
       {"blocked_islands", test_blocked_islands},
   };
   return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);
