@@ -1,7 +1,7 @@
 /* kcases-quant.c - cases for the integer kernels: QConv, QLinearConv,
  * ConvInteger, QMatMul, QLinearMatMul, MatMulInteger (on the integer GEMM
- * with tiles 8x32 / 4x64 for AVX-512 VNNI and 6x16 / 4x16 for AVX2, k in
- * groups of 4 or 2): output channels, pixels, rows and columns below, at
+ * with tiles 8x32 / 4x64 for AVX-512 VNNI, 32x32 for AMX and 6x16 / 4x16
+ * for AVX2, k in groups of 4 or 2, padded to 64 for AMX): output channels, pixels, rows and columns below, at
  * and above the tiles, K not a multiple of the k group, every kind of
  * window (1x1 stride 1, padding, strides, dilations, groups, depthwise,
  * 1-D, SAME padding), uint8 and int8 activations, int8 and uint8 weights
@@ -80,6 +80,13 @@ static const conv_shape conv_shapes[] = {
     {1, 40, 7, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 40, false, false},   /* depthwise 7x7, a partial channel block */
     {1, 20, 14, 14, 20, 3, 3, 2, 2, 1, 1, 1, 1, 20, false, false}, /* depthwise 14x14 stride 2 */
     {1, 17, 60, 60, 17, 3, 3, 1, 1, 1, 1, 1, 1, 17, false, false}, /* depthwise over several bands */
+    /* Layers that fill AMX's 32 x 32 tiles (K at least 128, padded to 64):
+     * pixel tails, batches, stride 2, groups, dilation. */
+    {1, 32, 9, 11, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},   /* K 288, 99 pixels */
+    {2, 128, 5, 6, 48, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, false},   /* K 128, 48 of 64 rows */
+    {1, 96, 8, 8, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, false},    /* K 864, stride 2 */
+    {1, 64, 6, 6, 64, 3, 3, 1, 1, 1, 1, 1, 1, 2, false, false},    /* 2 groups of 32 */
+    {1, 40, 7, 7, 32, 3, 3, 1, 1, 2, 2, 2, 2, 1, false, false},    /* K 360, dilation 2 */
 };
 
 static void conv_attrs(kcase *c, const conv_shape *s) {

@@ -549,6 +549,10 @@ static bool isa_available(const char *isa, const er_cpu_features *f, const char 
     *lacks = "avx512f/bw/vl/dq/vnni";
     return f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni;
   }
+  if (strcmp(isa, "amx") == 0) {
+    *lacks = "amx-int8 (with the OS's permission) and avx512f/bw/vl/dq/vnni";
+    return f->amx_int8 && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni;
+  }
   if (strcmp(isa, "avx512vbmi") == 0) {
     *lacks = "avx512f/bw/vl/dq/vnni/vbmi";
     return f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni && f->avx512vbmi;

@@ -336,6 +336,80 @@ static void epilogue(const er_qepi *e, const er_qtile_out *t) {
   }
 }
 
+/* ======================================================================== */
+/* AMX-INT8                                                                  */
+/* ======================================================================== */
+
+/* A 32 x 32 output tile as four 16 x 16 int32 AMX tiles (tmm0-3), its two
+ * 16-row weight halves (tmm4-5, 64 bytes of K per row) and its two 16-
+ * pixel activation halves (tmm6-7, 16 k groups of 4 bytes per pixel) per 64
+ * of K: one TDPBSUD multiplies a tile pair in 16 x 16 x 64 signed x
+ * unsigned byte products, 16 times what one vpdpbusd does. The sums are
+ * exact int32 as in the VNNI tiles; the accumulators go through memory to
+ * the AVX-512 epilogue. Rows panels are [K / 64][32][64] (row_kg 64),
+ * columns panels the VNNI layout [K / 4][32][4], K padded to 64. */
+#define AMR 32
+#define ANR 32
+
+typedef struct amx_config {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} amx_config;
+
+/* Every tile 16 rows of 64 bytes; loaded once per thread (the tile state
+ * is saved and restored with the thread like any register). */
+__attribute__((target("amx-tile,amx-int8"))) static void amx_setup(void) {
+  static _Thread_local bool configured;
+  if (configured) return;
+  amx_config c;
+  memset(&c, 0, sizeof c);
+  c.palette = 1;
+  for (int t = 0; t < 8; t++) {
+    c.colsb[t] = 64;
+    c.rows[t] = 16;
+  }
+  _tile_loadconfig(&c);
+  configured = true;
+}
+
+__attribute__((target("amx-tile,amx-int8"))) static void tile_conv_amx(int64_t kgroups, const void *rows,
+                                                                       const uint8_t *cols, int rows_valid,
+                                                                       bool w_rows, int32_t *acc) {
+  ER_UNUSED(rows_valid); /* rows past it are zeros in the panel */
+  amx_setup();
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  const uint8_t *a = rows, *b = cols;
+  for (int64_t g = 0; g < kgroups; g += 16) {
+    _tile_loadd(4, a, 64);
+    _tile_loadd(5, a + 16 * 64, 64);
+    _tile_loadd(6, b, ANR * 4);
+    _tile_loadd(7, b + 64, ANR * 4);
+    if (w_rows) {
+      _tile_dpbsud(0, 4, 6);
+      _tile_dpbsud(1, 4, 7);
+      _tile_dpbsud(2, 5, 6);
+      _tile_dpbsud(3, 5, 7);
+    } else {
+      _tile_dpbusd(0, 4, 6);
+      _tile_dpbusd(1, 4, 7);
+      _tile_dpbusd(2, 5, 6);
+      _tile_dpbusd(3, 5, 7);
+    }
+    a += AMR * 64;
+    b += 16 * ANR * 4;
+  }
+  _tile_stored(0, acc, ANR * 4);
+  _tile_stored(1, acc + 16, ANR * 4);
+  _tile_stored(2, acc + 16 * ANR, ANR * 4);
+  _tile_stored(3, acc + 16 * ANR + 16, ANR * 4);
+}
+
+const er_qgemm_isa er__qgemm_conv_amx = {"32x32__amx", AMR, ANR, 4, 1, tile_conv_amx, NULL, epilogue, NULL, 64, 64};
+
 const er_qgemm_isa er__qgemm_conv_avx512vnni = {"8x32__avx512vnni", CMR, CNR, 4, 1, tile_conv, tile_conv_ind, epilogue,
-                                                tile_conv_q8};
-const er_qgemm_isa er__qgemm_mm_avx512vnni = {"4x64__avx512vnni", 4, 64, 4, 1, tile_mm, NULL, epilogue, NULL};
+                                                tile_conv_q8, 0, 0};
+const er_qgemm_isa er__qgemm_mm_avx512vnni = {"4x64__avx512vnni", 4, 64, 4, 1, tile_mm, NULL, epilogue, NULL, 0, 0};

@@ -40,7 +40,7 @@ const er_qgemm_isa *er__qgemm_best(const er_cpu_features *cpu, bool conv) {
 
 void er__qgemm_pack_rows(const er_qgemm_isa *isa, const er_qsrc *src, int64_t r0, int rows, int64_t k, void *dst,
                          int32_t *sums) {
-  const int mr = isa->mr, kg = isa->kg;
+  const int mr = isa->mr, kg = isa->row_kg ? isa->row_kg : isa->kg;
   const int64_t groups = er__qgemm_kgroups(isa, k);
   size_t bytes = er__qgemm_row_panel_bytes(isa, k);
   memset(dst, 0, bytes);

@@ -29,7 +29,7 @@
  * per block at run time by a callback (activations).
  *
  * Packed layouts, with K padded to a multiple of the ISA's group KG (4 for
- * vpdpbusd, 2 for vpmaddwd) by zeros:
+ * vpdpbusd and AMX, 2 for vpmaddwd; 64 for AMX, see kpad) by zeros:
  *   rows panel:    [K / KG][MR][KG] elements of `row_bytes` (1, or 2 when
  *                  the ISA wants 16-bit rows: AVX2)
  *   columns panel: [K / KG][NR][KG] bytes
@@ -41,7 +41,7 @@
 #include "backends/cpu/cpu-kernels.h"
 
 /* The largest tile any ISA uses. */
-#define ER_QGEMM_MAX_MR 16
+#define ER_QGEMM_MAX_MR 32
 #define ER_QGEMM_MAX_NR 64
 
 /* What the epilogue writes. */
@@ -112,11 +112,20 @@ typedef struct er_qgemm_isa {
    * nseg runs (see er_qseg). koff NULL: the packed-columns tile. */
   void (*tile_q8)(int64_t kgroups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
                   const er_qepi *e, int64_t i0, uint8_t *c, int64_t ldc, const er_qseg *segs, int nseg);
+  /* (optional, 0 = KG) K is padded to a multiple of kpad, and rows panels
+   * group k by row_kg instead of KG: AMX's tiles take 64 bytes of K per
+   * row, so its rows panels are [K / 64][MR][64] (each 16-row half an A
+   * tile) while its columns panels keep [K / 4][NR][4] (B tiles). */
+  int kpad, row_kg;
 } er_qgemm_isa;
 
 
 #if defined(__x86_64__) || defined(__i386__)
 extern const er_qgemm_isa er__qgemm_conv_avx512vnni, er__qgemm_mm_avx512vnni;
+/* AMX-INT8 tiles for convolutions (weights in rows), with the AVX-512
+ * epilogue: only when er__cpu_features() reports amx_int8 (the OS granted
+ * the tile state) and AVX-512 VNNI. */
+extern const er_qgemm_isa er__qgemm_conv_amx;
 extern const er_qgemm_isa er__qgemm_conv_avx2, er__qgemm_mm_avx2;
 #endif
 #if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
@@ -139,7 +148,10 @@ typedef struct er_qsrc {
   bool is_weights;       /* signed after the flip */
 } er_qsrc;
 
-static inline int64_t er__qgemm_kgroups(const er_qgemm_isa *isa, int64_t k) { return (k + isa->kg - 1) / isa->kg; }
+static inline int64_t er__qgemm_kgroups(const er_qgemm_isa *isa, int64_t k) {
+  int64_t unit = isa->kpad > isa->kg ? isa->kpad : isa->kg;
+  return (k + unit - 1) / unit * (unit / isa->kg);
+}
 /* Bytes of one rows panel / one columns panel over all of K. */
 static inline size_t er__qgemm_row_panel_bytes(const er_qgemm_isa *isa, int64_t k) {
   return (size_t)(er__qgemm_kgroups(isa, k) * isa->mr * isa->kg * isa->row_bytes);
