@@ -128,9 +128,12 @@ static const er_tensor *constant_of(const er_graph *g, int32_t id) {
   return NULL;
 }
 
-bool er__cpu_node_prefers_planar(const er_graph *g, int32_t i) {
+/* What a kernel sees of node i at compile time: constants where the
+ * graph holds them, else the values' known types and shapes. false when
+ * the node has more inputs or outputs than the arrays hold. */
+static bool kernel_info_of(const er_graph *g, int32_t i, const er_tensor **in, const er_tensor **out,
+                           er_kernel_info *ki) {
   const er_node *node = &g->nodes[i];
-  const er_tensor *in[64], *out[64];
   if (node->n_inputs > 64 || node->n_outputs > 64) return false;
   for (int k = 0; k < node->n_inputs; k++) {
     int32_t id = node->inputs[k];
@@ -139,7 +142,14 @@ bool er__cpu_node_prefers_planar(const er_graph *g, int32_t i) {
   }
   for (int k = 0; k < node->n_outputs; k++)
     out[k] = node->outputs[k] < 0 ? NULL : &g->values[node->outputs[k]].info;
-  er_kernel_info ki = {node, node->n_inputs, node->n_outputs, in, out, er__cpu_features()};
+  *ki = (er_kernel_info){node, node->n_inputs, node->n_outputs, in, out, er__cpu_features()};
+  return true;
+}
+
+bool er__cpu_node_prefers_planar(const er_graph *g, int32_t i) {
+  const er_tensor *in[64], *out[64];
+  er_kernel_info ki;
+  if (!kernel_info_of(g, i, in, out, &ki)) return false;
   const er_cpu_kernel *k = er__cpu_kernel_pick(&ki);
   if (!k || !strstr(k->name, "winograd")) return false;
   /* Winograd does fewer multiplications than the blocked direct kernel,
@@ -160,15 +170,8 @@ bool er__cpu_node_prefers_planar(const er_graph *g, int32_t i) {
 static er_status pick_kernel(const er_graph *g, int32_t i, er_node_kernel *nk) {
   const er_node *node = &g->nodes[i];
   const er_tensor *in[64], *out[64];
-  if (node->n_inputs > 64 || node->n_outputs > 64) return ER_STATUS_OK;
-  for (int k = 0; k < node->n_inputs; k++) {
-    int32_t id = node->inputs[k];
-    const er_tensor *c = id < 0 ? NULL : constant_of(g, id);
-    in[k] = id < 0 ? NULL : c ? c : &g->values[id].info;
-  }
-  for (int k = 0; k < node->n_outputs; k++)
-    out[k] = node->outputs[k] < 0 ? NULL : &g->values[node->outputs[k]].info;
-  er_kernel_info ki = {node, node->n_inputs, node->n_outputs, in, out, er__cpu_features()};
+  er_kernel_info ki;
+  if (!kernel_info_of(g, i, in, out, &ki)) return ER_STATUS_OK;
   const er_cpu_kernel *k = er__cpu_kernel_pick(&ki);
   if (!k) return ER_STATUS_OK;
   void *state = NULL;

@@ -290,18 +290,7 @@ typedef struct panel_gemv_job {
 
 static void panel_gemv_chunk(void *arg, int64_t begin, int64_t end) {
   const panel_gemv_job *j = arg;
-  for (int64_t q = begin; q < end; q++) {
-    er_gemv g = j->g;
-    int64_t j0 = q * j->nr;
-    g.n = g.n - j0 < j->nr ? g.n - j0 : j->nr;
-    g.b = j->g.b + q * g.k * j->nr;
-    g.b_rs = j->nr;
-    g.b_cs = 1;
-    g.c += j0;
-    if (g.bias) g.bias += j0;
-    if (g.add) g.add += j0 * g.add_cs;
-    j->ops->gemv(&g, 0, g.n);
-  }
+  er__gemv_panels(j->ops, &j->g, j->nr, begin, end);
 }
 
 static bool try_gemv(const er_kernel_run *kr, const mm_state *s, const er_gemm_problem *p, const mm_batch *mb) {

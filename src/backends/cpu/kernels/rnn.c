@@ -124,8 +124,7 @@ static void lstm_release(void *state) {
  * less than waking a worker. */
 #define LSTM_MIN_PARALLEL_MACS (INT64_C(1) << 15)
 
-/* A few-row product C = A B^T-packed along B's panels: every NR-wide panel
- * [k][NR] is a row-major B of its own, read once from front to back. */
+/* A few-row product along B's packed panels (er__gemv_panels). */
 typedef struct panel_job {
   const er_vec_ops *ops;
   er_gemv g;          /* b: the first panel; n: all columns */
@@ -134,18 +133,7 @@ typedef struct panel_job {
 
 static void panel_chunk(void *arg, int64_t begin, int64_t end) {
   const panel_job *j = arg;
-  for (int64_t q = begin; q < end; q++) {
-    er_gemv g = j->g;
-    int64_t j0 = q * j->nr;
-    g.n = g.n - j0 < j->nr ? g.n - j0 : j->nr;
-    g.b = j->g.b + q * g.k * j->nr;
-    g.b_rs = j->nr;
-    g.b_cs = 1;
-    g.c += j0;
-    if (g.bias) g.bias += j0;
-    if (g.add) g.add += j0 * g.add_cs;
-    j->ops->gemv(&g, 0, g.n);
-  }
+  er__gemv_panels(j->ops, &j->g, j->nr, begin, end);
 }
 
 static void panel_gemv(const lstm_state *s, er_thread_pool *pool, const er_gemv *g) {

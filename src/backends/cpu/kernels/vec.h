@@ -307,6 +307,26 @@ typedef struct er_vec_ops {
                     const float *bias, float eps, float *mean, float *inv);
 } er_vec_ops;
 
+/* Panels [q0, q1) of a few-row product whose B is packed in full-K panels
+ * [n / nr][k][nr] (the SGEMM's prepacked weights; g->b is the first
+ * panel, g->n all columns): each panel is a row-major B of its own, read
+ * once from front to back. MatMul/Gemm with rows unknown at compile time
+ * and the LSTM's steps run this way. */
+static inline void er__gemv_panels(const er_vec_ops *ops, const er_gemv *g, int64_t nr, int64_t q0, int64_t q1) {
+  for (int64_t q = q0; q < q1; q++) {
+    er_gemv p = *g;
+    int64_t j0 = q * nr;
+    p.n = g->n - j0 < nr ? g->n - j0 : nr;
+    p.b = g->b + q * g->k * nr;
+    p.b_rs = nr;
+    p.b_cs = 1;
+    p.c += j0;
+    if (p.bias) p.bias += j0;
+    if (p.add) p.add += j0 * p.add_cs;
+    ops->gemv(&p, 0, p.n);
+  }
+}
+
 #if defined(__x86_64__) || defined(__i386__)
 extern const er_vec_ops er__vec_avx512;
 extern const er_vec_ops er__vec_avx2;
