@@ -193,6 +193,17 @@ void er__owned_free(er_owned_list *list);
  * value ids stay the same. Tensors made for the copy go to `owned`. */
 er_status er__graph_clone(const er_graph *src, er_arena *arena, er_owned_list *owned, er_graph **out);
 
+/* The constant value v holds, or NULL: not a constant, or an initializer
+ * that is also a graph input from IR 4 on (a caller may override it). For
+ * the graph passes. */
+static inline const er_tensor *er__graph_const(const er_graph *g, int32_t v) {
+  if (v < 0) return NULL;
+  const er_value *val = &g->values[v];
+  if (val->kind != ER_VALUE_CONSTANT || !val->constant) return NULL;
+  if (val->is_graph_input && g->model->ir_version >= 4) return NULL; /* overridable */
+  return val->constant;
+}
+
 /* True when a and b are the same graph, or b is a copy of a (subgraphs
  * keep pointing at the original as their parent). */
 static inline bool er__graph_same(const er_graph *a, const er_graph *b) {

@@ -56,13 +56,7 @@ static bool is_std(const er_node *n, const char *op) { return n->domain[0] == '\
 
 static bool is_f32(const er_graph *g, int32_t v) { return v >= 0 && g->values[v].info.dtype == ER_DTYPE_FLOAT; }
 
-static const er_tensor *const_of(const er_graph *g, int32_t v) {
-  if (v < 0) return NULL;
-  const er_value *val = &g->values[v];
-  if (val->kind != ER_VALUE_CONSTANT || !val->constant) return NULL;
-  if (val->is_graph_input && g->model->ir_version >= 4) return NULL; /* overridable */
-  return val->constant;
-}
+static const er_tensor *const_of(const er_graph *g, int32_t v) { return er__graph_const(g, v); }
 
 static int64_t attr_i(const er_node *n, const char *name, int64_t def) {
   const er_attr *a = er__node_attr(n, name);

@@ -86,13 +86,7 @@ static int32_t sole_consumer(const pass_ctx *pc, int32_t v) {
   return -1;
 }
 
-static const er_tensor *const_of(const er_graph *g, int32_t v) {
-  if (v < 0) return NULL;
-  const er_value *val = &g->values[v];
-  if (val->kind != ER_VALUE_CONSTANT || !val->constant) return NULL;
-  if (val->is_graph_input && g->model->ir_version >= 4) return NULL; /* overridable */
-  return val->constant;
-}
+static const er_tensor *const_of(const er_graph *g, int32_t v) { return er__graph_const(g, v); }
 
 /* A float32 scalar-like constant (one element) or NAN. */
 static double const_scalar(const er_graph *g, int32_t v) {
