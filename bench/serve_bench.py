@@ -15,10 +15,16 @@ and ratios, it asserts nothing about speed). For each model:
 
 Every model is served by one server (--instances workers per model,
 --http-threads HTTP threads); the load client is bench/serve_client.c, on
-the same machine. Models: digits (models/digits, 8x8 input) and the
+the same machine. Models: digits (models/digits, 8x8 input), the
 Fashion-MNIST CNN (models/fashion, 28x28; its input is the first test image
 from the Debian dataset package when installed, else a seeded random image:
-the timing does not depend on the pixel values).
+the timing does not depend on the pixel values), and mnist_cnn, the classic
+"deep MNIST" CNN of TensorFlow's tutorial (5x5 conv 32, pool, 5x5 conv 64,
+pool, fully connected 3136->1024->10; 3.3 M parameters, 13 MB), generated
+here with seeded random weights: its first fully connected layer reads all
+its 12.8 MB of weights once per run, so it is the small CNN whose compute
+batching can amortize, where the other two are so small that the HTTP cost
+of a request outweighs their compute.
 
 Usage: .venv/bin/python bench/serve_bench.py [--build build] [--edgerun PATH]
        [--models digits,fashion] [--seconds 2] [--max-batch 16] [--batch-delay-us 500]
@@ -46,6 +52,37 @@ def run(*args):
     return float(out[1])
 
 
+def mnist_cnn(path):
+    """Writes the generated mnist_cnn model (see the docstring) to path."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+
+    def weight(name, *shape):
+        std = np.sqrt(2.0 / np.prod(shape[1:]))
+        return numpy_helper.from_array((rng.standard_normal(shape) * std).astype(np.float32), name)
+
+    def zeros(name, n):
+        return numpy_helper.from_array(np.zeros(n, np.float32), name)
+
+    inits = [weight("c1w", 32, 1, 5, 5), zeros("c1b", 32), weight("c2w", 64, 32, 5, 5), zeros("c2b", 64),
+             weight("f1w", 1024, 3136), zeros("f1b", 1024), weight("f2w", 10, 1024), zeros("f2b", 10)]
+    node = helper.make_node
+    nodes = [node("Conv", ["input", "c1w", "c1b"], ["c1"], pads=[2, 2, 2, 2]), node("Relu", ["c1"], ["r1"]),
+             node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+             node("Conv", ["p1", "c2w", "c2b"], ["c2"], pads=[2, 2, 2, 2]), node("Relu", ["c2"], ["r2"]),
+             node("MaxPool", ["r2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+             node("Flatten", ["p2"], ["flat"]), node("Gemm", ["flat", "f1w", "f1b"], ["f1"], transB=1),
+             node("Relu", ["f1"], ["r3"]), node("Gemm", ["r3", "f2w", "f2b"], ["logits"], transB=1)]
+    graph = helper.make_graph(
+        nodes, "mnist_cnn", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 1, 28, 28])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
 def model_input(name):
     """One request's input, [1, ...] float32."""
     if name == "digits":
@@ -62,7 +99,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--edgerun", help="server binary (default: BUILD/edgerun)")
-    ap.add_argument("--models", default="digits,fashion")
+    ap.add_argument("--models", default="digits,fashion,mnist_cnn")
     ap.add_argument("--seconds", type=float, default=2.0, help="per throughput point")
     ap.add_argument("--requests", type=int, default=3000, help="per latency measurement")
     ap.add_argument("--instances", type=int, default=2)
@@ -80,6 +117,9 @@ def main():
     inputs = {}
     for name in names:
         path = os.path.join(ROOT, "models", name, "model.onnx")
+        if name == "mnist_cnn":
+            path = os.path.join(tmp, "mnist_cnn.onnx")
+            mnist_cnn(path)
         x = model_input(name)
         inputs[name] = (path, os.path.join(tmp, name + ".npy"), os.path.join(tmp, name + "_b.npy"))
         np.save(inputs[name][1], x)
@@ -101,7 +141,8 @@ def main():
             batch = run(client, "inproc", path, xb, str(max(a.requests // a.max_batch, 50)))
             http = run(client, "latency", port, f"{name}-plain", x1, str(a.requests))
             print()
-            print(f"== {name} ({os.path.relpath(path, ROOT)})")
+            where = "generated, seeded weights" if name == "mnist_cnn" else os.path.relpath(path, ROOT)
+            print(f"== {name} ({where})")
             print(f"in-process: {one:.1f} us at batch 1, {batch / a.max_batch:.1f} us per image at "
                   f"batch {a.max_batch} (compute ceiling for batching {one * a.max_batch / batch:.2f}x)")
             print(f"latency p50: in-process {one:.1f} us, over HTTP {http:.1f} us, "
