@@ -52,37 +52,6 @@ def run(*args):
     return float(out[1])
 
 
-def mnist_cnn(path):
-    """Writes the generated mnist_cnn model (see the docstring) to path."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(0)
-
-    def weight(name, *shape):
-        std = np.sqrt(2.0 / np.prod(shape[1:]))
-        return numpy_helper.from_array((rng.standard_normal(shape) * std).astype(np.float32), name)
-
-    def zeros(name, n):
-        return numpy_helper.from_array(np.zeros(n, np.float32), name)
-
-    inits = [weight("c1w", 32, 1, 5, 5), zeros("c1b", 32), weight("c2w", 64, 32, 5, 5), zeros("c2b", 64),
-             weight("f1w", 1024, 3136), zeros("f1b", 1024), weight("f2w", 10, 1024), zeros("f2b", 10)]
-    node = helper.make_node
-    nodes = [node("Conv", ["input", "c1w", "c1b"], ["c1"], pads=[2, 2, 2, 2]), node("Relu", ["c1"], ["r1"]),
-             node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
-             node("Conv", ["p1", "c2w", "c2b"], ["c2"], pads=[2, 2, 2, 2]), node("Relu", ["c2"], ["r2"]),
-             node("MaxPool", ["r2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
-             node("Flatten", ["p2"], ["flat"]), node("Gemm", ["flat", "f1w", "f1b"], ["f1"], transB=1),
-             node("Relu", ["f1"], ["r3"]), node("Gemm", ["r3", "f2w", "f2b"], ["logits"], transB=1)]
-    graph = helper.make_graph(
-        nodes, "mnist_cnn", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 1, 28, 28])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
-    onnx.checker.check_model(model)
-    onnx.save(model, path)
-
-
 def model_input(name):
     """One request's input, [1, ...] float32."""
     if name == "digits":
@@ -119,7 +88,7 @@ def main():
         path = os.path.join(ROOT, "models", name, "model.onnx")
         if name == "mnist_cnn":
             path = os.path.join(tmp, "mnist_cnn.onnx")
-            mnist_cnn(path)
+            harness.mnist_cnn(path)
         x = model_input(name)
         inputs[name] = (path, os.path.join(tmp, name + ".npy"), os.path.join(tmp, name + "_b.npy"))
         np.save(inputs[name][1], x)

@@ -65,6 +65,39 @@ def slow_model(path, width=256, depth=24, seed=0):
     onnx.save(m, path)
 
 
+def mnist_cnn(path, seed=0):
+    """The classic "deep MNIST" CNN of TensorFlow's tutorial with seeded
+    random weights: 5x5 conv 32, pool, 5x5 conv 64, pool, fully connected
+    3136->1024->10, input [N, 1, 28, 28] named "input". Its first fully
+    connected layer reads 12.8 MB of weights once per run, whatever the
+    batch, so dynamic batching shares most of a run's cost."""
+    rng = np.random.default_rng(seed)
+
+    def weight(name, *shape):
+        std = np.sqrt(2.0 / np.prod(shape[1:]))
+        return numpy_helper.from_array((rng.standard_normal(shape) * std).astype(np.float32), name)
+
+    def zeros(name, n):
+        return numpy_helper.from_array(np.zeros(n, np.float32), name)
+
+    inits = [weight("c1w", 32, 1, 5, 5), zeros("c1b", 32), weight("c2w", 64, 32, 5, 5), zeros("c2b", 64),
+             weight("f1w", 1024, 3136), zeros("f1b", 1024), weight("f2w", 10, 1024), zeros("f2b", 10)]
+    node = helper.make_node
+    nodes = [node("Conv", ["input", "c1w", "c1b"], ["c1"], pads=[2, 2, 2, 2]), node("Relu", ["c1"], ["r1"]),
+             node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+             node("Conv", ["p1", "c2w", "c2b"], ["c2"], pads=[2, 2, 2, 2]), node("Relu", ["c2"], ["r2"]),
+             node("MaxPool", ["r2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+             node("Flatten", ["p2"], ["flat"]), node("Gemm", ["flat", "f1w", "f1b"], ["f1"], transB=1),
+             node("Relu", ["f1"], ["r3"]), node("Gemm", ["r3", "f2w", "f2b"], ["logits"], transB=1)]
+    g = helper.make_graph(
+        nodes, "mnist_cnn", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 1, 28, 28])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
 class Repo:
     """A model repository in a temporary folder."""
 
