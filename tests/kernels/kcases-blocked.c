@@ -44,6 +44,11 @@ static const bconv_spec conv_specs[] = {
     {2, 3, 12, 12, 24, 7, 7, 2, 2, 1, 1, {3, 3, 3, 3}, false, true, NULL},
     {1, 1, 9, 16, 8, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, false, true, NULL},
     {1, 5, 6, 20, 32, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, true, NULL},
+    /* Planar inputs past the stem: a Split's half read in place (stride 1,
+     * every tile width), dilation, and stride 3 (run-time strides). */
+    {1, 16, 9, 31, 40, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, false, true, NULL},
+    {1, 20, 10, 12, 16, 3, 3, 1, 1, 2, 2, {2, 2, 2, 2}, false, true, NULL},
+    {1, 6, 11, 23, 24, 3, 3, 3, 3, 1, 1, {1, 1, 1, 1}, false, true, NULL},
     /* Depthwise: 3x3 and 5x5, strides 1 and 2, borders, dilation. */
     {1, 32, 9, 9, 32, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true, false, NULL},
     {1, 24, 14, 17, 24, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, true, false, NULL},

@@ -49,8 +49,13 @@ static inline vf bk_keep(vf x, int valid) {
 /* ---- dense convolution ---------------------------------------------------------- */
 
 /* MODE: 1 or 2 = blocked input at that horizontal stride (lanes = VN, all
- * strides compile-time constants, the lane loop unrolled); 0 = anything
- * else (planar stems, other strides), strides read at run time. */
+ * strides compile-time constants, the lane loop unrolled); 3 or 4 = planar
+ * input at horizontal stride 1 or 2 (pixel steps constant, so every
+ * broadcast is an immediate offset; lanes and the plane stride read at run
+ * time); 0 = anything else (other strides), strides read at run time.
+ * Reading a 16-channel planar input at stride 1 with run-time strides cost
+ * 50% more than the same layer on a blocked input (YOLOv8n's C2f
+ * bottlenecks, which read their Split's planar halves in place). */
 static inline __attribute__((always_inline)) void bk_conv_tile(const er_bconv *a, int64_t g, int64_t oy,
                                                                int64_t ox0, const int R, const int NB,
                                                                const int MODE) {
@@ -61,11 +66,13 @@ static inline __attribute__((always_inline)) void bk_conv_tile(const er_bconv *a
 #pragma GCC unroll 2
     for (int v = 0; v < 2; v++)
       if (p < R && v < NB) acc[p][v] = a->bias ? v_ld(a->bias + (ob + v) * VN) : v_zero();
-  const int64_t lanes = MODE ? VN : a->lanes, kh = a->kh, kw = a->kw;
+  const bool blk = MODE == 1 || MODE == 2, planar = MODE >= 3 || (MODE == 0 && a->planar);
+  const int64_t sw = MODE == 1 || MODE == 3 ? 1 : MODE == 2 || MODE == 4 ? 2 : a->sw;
+  const int64_t lanes = blk ? VN : a->lanes, kh = a->kh, kw = a->kw;
   /* Element strides of the input: pixel, lane, row, block. */
-  const int64_t ps = MODE ? VN : a->planar ? 1 : VN, ls = MODE ? 1 : a->planar ? a->h * a->w : 1;
-  const int64_t rs = a->w * ps, bs = !MODE && a->planar ? 0 : a->xbs;
-  const int64_t pstep = MODE ? MODE * VN : a->sw * ps;
+  const int64_t ps = planar ? 1 : VN, ls = planar ? a->h * a->w : 1;
+  const int64_t rs = a->w * ps, bs = planar ? 0 : a->xbs;
+  const int64_t pstep = sw * ps;
   const int64_t wtap = lanes * VN, wblock = a->cbk * kh * kw * wtap;
   const int64_t iy0 = oy * a->sh - a->pt;
   int64_t ky0 = 0, ky1 = kh;
@@ -76,7 +83,7 @@ static inline __attribute__((always_inline)) void bk_conv_tile(const er_bconv *a
     for (int64_t ky = ky0; ky < ky1; ky++) {
       const float *row = a->x + cb * bs + (iy0 + ky * a->dh) * rs;
       for (int64_t kx = 0; kx < kw; kx++) {
-        const float *xp = row + (ox0 * (MODE ? MODE : a->sw) - a->pl + kx * a->dw) * ps;
+        const float *xp = row + (ox0 * sw - a->pl + kx * a->dw) * ps;
         const float *wt = wg + ((cb * kh + ky) * kw + kx) * wtap;
         for (int64_t l = 0; l < lanes; l++) {
           __builtin_prefetch(wt + (l + BK_PF_LANES) * VN, 0, 3);
@@ -124,7 +131,11 @@ static inline __attribute__((always_inline)) void bk_conv_tile(const er_bconv *a
       case 2: bk_conv_tile(a, g, oy, ox0, R, 1, 1); break;                                      \
       case 3: bk_conv_tile(a, g, oy, ox0, R, 2, 1); break;                                      \
       case 4: bk_conv_tile(a, g, oy, ox0, R, 1, 2); break;                                      \
-      default: bk_conv_tile(a, g, oy, ox0, R, 2, 2); break;                                     \
+      case 5: bk_conv_tile(a, g, oy, ox0, R, 2, 2); break;                                      \
+      case 6: bk_conv_tile(a, g, oy, ox0, R, 1, 3); break;                                      \
+      case 7: bk_conv_tile(a, g, oy, ox0, R, 2, 3); break;                                      \
+      case 8: bk_conv_tile(a, g, oy, ox0, R, 1, 4); break;                                      \
+      default: bk_conv_tile(a, g, oy, ox0, R, 2, 4); break;                                     \
     }                                                                                            \
   }
 BK_CONV_TILE(1)
@@ -159,7 +170,7 @@ static const bk_conv_fn bk_conv_by_r[BK_RMAX + 1] = {
 };
 
 static void bk_conv(const er_bconv *a, int64_t u0, int64_t u1) {
-  const int mode = !a->planar && (a->sw == 1 || a->sw == 2) ? (int)a->sw : 0;
+  const int mode = a->sw == 1 || a->sw == 2 ? (int)a->sw + (a->planar ? 2 : 0) : 0;
   for (int64_t u = u0; u < u1; u++) {
     int64_t g = a->rows_outer ? u % a->groups : u / a->oh;
     int64_t oy = a->rows_outer ? u / a->groups : u % a->oh;
