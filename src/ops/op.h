@@ -184,4 +184,12 @@ void er__bcast_next(er_bcast *b);
 /* The output shape in dims of a tensor known to be fully shaped; asserts. */
 int64_t er__count(const er_tensor *t);
 
+/* Concat in place (runtime/session.c) plans inputs where they belong in
+ * the output. True when a run's inputs do not match that plan: some input
+ * lies inside the output's memory at a place other than its own, where
+ * copying the others would overwrite it before it is read (a model with
+ * symbolic dims run at other shapes than the plan was made for). The
+ * Concat must then build its output elsewhere first. */
+bool er__concat_misplaced(const er_kctx *ctx, int axis);
+
 #endif /* ER_OP_H */

@@ -666,6 +666,22 @@ static er_status concat_check(er_kctx *ctx) {
   return ER_STATUS_OK;
 }
 
+bool er__concat_misplaced(const er_kctx *ctx, int axis) {
+  const er_tensor *y = ctx->out[0];
+  size_t es = er_dtype_size(y->dtype);
+  const uint8_t *y0 = y->data, *y1 = y0 + (size_t)er__count(y) * es, *dest = y0;
+  bool one_row = dims_product(y->dims, 0, axis) == 1;
+  for (int i = 0; i < ctx->n_in; i++) {
+    const er_tensor *t = ctx->in[i];
+    size_t len = (size_t)er__count(t) * es;
+    const uint8_t *s0 = t->data;
+    bool inside = len && s0 < y1 && y0 < s0 + len;
+    if (inside && (!one_row || s0 != dest)) return true;
+    dest += len;
+  }
+  return false;
+}
+
 static er_status concat_run(er_kctx *ctx) {
   er_tensor *y = ctx->out[0];
   int64_t axis_attr;
@@ -677,7 +693,13 @@ static er_status concat_run(er_kctx *ctx) {
    * concatenation of the matching rows of the inputs. */
   int64_t outer = dims_product(y->dims, 0, axis);
   int64_t after = dims_product(y->dims, axis + 1, y->rank);
-  uint8_t *out = y->data;
+  size_t total = (size_t)er__count(y) * es;
+  uint8_t *out = y->data, *built = NULL;
+  if (total && er__concat_misplaced(ctx, axis)) {
+    built = malloc(total);
+    if (!built) return er__op_error(ctx, ER_STATUS_OUT_OF_MEMORY, "out of memory concatenating %zu bytes", total);
+    out = built;
+  }
   for (int64_t o = 0; o < outer; o++) {
     for (int i = 0; i < ctx->n_in; i++) {
       const er_tensor *t = ctx->in[i];
@@ -687,6 +709,10 @@ static er_status concat_run(er_kctx *ctx) {
       if (src != out) memcpy(out, src, row); /* else made in place (session.c) */
       out += row;
     }
+  }
+  if (built) {
+    memcpy(y->data, built, total);
+    free(built);
   }
   return ER_STATUS_OK;
 }

@@ -434,6 +434,17 @@ static int64_t static_bytes(const er_graph *g, int32_t v) {
   return count < 0 || es == 0 ? -1 : count * (int64_t)es;
 }
 
+/* The bytes the plan gives value u, when they are known: its static size,
+ * else what runs have needed for it (symbolic dims), if it is planned and
+ * has run. */
+static int64_t plan_bytes(const er_session *s, const run_ctx *c, const uint64_t *bytes, const uint64_t *part_off,
+                          int32_t u) {
+  int64_t b = static_bytes(s->graph, u);
+  if (b >= 0) return b;
+  if (c->part_of[u] >= 0) return (int64_t)part_off[s->graph->n_values + u];
+  return plannable(s, u) && c->view_of[u] < 0 && bytes[u] > 0 ? (int64_t)bytes[u] : -1;
+}
+
 /* Concat in place: a Concat whose dims before the axis are all 1 (NCHW
  * channel concatenation at batch 1) holds each input as one contiguous
  * slice of its output. Inputs made on the CPU, planned, not views or view
@@ -442,7 +453,11 @@ static int64_t static_bytes(const er_graph *g, int32_t v) {
  * output and the Concat copies nothing for them (copy_all and concat_run
  * skip a source that already is its destination). The output then lives
  * from its first part's birth; it is marked view_of = -2 so that nothing
- * zeroes it. Shapes must be static. Returns false when out of memory. */
+ * zeroes it. Symbolic dims (a detector exported with dynamic batch and
+ * image size) take the sizes runs have seen, so the plan is made after
+ * the first run; a later run at other shapes finds inputs out of place,
+ * which the Concat kernels detect and handle (er__concat_misplaced).
+ * Returns false when out of memory. */
 static bool plan_concats(const er_session *s, run_ctx *c, int32_t *first, int32_t *last, uint64_t *bytes,
                          uint64_t *part_off) {
   const er_graph *g = s->graph;
@@ -457,21 +472,29 @@ static bool plan_concats(const er_session *s, run_ctx *c, int32_t *first, int32_
     const er_node *node = &g->nodes[i];
     if (!node->op || strcmp(node->op->name, "Concat") != 0 || node->op->domain[0] || node->n_outputs < 1) continue;
     int32_t v = node->outputs[0];
-    if (v < 0 || first[v] < 0 || c->view_of[v] != -1 || c->part_of[v] >= 0 || static_bytes(g, v) < 0) continue;
+    if (v < 0 || first[v] < 0 || c->view_of[v] != -1 || c->part_of[v] >= 0 || plan_bytes(s, c, bytes, part_off, v) < 0)
+      continue;
     const er_tensor *oi = &g->values[v].info;
     const er_attr *ax = er__node_attr(node, "axis");
     int64_t axis = ax ? ax->i : 1;
+    if (oi->rank < 1) continue;
     if (axis < 0) axis += oi->rank;
     if (axis < 0 || axis >= oi->rank) continue;
+    /* (a symbolic batch is taken to be 1, as runs have seen it) */
     bool outer_one = true;
     for (int64_t d = 0; d < axis; d++)
-      if (oi->dims[d] != 1) outer_one = false;
+      if (oi->dims[d] != 1 && oi->dims[d] >= 0) outer_one = false;
     if (!outer_one) continue;
+    /* With symbolic sizes a run may find its inputs out of place, and the
+     * Concat then moves them: only inputs it reads last may be its parts. */
+    bool exact = static_bytes(g, v) >= 0;
+    for (int k = 0; k < node->n_inputs && exact; k++)
+      if (node->inputs[k] < 0 || static_bytes(g, node->inputs[k]) < 0) exact = false;
     uint64_t off = 0;
     bool any = false, ok = true;
     for (int k = 0; k < node->n_inputs && ok; k++) {
       int32_t u = node->inputs[k];
-      int64_t ub = u >= 0 ? static_bytes(g, u) : -1;
+      int64_t ub = u >= 0 ? plan_bytes(s, c, bytes, part_off, u) : -1;
       if (ub < 0) {
         ok = false; /* offsets of the later inputs unknown */
         break;
@@ -480,7 +503,8 @@ static bool plan_concats(const er_session *s, run_ctx *c, int32_t *first, int32_
       for (int j = 0; j < node->n_inputs; j++)
         if (j != k && node->inputs[j] == u) once = false;
       /* (view_of[u] == -2: u holds parts of its own) */
-      if (once && first[u] >= 0 && c->view_of[u] == -1 && !rooted[u] && c->part_of[u] < 0 && u != v) {
+      if (once && first[u] >= 0 && c->view_of[u] == -1 && !rooted[u] && c->part_of[u] < 0 && u != v &&
+          (exact || last[u] == s->exec_pos[i])) {
         c->part_of[u] = v;
         part_off[u] = off;
         part_off[n + u] = (uint64_t)ub;

@@ -36,7 +36,7 @@ void tb_value_info(er_pbw *w, const char *name, int elem, int rank, const int64_
     for (int i = 0; i < rank; i++) {
       er_pbw dim = {0};
       if (dims[i] >= 0) er__pbw_varint_field(&dim, 1, (uint64_t)dims[i]);
-      else tb_str(&dim, 2, "N");
+      else tb_str(&dim, 2, dims[i] == -1 ? "N" : dims[i] == -2 ? "H" : "W");
       tb_embed(&shape, 1, &dim);
       er__pbw_free(&dim);
     }

@@ -16,7 +16,8 @@ void tb_tensor(er_pbw *w, const char *name, int dtype, int rank, const int64_t *
                size_t raw_len);
 /* Adds an external_data key/value entry to a TensorProto body. */
 void tb_tensor_ext(er_pbw *w, const char *key, const char *value);
-/* ValueInfoProto body for a tensor; rank < 0: no shape. */
+/* ValueInfoProto body for a tensor; rank < 0: no shape. Dims -1, -2 and
+ * any other negative one are the symbolic dims "N", "H" and "W". */
 void tb_value_info(er_pbw *w, const char *name, int elem, int rank, const int64_t *dims);
 
 /* AttributeProto fields appended to a node's attribute list `attrs` (each

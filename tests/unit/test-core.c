@@ -566,6 +566,69 @@ static void test_concat_in_place(void) {
   er__pbw_free(&ax1s);
 }
 
+/* Concat in place with symbolic dims: the plan takes the sizes the first
+ * run saw. cat = Concat(b, a, c) of Neg, Relu and Abs of x [N, 2, H, W]
+ * along the channels, then Sigmoid; a is read again after the Concat (so
+ * it must not be a part: a run at other shapes moves parts). Runs at the
+ * planned shape, smaller, larger, batch 2 and the planned shape again
+ * must all equal the plain ops. */
+static void test_concat_in_place_symbolic(void) {
+  er_pbw g = {0}, m = {0}, ax1 = {0};
+  const int64_t xd[4] = {-1, 2, -2, -3};
+  tb_attr_int(&ax1, "axis", 1);
+  tb_node(&g, "Abs", "abs", (const char *const[]){"x", NULL}, (const char *const[]){"c", NULL}, NULL);
+  tb_node(&g, "Relu", "relu", (const char *const[]){"x", NULL}, (const char *const[]){"a", NULL}, NULL);
+  tb_node(&g, "Neg", "neg", (const char *const[]){"x", NULL}, (const char *const[]){"b", NULL}, NULL);
+  tb_node(&g, "Concat", "cat", (const char *const[]){"b", "a", "c", NULL}, (const char *const[]){"cat", NULL}, &ax1);
+  tb_node(&g, "Sigmoid", "sig", (const char *const[]){"cat", NULL}, (const char *const[]){"y1", NULL}, NULL);
+  tb_node(&g, "Add", "add", (const char *const[]){"a", "x", NULL}, (const char *const[]){"y2", NULL}, NULL);
+  tb_graph_input(&g, "x", 1, 4, xd);
+  tb_graph_output(&g, "y1", 1, -1, NULL);
+  tb_graph_output(&g, "y2", 1, -1, NULL);
+  tb_model(&m, 8, 13, &g);
+  er_model *model = NULL;
+  CHECK_STATUS(er_model_load_buffer(m.buf, m.len, NULL, NULL, &model), ER_STATUS_OK);
+  er_session *s = NULL;
+  if (model) CHECK_STATUS(er_session_create(model, NULL, &s), ER_STATUS_OK);
+  /* [2,2,3,4] fits the slots [1,2,5,5] left: its parts are made in place
+   * but belong elsewhere (two rows), which the Concat must see. */
+  static const int64_t shapes[][4] = {{1, 2, 3, 4}, {1, 2, 3, 4}, {1, 2, 2, 2}, {1, 2, 5, 5},
+                                      {2, 2, 3, 4}, {1, 2, 3, 4}, {1, 2, 1, 7}};
+  for (size_t run = 0; s && run < ER_ARRAY_LEN(shapes); run++) {
+    const int64_t *d = shapes[run];
+    const int64_t n = d[0], hw = d[2] * d[3], count = n * 2 * hw;
+    float xv[128];
+    for (int64_t i = 0; i < count; i++) xv[i] = (float)((i * 5 + (int64_t)run * 3) % 13) - 6.0f;
+    er_tensor *x = NULL, *y[2] = {NULL, NULL};
+    er_tensor_wrap(ER_DTYPE_FLOAT, 4, d, xv, (size_t)count * sizeof *xv, &x);
+    er_named_tensor in = {"x", x};
+    CHECK_STATUS(er_session_run(s, &in, 1, NULL, 2, y), ER_STATUS_OK);
+    if (y[0] && y[1]) {
+      const float *y1 = er_tensor_cdata(y[0]), *y2 = er_tensor_cdata(y[1]);
+      CHECK(er_tensor_dims(y[0])[0] == n && er_tensor_dims(y[0])[1] == 6);
+      int bad = 0;
+      for (int64_t b = 0; b < n; b++)
+        for (int64_t i = 0; i < 2 * hw; i++) {
+          float xi = xv[b * 2 * hw + i], a = xi > 0 ? xi : 0.0f;
+          float want[3] = {1.0f / (1.0f + expf(xi)), 1.0f / (1.0f + expf(-a)), 1.0f / (1.0f + expf(-fabsf(xi)))};
+          for (int k = 0; k < 3; k++)
+            if (fabsf(y1[b * 6 * hw + k * 2 * hw + i] - want[k]) > 1e-6f) bad++;
+          if (y2[b * 2 * hw + i] != a + xi) bad++;
+        }
+      CHECK(bad == 0);
+      if (bad) fprintf(stderr, "  run %zu at [%lld,2,%lld,%lld]: %d wrong\n", run, (long long)n, (long long)d[2],
+                       (long long)d[3], bad);
+    }
+    for (int k = 0; k < 2; k++) er_tensor_free(y[k]);
+    er_tensor_free(x);
+  }
+  er_session_free(s);
+  er_model_free(model);
+  er__pbw_free(&g);
+  er__pbw_free(&m);
+  er__pbw_free(&ax1);
+}
+
 /* ---- thread pool -------------------------------------------------------- */
 
 /* Chunks of a parallel loop are claimed by whichever thread is free (so a
@@ -649,6 +712,7 @@ int main(int argc, char **argv) {
       {"fix_dims", test_fix_dims},
       {"views_share_memory", test_views_share_memory},
       {"concat_in_place", test_concat_in_place},
+      {"concat_in_place_symbolic", test_concat_in_place_symbolic},
       {"pool_chunks", test_pool_chunks},
   };
   return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);

@@ -564,7 +564,11 @@ static er_status concat_run(const er_kernel_run *kr) {
   for (int d = 0; d < axis; d++) outer *= y->dims[d];
   for (int d = axis + 1; d < y->rank; d++) after *= y->dims[d];
   const size_t es = er_dtype_size(y->dtype);
-  if (outer * ctx->n_in > CONCAT_MAX_COPIES) return er__kr_reference(kr);
+  /* The reference takes many rows, and inputs out of their planned place
+   * (it builds the output aside first). It writes every byte, and must not
+   * have the output zeroed as er__kr_reference does: parts made in place
+   * are in it. */
+  if (outer * ctx->n_in > CONCAT_MAX_COPIES || er__concat_misplaced(ctx, axis)) return ctx->node->op->run(ctx);
   concat_copy copies[CONCAT_MAX_COPIES];
   int n = 0;
   int64_t pieces = 0;
