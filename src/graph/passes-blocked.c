@@ -20,6 +20,9 @@
  *                     -> the same op on the blocked twins
  *   Concat over channels of blocked values, all but the last a whole
  *   number of blocks  -> Concat on axis 1 of the twins
+ *   Split over channels of a blocked value, every part but the last a
+ *   whole number of blocks
+ *                     -> Split on axis 1 of the twin, sizes in blocks
  *
  * Any other reader of a value that exists only blocked, and every graph
  * output, gets its planar form back through FromBlocked, made once, just
@@ -37,6 +40,8 @@
 /* Dense convolutions with at most this many taps per axis go blocked (the
  * kernels' limit; larger ones stay planar). */
 #define BLK_MAX_TAPS 16
+/* Splits into at most this many parts go blocked. */
+#define BLK_MAX_PARTS 64
 
 typedef struct bctx {
   er_graph *g;
@@ -312,6 +317,44 @@ static bool concat_ok(const bctx *bc, const er_node *n, int64_t *channels) {
   return true;
 }
 
+/* The channel counts of a Split's parts when it can split the blocked twin
+ * of its input: axis 1 of a rank-4 float32 value, sizes known (attribute,
+ * constant input or equal parts), every part but the last a whole number
+ * of blocks and none empty. YOLOv8's C2f blocks split a convolution's
+ * output in halves that feed convolutions, a residual Add and a Concat,
+ * all blocked: planar halves cost a conversion, a reference copy and one
+ * more conversion per bottleneck. */
+static bool split_ok(const bctx *bc, const er_node *n, int64_t *sizes) {
+  const er_graph *g = bc->g;
+  if (!is_std(n, "Split") || n->n_inputs < 1 || n->n_outputs < 1 || n->n_outputs > BLK_MAX_PARTS) return false;
+  int32_t x = n->inputs[0];
+  int64_t c = channels_of(g, x), axis = attr_i(n, "axis", 0);
+  if (c < 1 || bc->twin[x] < 0 || bc->chan[bc->twin[x]] != c || (axis != 1 && axis != -3)) return false;
+  int parts = n->n_outputs;
+  const er_tensor *given = n->n_inputs > 1 && n->inputs[1] >= 0 ? const_of(g, n->inputs[1]) : NULL;
+  const er_attr *list = er__node_attr(n, "split");
+  if (n->version < 13 && list) {
+    if (list->type != ER_ATTR_INTS || list->n != parts) return false;
+    for (int j = 0; j < parts; j++) sizes[j] = list->ints[j];
+  } else if (n->version >= 13 && n->n_inputs > 1 && n->inputs[1] >= 0) {
+    if (!given || given->dtype != ER_DTYPE_INT64 || given->rank != 1 || er__tensor_count(given) != parts) return false;
+    for (int j = 0; j < parts; j++) sizes[j] = er__get_i64(given, j);
+  } else {
+    /* Equal parts; from opset 18 the last one takes what is left. */
+    int64_t chunk = n->version >= 18 ? (c + parts - 1) / parts : c / parts;
+    if (n->version < 18 && c % parts != 0) return false;
+    for (int j = 0; j < parts; j++) sizes[j] = j + 1 < parts ? chunk : c - chunk * (parts - 1);
+  }
+  int64_t sum = 0;
+  for (int j = 0; j < parts; j++) {
+    int32_t y = n->outputs[j];
+    if (sizes[j] < 1 || (j + 1 < parts && sizes[j] % bc->b != 0) || y < 0 || channels_of(g, y) != sizes[j])
+      return false;
+    sum += sizes[j];
+  }
+  return sum == c;
+}
+
 /* ---- the rewrite ------------------------------------------------------------ */
 
 static er_status rewrite_conv(bctx *bc, const er_node *n, bool depthwise) {
@@ -376,6 +419,42 @@ static er_status rewrite_same(bctx *bc, const er_node *n, int64_t channels) {
   return push_node(bc, &c);
 }
 
+/* Split on axis 1 of the twin, in the opset-11 form whose sizes are an
+ * attribute (the pass adds no constants), sizes in blocks. */
+static er_status rewrite_split(bctx *bc, const er_node *n, const int64_t *sizes) {
+  er_graph *g = bc->g;
+  er_node c = *n;
+  int parts = n->n_outputs;
+  int32_t in = bc->twin[n->inputs[0]], out[BLK_MAX_PARTS];
+  er_attr *attrs = er__arena_array(g->arena, 3, sizeof *attrs);
+  int64_t *blocks = er__arena_array(g->arena, (size_t)parts + 1, sizeof *blocks);
+  if (!attrs || !blocks) return ER_STATUS_OUT_OF_MEMORY;
+  for (int j = 0; j < parts; j++) {
+    blocks[j] = (sizes[j] + bc->b - 1) / bc->b;
+    ER_CHECK(new_twin(bc, n->outputs[j], sizes[j], &out[j]));
+  }
+  attrs[0] = int_attr("axis", 1);
+  memset(&attrs[1], 0, sizeof attrs[1]);
+  attrs[1].name = "split";
+  attrs[1].type = ER_ATTR_INTS;
+  attrs[1].ints = blocks;
+  attrs[1].n = parts;
+  c.attrs = attrs;
+  c.n_attrs = 2;
+  c.version = 11;
+  c.op = er__op_find("", "Split", 11);
+  if (!c.op) return er__error(ER_STATUS_INTERNAL, "Split of opset 11 is missing");
+  c.inputs = arena_ids(g, &in, 1);
+  c.outputs = arena_ids(g, out, parts);
+  if (!c.inputs || !c.outputs) return ER_STATUS_OUT_OF_MEMORY;
+  c.n_inputs = 1;
+  for (int j = 0; j < parts; j++) {
+    g->values[n->outputs[j]].producer = -1;
+    g->values[out[j]].producer = bc->n_nodes;
+  }
+  return push_node(bc, &c);
+}
+
 static er_status rewrite(bctx *bc) {
   er_graph *g = bc->g;
   int32_t n_old = g->n_nodes;
@@ -386,13 +465,15 @@ static er_status rewrite(bctx *bc) {
   for (int32_t i = 0; i < n_old && st == ER_STATUS_OK; i++) {
     const er_node *n = &old[i];
     bool depthwise;
-    int64_t c;
+    int64_t c, sizes[BLK_MAX_PARTS];
     if (!bc->exclude[i] && conv_ok(bc, n, &depthwise) && !(bc->keep_planar && bc->keep_planar(g, i))) {
       st = rewrite_conv(bc, n, depthwise);
     } else if (!bc->exclude[i] && pool_ok(bc, n)) {
       st = rewrite_pool(bc, n);
     } else if (eltwise_ok(bc, n, &c) || concat_ok(bc, n, &c)) {
       st = rewrite_same(bc, n, c);
+    } else if (split_ok(bc, n, sizes)) {
+      st = rewrite_split(bc, n, sizes);
     } else {
       for (int k = 0; k < n->n_inputs && st == ER_STATUS_OK; k++) st = need_planar(bc, n->inputs[k]);
       /* Values a subgraph captures are read in planar form too. */
@@ -454,10 +535,21 @@ static int mark_islands(bctx *bc, bool *native, bool *used) {
     out_twin[i] = -1;
     const er_node *n = &g->nodes[i];
     bool depthwise;
-    int64_t c;
+    int64_t c, sizes[BLK_MAX_PARTS];
     bool conv = !bc->exclude[i] && conv_ok(bc, n, &depthwise) && !(bc->keep_planar && bc->keep_planar(g, i));
     bool pool = !conv && !bc->exclude[i] && pool_ok(bc, n);
     bool same = !conv && !pool && (eltwise_ok(bc, n, &c) || concat_ok(bc, n, &c));
+    if (!conv && !pool && !same && split_ok(bc, n, sizes)) {
+      used[bc->twin[n->inputs[0]]] = true;
+      for (int j = 0; j < n->n_outputs; j++) {
+        int32_t t = next++;
+        bc->twin[n->outputs[j]] = t;
+        bc->twin[t] = -1;
+        bc->chan[t] = sizes[j];
+        native[t] = true;
+      }
+      continue;
+    }
     if (!conv && !pool && !same) continue;
     for (int k = 0; k < n->n_inputs; k++) {
       int32_t v = n->inputs[k], t;
@@ -516,8 +608,9 @@ er_status er__graph_block_layout(er_graph *g, int block, er_keep_planar_fn keep_
   bc.b = block;
   bc.keep_planar = keep_planar;
   /* Each node adds at most three values (its twin, a converted input and
-   * a converted residual). */
-  bc.cap = g->n_values + 3 * g->n_nodes + 16;
+   * a converted residual), a Split one twin per output. */
+  bc.cap = g->n_values + 16;
+  for (int32_t i = 0; i < g->n_nodes; i++) bc.cap += 3 + g->nodes[i].n_outputs;
   bc.twin = malloc((size_t)bc.cap * sizeof *bc.twin);
   bc.chan = calloc((size_t)bc.cap, sizeof *bc.chan);
   bc.planar = calloc((size_t)bc.cap, sizeof *bc.planar);

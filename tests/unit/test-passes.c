@@ -869,6 +869,85 @@ static void test_blocked_mixed_concat(void) {
   er__pbw_free(&cat);
 }
 
+/* YOLOv8's C2f block: a 1x1 layer, a channel Split in halves, a
+ * bottleneck (3x3 layer and residual Add) on the second half, a Concat of
+ * both halves and the bottleneck, a last 1x1 layer. With the sizes as a
+ * constant input (opset 13), an attribute (opset 11) or equal parts
+ * (opset 18's num_outputs), the Split runs on the blocked twin and nothing
+ * is converted but the output. Near misses stay planar and agree: parts of
+ * 2 and 30 channels (not whole blocks), and a Split along the height. */
+static void test_blocked_split(void) {
+  if (er__cpu_layout_block() == 0) return;
+  static const struct {
+    int opset;
+    int form;          /* 0 input, 1 attribute, 2 num_outputs */
+    int64_t first;     /* channels of the first part */
+    int64_t axis;
+    bool blocked;
+  } cases[] = {{13, 0, 16, 1, true},  {11, 1, 16, -3, true}, {18, 2, 16, 1, true},
+               {13, 0, 2, 1, false},  {13, 0, 6, 2, false}};
+  for (size_t i = 0; i < ER_ARRAY_LEN(cases); i++) {
+    er_pbw g = {0}, m = {0}, p1 = {0}, cat = {0}, sp = {0}, sizes = {0};
+    bool height = cases[i].axis == 2;
+    int64_t half = height ? 32 : 32 - cases[i].first;   /* channels of the second part */
+    int64_t split[2] = {cases[i].first, height ? 6 : half};
+    add_weight(&g, "W1", 4, (const int64_t[]){32, 16, 1, 1}, 0.3f, 0);
+    add_weight(&g, "Wm", 4, (const int64_t[]){half, half, 3, 3}, 0.1f, 0);
+    add_weight(&g, "Wy", 4, (const int64_t[]){16, height ? 96 : 32 + half, 1, 1}, 0.2f, 0);
+    tb_attr_ints(&p1, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+    tb_attr_int(&cat, "axis", 1);
+    tb_attr_int(&sp, "axis", cases[i].axis);
+    if (cases[i].form == 0) {
+      tb_tensor(&sizes, "S", 7, 1, (const int64_t[]){2}, split, sizeof split);
+      tb_graph_initializer(&g, &sizes);
+    } else if (cases[i].form == 1) {
+      tb_attr_ints(&sp, "split", split, 2);
+    } else {
+      tb_attr_int(&sp, "num_outputs", 2);
+    }
+    tb_node(&g, "Conv", "c1", IN("x", "W1"), OUT("c1"), NULL);
+    tb_node(&g, "Sigmoid", "s1", IN("c1"), OUT("s1"), NULL);
+    if (cases[i].form == 0) tb_node(&g, "Split", "split", IN("s1", "S"), OUT("a", "b"), &sp);
+    else tb_node(&g, "Split", "split", IN("s1"), OUT("a", "b"), &sp);
+    if (height) {
+      /* rows 6..11 of all 32 channels; the bottleneck reads both parts */
+      tb_node(&g, "Conv", "m1", IN("s1", "Wm"), OUT("m1"), &p1);
+      tb_node(&g, "Add", "res", IN("m1", "s1"), OUT("r"), NULL);
+      er_pbw cat2 = {0};
+      tb_attr_int(&cat2, "axis", 2);
+      tb_node(&g, "Concat", "rows", IN("a", "b"), OUT("ab"), &cat2);
+      tb_node(&g, "Concat", "cat", IN("ab", "r", "s1"), OUT("cat"), &cat);
+      er__pbw_free(&cat2);
+    } else {
+      tb_node(&g, "Conv", "m1", IN("b", "Wm"), OUT("m1"), &p1);
+      tb_node(&g, "Add", "res", IN("m1", "b"), OUT("r"), NULL);
+      tb_node(&g, "Concat", "cat", IN("a", "b", "r"), OUT("cat"), &cat);
+    }
+    tb_node(&g, "Conv", "cy", IN("cat", "Wy"), OUT("y"), NULL);
+    tb_graph_input(&g, "x", 1, 4, (const int64_t[]){1, 16, 12, 12});
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    tb_model(&m, 8, cases[i].opset, &g);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
+    /* All blocked: three blocked convolutions, no conversion in, one out
+     * (y). A near miss cannot look like that. */
+    int to = count_in_layout(opt, "blocked", "ToBlocked"), from = count_in_layout(opt, "blocked", "FromBlocked");
+    int convs = count_in_layout(opt, "blocked", "BlockedConv");
+    bool all_blocked = convs == 3 && to == 0 && from == 1;
+    CHECK(all_blocked == cases[i].blocked);
+    if (all_blocked != cases[i].blocked)
+      fprintf(stderr, "  case %zu: %d BlockedConv, %d ToBlocked, %d FromBlocked\n", i, convs, to, from);
+    same_in_layouts(opt, plain, 4, (const int64_t[]){1, 16, 12, 12});
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+    er__pbw_free(&p1);
+    er__pbw_free(&cat);
+    er__pbw_free(&sp);
+    er__pbw_free(&sizes);
+  }
+}
+
 /* Islands: a lone small convolution between planar ops is not worth its
  * conversions and stays planar; a lone large one (5x5, 64 channels) is
  * converted; a 3x3 layer the planar Winograd kernel takes stays planar. */
@@ -1008,6 +1087,7 @@ int main(int argc, char **argv) {
       {"blocked_near_misses", test_blocked_near_misses},
       {"blocked_mixed_concat", test_blocked_mixed_concat},
       {"blocked_islands", test_blocked_islands},
+      {"blocked_split", test_blocked_split},
   };
   return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);
 }
