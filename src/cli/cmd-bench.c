@@ -33,6 +33,20 @@ void er_cmd_bench_help(FILE *out) {
 #define MAX_DIMS 32
 #define MAX_INPUTS 256
 
+/* Appends name to the list in buf ("a, b"), once; a list too long for
+ * buf ends in "...". */
+static void note_default(char *buf, size_t size, const char *name) {
+  size_t len = strlen(buf), n = strlen(name);
+  for (const char *p = buf; (p = strstr(p, name)) != NULL; p += n)
+    if ((p == buf || p[-1] == ' ') && (p[n] == ',' || p[n] == '\0')) return;
+  if (len + n + 6 >= size) {
+    if (len + 4 < size && (len < 3 || strcmp(buf + len - 3, "...") != 0)) strcat(buf, "...");
+    return;
+  }
+  if (len) strcat(buf, ", ");
+  strcat(buf, name);
+}
+
 static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -215,6 +229,7 @@ int er_cmd_bench(int argc, char **argv) {
     rc = er_cli_fail("bench", "out of memory");
     goto done;
   }
+  char defaulted[256] = ""; /* symbolic dims no --dim gave, "a, b" */
   for (size_t i = 0; i < n_in; i++) {
     er_value_info info;
     er_model_input_info(model, i, &info);
@@ -233,9 +248,14 @@ int er_cmd_bench(int argc, char **argv) {
       for (int d = 0; d < rank; d++) {
         dims[d] = info.rank < 0 ? 1 : info.dims[d];
         if (dims[d] < 0) {
+          bool given = false;
           dims[d] = 1;
           for (int k = 0; k < n_dims; k++)
-            if (info.dim_params[d] && strcmp(info.dim_params[d], dim_names[k]) == 0) dims[d] = dim_values[k];
+            if (info.dim_params[d] && strcmp(info.dim_params[d], dim_names[k]) == 0) {
+              dims[d] = dim_values[k];
+              given = true;
+            }
+          if (!given) note_default(defaulted, sizeof defaulted, info.dim_params[d] ? info.dim_params[d] : "?");
         }
       }
       st = er_tensor_create(info.dtype, rank, dims, &inputs[i]);
@@ -260,6 +280,10 @@ int er_cmd_bench(int argc, char **argv) {
   double first_ms = now_ms() - t0;
   if (st != ER_STATUS_OK) {
     rc = er_cli_fail_status("bench", st, "running the model");
+    /* A detector's image size left at 1 fails deep inside the graph. */
+    if (defaulted[0])
+      fprintf(stderr, "edgerun bench: the inputs' symbolic dims %s were set to 1; give their sizes with "
+                      "--dim NAME=V or real inputs with --input NAME=FILE\n", defaulted);
     goto done;
   }
   for (size_t k = 0; k < n_out; k++) {

@@ -6,7 +6,8 @@
 - models with uncovered ops run correctly split, each fallback listed with
   its reason (inspect) and logged (run);
 - the sample out-of-tree plugin loads from --backend-path and runs a model;
-- devices (--json, --html, --require) and bench --compare.
+- devices (--json, --html, --require), bench --compare, and bench's hint
+  when symbolic dims left at 1 break a run.
 
 Skips the OpenCL parts, saying so, when the OpenCL backend is unusable
 (no PoCL). Last line: "N passed, N failed"."""
@@ -174,6 +175,20 @@ def bench(er):
         check(d["max_abs_diff"] is not None and d["max_abs_diff"] < 1e-4, "bench: the backends agree")
 
 
+def bench_symbolic_dims(er, real):
+    """A detector with a symbolic image size run without --dim: the failure
+    names the dims left at 1 and how to set them; with --dim it runs."""
+    model = os.path.join(real, "nudenet_320n", "model.onnx")
+    if not os.path.exists(model):
+        print("SKIP bench --dim check: nudenet_320n not in the real models")
+        return
+    r = run([er, "bench", model, "--iterations", "1", "--warmup", "0"])
+    check(r.returncode != 0 and "symbolic dims batch, height, width were set to 1" in r.stderr
+          and "--dim NAME=V" in r.stderr, f"bench names the defaulted dims: {r.stderr.strip()[-300:]}")
+    r = run([er, "bench", model, "--iterations", "1", "--warmup", "0", "--dim", "height=64", "--dim", "width=96"])
+    check(r.returncode == 0 and "were set to 1" not in r.stderr, f"bench --dim: {r.stderr.strip()[-200:]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--edgerun", required=True)
@@ -196,6 +211,7 @@ def main():
         bench(a.edgerun)
     plugin_run(a.edgerun, a.plugin, a.work)
     devices(a.edgerun, a.work, ok)
+    bench_symbolic_dims(a.edgerun, a.real)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
