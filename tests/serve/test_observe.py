@@ -158,6 +158,19 @@ def drive(srv, model, x, n, clients=16):
     return outs, n / dt, cpu / n, n / runs
 
 
+def drive_both(test, srv, x, ref, n, tol):
+    """drive() for models "plain" and "batched" with x; every answer must be
+    200 and match ref. Returns {model: (req/s, CPU s/request, requests/run)}."""
+    results = {}
+    for model in ("plain", "batched"):
+        outs, rps, cpu, per_run = drive(srv, model, x, n)
+        for st, y in outs:
+            test.assertEqual(st, 200)
+            np.testing.assert_allclose(y.reshape(ref.shape), ref, rtol=tol, atol=tol)
+        results[model] = (rps, cpu, per_run)
+    return results
+
+
 class Batching(unittest.TestCase):
     """The same model with and without dynamic batching, driven by 16
     concurrent clients: batching merges requests (batch-size histogram), and
@@ -176,13 +189,7 @@ class Batching(unittest.TestCase):
         try:
             x = harness.digits_images(1)
             ref = harness.reference_logits(x)
-            results = {}
-            for model in ("plain", "batched"):
-                outs, rps, cpu, per_run = drive(srv, model, x, 800)
-                for st, y in outs:
-                    self.assertEqual(st, 200)
-                    np.testing.assert_allclose(y.reshape(1, 10), ref, rtol=1e-4, atol=1e-4)
-                results[model] = (rps, cpu, per_run)
+            results = drive_both(self, srv, x, ref, 800, 1e-4)
             print(f"\nbatching: plain {results['plain'][0]:.0f} req/s, "
                   f"{results['plain'][1] * 1e6:.0f} us CPU/req, {results['plain'][2]:.2f} req/run; "
                   f"batched {results['batched'][0]:.0f} req/s, {results['batched'][1] * 1e6:.0f} us "
@@ -214,13 +221,7 @@ class Batching(unittest.TestCase):
             x = np.random.default_rng(1).random((1, 1, 28, 28), dtype=np.float32)
             ref = ort.InferenceSession(os.path.join(repo.path, "plain", "1", "model.onnx"),
                                        providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
-            results = {}
-            for model in ("plain", "batched"):
-                outs, rps, cpu, per_run = drive(srv, model, x, 320)
-                for st, y in outs:
-                    self.assertEqual(st, 200)
-                    np.testing.assert_allclose(y.reshape(1, 10), ref, rtol=1e-3, atol=1e-3)
-                results[model] = (rps, cpu, per_run)
+            results = drive_both(self, srv, x, ref, 320, 1e-3)
             print(f"\nmnist_cnn: plain {results['plain'][0]:.0f} req/s, "
                   f"{results['plain'][1] * 1e6:.0f} us CPU/req; batched {results['batched'][0]:.0f} "
                   f"req/s, {results['batched'][1] * 1e6:.0f} us CPU/req, "
