@@ -2,7 +2,7 @@
  * that collapse to row copies, to 2-D transposes and to neither, unit
  * axes, tiles at and around 16) and nearest Resize / Upsample (every
  * coordinate mode and rounding mode, scales and sizes, up and down, odd
- * factors). */
+ * factors, elements of 1, 2, 4 and 8 bytes). */
 #include <stdlib.h>
 
 #include "kcases.h"
@@ -98,6 +98,31 @@ static void gen_resize(case_fn fn, void *arg) {
   kc_attr_string(&c, "mode", "nearest");
   c.tol = TOL_EXACT_T;
   fn(&c, arg);
+  /* Other element types: a quantized detector's uint8 upsample, and one
+   * type of each other size (the random floats' bytes reinterpreted). */
+  static const er_dtype types[] = {ER_DTYPE_UINT8, ER_DTYPE_INT8, ER_DTYPE_FLOAT16, ER_DTYPE_INT64};
+  for (size_t ti = 0; ti < ER_ARRAY_LEN(types); ti++) {
+    kc_begin(&c, "Resize", "", 13, "Resize nearest %s x[1,5,7,9] asymmetric floor 2x1.5", er_dtype_name(types[ti]));
+    er_tensor *x = kc_input(&c, 4, DIMS(1, 5, 7, 9), -100, 100, false);
+    int64_t n = er__tensor_count(x);
+    size_t es = er_dtype_size(types[ti]);
+    unsigned char *d = calloc(1, (size_t)n * es);
+    for (size_t b = 0; b < (size_t)n * es; b++) d[b] = (unsigned char)(kc_uniform(&c, 0, 256));
+    free(x->data);
+    x->data = d;
+    x->dtype = types[ti];
+    x->nbytes = (size_t)n * es;
+    kc_input_none(&c);
+    t = kc_input(&c, 1, DIMS(4), 0, 0, true);
+    ((float *)t->data)[0] = ((float *)t->data)[1] = 1.0f;
+    ((float *)t->data)[2] = 2.0f;
+    ((float *)t->data)[3] = 1.5f;
+    kc_attr_string(&c, "mode", "nearest");
+    kc_attr_string(&c, "coordinate_transformation_mode", "asymmetric");
+    kc_attr_string(&c, "nearest_mode", "floor");
+    c.tol = TOL_EXACT_T;
+    fn(&c, arg);
+  }
   kc_begin(&c, "Resize", "", 10, "Resize-10 nearest x[1,2,5,6] scales 2x3");
   kc_input(&c, 4, DIMS(1, 2, 5, 6), -1, 1, false);
   t = kc_input(&c, 1, DIMS(4), 0, 0, true);

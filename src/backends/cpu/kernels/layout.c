@@ -277,9 +277,20 @@ static int64_t rs_index(const rs_state *s, int64_t j, int64_t in, int64_t out, d
   return i < 0 ? 0 : i >= in ? in - 1 : i;
 }
 
+/* Nearest moves whole elements: any type of 1, 2, 4 or 8 bytes (the
+ * uint8 feature maps of a quantized detector's upsample ran on the
+ * reference, 0.48 ms of a 5.6 ms run); linear is float32 only. */
+static bool rs_elem_ok(const er_kernel_info *ki, bool linear) {
+  if (linear) return er__ki_f32(ki, 0) && er__ki_out_f32(ki);
+  const er_tensor *x = ki->in[0], *y = ki->n_out > 0 ? ki->out[0] : NULL;
+  if (!x || !y || x->dtype != y->dtype || x->dtype == ER_DTYPE_STRING) return false;
+  size_t es = er_dtype_size(x->dtype);
+  return es == 1 || es == 2 || es == 4 || es == 8;
+}
+
 static bool rs_supports(const er_kernel_info *ki, bool linear) {
   rs_state s;
-  if (!er__ki_f32(ki, 0) || !er__ki_out_f32(ki) || ki->in[0]->rank != 4) return false;
+  if (!rs_elem_ok(ki, linear) || ki->in[0]->rank != 4) return false;
   bool ok = rs_params(ki, &s, linear);
   er__error_clear();
   return ok;
@@ -299,25 +310,41 @@ static er_status rs_prepare(const er_kernel_info *ki, void **state_out, size_t *
 }
 
 typedef struct rs_job {
-  const float *x;
-  float *y;
+  const void *x;
+  void *y;
+  size_t es;                   /* element bytes: 1, 2, 4 or 8 */
   int64_t h, w, oh, ow;
   const int64_t *mh, *mw;      /* [oh], [ow] input indices */
 } rs_job;
 
+/* One output row gathered from one input row, elements of type T. */
+#define RS_GATHER(T)                                                   \
+  static void rs_gather_##T(void *row, const void *src, const int64_t *mw, int64_t ow) { \
+    T *r = row;                                                        \
+    const T *x = src;                                                  \
+    for (int64_t ox = 0; ox < ow; ox++) r[ox] = x[mw[ox]];            \
+  }
+RS_GATHER(uint8_t)
+RS_GATHER(uint16_t)
+RS_GATHER(uint32_t)
+RS_GATHER(uint64_t)
+#undef RS_GATHER
+
 static void rs_planes(void *arg, int64_t begin, int64_t end) {
   const rs_job *j = arg;
+  void (*gather)(void *, const void *, const int64_t *, int64_t) =
+      j->es == 1 ? rs_gather_uint8_t : j->es == 2 ? rs_gather_uint16_t : j->es == 4 ? rs_gather_uint32_t : rs_gather_uint64_t;
+  const size_t in_row = (size_t)j->w * j->es, out_row = (size_t)j->ow * j->es;
   for (int64_t p = begin; p < end; p++) {
-    const float *x = j->x + p * j->h * j->w;
-    float *y = j->y + p * j->oh * j->ow;
+    const uint8_t *x = (const uint8_t *)j->x + (size_t)(p * j->h) * in_row;
+    uint8_t *y = (uint8_t *)j->y + (size_t)(p * j->oh) * out_row;
     for (int64_t oy = 0; oy < j->oh; oy++) {
-      float *row = y + oy * j->ow;
+      uint8_t *row = y + (size_t)oy * out_row;
       if (oy > 0 && j->mh[oy] == j->mh[oy - 1]) {
-        memcpy(row, row - j->ow, (size_t)j->ow * sizeof *row);
+        memcpy(row, row - out_row, out_row);
         continue;
       }
-      const float *src = x + j->mh[oy] * j->w;
-      for (int64_t ox = 0; ox < j->ow; ox++) row[ox] = src[j->mw[ox]];
+      gather(row, x + (size_t)j->mh[oy] * in_row, j->mw, j->ow);
     }
   }
 }
@@ -368,9 +395,10 @@ static er_status rs_run(const er_kernel_run *kr) {
   if (!maps) return er__error(ER_STATUS_OUT_OF_MEMORY, "Resize '%s': out of memory", ctx->node->name);
   for (int64_t j = 0; j < oh; j++) maps[j] = rs_index(s, j, h, oh, scale[2], out_w[2]);
   for (int64_t j = 0; j < ow; j++) maps[oh + j] = rs_index(s, j, w, ow, scale[3], out_w[3]);
-  rs_job job = {x->data, y->data, h, w, oh, ow, maps, maps + oh};
+  size_t es = er_dtype_size(x->dtype);
+  rs_job job = {x->data, y->data, es, h, w, oh, ow, maps, maps + oh};
   int64_t planes = x->dims[0] * x->dims[1];
-  er__parallel_for(kr->pool, planes, max64(1, LAYOUT_GRAIN_BYTES / max64(1, oh * ow * 4)), rs_planes, &job);
+  er__parallel_for(kr->pool, planes, max64(1, LAYOUT_GRAIN_BYTES / max64(1, oh * ow * (int64_t)es)), rs_planes, &job);
   er__aligned_free(owned);
   return ER_STATUS_OK;
 }
@@ -495,9 +523,9 @@ static er_status rsl_prepare(const er_kernel_info *ki, void **state_out, size_t 
 }
 
 static const er_cpu_kernel k_transpose = {"x_transpose__scalar", "Transpose", "", tr_supports_any, NULL, tr_run, NULL};
-static const er_cpu_kernel k_resize = {"f32_resize_nearest__scalar", "Resize", "", rs_supports_any, rs_prepare, rs_run,
+static const er_cpu_kernel k_resize = {"any_resize_nearest__scalar", "Resize", "", rs_supports_any, rs_prepare, rs_run,
                                        free};
-static const er_cpu_kernel k_upsample = {"f32_upsample_nearest__scalar", "Upsample", "", rs_supports_any, rs_prepare,
+static const er_cpu_kernel k_upsample = {"any_upsample_nearest__scalar", "Upsample", "", rs_supports_any, rs_prepare,
                                          rs_run, free};
 static const er_cpu_kernel k_resize_linear = {"f32_resize_linear__scalar", "Resize", "", rsl_supports, rsl_prepare,
                                               rsl_run, free};
