@@ -23,6 +23,7 @@
  *                  -> Attention
  *   transpose      Transpose o Transpose composed; identity perms removed
  *   reshape        Reshape o Reshape -> one Reshape
+ *   slice          Slice o Slice on disjoint axes -> one Slice
  *
  * Every rewrite requires the values it makes disappear to have no other
  * reader and not to be graph outputs, so what a caller can observe never
@@ -598,17 +599,20 @@ static er_status pass_matmul_bias(pass_ctx *pc) {
 
 /* ---- BatchNormalization + per-channel Mul / Add ---------------------------- */
 
-/* A float32 tensor of `n` floats made for the graph. */
-static er_status owned_floats(er_graph *g, const char *base, int64_t n, const float *v, int32_t *id) {
+/* A 1-D constant of `n` elements of type `dtype` (float32 or int64),
+ * copied from v, made for the graph. */
+static er_status owned_vec(er_graph *g, const char *base, er_dtype dtype, int64_t n, const void *v, int32_t *id) {
   er_tensor t;
   memset(&t, 0, sizeof t);
-  er__tensor_set(&t, ER_DTYPE_FLOAT, 1, &n);
+  er__tensor_set(&t, dtype, 1, &n);
   ER_CHECK(er__tensor_alloc(&t, 0));
-  memcpy(t.data, v, (size_t)n * sizeof *v);
+  memcpy(t.data, v, (size_t)n * er_dtype_size(dtype));
   er_status st = new_const(g, base, &t, id);
   if (st != ER_STATUS_OK) er__tensor_release(&t);
   return st;
 }
+
+
 
 /* Inference BatchNormalization with constant parameters, then Mul and Add
  * nodes whose other operand is a constant per channel (or one value):
@@ -682,7 +686,7 @@ static er_status pass_bn_affine(pass_ctx *pc) {
     int32_t ids[4];
     const char *base = n->name[0] ? n->name : "batchnorm";
     er_status st = ER_STATUS_OK;
-    for (int k = 0; k < 4 && st == ER_STATUS_OK; k++) st = owned_floats(g, base, c, ab + k * c, &ids[k]);
+    for (int k = 0; k < 4 && st == ER_STATUS_OK; k++) st = owned_vec(g, base, ER_DTYPE_FLOAT, c, ab + k * c, &ids[k]);
     free(ab);
     ER_CHECK(st);
     n = &g->nodes[i];
@@ -1099,6 +1103,95 @@ static er_status pass_reshape(pass_ctx *pc) {
   return ER_STATUS_OK;
 }
 
+/* ---- Slice chains ------------------------------------------------------------ */
+
+/* A Slice's constant starts, ends, axes and steps (opset 10+), axes made
+ * non-negative. False when any is computed at run time, the lists do not
+ * fit, or an axis is out of range or repeated: those are left to the op's
+ * own checks at run time. */
+typedef struct slice_lists {
+  int n;
+  int64_t starts[ER_MAX_RANK], ends[ER_MAX_RANK], axes[ER_MAX_RANK], steps[ER_MAX_RANK];
+} slice_lists;
+
+static bool slice_lists_of(const er_graph *g, const er_node *n, int rank, slice_lists *l) {
+  if (!is_op(n, "Slice") || n->version < 10 || n->n_inputs < 3 || rank < 0) return false;
+  const er_tensor *t[4] = {NULL, NULL, NULL, NULL};
+  for (int k = 0; k < 4; k++) {
+    int32_t v = k + 1 < n->n_inputs ? n->inputs[k + 1] : -1;
+    if (v < 0) {
+      if (k < 2) return false;
+      continue;
+    }
+    t[k] = const_of(g, v);
+    if (!t[k] || t[k]->rank != 1 || (t[k]->dtype != ER_DTYPE_INT64 && t[k]->dtype != ER_DTYPE_INT32)) return false;
+  }
+  int64_t cnt = er__tensor_count(t[0]);
+  if (cnt < 1 || cnt > rank) return false;
+  for (int k = 1; k < 4; k++)
+    if (t[k] && er__tensor_count(t[k]) != cnt) return false;
+  l->n = (int)cnt;
+  bool seen[ER_MAX_RANK] = {false};
+  for (int i = 0; i < l->n; i++) {
+    l->starts[i] = er__get_i64(t[0], i);
+    l->ends[i] = er__get_i64(t[1], i);
+    int64_t a = t[2] ? er__get_i64(t[2], i) : i;
+    if (a < -(int64_t)rank || a >= rank) return false;
+    if (a < 0) a += rank;
+    if (seen[a]) return false;
+    seen[a] = true;
+    l->axes[i] = a;
+    l->steps[i] = t[3] ? er__get_i64(t[3], i) : 1;
+    if (l->steps[i] == 0) return false;
+  }
+  return true;
+}
+
+/* Slice(Slice(x)) on disjoint axes -> one Slice. The second Slice's axes
+ * have the same extent before and after the first, so its clamping is
+ * unchanged. YOLOv5's and YOLOX's "Focus" stem takes rows, then columns,
+ * of the image with stride 2, four times: one pass over the image each
+ * instead of two. */
+static er_status pass_slice(pass_ctx *pc) {
+  er_graph *g = pc->g;
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    if (pc->dead[i]) continue;
+    er_node *s1 = &g->nodes[i];
+    if (!is_op(s1, "Slice") || s1->n_outputs != 1) continue;
+    int rank = g->values[s1->inputs[0]].info.rank;
+    slice_lists a, b;
+    if (!slice_lists_of(g, s1, rank, &a)) continue;
+    int32_t c = sole_consumer(pc, s1->outputs[0]);
+    if (c < 0 || g->nodes[c].inputs[0] != s1->outputs[0]) continue;
+    er_node *s2 = &g->nodes[c];
+    if (!slice_lists_of(g, s2, rank, &b) || a.n + b.n > rank) continue;
+    bool disjoint = true;
+    for (int x = 0; x < a.n; x++)
+      for (int y = 0; y < b.n; y++)
+        if (a.axes[x] == b.axes[y]) disjoint = false;
+    /* Four new constants: keep within the pass context's value capacity. */
+    if (!disjoint || (size_t)g->n_values + 4 > pc->cap) continue;
+    for (int y = 0; y < b.n; y++) {
+      a.starts[a.n + y] = b.starts[y];
+      a.ends[a.n + y] = b.ends[y];
+      a.axes[a.n + y] = b.axes[y];
+      a.steps[a.n + y] = b.steps[y];
+    }
+    int n = a.n + b.n;
+    const char *base = g->values[s2->outputs[0]].name;
+    int32_t ids[5] = {s1->inputs[0], -1, -1, -1, -1};
+    ER_CHECK(owned_vec(g, base, ER_DTYPE_INT64, n, a.starts, &ids[1]));
+    ER_CHECK(owned_vec(g, base, ER_DTYPE_INT64, n, a.ends, &ids[2]));
+    ER_CHECK(owned_vec(g, base, ER_DTYPE_INT64, n, a.axes, &ids[3]));
+    ER_CHECK(owned_vec(g, base, ER_DTYPE_INT64, n, a.steps, &ids[4]));
+    ER_CHECK(set_inputs(g, s2, ids, 5));
+    pc->dead[i] = true;
+    pc->changed++;
+    count_uses(pc);
+  }
+  return ER_STATUS_OK;
+}
+
 /* ---- attention ------------------------------------------------------------- */
 
 /* Scaled dot-product attention from primitives, as PyTorch and BERT-style
@@ -1467,7 +1560,8 @@ done:
 }
 
 er_status er__graph_optimize_basic(er_graph *g) {
-  static const pass_fn passes[] = {pass_conv_bn, pass_conv_mul, pass_conv_bias, pass_transpose, pass_reshape, NULL};
+  static const pass_fn passes[] = {pass_conv_bn,   pass_conv_mul, pass_conv_bias, pass_transpose,
+                                   pass_reshape,   pass_slice,    NULL};
   return run_passes(g, true, passes);
 }
 

@@ -184,6 +184,32 @@ void er__bcast_next(er_bcast *b);
 /* The output shape in dims of a tensor known to be fully shaped; asserts. */
 int64_t er__count(const er_tensor *t);
 
+/* A strided view of a tensor's elements, normalized for copying: dims of
+ * size 1 dropped and neighbours that walk memory as one merged, so the
+ * innermost run is as long as possible. Element (i_0, ..., i_{rank-1})
+ * lies at offset + sum(i_k * strides[k]) elements of the source. Views
+ * reach twice the largest tensor rank (Tile views its output as
+ * [r0, d0, r1, d1, ...]). */
+#define ER_VIEW_MAX_RANK (2 * ER_MAX_RANK)
+typedef struct er_view {
+  int rank;                            /* 0: a single element */
+  bool empty;                          /* some dim is 0 */
+  size_t es;                           /* element bytes */
+  int64_t offset;                      /* elements */
+  int64_t dims[ER_VIEW_MAX_RANK];
+  int64_t strides[ER_VIEW_MAX_RANK];   /* elements; may be 0 or negative */
+} er_view;
+void er__view_make(er_view *v, size_t es, int rank, const int64_t *dims, const int64_t *strides,
+                   int64_t offset);
+/* The view is er__view_rows() rows of dims[rank - 1] elements each. */
+int64_t er__view_rows(const er_view *v);
+/* Copies rows [begin, end) of the view of `src` to their place in `dst`,
+ * the contiguous copy of the whole view. Disjoint row ranges may be
+ * copied concurrently. */
+void er__view_copy(const er_view *v, void *dst, const void *src, int64_t begin, int64_t end);
+/* Slice's output as a view of its input (shapes known, at run time). */
+er_status er__slice_view(const er_kctx *ctx, er_view *v);
+
 /* Concat in place (runtime/session.c) plans inputs where they belong in
  * the output. True when a run's inputs do not match that plan: some input
  * lies inside the output's memory at a place other than its own, where

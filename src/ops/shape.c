@@ -23,7 +23,7 @@
 
 /* The view copier below handles views of up to twice the largest tensor
  * rank: Tile views its output as [r0, d0, r1, d1, ...]. */
-#define VIEW_MAX_RANK (2 * ER_MAX_RANK)
+#define VIEW_MAX_RANK ER_VIEW_MAX_RANK
 
 /* Bit of er_op_def.value_inputs for input i. */
 #define VALUE_IN(i) (1u << (i))
@@ -170,10 +170,15 @@ static void copy_row(uint8_t *dst, const uint8_t *src, size_t es, int64_t n, int
     memcpy(dst, src, (size_t)n * es);
     return;
   }
-  /* Fixed-size memcpy compiles to one load and store per element. */
-#define COPY_ROW_CASE(SIZE)                                                                \
-  case SIZE:                                                                               \
-    for (int64_t i = 0; i < n; i++) memcpy(dst + i * SIZE, src + i * stride * SIZE, SIZE); \
+  /* A constant stride of 2 (YOLO "Focus" stems, even/odd splits) lets the
+   * compiler load whole vectors and shuffle them; fixed-size memcpy
+   * compiles to one load and store per element otherwise. */
+#define COPY_ROW_CASE(SIZE)                                                                  \
+  case SIZE:                                                                                 \
+    if (stride == 2)                                                                         \
+      for (int64_t i = 0; i < n; i++) memcpy(dst + i * SIZE, src + i * 2 * SIZE, SIZE);      \
+    else                                                                                     \
+      for (int64_t i = 0; i < n; i++) memcpy(dst + i * SIZE, src + i * stride * SIZE, SIZE); \
     return;
   switch (es) {
     COPY_ROW_CASE(1)
@@ -187,6 +192,67 @@ static void copy_row(uint8_t *dst, const uint8_t *src, size_t es, int64_t n, int
 #undef COPY_ROW_CASE
 }
 
+void er__view_make(er_view *v, size_t es, int rank, const int64_t *dims, const int64_t *strides,
+                   int64_t offset) {
+  ER_ASSERT(rank <= ER_VIEW_MAX_RANK);
+  v->rank = 0;
+  v->es = es;
+  v->offset = offset;
+  v->empty = false;
+  /* Drop dims of size 1 and merge neighbours that walk memory as one, so the
+   * inner loop runs as long as possible (a plain copy becomes one memcpy). */
+  for (int k = 0; k < rank; k++) {
+    if (dims[k] == 0) v->empty = true;
+    if (dims[k] <= 1) continue;
+    if (v->rank > 0 && v->strides[v->rank - 1] == strides[k] * dims[k]) {
+      v->dims[v->rank - 1] *= dims[k];
+      v->strides[v->rank - 1] = strides[k];
+      continue;
+    }
+    v->dims[v->rank] = dims[k];
+    v->strides[v->rank] = strides[k];
+    v->rank++;
+  }
+}
+
+int64_t er__view_rows(const er_view *v) {
+  if (v->empty) return 0;
+  int64_t rows = 1;
+  for (int k = 0; k < v->rank - 1; k++) rows *= v->dims[k];
+  return rows;
+}
+
+void er__view_copy(const er_view *v, void *dst, const void *src, int64_t begin, int64_t end) {
+  const size_t es = v->es;
+  const uint8_t *in = src;
+  if (v->empty || begin >= end) return;
+  if (v->rank == 0) {
+    memcpy(dst, in + v->offset * (int64_t)es, es);
+    return;
+  }
+  int r = v->rank;
+  int64_t inner = v->dims[r - 1], inner_stride = v->strides[r - 1];
+  int64_t idx[ER_VIEW_MAX_RANK], off = v->offset;
+  /* Row `begin` as a mixed-radix index over the outer dims. */
+  int64_t q = begin;
+  for (int k = r - 2; k >= 0; k--) {
+    idx[k] = q % v->dims[k];
+    q /= v->dims[k];
+    off += idx[k] * v->strides[k];
+  }
+  uint8_t *out = (uint8_t *)dst + begin * inner * (int64_t)es;
+  for (int64_t row = begin; row < end; row++) {
+    copy_row(out, in + off * (int64_t)es, es, inner, inner_stride);
+    out += inner * (int64_t)es;
+    for (int k = r - 2; k >= 0; k--) {
+      off += v->strides[k];
+      if (++idx[k] < v->dims[k]) break;
+      off -= v->strides[k] * v->dims[k];
+      idx[k] = 0;
+    }
+  }
+}
+
 /* Copies a strided view of `src` into the contiguous `dst`: element
  * (i_0, ..., i_{r-1}) of the view, for i_k < dims[k], is the src element at
  * offset + sum(i_k * strides[k]) (in elements; strides may be zero or
@@ -194,45 +260,9 @@ static void copy_row(uint8_t *dst, const uint8_t *src, size_t es, int64_t n, int
  * DepthToSpace and SpaceToDepth. */
 static void copy_view(void *dst, const void *src, size_t es, int rank, const int64_t *dims,
                       const int64_t *strides, int64_t offset) {
-  int64_t d[VIEW_MAX_RANK], s[VIEW_MAX_RANK], idx[VIEW_MAX_RANK];
-  int r = 0;
-  ER_ASSERT(rank <= VIEW_MAX_RANK);
-  /* Drop dims of size 1 and merge neighbours that walk memory as one, so the
-   * inner loop runs as long as possible (a plain copy becomes one memcpy). */
-  for (int k = 0; k < rank; k++) {
-    if (dims[k] == 0) return;
-    if (dims[k] == 1) continue;
-    if (r > 0 && s[r - 1] == strides[k] * dims[k]) {
-      d[r - 1] *= dims[k];
-      s[r - 1] = strides[k];
-      continue;
-    }
-    d[r] = dims[k];
-    s[r] = strides[k];
-    r++;
-  }
-  uint8_t *out = dst;
-  const uint8_t *in = src;
-  if (r == 0) {
-    memcpy(out, in + offset * (int64_t)es, es);
-    return;
-  }
-  int64_t inner = d[r - 1], inner_stride = s[r - 1], outer = 1;
-  for (int k = 0; k < r - 1; k++) {
-    outer *= d[k];
-    idx[k] = 0;
-  }
-  int64_t off = offset;
-  for (int64_t q = 0; q < outer; q++) {
-    copy_row(out, in + off * (int64_t)es, es, inner, inner_stride);
-    out += inner * (int64_t)es;
-    for (int k = r - 2; k >= 0; k--) {
-      off += s[k];
-      if (++idx[k] < d[k]) break;
-      off -= s[k] * d[k];
-      idx[k] = 0;
-    }
-  }
+  er_view v;
+  er__view_make(&v, es, rank, dims, strides, offset);
+  er__view_copy(&v, dst, src, 0, er__view_rows(&v));
 }
 
 /* Fills `n` elements of dst with the `es`-byte value at `value`. */
@@ -1012,9 +1042,9 @@ static er_status slice_check(er_kctx *ctx) {
   return ER_STATUS_OK;
 }
 
-static er_status slice_run(er_kctx *ctx) {
+er_status er__slice_view(const er_kctx *ctx, er_view *v) {
   const er_tensor *x = ctx->in[0];
-  er_tensor *y = ctx->out[0];
+  const er_tensor *y = ctx->out[0];
   slice_plan p;
   int64_t in_strides[ER_MAX_RANK], strides[ER_MAX_RANK], offset = 0;
   ER_CHECK(slice_plan_make(ctx, &p));
@@ -1025,8 +1055,14 @@ static er_status slice_run(er_kctx *ctx) {
      * never used; multiplying it out could overflow. */
     strides[d] = p.dims[d] > 1 ? p.step[d] * in_strides[d] : 0;
   }
-  if (er__count(y) > 0)
-    copy_view(y->data, x->data, er_dtype_size(x->dtype), y->rank, y->dims, strides, offset);
+  er__view_make(v, er_dtype_size(x->dtype), y->rank, y->dims, strides, offset);
+  return ER_STATUS_OK;
+}
+
+static er_status slice_run(er_kctx *ctx) {
+  er_view v;
+  ER_CHECK(er__slice_view(ctx, &v));
+  er__view_copy(&v, ctx->out[0]->data, ctx->in[0]->data, 0, er__view_rows(&v));
   return ER_STATUS_OK;
 }
 

@@ -1,4 +1,4 @@
-/* kcases-layout.c - cases for Transpose (every element size, permutations
+/* kcases-layout.c - cases for Slice, Concat, Transpose (every element size, permutations
  * that collapse to row copies, to 2-D transposes and to neither, unit
  * axes, tiles at and around 16) and nearest Resize / Upsample (every
  * coordinate mode and rounding mode, scales and sizes, up and down, odd
@@ -6,6 +6,19 @@
 #include <stdlib.h>
 
 #include "kcases.h"
+
+/* Gives float input x the type t (same element count) with random bytes. */
+static void retype(kcase *c, er_tensor *x, er_dtype t) {
+  if (t == ER_DTYPE_FLOAT) return;
+  int64_t n = er__tensor_count(x);
+  size_t es = er_dtype_size(t);
+  unsigned char *d = calloc(1, n > 0 ? (size_t)n * es : 1);
+  for (size_t b = 0; b < (size_t)n * es; b++) d[b] = (unsigned char)(kc_uniform(c, 0, 256));
+  free(x->data);
+  x->data = d;
+  x->dtype = t;
+  x->nbytes = (size_t)n * es;
+}
 
 static void gen_transpose(case_fn fn, void *arg) {
   static const struct {
@@ -32,18 +45,7 @@ static void gen_transpose(case_fn fn, void *arg) {
   for (size_t i = 0; i < ER_ARRAY_LEN(specs); i++) {
     for (size_t t = 0; t < ER_ARRAY_LEN(types); t++) {
       kc_begin(&c, "Transpose", "", 13, "Transpose#%zu %s", i, er_dtype_name(types[t]));
-      er_tensor *x = kc_input(&c, specs[i].rank, specs[i].dims, -100, 100, false);
-      if (types[t] != ER_DTYPE_FLOAT) {
-        /* Reinterpret the random bytes as the other type (same count). */
-        int64_t n = er__tensor_count(x);
-        size_t es = er_dtype_size(types[t]);
-        unsigned char *d = calloc(1, n > 0 ? (size_t)n * es : 1);
-        for (size_t b = 0; b < (size_t)n * es; b++) d[b] = (unsigned char)(kc_uniform(&c, 0, 256));
-        free(x->data);
-        x->data = d;
-        x->dtype = types[t];
-        x->nbytes = (size_t)n * es;
-      }
+      retype(&c, kc_input(&c, specs[i].rank, specs[i].dims, -100, 100, false), types[t]);
       kc_attr_ints(&c, "perm", specs[i].rank, specs[i].perm);
       c.tol = TOL_EXACT_T;
       fn(&c, arg);
@@ -252,8 +254,51 @@ static void gen_concat(case_fn fn, void *arg) {
   fn(&c, arg);
 }
 
+/* ---- Slice ------------------------------------------------------------------- */
+
+/* Slice: a YOLO Focus stem (step 2 on rows and columns, the rows split
+ * over the workers), steps of 1 (whole rows), 3 and negative, negative
+ * starts and axes, ends past the axis, an empty result, a rank-1 input,
+ * every element size, a plane of 64 KiB rows and above (row grain), and
+ * starts given at run time (not constant at compile time). */
+static void gen_slice(case_fn fn, void *arg) {
+  static const struct {
+    int rank;
+    int64_t dims[4];
+    int n;
+    int64_t starts[4], ends[4], axes[4], steps[4];
+  } specs[] = {
+      {4, {1, 3, 64, 64}, 2, {0, 1}, {INT64_MAX, INT64_MAX}, {2, 3}, {2, 2}},        /* Focus */
+      {4, {1, 3, 416, 416}, 2, {1, 0}, {INT64_MAX, INT64_MAX}, {2, 3}, {2, 2}},      /* Focus, 2 MiB */
+      {4, {2, 5, 7, 9}, 1, {1}, {4}, {1}, {1}},                                      /* channel range */
+      {4, {2, 5, 7, 9}, 2, {-2, 8}, {-100, 1}, {-1, 2}, {-1, -3}},                   /* negative */
+      {3, {4, 6, 33}, 3, {0, 2, 3}, {4, 100, 33}, {0, 1, 2}, {3, 1, 3}},
+      {3, {4, 6, 33}, 1, {3}, {3}, {2}, {1}},                                        /* empty */
+      {1, {100}, 1, {7}, {93}, {0}, {5}},
+      {2, {300, 257}, 1, {1}, {257}, {1}, {1}},                                     /* rows 1 KiB */
+  };
+  static const er_dtype types[] = {ER_DTYPE_FLOAT, ER_DTYPE_UINT8, ER_DTYPE_FLOAT16, ER_DTYPE_INT64};
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(specs); i++)
+    for (size_t t = 0; t < ER_ARRAY_LEN(types); t++)
+      for (int runtime_starts = 0; runtime_starts < 2; runtime_starts++) {
+        if (runtime_starts && t > 0) continue;
+        kc_begin(&c, "Slice", "", 13, "Slice#%zu %s%s", i, er_dtype_name(types[t]),
+                 runtime_starts ? " starts at run time" : "");
+        retype(&c, kc_input(&c, specs[i].rank, specs[i].dims, -100, 100, false), types[t]);
+        const int64_t n[1] = {specs[i].n};
+        kc_input_i64(&c, 1, n, specs[i].starts, !runtime_starts);
+        kc_input_i64(&c, 1, n, specs[i].ends, true);
+        kc_input_i64(&c, 1, n, specs[i].axes, true);
+        kc_input_i64(&c, 1, n, specs[i].steps, true);
+        c.tol = TOL_EXACT_T;
+        fn(&c, arg);
+      }
+}
+
 const case_gen kcases_layout[] = {
     {"Concat", "", gen_concat},
+    {"Slice", "", gen_slice},
     {"Transpose", "", gen_transpose},
     {"Resize", "", gen_resize},
     {"Resize", "", gen_resize_linear},

@@ -1068,6 +1068,58 @@ static void test_hardswish(void) {
   }
 }
 
+/* ---- Slice chains ---------------------------------------------------------------- */
+
+/* x [1, 3, 9, 10] -> Slice s1 -> t -> Slice s2 -> y, as YOLOv5's Focus stem
+ * writes it (rows, then columns, with step 2), and near misses. */
+static void test_slice_chain(void) {
+  static const struct {
+    const char *what;
+    int64_t st1, en1, ax1, sp1; /* s1: one axis */
+    int64_t st2, en2, ax2, sp2; /* s2: one axis */
+    bool t_shared;              /* t is also read by a third Slice */
+    int expect;                 /* Slice nodes left */
+  } v[] = {
+      {"focus rows then columns", 1, INT64_MAX, 2, 2, 0, INT64_MAX, -1, 2, false, 1},
+      {"negative step, clamped ends", -1, -100, 3, -3, 1, 7, 1, 1, false, 1},
+      {"same axis twice", 1, INT64_MAX, 2, 2, 1, INT64_MAX, 2, 2, false, 2},
+      {"first result read twice", 0, 5, 2, 1, 0, INT64_MAX, 3, 2, true, 3},
+  };
+  const int64_t x[4] = {1, 3, 9, 10};
+  for (size_t k = 0; k < ER_ARRAY_LEN(v); k++) {
+    er_pbw g = {0}, m = {0};
+    add_i64(&g, "st1", 1, &v[k].st1);
+    add_i64(&g, "en1", 1, &v[k].en1);
+    add_i64(&g, "ax1", 1, &v[k].ax1);
+    add_i64(&g, "sp1", 1, &v[k].sp1);
+    add_i64(&g, "st2", 1, &v[k].st2);
+    add_i64(&g, "en2", 1, &v[k].en2);
+    add_i64(&g, "ax2", 1, &v[k].ax2);
+    add_i64(&g, "sp2", 1, &v[k].sp2);
+    tb_node(&g, "Slice", "s1", (const char *const[]){"x", "st1", "en1", "ax1", "sp1", NULL},
+            (const char *const[]){"t", NULL}, NULL);
+    tb_node(&g, "Slice", "s2", (const char *const[]){"t", "st2", "en2", "ax2", "sp2", NULL},
+            (const char *const[]){v[k].t_shared ? "y1" : "y", NULL}, NULL);
+    if (v[k].t_shared) {
+      tb_node(&g, "Slice", "s3", (const char *const[]){"t", "st2", "en2", "ax2", "sp2", NULL},
+              (const char *const[]){"y2", NULL}, NULL);
+      tb_node(&g, "Add", "add", (const char *const[]){"y1", "y2", NULL}, (const char *const[]){"y", NULL}, NULL);
+    }
+    tb_graph_input(&g, "x", 1, 4, x);
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    tb_model(&m, 8, 13, &g);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
+    int n = count_op(opt, "Slice");
+    if (n != v[k].expect) fprintf(stderr, "slice chain '%s': %d Slices left, want %d\n", v[k].what, n, v[k].expect);
+    CHECK(n == v[k].expect);
+    same_outputs(opt, plain, 4, x);
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+  }
+}
+
 int main(int argc, char **argv) {
   static const er_test_case cases[] = {
       {"conv_bn", test_conv_bn},
@@ -1079,6 +1131,7 @@ int main(int argc, char **argv) {
       {"matmul_gelu", test_matmul_gelu},
       {"layernorm", test_layernorm},
       {"transpose_reshape", test_transpose_reshape},
+      {"slice_chain", test_slice_chain},
       {"model_untouched", test_model_untouched},
       {"attention", test_attention},
       {"hardswish", test_hardswish},
