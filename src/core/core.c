@@ -566,3 +566,30 @@ void er__store_i64(void *data, er_dtype t, int64_t i, int64_t v) {
     default: er__store_f64(data, t, i, (double)v); return;
   }
 }
+
+/* ======================================================================== */
+/* Floating-point environment                                                */
+/* ======================================================================== */
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+uint64_t er__fp_mode_get(void) { return _mm_getcsr(); }
+void er__fp_mode_set(uint64_t mode) { _mm_setcsr((unsigned)mode); }
+/* MXCSR bit 15 flushes results to zero (FTZ), bit 6 reads subnormal
+ * operands as zero (DAZ). */
+uint64_t er__fp_mode_flushing(uint64_t mode) { return mode | 0x8040u; }
+#elif defined(__aarch64__)
+uint64_t er__fp_mode_get(void) {
+  uint64_t v;
+  __asm__ volatile("mrs %0, fpcr" : "=r"(v));
+  return v;
+}
+void er__fp_mode_set(uint64_t mode) { __asm__ volatile("msr fpcr, %0" : : "r"(mode)); }
+/* FPCR bit 24 (FZ) flushes subnormal inputs and results of single and
+ * double precision operations. */
+uint64_t er__fp_mode_flushing(uint64_t mode) { return mode | (UINT64_C(1) << 24); }
+#else
+uint64_t er__fp_mode_get(void) { return 0; }
+void er__fp_mode_set(uint64_t mode) { (void)mode; }
+uint64_t er__fp_mode_flushing(uint64_t mode) { return mode; }
+#endif

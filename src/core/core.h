@@ -113,6 +113,21 @@ char *er__arena_strndup(er_arena *arena, const char *s, size_t len);
 char *er__arena_strdup(er_arena *arena, const char *s);
 
 /* ======================================================================== */
+/* Floating-point environment                                                */
+/* ======================================================================== */
+
+/* The calling thread's floating-point control register: MXCSR on x86,
+ * FPCR on AArch64, 0 (and setting does nothing) elsewhere. */
+uint64_t er__fp_mode_get(void);
+void er__fp_mode_set(uint64_t mode);
+/* `mode` with subnormal floats flushed to zero, as inputs and as results
+ * (x86 DAZ + FTZ, AArch64 FZ). An operation on a subnormal operand costs
+ * a microcode assist of about a hundred cycles on x86; weights a trainer
+ * decayed towards zero are often subnormal (PP-OCRv5's detector has 15,000,
+ * one 1x1 layer ran 100x slower than its size). */
+uint64_t er__fp_mode_flushing(uint64_t mode);
+
+/* ======================================================================== */
 /* Element types                                                             */
 /* ======================================================================== */
 

@@ -363,6 +363,7 @@ struct er_session {
   er_segment *segs;        /* [n_segs] */
   int n_segs;
   er_thread_pool *pool;    /* opts.threads workers, shared by runs */
+  bool flush_denormals;    /* runs flush subnormals (keep_denormals unset) */
   /* Profiling (opts.profile): accumulated under prof_lock after each run. */
   pthread_mutex_t prof_lock;
   er_node_prof *prof;      /* [n_nodes] */
@@ -853,6 +854,7 @@ er_status er_session_create(const er_model *model, const er_session_options *opt
   }
   st = er__pool_create(o.threads, &s->pool);
   if (st != ER_STATUS_OK) goto fail;
+  s->flush_denormals = !o.keep_denormals && !o.force_reference && !er__force_reference_env();
   if (o.profile) {
     s->prof = calloc((size_t)g->n_nodes + 1, sizeof *s->prof);
     if (!s->prof) {
@@ -1004,10 +1006,27 @@ static er_status check_input(const er_value *v, const er_tensor *t) {
 /* Running                                                                   */
 /* ======================================================================== */
 
-/* One run into `c`: inputs by name, outputs resolved into c->want. */
+static er_status run_in_ctx_mode(er_session *s, run_ctx *c, const er_named_tensor *inputs, size_t n_inputs,
+                                 const char *const *output_names, size_t n_outputs, er_exec_observer observe,
+                                 void *user);
+
+/* One run into `c`: inputs by name, outputs resolved into c->want. The
+ * run flushes subnormals to zero unless the session keeps them (see
+ * er_session_options.keep_denormals); the caller's mode is restored. */
 static er_status run_in_ctx(er_session *s, run_ctx *c, const er_named_tensor *inputs, size_t n_inputs,
                             const char *const *output_names, size_t n_outputs, er_exec_observer observe,
                             void *user) {
+  if (!s->flush_denormals) return run_in_ctx_mode(s, c, inputs, n_inputs, output_names, n_outputs, observe, user);
+  uint64_t mode = er__fp_mode_get();
+  er__fp_mode_set(er__fp_mode_flushing(mode));
+  er_status st = run_in_ctx_mode(s, c, inputs, n_inputs, output_names, n_outputs, observe, user);
+  er__fp_mode_set(mode);
+  return st;
+}
+
+static er_status run_in_ctx_mode(er_session *s, run_ctx *c, const er_named_tensor *inputs, size_t n_inputs,
+                                 const char *const *output_names, size_t n_outputs, er_exec_observer observe,
+                                 void *user) {
   const er_graph *g = s->graph;
   memset(c->bound_in, 0, ((size_t)g->n_inputs + 1) * sizeof *c->bound_in);
   for (size_t i = 0; i < n_inputs; i++) {

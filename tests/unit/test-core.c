@@ -694,6 +694,76 @@ static void test_pool_chunks(void) {
   }
 }
 
+/* Runs y = x * w (w a constant [1] of 1.0) over x [2, 65536] holding
+ * subnormals in every 256-element run, with `threads` workers, and counts
+ * the outputs that kept a subnormal. The caller's floating-point mode must
+ * be the same after the run. */
+static int64_t subnormals_kept(er_model *model, int threads, bool keep, bool reference) {
+  er_session_options o;
+  er_session_options_init(&o);
+  o.threads = threads;
+  o.keep_denormals = keep;
+  o.force_reference = reference;
+  er_session *s = NULL;
+  CHECK_STATUS(er_session_create(model, &o, &s), ER_STATUS_OK);
+  if (!s) return -1;
+  const int64_t xd[2] = {2, 65536};
+  float *xv = malloc(2 * 65536 * sizeof *xv);
+  for (int64_t i = 0; i < 2 * 65536; i++) xv[i] = i % 256 == 3 ? 1e-40f * (float)(1 + i % 7) : 0.25f;
+  er_tensor *x = NULL, *y = NULL;
+  er_tensor_wrap(ER_DTYPE_FLOAT, 2, xd, xv, 2 * 65536 * sizeof *xv, &x);
+  er_named_tensor in = {"x", x};
+  uint64_t mode = er__fp_mode_get();
+  CHECK_STATUS(er_session_run(s, &in, 1, NULL, 1, &y), ER_STATUS_OK);
+  CHECK(er__fp_mode_get() == mode);
+  int64_t kept = 0, wrong = 0;
+  if (y) {
+    const float *yv = er_tensor_cdata(y);
+    for (int64_t i = 0; i < 2 * 65536; i++) {
+      if (i % 256 != 3) wrong += yv[i] != 0.25f;
+      else if (yv[i] == xv[i]) kept++;
+      else wrong += yv[i] != 0; /* neither kept nor flushed */
+    }
+  }
+  CHECK(wrong == 0);
+  er_tensor_free(y);
+  er_tensor_free(x);
+  free(xv);
+  er_session_free(s);
+  return kept;
+}
+
+/* Sessions flush subnormal floats to zero on every thread of a run
+ * (er_session_options.keep_denormals), and keep them when asked or when
+ * running the reference kernels. */
+static void test_subnormals_flushed(void) {
+  if (er__fp_mode_flushing(er__fp_mode_get()) == er__fp_mode_get()) {
+    printf("  (skipped: no flush-to-zero control on this architecture)\n");
+    return;
+  }
+  er_pbw g = {0}, m = {0}, w = {0};
+  const float one = 1.0f;
+  const int64_t wd[1] = {1}, xd[2] = {2, 65536};
+  tb_tensor(&w, "w", 1, 1, wd, &one, sizeof one);
+  tb_graph_initializer(&g, &w);
+  tb_node(&g, "Mul", "mul", (const char *const[]){"x", "w", NULL}, (const char *const[]){"y", NULL}, NULL);
+  tb_graph_input(&g, "x", 1, 2, xd);
+  tb_graph_output(&g, "y", 1, -1, NULL);
+  tb_model(&m, 8, 13, &g);
+  er_model *model = NULL;
+  CHECK_STATUS(er_model_load_buffer(m.buf, m.len, NULL, NULL, &model), ER_STATUS_OK);
+  const int64_t all = 2 * 65536 / 256;
+  for (int threads = 1; model && threads <= 3; threads++) {
+    CHECK(subnormals_kept(model, threads, false, false) == 0);
+    CHECK(subnormals_kept(model, threads, true, false) == all);
+    CHECK(subnormals_kept(model, threads, false, true) == all);
+  }
+  er_model_free(model);
+  er__pbw_free(&w);
+  er__pbw_free(&g);
+  er__pbw_free(&m);
+}
+
 int main(int argc, char **argv) {
   static const er_test_case cases[] = {
       {"status_names", test_status_names},
@@ -714,6 +784,7 @@ int main(int argc, char **argv) {
       {"concat_in_place", test_concat_in_place},
       {"concat_in_place_symbolic", test_concat_in_place_symbolic},
       {"pool_chunks", test_pool_chunks},
+      {"subnormals_flushed", test_subnormals_flushed},
   };
   return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);
 }

@@ -84,6 +84,10 @@ typedef struct pool_job {
   _Atomic(er_range_fn) fn;
   _Atomic(void *) arg;
   atomic_int_fast64_t n;
+  /* The caller's floating-point mode (er__fp_mode_get): workers take it
+   * on, so a chunk computes the same whoever runs it (a session run that
+   * flushes subnormals flushes them on every worker). */
+  atomic_uint_fast64_t fp_mode;
 } pool_job;
 
 struct er_thread_pool {
@@ -104,6 +108,11 @@ struct er_thread_pool {
   atomic_int sleepers;              /* workers waiting on `wake` */
   atomic_bool caller_sleeps;        /* the caller waits on `done_cv` */
 };
+
+/* See er__pool_slot. */
+static _Thread_local int tls_slot;
+/* A worker's floating-point mode, as last set. */
+static _Thread_local uint64_t tls_fp_mode;
 
 typedef struct worker_arg {
   er_thread_pool *pool;
@@ -134,6 +143,11 @@ static void claim(er_thread_pool *pool, uint64_t gen) {
     er_range_fn fn = atomic_load_explicit(&pool->job.fn, memory_order_relaxed);
     void *arg = atomic_load_explicit(&pool->job.arg, memory_order_relaxed);
     int64_t n = atomic_load_explicit(&pool->job.n, memory_order_relaxed);
+    uint64_t mode = atomic_load_explicit(&pool->job.fp_mode, memory_order_relaxed);
+    if (tls_slot != 0 && mode != tls_fp_mode) {
+      er__fp_mode_set(mode);
+      tls_fp_mode = mode;
+    }
     run_range(fn, arg, n, chunks, k);
     if (atomic_fetch_add(&pool->done, 1) + 1 == chunks && atomic_load(&pool->caller_sleeps)) {
       pthread_mutex_lock(&pool->lock);
@@ -144,8 +158,6 @@ static void claim(er_thread_pool *pool, uint64_t gen) {
   }
 }
 
-/* See er__pool_slot. */
-static _Thread_local int tls_slot;
 
 int er__pool_slot(void) { return tls_slot; }
 
@@ -153,6 +165,7 @@ static void *worker_main(void *p) {
   worker_arg *wa = p;
   er_thread_pool *pool = wa->pool;
   tls_slot = wa->index;
+  tls_fp_mode = er__fp_mode_get();
   free(wa);
   uint64_t seen = 0;
   for (;;) {
@@ -189,6 +202,7 @@ er_status er__pool_create(int threads, er_thread_pool **pool_out) {
   atomic_init(&pool->job.fn, NULL);
   atomic_init(&pool->job.arg, NULL);
   atomic_init(&pool->job.n, 0);
+  atomic_init(&pool->job.fp_mode, 0);
   atomic_init(&pool->stop, false);
   atomic_init(&pool->sleepers, 0);
   atomic_init(&pool->caller_sleeps, false);
@@ -248,6 +262,7 @@ void er__parallel_for(er_thread_pool *pool, int64_t n, int64_t grain, er_range_f
   atomic_store_explicit(&pool->job.fn, fn, memory_order_relaxed);
   atomic_store_explicit(&pool->job.arg, arg, memory_order_relaxed);
   atomic_store_explicit(&pool->job.n, n, memory_order_relaxed);
+  atomic_store_explicit(&pool->job.fp_mode, er__fp_mode_get(), memory_order_relaxed);
   atomic_store(&pool->done, 0);
   atomic_store_explicit(&pool->ticket, TICKET(gen, chunks, 0), memory_order_release);
   atomic_store(&pool->generation, gen);
