@@ -47,8 +47,11 @@ enum {
   SPARSE_VALUES = 1, SPARSE_INDICES = 2, SPARSE_DIMS = 3,
 };
 
-/* The newest IR version whose format this reader understands. */
-#define ER_MAX_IR_VERSION 13
+/* The newest IR version whose format this reader understands. IR 14 (onnx
+ * 1.23, the version its helper writes by default) adds the FLOAT6 types
+ * and TypeProto.Opaque outside ONNX-ML: tensors of those types are refused
+ * by name like any type edgerun does not hold. */
+#define ER_MAX_IR_VERSION 14
 #define ER_MIN_IR_VERSION 3
 
 /* ======================================================================== */
@@ -288,6 +291,10 @@ er_status er__onnx_tensor_from_proto(parse_ctx *pc, const uint8_t *p, size_t len
   }
   const char *tname = tf.name ? tf.name : "";
   if (name_out) *name_out = tf.name;
+  static const char *const newer_types[] = {"FLOAT8E8M0", "UINT2", "INT2", "FLOAT6E2M3", "FLOAT6E3M2"};
+  if (tf.has_data_type && tf.data_type >= 24 && tf.data_type <= 28)
+    return er__error(ER_STATUS_UNSUPPORTED, "tensor '%s': data type %lld (%s) is not supported", tname,
+                     (long long)tf.data_type, newer_types[tf.data_type - 24]);
   if (!tf.has_data_type || !dtype_known(tf.data_type))
     return er__error(ER_STATUS_INVALID_TENSOR,
                      "tensor '%s': data type %lld is %s (ONNX defines types 1 to 23)", tname,

@@ -184,6 +184,13 @@ void er__bcast_next(er_bcast *b);
 /* The output shape in dims of a tensor known to be fully shaped; asserts. */
 int64_t er__count(const er_tensor *t);
 
+/* DynamicQuantizeLinear's rule (quant.c): the uint8 scale and zero point
+ * of x[0..n) over its range widened to include 0, NaNs left out; and x
+ * quantized with them (round half to even, saturated; NaN to the zero
+ * point). Shared by the ops that quantize activations at run time. */
+void er__dynamic_qparams_u8(const float *x, int64_t n, float *scale_out, uint8_t *zp_out);
+void er__quantize_u8(const float *x, int64_t n, float scale, uint8_t zp, uint8_t *y);
+
 /* A strided view of a tensor's elements, normalized for copying: dims of
  * size 1 dropped and neighbours that walk memory as one merged, so the
  * innermost run is as long as possible. Element (i_0, ..., i_{rank-1})

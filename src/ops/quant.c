@@ -502,31 +502,40 @@ static er_status dynamic_quantize_check(er_kctx *ctx) {
   return ER_STATUS_OK;
 }
 
-static er_status dynamic_quantize_run(er_kctx *ctx) {
-  const er_tensor *x = ctx->in[0];
-  const float *xv = x->data; /* [n] */
-  int64_t n = er__count(x);
+void er__dynamic_qparams_u8(const float *x, int64_t n, float *scale_out, uint8_t *zp_out) {
   /* The range always includes 0 so that 0 is exactly representable. NaNs
    * are left out of the range. All arithmetic is float, as the spec's
    * function body computes it. */
   float lo = 0.0f, hi = 0.0f;
   for (int64_t i = 0; i < n; i++) {
-    if (xv[i] < lo) lo = xv[i];
-    if (xv[i] > hi) hi = xv[i];
+    if (x[i] < lo) lo = x[i];
+    if (x[i] > hi) hi = x[i];
   }
   /* An all-zero input would give scale 0; use (1 / 255) like the ONNX
    * reference so that the output stays finite (every y is then 0). */
   float scale = (hi == lo ? 1.0f : hi - lo) / 255.0f;
   float zp_real = 0.0f - lo / scale;
-  double zp = saturate_round(zp_real, 0, 255, 0);
-  uint8_t *y = ctx->out[0]->data;
+  *scale_out = scale;
+  *zp_out = (uint8_t)saturate_round(zp_real, 0, 255, 0);
+}
+
+void er__quantize_u8(const float *x, int64_t n, float scale, uint8_t zp, uint8_t *y) {
   for (int64_t i = 0; i < n; i++) {
-    float q = xv[i] / scale;
+    float q = x[i] / scale;
     double r = q != q ? 0.0 : round_half_even(q);
     y[i] = (uint8_t)saturate_round(r + zp, 0, 255, zp);
   }
+}
+
+static er_status dynamic_quantize_run(er_kctx *ctx) {
+  const er_tensor *x = ctx->in[0];
+  int64_t n = er__count(x);
+  float scale;
+  uint8_t zp;
+  er__dynamic_qparams_u8(x->data, n, &scale, &zp);
+  er__quantize_u8(x->data, n, scale, zp, ctx->out[0]->data);
   if (er__out(ctx, 1)) *(float *)ctx->out[1]->data = scale;
-  if (er__out(ctx, 2)) *(uint8_t *)ctx->out[2]->data = (uint8_t)zp;
+  if (er__out(ctx, 2)) *(uint8_t *)ctx->out[2]->data = zp;
   return ER_STATUS_OK;
 }
 

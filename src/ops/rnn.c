@@ -22,6 +22,8 @@
 
 #include <stdlib.h>
 
+static const er_dtype float_only_types[] = {ER_DTYPE_FLOAT, ER_DTYPE_UNDEFINED};
+
 /* ======================================================================== */
 /* Activations                                                               */
 /* ======================================================================== */
@@ -599,6 +601,253 @@ done:
 }
 
 /* ======================================================================== */
+/* com.microsoft DynamicQuantizeLSTM                                         */
+/* ======================================================================== */
+
+/* onnxruntime's quantize_dynamic writes each LSTM as this contrib op
+ * (ddddocr's default OCR model has one). Its weights are 8-bit and
+ * transposed against LSTM's, with a scale and zero point per direction or
+ * per column:
+ *   W [dirs, input, 4*hidden]    R [dirs, hidden, 4*hidden]   (int8 | uint8)
+ *   W_scale, W_zero_point, R_scale, R_zero_point: [dirs] | [dirs, 4*hidden]
+ * and the LSTM's other inputs, attributes (no layout) and outputs.
+ * onnxruntime computes it with activations quantized at run time, and that
+ * is what the op means in practice: X (every step at once) and each step's
+ * hidden state (every batch row together) are quantized to uint8 with
+ * DynamicQuantizeLinear's rule, multiplied in integers and scaled back in
+ * float32,
+ *   G = (Xq - xz)(Wq - wz) * (xs * ws) + (Hq - hz)(Rq - rz) * (hs * rs),
+ * then the bias and the gates as in LSTM. Doing the same arithmetic keeps
+ * the two runtimes within float rounding of each other; a float LSTM over
+ * dequantized weights would differ by the activations' quantization error.
+ * The hidden state quantized at step t is, per row, what onnxruntime holds
+ * there: the row's last output, or zeros once its sequence has ended and Y
+ * is produced (the range includes 0 anyway). All rows of a step share one
+ * scale, as in onnxruntime on one thread; on more it quantizes each
+ * thread's share of the rows on its own, so its results then depend on its
+ * thread count. */
+
+enum { DQ_W_SCALE = 8, DQ_W_ZP, DQ_R_SCALE, DQ_R_ZP };
+
+static const er_dtype dq_weight_types[] = {ER_DTYPE_INT8, ER_DTYPE_UINT8, ER_DTYPE_UNDEFINED};
+
+static er_status dqlstm_check(er_kctx *ctx) {
+  rnn_cfg cfg;
+  ER_CHECK(parse_cfg(ctx, RNN_LSTM, &cfg));
+  if (er__node_attr(ctx->node, "layout"))
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "DynamicQuantizeLSTM has no 'layout' attribute");
+  static const char *const qnames[] = {"W_scale", "W_zero_point", "R_scale", "R_zero_point"};
+  for (int i = DQ_W_SCALE; i <= DQ_R_ZP; i++)
+    if (!er__in(ctx, i))
+      return er__op_error(ctx, ER_STATUS_INVALID_GRAPH, "input %d (%s) is required", i, qnames[i - DQ_W_SCALE]);
+  static const int float_inputs[] = {IN_X, IN_B, IN_INITIAL_H, IN_INITIAL_C, IN_P, DQ_W_SCALE, DQ_R_SCALE};
+  for (size_t k = 0; k < ER_ARRAY_LEN(float_inputs); k++)
+    if (er__in(ctx, float_inputs[k])) ER_CHECK(er__require_type(ctx, float_inputs[k], float_only_types));
+  ER_CHECK(er__require_type(ctx, IN_W, dq_weight_types));
+  ER_CHECK(er__require_type(ctx, IN_R, dq_weight_types));
+  ER_CHECK(er__require_same_type(ctx, IN_W, DQ_W_ZP));
+  ER_CHECK(er__require_same_type(ctx, IN_R, DQ_R_ZP));
+  if (er__in(ctx, IN_SEQ_LENS)) ER_CHECK(er__require_type(ctx, IN_SEQ_LENS, er__types_index));
+  static const int ranks[] = {3, 3, 3, 2, 1, 3, 3, 2};
+  for (int i = 0; i < 8 && i < ctx->n_in; i++)
+    if (er__in(ctx, i)) ER_CHECK(er__require_rank(ctx, i, ranks[i], ranks[i]));
+  for (int i = DQ_W_SCALE; i <= DQ_R_ZP; i++) ER_CHECK(er__require_rank(ctx, i, 1, 2));
+
+  const int D = cfg.dirs;
+  int64_t H = cfg.hidden >= 0 ? cfg.hidden : dim_of(ctx, IN_R, 1);
+  const int64_t GH = H >= 0 ? 4 * H : -1;
+  int64_t S = dim_of(ctx, IN_X, 0), N = dim_of(ctx, IN_X, 1), I = dim_of(ctx, IN_X, 2);
+  ER_CHECK(expect_dim(ctx, IN_W, 0, D, "num_directions"));
+  ER_CHECK(expect_dim(ctx, IN_W, 1, I, "input_size (X's last dim)"));
+  ER_CHECK(expect_dim(ctx, IN_W, 2, GH, "4 * hidden_size"));
+  ER_CHECK(expect_dim(ctx, IN_R, 0, D, "num_directions"));
+  ER_CHECK(expect_dim(ctx, IN_R, 1, H, "hidden_size"));
+  ER_CHECK(expect_dim(ctx, IN_R, 2, GH, "4 * hidden_size"));
+  ER_CHECK(expect_dim(ctx, IN_B, 0, D, "num_directions"));
+  ER_CHECK(expect_dim(ctx, IN_B, 1, GH >= 0 ? 2 * GH : -1, "8 * hidden_size"));
+  ER_CHECK(expect_dim(ctx, IN_SEQ_LENS, 0, N, "batch_size"));
+  for (int i = IN_INITIAL_H; i <= IN_INITIAL_C; i++) {
+    ER_CHECK(expect_dim(ctx, i, 0, D, "num_directions"));
+    ER_CHECK(expect_dim(ctx, i, 1, N, "batch_size"));
+    ER_CHECK(expect_dim(ctx, i, 2, H, "hidden_size"));
+  }
+  ER_CHECK(expect_dim(ctx, IN_P, 0, D, "num_directions"));
+  ER_CHECK(expect_dim(ctx, IN_P, 1, H >= 0 ? 3 * H : -1, "3 * hidden_size"));
+  /* Scales and zero points: [dirs] per direction, [dirs, 4*hidden] per
+   * column; a zero point has its scale's shape. */
+  char a[96], b[96];
+  for (int i = DQ_W_SCALE; i <= DQ_R_ZP; i++) {
+    const er_tensor *q = ctx->in[i];
+    if (q->rank < 0) continue;
+    if ((q->dims[0] >= 0 && q->dims[0] != D) || (q->rank == 2 && GH >= 0 && q->dims[1] >= 0 && q->dims[1] != GH))
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
+                          "%s has shape %s; it must be [%d] (per direction) or [%d, %lld] (per column)",
+                          qnames[i - DQ_W_SCALE], er__shape_str(q, a, sizeof a), D, D, (long long)GH);
+  }
+  for (int i = DQ_W_SCALE; i <= DQ_R_SCALE; i += 2) {
+    const er_tensor *sc = ctx->in[i], *zp = ctx->in[i + 1];
+    if (sc->rank >= 0 && zp->rank >= 0 && sc->rank != zp->rank)
+      return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "%s has shape %s but %s has shape %s; they must match",
+                          qnames[i - DQ_W_SCALE], er__shape_str(sc, a, sizeof a), qnames[i + 1 - DQ_W_SCALE],
+                          er__shape_str(zp, b, sizeof b));
+  }
+  int64_t y_dims[4] = {S, D, N, H}, h_dims[3] = {D, N, H};
+  er__set_output(ctx, 0, ER_DTYPE_FLOAT, 4, y_dims);
+  er__set_output(ctx, 1, ER_DTYPE_FLOAT, 3, h_dims);
+  er__set_output(ctx, 2, ER_DTYPE_FLOAT, 3, h_dims);
+  return ER_STATUS_OK;
+}
+
+/* Element j of an 8-bit weight or zero-point tensor as an integer. */
+static int32_t q8_at(const er_tensor *t, int64_t j) {
+  return t->dtype == ER_DTYPE_INT8 ? ((const int8_t *)t->data)[j] : ((const uint8_t *)t->data)[j];
+}
+
+/* out[n] = sum_k (a[k] - az) * (w[k, n] - wz[n]) * mult[n] for n < GH, with
+ * w row-major [K, GH] 8-bit at element offset w_off; exact integer sums
+ * (wider than onnxruntime's int32, identical wherever that does not wrap)
+ * scaled once in float32. */
+static void dq_product(const uint8_t *a, int32_t az, int64_t K, const er_tensor *w, int64_t w_off,
+                       const int32_t *wz, const float *mult, int64_t GH, int64_t *acc, float *out) {
+  for (int64_t n = 0; n < GH; n++) acc[n] = 0;
+  for (int64_t k = 0; k < K; k++) {
+    int64_t av = (int64_t)a[k] - az;
+    if (av == 0) continue;
+    for (int64_t n = 0; n < GH; n++) acc[n] += av * (q8_at(w, w_off + k * GH + n) - wz[n]);
+  }
+  for (int64_t n = 0; n < GH; n++) out[n] = (float)acc[n] * mult[n];
+}
+
+static er_status dqlstm_run(er_kctx *ctx) {
+  rnn_cfg cfg;
+  er_status st = ER_STATUS_OK;
+  ER_CHECK(parse_cfg(ctx, RNN_LSTM, &cfg));
+  const er_tensor *X = ctx->in[IN_X], *W = ctx->in[IN_W], *R = ctx->in[IN_R];
+  const er_tensor *B = er__in(ctx, IN_B), *SL = er__in(ctx, IN_SEQ_LENS);
+  const er_tensor *H0 = er__in(ctx, IN_INITIAL_H), *C0 = er__in(ctx, IN_INITIAL_C), *P = er__in(ctx, IN_P);
+  const er_tensor *WS = ctx->in[DQ_W_SCALE], *WZ = ctx->in[DQ_W_ZP], *RS = ctx->in[DQ_R_SCALE], *RZ = ctx->in[DQ_R_ZP];
+  er_tensor *Y = er__out(ctx, 0), *YH = er__out(ctx, 1), *YC = er__out(ctx, 2);
+  const int64_t S = X->dims[0], N = X->dims[1], I = X->dims[2], H = R->dims[1], GH = 4 * H;
+  const int D = cfg.dirs;
+
+  int64_t max_len = SL ? 0 : S;
+  for (int64_t b = 0; SL && b < N; b++) {
+    int64_t len = er__get_i64(SL, b);
+    if (len < 0 || len > S)
+      return er__op_error(ctx, ER_STATUS_OUT_OF_RANGE, "sequence_lens[%lld] = %lld is outside [0, %lld] (seq_length)",
+                          (long long)b, (long long)len, (long long)S);
+    if (len > max_len) max_len = len;
+  }
+
+  /* Scratch: X quantized [max_len*N*I] and the previous outputs quantized
+   * [N*H]; in float the state h, c and the previous outputs onnxruntime
+   * quantizes [N*H] each, a row's two products [GH] each, the multipliers
+   * [2*GH] and the summed bias [GH]; a row's gates [GH], h(C) [H] and the
+   * peepholes [3*H] in double; the integer sums [GH]; zero points [2*GH]. */
+  const int64_t XN = max_len * N * I, NH = N * H;
+  uint8_t *xq = er__malloc((size_t)(XN + NH + 1), "DynamicQuantizeLSTM scratch");
+  float *fbuf = er__malloc((size_t)(3 * NH + 5 * GH + 1) * sizeof *fbuf, "DynamicQuantizeLSTM scratch");
+  double *gates = er__malloc((size_t)(GH + H + 3 * H + 1) * sizeof *gates, "DynamicQuantizeLSTM scratch");
+  int64_t *acc = er__malloc((size_t)(GH + 1) * sizeof *acc, "DynamicQuantizeLSTM scratch");
+  int32_t *zps = er__malloc((size_t)(2 * GH + 1) * sizeof *zps, "DynamicQuantizeLSTM scratch");
+  if (!xq || !fbuf || !gates || !acc || !zps) {
+    st = ER_STATUS_OUT_OF_MEMORY;
+    goto done;
+  }
+  uint8_t *hq = xq + XN;
+  float *h = fbuf, *c = h + NH, *hprev = c + NH, *gx = hprev + NH, *gh = gx + GH, *wmul = gh + GH, *rmul = wmul + GH,
+        *bias = rmul + GH;
+  double *g = gates, *tmp = g + GH, *peep = tmp + H;
+  int32_t *wz = zps, *rz = zps + GH;
+  float xs;
+  uint8_t xz;
+  er__dynamic_qparams_u8(X->data, XN, &xs, &xz);
+  er__quantize_u8(X->data, XN, xs, xz, xq);
+  const float *wsv = WS->data, *rsv = RS->data;
+
+  for (int d = 0; d < D; d++) {
+    const bool backward = cfg.reverse || d == 1;
+    const rnn_act *act = cfg.acts[d];
+    /* Per-column multipliers and zero points, as onnxruntime forms them. */
+    for (int64_t n = 0; n < GH; n++) {
+      wmul[n] = xs * wsv[WS->rank == 2 ? d * GH + n : d];
+      wz[n] = q8_at(WZ, WZ->rank == 2 ? d * GH + n : d);
+      rz[n] = q8_at(RZ, RZ->rank == 2 ? d * GH + n : d);
+      /* Wb + Rb, summed in float32 as onnxruntime does before the gates. */
+      bias[n] = B ? ((const float *)B->data)[d * 2 * GH + n] + ((const float *)B->data)[d * 2 * GH + GH + n] : 0.0f;
+    }
+    if (P)
+      for (int64_t j = 0; j < 3 * H; j++) peep[j] = ((const float *)P->data)[d * 3 * H + j];
+    for (int64_t i = 0; i < NH; i++) {
+      h[i] = H0 ? ((const float *)H0->data)[d * NH + i] : 0.0f;
+      c[i] = C0 ? ((const float *)C0->data)[d * NH + i] : 0.0f;
+      hprev[i] = h[i];
+    }
+    for (int64_t t = 0; t < max_len; t++) {
+      float hs;
+      uint8_t hz;
+      er__dynamic_qparams_u8(hprev, NH, &hs, &hz);
+      er__quantize_u8(hprev, NH, hs, hz, hq);
+      for (int64_t n = 0; n < GH; n++) rmul[n] = hs * rsv[RS->rank == 2 ? d * GH + n : d];
+      for (int64_t b = 0; b < N; b++) {
+        int64_t len = SL ? er__get_i64(SL, b) : S;
+        float *hb = h + b * H, *cb = c + b * H;
+        if (t >= len) {
+          /* Ended: onnxruntime zeroes this row's output, which it then
+           * reads as the previous state. */
+          if (Y) memset(hprev + b * H, 0, (size_t)H * sizeof *hprev);
+          continue;
+        }
+        int64_t pos = backward ? len - 1 - t : t;
+        dq_product(xq + (pos * N + b) * I, xz, I, W, (int64_t)d * I * GH, wz, wmul, GH, acc, gx);
+        dq_product(hq + b * H, hz, H, R, (int64_t)d * H * GH, rz, rmul, GH, acc, gh);
+        for (int64_t n = 0; n < GH; n++) g[n] = (double)((gx[n] + gh[n]) + bias[n]);
+        double *gi = g, *go = g + H, *gf = g + 2 * H, *gc = g + 3 * H;
+        if (P)
+          for (int64_t j = 0; j < H; j++) {
+            gi[j] += peep[j] * cb[j];
+            gf[j] += peep[2 * H + j] * cb[j];
+          }
+        clip_vec(&cfg, gi, H);
+        act_apply(&act[0], gi, H);
+        if (cfg.input_forget) {
+          for (int64_t j = 0; j < H; j++) gf[j] = 1.0 - gi[j];
+        } else {
+          clip_vec(&cfg, gf, H);
+          act_apply(&act[0], gf, H);
+        }
+        clip_vec(&cfg, gc, H);
+        act_apply(&act[1], gc, H);
+        for (int64_t j = 0; j < H; j++) cb[j] = (float)(gf[j] * cb[j] + gi[j] * gc[j]);
+        if (P)
+          for (int64_t j = 0; j < H; j++) go[j] += peep[H + j] * cb[j];
+        clip_vec(&cfg, go, H);
+        act_apply(&act[0], go, H);
+        for (int64_t j = 0; j < H; j++) tmp[j] = cb[j];
+        act_apply(&act[2], tmp, H);
+        for (int64_t j = 0; j < H; j++) hb[j] = (float)(go[j] * tmp[j]);
+        memcpy(hprev + b * H, hb, (size_t)H * sizeof *hb);
+        if (Y) memcpy((float *)Y->data + ((pos * D + d) * N + b) * H, hb, (size_t)H * sizeof *hb);
+      }
+    }
+    for (int64_t b = 0; b < N; b++) {
+      int64_t len = SL ? er__get_i64(SL, b) : S;
+      if (len == 0) continue; /* Y_h / Y_c stay zero, as for LSTM */
+      if (YH) memcpy((float *)YH->data + (d * N + b) * H, h + b * H, (size_t)H * sizeof *h);
+      if (YC) memcpy((float *)YC->data + (d * N + b) * H, c + b * H, (size_t)H * sizeof *c);
+    }
+  }
+
+done:
+  free(xq);
+  free(fbuf);
+  free(gates);
+  free(acc);
+  free(zps);
+  return st;
+}
+
+/* ======================================================================== */
 /* Op definitions                                                            */
 /* ======================================================================== */
 
@@ -628,9 +877,18 @@ static const er_op_def op_lstm = {
     .check = lstm_check, .run = lstm_run,
 };
 
+/* Inputs 3 to 7 are optional, 8 to 11 required (dqlstm_check says so by
+ * name). */
+static const er_op_def op_dynamic_quantize_lstm = {
+    .name = "DynamicQuantizeLSTM", .domain = "com.microsoft", .min_version = 1, .max_version = 1,
+    .min_inputs = 3, .max_inputs = 12, .min_outputs = 0, .max_outputs = 3,
+    .check = dqlstm_check, .run = dqlstm_run,
+};
+
 const er_op_def *const er__ops_rnn[] = {
     &op_rnn,
     &op_gru,
     &op_lstm,
+    &op_dynamic_quantize_lstm,
     NULL,
 };

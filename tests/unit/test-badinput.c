@@ -367,6 +367,14 @@ static void test_unknown_dtype(void) {
   CHECK_STATUS(load_expect(&m2, NULL), ER_STATUS_INVALID_TENSOR);
   er__pbw_free(&t2);
   er__pbw_free(&m2);
+  /* A type newer IR versions define (FLOAT6E2M3, IR 14): refused by name. */
+  er_pbw t3 = {0}, m3 = {0};
+  tb_tensor(&t3, "W", 27, 1, d, four, sizeof four);
+  add_model_with(&m3, &t3, 8);
+  CHECK_STATUS(load_expect(&m3, NULL), ER_STATUS_UNSUPPORTED);
+  CHECK_MSG("FLOAT6E2M3");
+  er__pbw_free(&t3);
+  er__pbw_free(&m3);
 }
 
 static void test_huge_string(void) {
@@ -674,6 +682,8 @@ static void test_versions(void) {
   } cases[] = {
       {2, 13, ER_STATUS_UNSUPPORTED, "IR version 2"},
       {99, 13, ER_STATUS_UNSUPPORTED, "IR version 99"},
+      {15, 13, ER_STATUS_UNSUPPORTED, "IR version 15"},
+      {14, 13, ER_STATUS_OK, ""}, /* onnx 1.23's default */
       {8, 99, ER_STATUS_UNSUPPORTED, "opset 99"},
       {8, -1, ER_STATUS_INVALID_MODEL, "does not import"},
       {8, 13, ER_STATUS_OK, ""},
