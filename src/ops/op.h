@@ -189,7 +189,23 @@ int64_t er__count(const er_tensor *t);
  * quantized with them (round half to even, saturated; NaN to the zero
  * point). Shared by the ops that quantize activations at run time. */
 void er__dynamic_qparams_u8(const float *x, int64_t n, float *scale_out, uint8_t *zp_out);
+/* The same from the range [lo, hi] (lo <= 0 <= hi) already found. */
+void er__dynamic_qparams_range_u8(float lo, float hi, float *scale_out, uint8_t *zp_out);
 void er__quantize_u8(const float *x, int64_t n, float scale, uint8_t zp, uint8_t *y);
+
+/* com.microsoft DynamicQuantizeLSTM (rnn.c) with its integer products
+ * supplied by the caller: the reference passes plain loops, the CPU
+ * kernel its packed integer GEMM, and both share the recurrence.
+ * product() writes acc[r][n] = sum_k (a[r][k] - az) (w[k][n] - wz[n]) for
+ * the m rows of a ([m, K] uint8), where w is direction d's W ([I, 4H],
+ * which = 0) or R ([H, 4H], which = 1) and wz its zero points, in wrapping
+ * 32-bit arithmetic. */
+typedef struct er_dq_products {
+  void (*product)(void *self, er_kctx *ctx, int which, int d, const uint8_t *a, int32_t az, int64_t m,
+                  int32_t *acc /* [m][4H] */);
+  void *self;
+} er_dq_products;
+er_status er__dqlstm_run(er_kctx *ctx, const er_dq_products *prod);
 
 /* A strided view of a tensor's elements, normalized for copying: dims of
  * size 1 dropped and neighbours that walk memory as one merged, so the

@@ -703,29 +703,36 @@ static int32_t q8_at(const er_tensor *t, int64_t j) {
   return t->dtype == ER_DTYPE_INT8 ? ((const int8_t *)t->data)[j] : ((const uint8_t *)t->data)[j];
 }
 
-/* out[n] = sum_k (a[k] - az) * (w[k, n] - wz[n]) * mult[n] for n < GH, with
- * w row-major [K, GH] 8-bit at element offset w_off; exact integer sums
- * (wider than onnxruntime's int32, identical wherever that does not wrap)
- * scaled once in float32. */
-static void dq_product(const uint8_t *a, int32_t az, int64_t K, const er_tensor *w, int64_t w_off,
-                       const int32_t *wz, const float *mult, int64_t GH, int64_t *acc, float *out) {
-  for (int64_t n = 0; n < GH; n++) acc[n] = 0;
-  for (int64_t k = 0; k < K; k++) {
-    int64_t av = (int64_t)a[k] - az;
-    if (av == 0) continue;
-    for (int64_t n = 0; n < GH; n++) acc[n] += av * (q8_at(w, w_off + k * GH + n) - wz[n]);
+/* The plain products: acc[r][n] = sum_k (a[r][k] - az) (w[k][n] - wz[n])
+ * in wrapping 32-bit arithmetic, as onnxruntime's int32 accumulators and
+ * edgerun's integer kernels compute them. */
+static void dq_products_plain(void *self, er_kctx *ctx, int which, int d, const uint8_t *a, int32_t az, int64_t m,
+                              int32_t *acc) {
+  (void)self;
+  const er_tensor *w = ctx->in[which ? IN_R : IN_W], *wzt = ctx->in[which ? DQ_R_ZP : DQ_W_ZP];
+  const int64_t K = w->dims[1], GH = w->dims[2], w_off = (int64_t)d * K * GH;
+  for (int64_t r = 0; r < m; r++) {
+    uint32_t *row = (uint32_t *)acc + r * GH;
+    for (int64_t n = 0; n < GH; n++) row[n] = 0;
+    for (int64_t k = 0; k < K; k++) {
+      uint32_t av = (uint32_t)((int32_t)a[r * K + k] - az);
+      if (av == 0) continue;
+      for (int64_t n = 0; n < GH; n++) {
+        int32_t wz = q8_at(wzt, wzt->rank == 2 ? d * GH + n : d);
+        row[n] += av * (uint32_t)(q8_at(w, w_off + k * GH + n) - wz);
+      }
+    }
   }
-  for (int64_t n = 0; n < GH; n++) out[n] = (float)acc[n] * mult[n];
 }
 
-static er_status dqlstm_run(er_kctx *ctx) {
+er_status er__dqlstm_run(er_kctx *ctx, const er_dq_products *prod) {
   rnn_cfg cfg;
   er_status st = ER_STATUS_OK;
   ER_CHECK(parse_cfg(ctx, RNN_LSTM, &cfg));
-  const er_tensor *X = ctx->in[IN_X], *W = ctx->in[IN_W], *R = ctx->in[IN_R];
+  const er_tensor *X = ctx->in[IN_X], *R = ctx->in[IN_R];
   const er_tensor *B = er__in(ctx, IN_B), *SL = er__in(ctx, IN_SEQ_LENS);
   const er_tensor *H0 = er__in(ctx, IN_INITIAL_H), *C0 = er__in(ctx, IN_INITIAL_C), *P = er__in(ctx, IN_P);
-  const er_tensor *WS = ctx->in[DQ_W_SCALE], *WZ = ctx->in[DQ_W_ZP], *RS = ctx->in[DQ_R_SCALE], *RZ = ctx->in[DQ_R_ZP];
+  const er_tensor *WS = ctx->in[DQ_W_SCALE], *RS = ctx->in[DQ_R_SCALE];
   er_tensor *Y = er__out(ctx, 0), *YH = er__out(ctx, 1), *YC = er__out(ctx, 2);
   const int64_t S = X->dims[0], N = X->dims[1], I = X->dims[2], H = R->dims[1], GH = 4 * H;
   const int D = cfg.dirs;
@@ -740,25 +747,24 @@ static er_status dqlstm_run(er_kctx *ctx) {
   }
 
   /* Scratch: X quantized [max_len*N*I] and the previous outputs quantized
-   * [N*H]; in float the state h, c and the previous outputs onnxruntime
-   * quantizes [N*H] each, a row's two products [GH] each, the multipliers
-   * [2*GH] and the summed bias [GH]; a row's gates [GH], h(C) [H] and the
-   * peepholes [3*H] in double; the integer sums [GH]; zero points [2*GH]. */
+   * [N*H]; the integer products of X [max_len*N, GH] and of a step's
+   * hidden state [N, GH]; in float the state h, c and the previous outputs
+   * onnxruntime quantizes [N*H] each, the multipliers [2*GH] and the summed
+   * bias [GH]; a row's gates [GH], h(C) [H] and the peepholes [3*H] in
+   * double. */
   const int64_t XN = max_len * N * I, NH = N * H;
   uint8_t *xq = er__malloc((size_t)(XN + NH + 1), "DynamicQuantizeLSTM scratch");
-  float *fbuf = er__malloc((size_t)(3 * NH + 5 * GH + 1) * sizeof *fbuf, "DynamicQuantizeLSTM scratch");
+  int32_t *accx = er__malloc((size_t)(max_len * N * GH + N * GH + 1) * sizeof *accx, "DynamicQuantizeLSTM scratch");
+  float *fbuf = er__malloc((size_t)(3 * NH + 3 * GH + 1) * sizeof *fbuf, "DynamicQuantizeLSTM scratch");
   double *gates = er__malloc((size_t)(GH + H + 3 * H + 1) * sizeof *gates, "DynamicQuantizeLSTM scratch");
-  int64_t *acc = er__malloc((size_t)(GH + 1) * sizeof *acc, "DynamicQuantizeLSTM scratch");
-  int32_t *zps = er__malloc((size_t)(2 * GH + 1) * sizeof *zps, "DynamicQuantizeLSTM scratch");
-  if (!xq || !fbuf || !gates || !acc || !zps) {
+  if (!xq || !accx || !fbuf || !gates) {
     st = ER_STATUS_OUT_OF_MEMORY;
     goto done;
   }
   uint8_t *hq = xq + XN;
-  float *h = fbuf, *c = h + NH, *hprev = c + NH, *gx = hprev + NH, *gh = gx + GH, *wmul = gh + GH, *rmul = wmul + GH,
-        *bias = rmul + GH;
+  int32_t *acch = accx + max_len * N * GH;
+  float *h = fbuf, *c = h + NH, *hprev = c + NH, *wmul = hprev + NH, *rmul = wmul + GH, *bias = rmul + GH;
   double *g = gates, *tmp = g + GH, *peep = tmp + H;
-  int32_t *wz = zps, *rz = zps + GH;
   float xs;
   uint8_t xz;
   er__dynamic_qparams_u8(X->data, XN, &xs, &xz);
@@ -768,12 +774,12 @@ static er_status dqlstm_run(er_kctx *ctx) {
   for (int d = 0; d < D; d++) {
     const bool backward = cfg.reverse || d == 1;
     const rnn_act *act = cfg.acts[d];
-    /* Per-column multipliers and zero points, as onnxruntime forms them. */
+    /* X's products for every step at once (rows in position order). */
+    prod->product(prod->self, ctx, 0, d, xq, xz, max_len * N, accx);
+    /* Per-column multipliers as onnxruntime forms them, and Wb + Rb summed
+     * in float32 as it does before the gates. */
     for (int64_t n = 0; n < GH; n++) {
       wmul[n] = xs * wsv[WS->rank == 2 ? d * GH + n : d];
-      wz[n] = q8_at(WZ, WZ->rank == 2 ? d * GH + n : d);
-      rz[n] = q8_at(RZ, RZ->rank == 2 ? d * GH + n : d);
-      /* Wb + Rb, summed in float32 as onnxruntime does before the gates. */
       bias[n] = B ? ((const float *)B->data)[d * 2 * GH + n] + ((const float *)B->data)[d * 2 * GH + GH + n] : 0.0f;
     }
     if (P)
@@ -789,6 +795,7 @@ static er_status dqlstm_run(er_kctx *ctx) {
       er__dynamic_qparams_u8(hprev, NH, &hs, &hz);
       er__quantize_u8(hprev, NH, hs, hz, hq);
       for (int64_t n = 0; n < GH; n++) rmul[n] = hs * rsv[RS->rank == 2 ? d * GH + n : d];
+      prod->product(prod->self, ctx, 1, d, hq, hz, N, acch);
       for (int64_t b = 0; b < N; b++) {
         int64_t len = SL ? er__get_i64(SL, b) : S;
         float *hb = h + b * H, *cb = c + b * H;
@@ -799,9 +806,11 @@ static er_status dqlstm_run(er_kctx *ctx) {
           continue;
         }
         int64_t pos = backward ? len - 1 - t : t;
-        dq_product(xq + (pos * N + b) * I, xz, I, W, (int64_t)d * I * GH, wz, wmul, GH, acc, gx);
-        dq_product(hq + b * H, hz, H, R, (int64_t)d * H * GH, rz, rmul, GH, acc, gh);
-        for (int64_t n = 0; n < GH; n++) g[n] = (double)((gx[n] + gh[n]) + bias[n]);
+        const int32_t *ax = accx + (pos * N + b) * GH, *ah = acch + b * GH;
+        for (int64_t n = 0; n < GH; n++) {
+          float gx = (float)ax[n] * wmul[n], gh = (float)ah[n] * rmul[n];
+          g[n] = (double)((gx + gh) + bias[n]);
+        }
         double *gi = g, *go = g + H, *gf = g + 2 * H, *gc = g + 3 * H;
         if (P)
           for (int64_t j = 0; j < H; j++) {
@@ -840,11 +849,15 @@ static er_status dqlstm_run(er_kctx *ctx) {
 
 done:
   free(xq);
+  free(accx);
   free(fbuf);
   free(gates);
-  free(acc);
-  free(zps);
   return st;
+}
+
+static er_status dqlstm_run(er_kctx *ctx) {
+  const er_dq_products plain = {dq_products_plain, NULL};
+  return er__dqlstm_run(ctx, &plain);
 }
 
 /* ======================================================================== */

@@ -1019,6 +1019,21 @@ static void cast_elements(const void *src, er_dtype st, void *dst, er_dtype dt, 
     for (int64_t i = 0; i < n; i++) b[i] = (float)a[i];
     return;
   }
+  /* Integers to float: one rounding (to nearest even), as the generic
+   * path's (float)(int64_t) gives; quantize_dynamic models cast every
+   * integer convolution's int32 sums to float. */
+  if (st == ER_DTYPE_INT32 && dt == ER_DTYPE_FLOAT) {
+    const int32_t *a = src;
+    float *b = dst;
+    for (int64_t i = 0; i < n; i++) b[i] = (float)a[i];
+    return;
+  }
+  if (st == ER_DTYPE_UINT8 && dt == ER_DTYPE_FLOAT) {
+    const uint8_t *a = src;
+    float *b = dst;
+    for (int64_t i = 0; i < n; i++) b[i] = (float)a[i];
+    return;
+  }
   if (st == ER_DTYPE_BOOL && dt == ER_DTYPE_FLOAT) {
     const uint8_t *a = src;
     float *b = dst;

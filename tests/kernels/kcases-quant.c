@@ -196,15 +196,19 @@ static void gen_convinteger(case_fn fn, void *arg) {
   static const er_dtype ts[] = {ER_DTYPE_UINT8, ER_DTYPE_INT8};
   for (size_t i = 0; i < ER_ARRAY_LEN(conv_shapes); i++) {
     const conv_shape *s = &conv_shapes[i];
-    for (int variant = 0; variant < 3; variant++) {
-      er_dtype xt = ts[variant % 2], wt = variant == 2 ? ER_DTYPE_UINT8 : ER_DTYPE_INT8;
+    /* 3 and 4: the input zero point computed at run time (quantize_dynamic's
+     * DynamicQuantizeLinear feeds it), with weight zero points. */
+    for (int variant = 0; variant < 5; variant++) {
+      er_dtype xt = ts[variant % 2], wt = variant == 2 || variant == 4 ? ER_DTYPE_UINT8 : ER_DTYPE_INT8;
+      bool runtime_zp = variant >= 3;
       kc_begin(&c, "ConvInteger", "", 10, "ConvInteger #%zu x%s w%s%s", i, tname(xt), tname(wt),
-               variant == 0 ? " no zero points" : "");
+               variant == 0 ? " no zero points" : runtime_zp ? " x_zp at run time" : "");
       conv_xw(&c, s, xt, false);
       conv_w(&c, s, wt);
       if (variant > 0) {
-        q_param(&c, xt, -1, type_lo(xt), type_hi(xt));
-        q_param(&c, wt, variant == 2 ? s->m : -1, type_lo(wt), type_hi(wt));
+        if (runtime_zp) q_input(&c, xt, 0, NULL, type_lo(xt), type_hi(xt), false);
+        else q_param(&c, xt, -1, type_lo(xt), type_hi(xt));
+        q_param(&c, wt, variant >= 2 ? s->m : -1, type_lo(wt), type_hi(wt));
       }
       conv_attrs(&c, s);
       fn(&c, arg);
@@ -289,16 +293,19 @@ static void gen_matmulinteger(case_fn fn, void *arg) {
   static const er_dtype ts[] = {ER_DTYPE_UINT8, ER_DTYPE_INT8};
   for (size_t i = 0; i < ER_ARRAY_LEN(mkn); i++) {
     int64_t m = mkn[i][0], k = mkn[i][1], n = mkn[i][2];
-    for (int variant = 0; variant < 3; variant++) {
-      er_dtype xt = ts[variant % 2], wt = variant == 2 ? ER_DTYPE_UINT8 : ER_DTYPE_INT8;
+    for (int variant = 0; variant < 5; variant++) {
+      er_dtype xt = ts[variant % 2], wt = variant == 2 || variant == 4 ? ER_DTYPE_UINT8 : ER_DTYPE_INT8;
+      bool runtime_zp = variant >= 3;
       kc_begin(&c, "MatMulInteger", "", 10, "MatMulInteger [%lld,%lld]x[%lld,%lld] x%s w%s%s", (long long)m,
-               (long long)k, (long long)k, (long long)n, tname(xt), tname(wt), variant == 0 ? " no zero points" : "");
+               (long long)k, (long long)k, (long long)n, tname(xt), tname(wt),
+               variant == 0 ? " no zero points" : runtime_zp ? " a_zp at run time" : "");
       q_input(&c, xt, variant == 1 ? 3 : 2, variant == 1 ? DIMS(2, m, k) : DIMS(m, k), type_lo(xt), type_hi(xt),
               false);
       q_input(&c, wt, 2, DIMS(k, n), type_lo(wt), type_hi(wt), true);
       if (variant > 0) {
-        q_param(&c, xt, -1, type_lo(xt), type_hi(xt));
-        q_param(&c, wt, variant == 2 ? n : -1, type_lo(wt), type_hi(wt));
+        if (runtime_zp) q_input(&c, xt, 0, NULL, type_lo(xt), type_hi(xt), false);
+        else q_param(&c, xt, -1, type_lo(xt), type_hi(xt));
+        q_param(&c, wt, variant >= 2 ? n : -1, type_lo(wt), type_hi(wt));
       }
       fn(&c, arg);
     }
@@ -310,6 +317,25 @@ static void gen_matmulinteger(case_fn fn, void *arg) {
 /* ======================================================================== */
 
 static const int64_t elt_sizes[] = {1, 15, 16, 17, 64, 100, 1000, 70001};
+
+/* DynamicQuantizeLinear: sizes around the vector width, mixed signs,
+ * positive only, all zero, and the special values (NaN, infinities,
+ * subnormals) of kc_specials. */
+static void gen_dynquant(case_fn fn, void *arg) {
+  kcase c;
+  static const char *const what[] = {"mixed", "positive", "zeros", "specials"};
+  for (size_t i = 0; i < ER_ARRAY_LEN(elt_sizes); i++)
+    for (int variant = 0; variant < 4; variant++) {
+      int64_t n = elt_sizes[i];
+      kc_begin(&c, "DynamicQuantizeLinear", "", 11, "DynamicQuantizeLinear [%lld] %s", (long long)n, what[variant]);
+      er_tensor *x = kc_input(&c, 1, DIMS(n), variant == 1 ? 0.5f : -3.0f, variant == 2 ? -3.0f : 5.0f, false);
+      if (variant == 2) memset(x->data, 0, x->nbytes);
+      if (variant == 3) kc_specials(&c, x);
+      c.n_out = 3;
+      c.tol = TOL_EXACT_T;
+      fn(&c, arg);
+    }
+}
 
 static void gen_quantize(case_fn fn, void *arg) {
   kcase c;
@@ -536,6 +562,7 @@ const case_gen kcases_quant[] = {
     {"QMatMul", "com.edgerun", gen_qmatmul},
     {"QLinearMatMul", "", gen_qlinearmatmul},
     {"MatMulInteger", "", gen_matmulinteger},
+    {"DynamicQuantizeLinear", "", gen_dynquant},
     {"QuantizeLinear", "", gen_quantize},
     {"DequantizeLinear", "", gen_dequantize},
     {"QAdd", "com.edgerun", gen_qadd},

@@ -4,6 +4,9 @@
  * without bias and initial states, one output or all three, the default
  * activations spelled out; and near misses the optimized kernel leaves to
  * the reference (clip, other activations, peepholes, sequence_lens). */
+#include <math.h>
+#include <stdlib.h>
+
 #include "kcases.h"
 
 typedef struct lstm_spec {
@@ -80,7 +83,81 @@ static void gen_lstm(case_fn fn, void *arg) {
   fn(&c, arg);
 }
 
+/* ---- com.microsoft DynamicQuantizeLSTM ------------------------------------- */
+
+/* A constant 8-bit tensor of random values in [lo, hi]. */
+static er_tensor *q8_const(kcase *c, er_dtype t, int rank, const int64_t *dims, int lo, int hi) {
+  er_tensor *x = kc_input(c, rank, dims, (float)lo, (float)hi + 0.999f, true);
+  int64_t n = er__tensor_count(x);
+  uint8_t *d = calloc(1, n > 0 ? (size_t)n : 1);
+  const float *f = x->data;
+  for (int64_t i = 0; i < n; i++) {
+    int v = (int)floorf(f[i]);
+    d[i] = t == ER_DTYPE_INT8 ? (uint8_t)(int8_t)v : (uint8_t)v;
+  }
+  free(x->data);
+  x->data = d;
+  x->dtype = t;
+  x->nbytes = (size_t)n;
+  return x;
+}
+
+/* The integer products on the GEMM against the plain loops: int8 and
+ * uint8 weights, per-direction and per-column scales, weight zero points
+ * of 0 and not, 4H below, at and past a panel, batches of 1 to 3 with
+ * sequence lengths, initial states, peepholes and clip. Both share the
+ * recurrence, so the outputs are identical. */
+static void gen_dqlstm(case_fn fn, void *arg) {
+  static const struct {
+    int64_t seq, batch, input, hidden;
+    const char *direction;
+    er_dtype wt;
+    bool per_column, wzp, bias, initial, lens, peep, clip;
+  } v[] = {
+      {5, 1, 40, 16, "bidirectional", ER_DTYPE_INT8, false, false, true, false, false, false, false},
+      {4, 3, 33, 9, "forward", ER_DTYPE_UINT8, true, true, true, true, true, false, false},
+      {6, 2, 17, 20, "reverse", ER_DTYPE_INT8, true, true, false, false, false, true, true},
+      {25, 1, 64, 32, "bidirectional", ER_DTYPE_UINT8, false, true, true, true, false, false, false},
+  };
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(v); i++) {
+    int dirs = strcmp(v[i].direction, "bidirectional") == 0 ? 2 : 1;
+    int64_t gh = 4 * v[i].hidden, qn = v[i].per_column ? 2 : 1;
+    int lo = v[i].wt == ER_DTYPE_INT8 ? -127 : 0, hi = v[i].wt == ER_DTYPE_INT8 ? 127 : 255;
+    kc_begin(&c, "DynamicQuantizeLSTM", "com.microsoft", 1, "DynamicQuantizeLSTM #%zu %s %s %s", i, v[i].direction,
+             v[i].wt == ER_DTYPE_INT8 ? "s8" : "u8", v[i].per_column ? "per-column" : "per-direction");
+    kc_input(&c, 3, DIMS(v[i].seq, v[i].batch, v[i].input), -2, 2, false);
+    q8_const(&c, v[i].wt, 3, DIMS(dirs, v[i].input, gh), lo, hi);
+    q8_const(&c, v[i].wt, 3, DIMS(dirs, v[i].hidden, gh), lo, hi);
+    if (v[i].bias) kc_input(&c, 2, DIMS(dirs, 2 * gh), -0.5f, 0.5f, true);
+    else kc_input_none(&c);
+    if (v[i].lens) kc_input_i64(&c, 1, DIMS(v[i].batch), DIMS(4, 1, 3), true);
+    else kc_input_none(&c);
+    if (v[i].initial) {
+      kc_input(&c, 3, DIMS(dirs, v[i].batch, v[i].hidden), -1, 1, false);
+      kc_input(&c, 3, DIMS(dirs, v[i].batch, v[i].hidden), -1, 1, false);
+    } else {
+      kc_input_none(&c);
+      kc_input_none(&c);
+    }
+    if (v[i].peep) kc_input(&c, 2, DIMS(dirs, 3 * v[i].hidden), -0.3f, 0.3f, true);
+    else kc_input_none(&c);
+    int zlo = v[i].wzp ? lo / 4 + (hi - lo) / 8 : (v[i].wt == ER_DTYPE_INT8 ? 0 : 128), zhi = v[i].wzp ? zlo + 40 : zlo;
+    for (int w = 0; w < 2; w++) {
+      kc_input(&c, (int)qn, qn == 2 ? DIMS(dirs, gh) : DIMS(dirs), 0.002f, 0.01f, true);
+      q8_const(&c, v[i].wt, (int)qn, qn == 2 ? DIMS(dirs, gh) : DIMS(dirs), zlo, zhi);
+    }
+    kc_attr_int(&c, "hidden_size", v[i].hidden);
+    kc_attr_string(&c, "direction", v[i].direction);
+    if (v[i].clip) kc_attr_float(&c, "clip", 1.5f);
+    c.n_out = 3;
+    c.tol = TOL_EXACT_T;
+    fn(&c, arg);
+  }
+}
+
 const case_gen kcases_rnn[] = {
     {"LSTM", "", gen_lstm},
+    {"DynamicQuantizeLSTM", "com.microsoft", gen_dqlstm},
     {NULL, NULL, NULL},
 };

@@ -111,6 +111,48 @@ static er_status quantize_run(const er_kernel_run *kr, const er_qelt_ops *ops) {
   return ER_STATUS_OK;
 }
 
+/* DynamicQuantizeLinear: the reference's range (0 included, NaN left
+ * out) in eight independent chains, its scale and zero point
+ * (er__dynamic_qparams_range_u8), then QuantizeLinear's vector loop over
+ * the workers; the result equals the reference's. quantize_dynamic writes
+ * one before every integer layer. */
+static bool dynquant_supports(const er_kernel_info *ki, bool isa_ok) {
+  const er_tensor *x = er__ki_in(ki, 0);
+  return isa_ok && x && x->dtype == ER_DTYPE_FLOAT && ki->n_out == 3 && ki->out[0];
+}
+
+static er_status dynquant_run(const er_kernel_run *kr, const er_qelt_ops *ops) {
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *x = ctx->in[0];
+  const float *xv = x->data;
+  const int64_t n = er__tensor_count(x);
+  float lo[8] = {0}, hi[8] = {0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; l++) {
+      float v = xv[i + l];
+      lo[l] = v < lo[l] ? v : lo[l];
+      hi[l] = v > hi[l] ? v : hi[l];
+    }
+  for (; i < n; i++) {
+    lo[0] = xv[i] < lo[0] ? xv[i] : lo[0];
+    hi[0] = xv[i] > hi[0] ? xv[i] : hi[0];
+  }
+  for (int l = 1; l < 8; l++) {
+    lo[0] = lo[l] < lo[0] ? lo[l] : lo[0];
+    hi[0] = hi[l] > hi[0] ? hi[l] : hi[0];
+  }
+  float scale;
+  uint8_t zp;
+  er__dynamic_qparams_range_u8(lo[0], hi[0], &scale, &zp);
+  if (er__out(ctx, 1)) *(float *)ctx->out[1]->data = scale;
+  if (er__out(ctx, 2)) *(uint8_t *)ctx->out[2]->data = zp;
+  qd_ctx c = {ops, xv, ctx->out[0]->data, scale, zp, 0, 255, false};
+  span_job j = {quantize_span, n, 1, &c};
+  run_spans(kr->pool, &j);
+  return ER_STATUS_OK;
+}
+
 static bool dequantize_supports(const er_kernel_info *ki, bool isa_ok) {
   const er_tensor *x = er__ki_in(ki, 0), *s = er__ki_in(ki, 1), *z = er__ki_in(ki, 2);
   if (!isa_ok || !x || !q8(x->dtype) || !const_one(s) || s->dtype != ER_DTYPE_FLOAT) return false;
@@ -806,6 +848,10 @@ static er_status run_scalar_lut(const er_kernel_run *kr) { return lut_run(kr, NU
   static er_status q_run_##SFX(const er_kernel_run *kr) { return quantize_run(kr, &OPS); }                    \
   static const er_cpu_kernel k_q_##SFX = {"q8_quantize__" ISA, "QuantizeLinear", "", q_sup_##SFX, NULL,       \
                                           q_run_##SFX, NULL};                                                 \
+  static bool dyq_sup_##SFX(const er_kernel_info *ki) { return dynquant_supports(ki, ISA_OK(ki->cpu)); }        \
+  static er_status dyq_run_##SFX(const er_kernel_run *kr) { return dynquant_run(kr, &OPS); }                  \
+  static const er_cpu_kernel k_dyq_##SFX = {"q8_dynamic_quantize__" ISA, "DynamicQuantizeLinear", "",           \
+                                            dyq_sup_##SFX, NULL, dyq_run_##SFX, NULL};                         \
   static bool dq_sup_##SFX(const er_kernel_info *ki) { return dequantize_supports(ki, ISA_OK(ki->cpu)); }       \
   static er_status dq_run_##SFX(const er_kernel_run *kr) { return dequantize_run(kr, &OPS); }                 \
   static const er_cpu_kernel k_dq_##SFX = {"q8_dequantize__" ISA, "DequantizeLinear", "", dq_sup_##SFX, NULL,  \
@@ -850,6 +896,7 @@ static const er_cpu_kernel k_lut = {"q8_lut__scalar", "QLut", ER_QFUSED_DOMAIN, 
 
 const er_cpu_kernel *const er__kernels_qops[] = {
 #if defined(__x86_64__) || defined(__i386__)
+    &k_dyq_avx512, &k_dyq_avx2,
     &k_q_avx512, &k_dq_avx512, &k_qadd_avx512, &k_qmul_avx512, &k_mp_avx512, &k_ap_avx512, &k_qb_avx512, &k_lut_avx512,
     &k_q_avx2,   &k_dq_avx2,   &k_qadd_avx2,   &k_qmul_avx2,   &k_mp_avx2,   &k_ap_avx2,   &k_qb_avx2,   &k_lut_avx2,
 #endif

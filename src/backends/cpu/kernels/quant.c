@@ -97,6 +97,12 @@ typedef struct qg_state {
   void *packed;              /* weights: rows panels per group (conv) or columns panels */
   size_t gstride;            /* bytes between groups of packed */
   int32_t *corr, *wzp;       /* [channels] */
+  /* ConvInteger and MatMulInteger whose input zero point is computed at
+   * run time (quantize_dynamic: DynamicQuantizeLinear feeds it): corr
+   * is formed per run from the bias part, the weight sums and the weight
+   * zero points (dyn_xz_run). */
+  bool dyn_xz;
+  int32_t *base_corr, *wsum, *wzs; /* [channels]; wzs NULL when all 0 */
   float *mult, *off;         /* [channels] */
   double *mult_d;            /* [channels] */
   er_qepi epi;
@@ -130,6 +136,9 @@ static void qg_release(void *state) {
   free(s->dwv_widx);
   free(s->corr);
   free(s->wzp);
+  free(s->base_corr);
+  free(s->wsum);
+  free(s->wzs);
   free(s->mult);
   free(s->off);
   free(s->mult_d);
@@ -137,6 +146,8 @@ static void qg_release(void *state) {
 }
 
 /* Checks what the kernel needs to know at compile time. */
+static bool is_depthwise(const er_kernel_info *ki, qg_op op);
+
 static bool qg_supports(const er_kernel_info *ki, qg_op op, const er_qgemm_isa *isa) {
   if (!isa) return false;
   const qg_layout *L = &layouts[op];
@@ -154,9 +165,17 @@ static bool qg_supports(const er_kernel_info *ki, qg_op op, const er_qgemm_isa *
     /* The int32 sum must not wrap where QLinearMatMul's double sum does not. */
     if (op == QG_QLINEARMATMUL && w->dims[0] > 33025) return false;
   }
-  /* Quantization parameters: constants of the right shapes. */
+  /* Quantization parameters: constants of the right shapes, but for the
+   * input zero point of ConvInteger and MatMulInteger, which may be one
+   * value computed at run time (not for the depthwise kernels, whose
+   * padding and corrections are fixed at prepare). */
   const er_tensor *xz = in_at(ki, L->x_zp), *wz = in_at(ki, L->w_zp);
-  if (xz && (!const_vec(xz, -1) || xz->dtype != x->dtype)) return false;
+  if (xz && (!const_vec(xz, -1) || xz->dtype != x->dtype)) {
+    bool scalar = xz->rank == 0 || (xz->rank == 1 && xz->dims[0] == 1);
+    if (xz->data || xz->dtype != x->dtype || !scalar || (op != QG_CONVINTEGER && op != QG_MATMULINTEGER) ||
+        is_depthwise(ki, op))
+      return false;
+  }
   if (wz && (!const_vec(wz, ch) || wz->dtype != w->dtype)) return false;
   if (L->x_scale >= 0) {
     const er_tensor *xs = in_at(ki, L->x_scale), *ws = in_at(ki, L->w_scale), *ys = in_at(ki, L->y_scale);
@@ -770,17 +789,40 @@ typedef struct mm_pack_ctx {
   const uint8_t *a;          /* [M, K] */
 } mm_pack_ctx;
 
-static void mm_pack(const void *vctx, int64_t i0, int64_t rows, void *dst, int32_t *sums) {
-  const mm_pack_ctx *mc = vctx;
-  const qg_state *s = mc->s;
-  const er_qgemm_isa *isa = s->isa;
-  er_qsrc src = {mc->a, s->k, 1, s->x_flip, false};
-  size_t rpb = er__qgemm_row_panel_bytes(isa, s->k);
+/* Rows [i0, i0 + rows) of activations a [M, k] as rows panels. */
+static void pack_act_rows(const er_qgemm_isa *isa, const uint8_t *a, int64_t k, uint8_t flip, int64_t i0,
+                          int64_t rows, void *dst, int32_t *sums) {
+  er_qsrc src = {a, k, 1, flip, false};
+  size_t rpb = er__qgemm_row_panel_bytes(isa, k);
   for (int64_t q = 0; q * isa->mr < rows; q++) {
     int r = (int)min64(isa->mr, rows - q * isa->mr);
-    er__qgemm_pack_rows(isa, &src, i0 + q * isa->mr, r, s->k, (uint8_t *)dst + (size_t)q * rpb,
+    er__qgemm_pack_rows(isa, &src, i0 + q * isa->mr, r, k, (uint8_t *)dst + (size_t)q * rpb,
                         sums ? sums + q * isa->mr : NULL);
   }
+}
+
+static void mm_pack(const void *vctx, int64_t i0, int64_t rows, void *dst, int32_t *sums) {
+  const mm_pack_ctx *mc = vctx;
+  pack_act_rows(mc->s->isa, mc->a, mc->s->k, mc->s->x_flip, i0, rows, dst, sums);
+}
+
+/* A matrix product of activation rows (packed per block by pack_rows)
+ * and prepacked weight columns, into C [m, n]. */
+static void mm_problem(er_qgemm_problem *p, const er_qgemm_isa *isa, int64_t m, int64_t n, int64_t k,
+                       er_qpack_rows_fn pack_rows, const void *rows_ctx, const uint8_t *cols_packed,
+                       const er_qepi *epi, void *c) {
+  memset(p, 0, sizeof *p);
+  p->isa = isa;
+  p->m = m;
+  p->n = n;
+  p->k = k;
+  p->pack_rows = pack_rows;
+  p->rows_ctx = rows_ctx;
+  p->cols_packed = cols_packed;
+  p->need_asum = epi->wzp != NULL;
+  p->epi = *epi;
+  p->c = c;
+  p->ldc = n;
 }
 
 static er_status mm_run(const er_kernel_run *kr) {
@@ -794,18 +836,7 @@ static er_status mm_run(const er_kernel_run *kr) {
   if (m == 0) return ER_STATUS_OK;
   mm_pack_ctx mc = {s, a->data};
   er_qgemm_problem p;
-  memset(&p, 0, sizeof p);
-  p.isa = s->isa;
-  p.m = m;
-  p.n = s->channels;
-  p.k = s->k;
-  p.pack_rows = mm_pack;
-  p.rows_ctx = &mc;
-  p.cols_packed = s->packed;
-  p.need_asum = s->wzp != NULL;
-  p.epi = s->epi;
-  p.c = y->data;
-  p.ldc = s->channels;
+  mm_problem(&p, s->isa, m, s->channels, s->k, mm_pack, &mc, s->packed, &s->epi, y->data);
   void *scratch = NULL, *owned = NULL;
   int slots = 1;
   ER_CHECK(er__kr_scratch(kr, er__qgemm_scratch_bytes(&p), &scratch, &slots, &owned));
@@ -849,7 +880,8 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
                      ki->node->op_type, ki->node->name, (long long)group, (long long)C);
   }
   /* Zero points in the packed domain: activations unsigned, weights signed. */
-  int32_t xz_raw = xz ? (int32_t)pval(xz, 0) : 0;
+  s->dyn_xz = xz && !xz->data;
+  int32_t xz_raw = xz && !s->dyn_xz ? (int32_t)pval(xz, 0) : 0;
   int32_t xz_u = xz_raw + (s->x_flip ? 128 : 0); /* 0 for depthwise (below) */
   s->x_pad = (uint8_t)xz_raw;
   s->xz = xz_raw;
@@ -960,6 +992,23 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
                     (uint32_t)K * (uint32_t)xz_u * (uint32_t)(wz_s ? wz_s[c] : 0);
     s->corr[c] = (int32_t)corr;
   }
+  if (s->dyn_xz) {
+    /* Keep what a run needs: the bias part of corr (xz_u is not known),
+     * the weight sums and zero points. */
+    s->base_corr = malloc((size_t)C * sizeof *s->base_corr);
+    for (int64_t c = 0; c < C && s->base_corr; c++) s->base_corr[c] = bias ? (int32_t)pval(bias, c) : 0;
+    s->wsum = wsum;
+    wsum = NULL;
+    if (any_wz) {
+      s->wzs = malloc((size_t)C * sizeof *s->wzs);
+      if (s->wzs) memcpy(s->wzs, wz_s, (size_t)C * sizeof *wz_s);
+    }
+    if (!s->base_corr || (any_wz && !s->wzs)) {
+      if (!any_wz) free(wz_s);
+      qg_release(s);
+      return oom(ki);
+    }
+  }
   if (!any_wz) free(wz_s);
   free(wsum);
   /* The epilogue. */
@@ -1056,6 +1105,217 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
 }
 
 /* ======================================================================== */
+/* Input zero points computed at run time                                    */
+/* ======================================================================== */
+
+/* Corrections on the stack up to this many channels (64 KiB); more are
+ * allocated per run. */
+#define DYN_XZ_STACK_CHANNELS 16384
+
+/* Runs `run` with the state's input zero point and corrections taken from
+ * this run's zero point (a copy of the state; the shared one is never
+ * written). */
+static er_status dyn_xz_run(const er_kernel_run *kr, er_status (*run)(const er_kernel_run *)) {
+  const qg_state *s = kr->state;
+  if (!s->dyn_xz) return run(kr);
+  const er_tensor *zt = kr->ctx->in[layouts[s->op].x_zp];
+  if (!zt || er__tensor_count(zt) != 1) return er__kr_reference(kr);
+  int32_t xz = zt->dtype == ER_DTYPE_INT8 ? ((const int8_t *)zt->data)[0] : ((const uint8_t *)zt->data)[0];
+  uint32_t xz_u = (uint32_t)(xz + (s->x_flip ? 128 : 0));
+  int32_t stack[DYN_XZ_STACK_CHANNELS], *corr = stack;
+  if (s->channels > DYN_XZ_STACK_CHANNELS) {
+    corr = malloc((size_t)s->channels * sizeof *corr);
+    if (!corr)
+      return er__error(ER_STATUS_OUT_OF_MEMORY, "%s '%s': out of memory for %lld corrections",
+                       kr->ctx->node->op_type, kr->ctx->node->name, (long long)s->channels);
+  }
+  /* As prepare forms them, in wrapping 32-bit arithmetic. */
+  for (int64_t c = 0; c < s->channels; c++)
+    corr[c] = (int32_t)((uint32_t)s->base_corr[c] - xz_u * (uint32_t)s->wsum[c] +
+                        (uint32_t)s->k * xz_u * (uint32_t)(s->wzs ? s->wzs[c] : 0));
+  qg_state local = *s;
+  local.xz = xz;
+  local.x_pad = (uint8_t)xz;
+  local.corr = corr;
+  local.epi.corr = corr;
+  er_kernel_run k2 = *kr;
+  k2.state = &local;
+  er_status st = run(&k2);
+  if (corr != stack) free(corr);
+  return st;
+}
+
+static er_status conv_run_any(const er_kernel_run *kr) { return dyn_xz_run(kr, conv_run); }
+static er_status mm_run_any(const er_kernel_run *kr) { return dyn_xz_run(kr, mm_run); }
+
+/* ======================================================================== */
+/* com.microsoft DynamicQuantizeLSTM                                         */
+/* ======================================================================== */
+
+/* The recurrence is the reference's (er__dqlstm_run); its integer
+ * products run here on the matrix-product GEMM: W and R of each direction
+ * packed once as columns panels [K, 4H], activations (X for every step at
+ * once, then each step's hidden state) packed per run, int32 sums out
+ * (ER_QEPI_I32) with the input zero point folded into the corrections per
+ * product. ddddocr's bidirectional 512-unit LSTM: 77 ms on the plain loops. */
+
+typedef struct dql_mat {
+  uint8_t *packed;            /* columns panels over all of K */
+  int32_t *wsum, *wzs;        /* [4H]; wzs NULL when every zero point is 0 */
+  int64_t k;
+} dql_mat;
+
+typedef struct dql_state {
+  const er_qgemm_isa *isa;
+  int dirs;
+  int64_t gh;
+  dql_mat mats[2][2];         /* [W, R][direction] */
+} dql_state;
+
+static void dql_release(void *state) {
+  dql_state *s = state;
+  if (!s) return;
+  for (int w = 0; w < 2; w++)
+    for (int d = 0; d < 2; d++) {
+      er__aligned_free(s->mats[w][d].packed);
+      free(s->mats[w][d].wsum);
+      free(s->mats[w][d].wzs);
+    }
+  free(s);
+}
+
+static bool dql_supports_with(const er_kernel_info *ki, const er_qgemm_isa *isa) {
+  if (ki->n_in < 12 || !isa) return false;
+  const er_tensor *x = ki->in[0];
+  if (!x || x->dtype != ER_DTYPE_FLOAT) return false;
+  for (int i = 1; i <= 2; i++) {
+    const er_tensor *w = ki->in[i];
+    if (!w || !w->data || !q8(w->dtype) || w->rank != 3 || !er__tensor_shape_known(w)) return false;
+  }
+  for (int i = 8; i <= 11; i++)
+    if (!ki->in[i] || !ki->in[i]->data) return false;
+  return true;
+}
+
+static er_status dql_pack(dql_state *s, const er_tensor *w, const er_tensor *zp, int d, dql_mat *m) {
+  const er_qgemm_isa *isa = s->isa;
+  const int64_t K = w->dims[1], GH = w->dims[2];
+  const uint8_t flip = w->dtype == ER_DTYPE_UINT8 ? 0x80 : 0;
+  size_t cpb = er__qgemm_col_panel_bytes(isa, K);
+  int64_t panels = (GH + isa->nr - 1) / isa->nr;
+  m->k = K;
+  m->packed = er__aligned_alloc(cpb * (size_t)panels);
+  m->wsum = calloc((size_t)GH, sizeof *m->wsum);
+  m->wzs = calloc((size_t)GH, sizeof *m->wzs);
+  if (!m->packed || !m->wsum || !m->wzs) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory packing DynamicQuantizeLSTM weights");
+  er_qsrc src = {(const uint8_t *)w->data + (size_t)(d * K * GH), GH, 1, flip, true};
+  for (int64_t q = 0; q < panels; q++)
+    er__qgemm_pack_cols(isa, &src, q * isa->nr, (int)min64(isa->nr, GH - q * isa->nr), K,
+                        m->packed + (size_t)q * cpb, m->wsum + q * isa->nr);
+  bool any = false;
+  for (int64_t n = 0; n < GH; n++) {
+    /* uint8 weights shift by -128 and their zero points with them */
+    m->wzs[n] = (int32_t)pval(zp, zp->rank == 2 ? d * GH + n : d) - (flip ? 128 : 0);
+    if (m->wzs[n]) any = true;
+  }
+  if (!any) {
+    free(m->wzs);
+    m->wzs = NULL;
+  }
+  return ER_STATUS_OK;
+}
+
+static er_status dql_prepare_with(const er_kernel_info *ki, const er_qgemm_isa *isa, void **state_out,
+                                  size_t *scratch_out) {
+  dql_state *s = calloc(1, sizeof *s);
+  if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory preparing DynamicQuantizeLSTM");
+  s->isa = isa;
+  s->dirs = (int)ki->in[1]->dims[0];
+  s->gh = ki->in[1]->dims[2];
+  if (s->dirs < 1 || s->dirs > 2 || ki->in[2]->dims[0] != s->dirs || ki->in[2]->dims[2] != s->gh) {
+    dql_release(s);
+    return er__error(ER_STATUS_INVALID_SHAPE, "DynamicQuantizeLSTM '%s': W and R disagree", ki->node->name);
+  }
+  for (int w = 0; w < 2; w++)
+    for (int d = 0; d < s->dirs; d++) {
+      er_status st = dql_pack(s, ki->in[1 + w], ki->in[w ? 11 : 9], d, &s->mats[w][d]);
+      if (st != ER_STATUS_OK) {
+        dql_release(s);
+        return st;
+      }
+    }
+  *scratch_out = 0;
+  *state_out = s;
+  return ER_STATUS_OK;
+}
+
+typedef struct dql_rows {
+  const er_qgemm_isa *isa;
+  const uint8_t *a;           /* [m, K] */
+  int64_t k;
+} dql_rows;
+
+static void dql_pack_rows(const void *vctx, int64_t i0, int64_t rows, void *dst, int32_t *sums) {
+  const dql_rows *r = vctx;
+  pack_act_rows(r->isa, r->a, r->k, 0, i0, rows, dst, sums);
+}
+
+/* What a run hands the products: the kernel run (scratch, pool), the
+ * state, a buffer for the corrections, and the first error. */
+typedef struct dql_run_ctx {
+  const er_kernel_run *kr;
+  const dql_state *s;
+  int32_t *corr;              /* [4H] */
+  er_status st;
+} dql_run_ctx;
+
+static void dql_product(void *self, er_kctx *ctx, int which, int d, const uint8_t *a, int32_t az, int64_t m,
+                        int32_t *acc) {
+  (void)ctx;
+  dql_run_ctx *rc = self;
+  const dql_state *s = rc->s;
+  const dql_mat *mat = &s->mats[which][d];
+  if (rc->st != ER_STATUS_OK || m == 0) return;
+  const uint32_t az_u = (uint32_t)az;
+  for (int64_t n = 0; n < s->gh; n++)
+    rc->corr[n] = (int32_t)(0u - az_u * (uint32_t)mat->wsum[n] +
+                            (uint32_t)mat->k * az_u * (uint32_t)(mat->wzs ? mat->wzs[n] : 0));
+  dql_rows rows = {s->isa, a, mat->k};
+  er_qepi epi;
+  memset(&epi, 0, sizeof epi);
+  epi.kind = ER_QEPI_I32;
+  epi.corr = rc->corr;
+  epi.wzp = mat->wzs;
+  er_qgemm_problem p;
+  mm_problem(&p, s->isa, m, s->gh, mat->k, dql_pack_rows, &rows, mat->packed, &epi, acc);
+  void *scratch = NULL, *owned = NULL;
+  int slots = 1;
+  er_status st = er__kr_scratch(rc->kr, er__qgemm_scratch_bytes(&p), &scratch, &slots, &owned);
+  if (st != ER_STATUS_OK) {
+    rc->st = st;
+    return;
+  }
+  er__qgemm_run(&p, rc->kr->pool, scratch, slots);
+  er__aligned_free(owned);
+}
+
+static er_status dql_run(const er_kernel_run *kr) {
+  const dql_state *s = kr->state;
+  int32_t *corr = malloc((size_t)s->gh * sizeof *corr);
+  if (!corr) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory running DynamicQuantizeLSTM");
+  /* The recurrence leaves Y past each sequence's length (and Y_h, Y_c of
+   * empty sequences) as it finds them, like the reference: zero first. */
+  er_kctx *ctx = kr->ctx;
+  for (int i = 0; i < ctx->n_out; i++)
+    if (ctx->out[i] && ctx->out[i]->data) memset(ctx->out[i]->data, 0, ctx->out[i]->nbytes);
+  dql_run_ctx rc = {kr, s, corr, ER_STATUS_OK};
+  const er_dq_products prod = {dql_product, &rc};
+  er_status st = er__dqlstm_run(kr->ctx, &prod);
+  free(corr);
+  return st != ER_STATUS_OK ? st : rc.st;
+}
+
+/* ======================================================================== */
 /* The kernel table                                                          */
 /* ======================================================================== */
 
@@ -1126,22 +1386,22 @@ static const er_qgemm_isa *mm_isa(const er_kernel_info *ki, bool dot) {
   static er_status prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {                   \
     return qg_prepare(ki, QOP, conv_isa_amx(ki, true), NULL, st, scratch);                                 \
   }                                                                                                         \
-  static const er_cpu_kernel k_##SFX = {NAME, OP, DOMAIN, supports_##SFX, prepare_##SFX, conv_run, qg_release};
+  static const er_cpu_kernel k_##SFX = {NAME, OP, DOMAIN, supports_##SFX, prepare_##SFX, conv_run_any, qg_release};
 DEFINE_QG_AMX_KERNEL(qconv_amx, "QConv", ER_QFUSED_DOMAIN, QG_QCONV, "q8_qconv_32x32__amx")
 DEFINE_QG_AMX_KERNEL(qlconv_amx, "QLinearConv", "", QG_QLINEARCONV, "q8_qlinearconv_32x32__amx")
 DEFINE_QG_AMX_KERNEL(convint_amx, "ConvInteger", "", QG_CONVINTEGER, "q8_convinteger_32x32__amx")
 DEFINE_QG_KERNEL(qconv_vnni, "QConv", ER_QFUSED_DOMAIN, QG_QCONV, conv_isa, true, "q8_qconv_8x32__avx512vnni", conv_run)
 DEFINE_QG_KERNEL(qlconv_vnni, "QLinearConv", "", QG_QLINEARCONV, conv_isa, true, "q8_qlinearconv_8x32__avx512vnni", conv_run)
-DEFINE_QG_KERNEL(convint_vnni, "ConvInteger", "", QG_CONVINTEGER, conv_isa, true, "q8_convinteger_8x32__avx512vnni", conv_run)
+DEFINE_QG_KERNEL(convint_vnni, "ConvInteger", "", QG_CONVINTEGER, conv_isa, true, "q8_convinteger_8x32__avx512vnni", conv_run_any)
 DEFINE_QG_KERNEL(qmm_vnni, "QMatMul", ER_QFUSED_DOMAIN, QG_QMATMUL, mm_isa, true, "q8_qmatmul_4x64__avx512vnni", mm_run)
 DEFINE_QG_KERNEL(qlmm_vnni, "QLinearMatMul", "", QG_QLINEARMATMUL, mm_isa, true, "q8_qlinearmatmul_4x64__avx512vnni", mm_run)
-DEFINE_QG_KERNEL(mmint_vnni, "MatMulInteger", "", QG_MATMULINTEGER, mm_isa, true, "q8_matmulinteger_4x64__avx512vnni", mm_run)
+DEFINE_QG_KERNEL(mmint_vnni, "MatMulInteger", "", QG_MATMULINTEGER, mm_isa, true, "q8_matmulinteger_4x64__avx512vnni", mm_run_any)
 DEFINE_QG_KERNEL(qconv_avx2, "QConv", ER_QFUSED_DOMAIN, QG_QCONV, conv_isa, false, "q8_qconv_6x16__avx2", conv_run)
 DEFINE_QG_KERNEL(qlconv_avx2, "QLinearConv", "", QG_QLINEARCONV, conv_isa, false, "q8_qlinearconv_6x16__avx2", conv_run)
-DEFINE_QG_KERNEL(convint_avx2, "ConvInteger", "", QG_CONVINTEGER, conv_isa, false, "q8_convinteger_6x16__avx2", conv_run)
+DEFINE_QG_KERNEL(convint_avx2, "ConvInteger", "", QG_CONVINTEGER, conv_isa, false, "q8_convinteger_6x16__avx2", conv_run_any)
 DEFINE_QG_KERNEL(qmm_avx2, "QMatMul", ER_QFUSED_DOMAIN, QG_QMATMUL, mm_isa, false, "q8_qmatmul_4x16__avx2", mm_run)
 DEFINE_QG_KERNEL(qlmm_avx2, "QLinearMatMul", "", QG_QLINEARMATMUL, mm_isa, false, "q8_qlinearmatmul_4x16__avx2", mm_run)
-DEFINE_QG_KERNEL(mmint_avx2, "MatMulInteger", "", QG_MATMULINTEGER, mm_isa, false, "q8_matmulinteger_4x16__avx2", mm_run)
+DEFINE_QG_KERNEL(mmint_avx2, "MatMulInteger", "", QG_MATMULINTEGER, mm_isa, false, "q8_matmulinteger_4x16__avx2", mm_run_any)
 #endif
 
 /* Depthwise kernels: the epilogue of the ISA's conv GEMM, the loops of
@@ -1250,10 +1510,25 @@ DEFINE_DW_KERNEL(convint_avx2, "ConvInteger", QG_CONVINTEGER, false, er__qelt_av
 #if defined(ER_QGEMM_NEONDOT)
 DEFINE_QG_KERNEL(qconv_dot, "QConv", ER_QFUSED_DOMAIN, QG_QCONV, conv_isa, true, "q8_qconv_8x8__neondot", conv_run)
 DEFINE_QG_KERNEL(qlconv_dot, "QLinearConv", "", QG_QLINEARCONV, conv_isa, true, "q8_qlinearconv_8x8__neondot", conv_run)
-DEFINE_QG_KERNEL(convint_dot, "ConvInteger", "", QG_CONVINTEGER, conv_isa, true, "q8_convinteger_8x8__neondot", conv_run)
+DEFINE_QG_KERNEL(convint_dot, "ConvInteger", "", QG_CONVINTEGER, conv_isa, true, "q8_convinteger_8x8__neondot", conv_run_any)
 DEFINE_QG_KERNEL(qmm_dot, "QMatMul", ER_QFUSED_DOMAIN, QG_QMATMUL, mm_isa, true, "q8_qmatmul_4x16__neondot", mm_run)
 DEFINE_QG_KERNEL(qlmm_dot, "QLinearMatMul", "", QG_QLINEARMATMUL, mm_isa, true, "q8_qlinearmatmul_4x16__neondot", mm_run)
-DEFINE_QG_KERNEL(mmint_dot, "MatMulInteger", "", QG_MATMULINTEGER, mm_isa, true, "q8_matmulinteger_4x16__neondot", mm_run)
+DEFINE_QG_KERNEL(mmint_dot, "MatMulInteger", "", QG_MATMULINTEGER, mm_isa, true, "q8_matmulinteger_4x16__neondot", mm_run_any)
+#endif
+
+#define DEFINE_DQL_KERNEL(SFX, VNNI, NAME)                                                                   \
+  static bool dql_supports_##SFX(const er_kernel_info *ki) { return dql_supports_with(ki, mm_isa(ki, VNNI)); } \
+  static er_status dql_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {               \
+    return dql_prepare_with(ki, mm_isa(ki, VNNI), st, scratch);                                             \
+  }                                                                                                         \
+  static const er_cpu_kernel k_dql_##SFX = {NAME, "DynamicQuantizeLSTM", "com.microsoft", dql_supports_##SFX, \
+                                            dql_prepare_##SFX, dql_run, dql_release};
+#if defined(__x86_64__) || defined(__i386__)
+DEFINE_DQL_KERNEL(vnni, true, "q8_dqlstm_4x64__avx512vnni")
+DEFINE_DQL_KERNEL(avx2, false, "q8_dqlstm_4x16__avx2")
+#endif
+#if defined(ER_QGEMM_NEONDOT)
+DEFINE_DQL_KERNEL(dot, true, "q8_dqlstm_4x16__neondot")
 #endif
 
 const er_cpu_kernel *const er__kernels_quant[] = {
@@ -1263,9 +1538,10 @@ const er_cpu_kernel *const er__kernels_quant[] = {
     &k_qconv_amx, &k_qlconv_amx, &k_convint_amx,
     &k_qconv_vnni, &k_qlconv_vnni, &k_convint_vnni, &k_qmm_vnni, &k_qlmm_vnni, &k_mmint_vnni,
     &k_qconv_avx2, &k_qlconv_avx2, &k_convint_avx2, &k_qmm_avx2, &k_qlmm_avx2, &k_mmint_avx2,
+    &k_dql_vnni, &k_dql_avx2,
 #endif
 #if defined(ER_QGEMM_NEONDOT)
-    &k_qconv_dot, &k_qlconv_dot, &k_convint_dot, &k_qmm_dot, &k_qlmm_dot, &k_mmint_dot,
+    &k_qconv_dot, &k_qlconv_dot, &k_convint_dot, &k_qmm_dot, &k_qlmm_dot, &k_mmint_dot, &k_dql_dot,
 #endif
     NULL,
 };
