@@ -237,6 +237,12 @@ er_status er__graph_infer(er_graph *g, bool fold);
  * scaled dot-product attention from MatMul/Softmax/MatMul into Attention. */
 er_status er__graph_optimize_basic(er_graph *g);
 er_status er__graph_optimize_fusion(er_graph *g);
+/* onnxruntime's com.microsoft QLinear operators (QLinearAdd, QLinearMul,
+ * QLinearSigmoid, QLinearLeakyRelu, QLinearAveragePool,
+ * QLinearGlobalAveragePool, QLinearConcat, QLinearSoftmax) rewritten as the
+ * standard DequantizeLinear -> op -> QuantizeLinear nodes they stand for
+ * (contrib.c), in g and its subgraphs; after validation, before binding. */
+er_status er__graph_expand_contrib(er_graph *g);
 /* The layout pass (passes-blocked.c), per session after the fusion passes
  * when every node runs on the CPU: float convolutions and pools, and the
  * elementwise ops and channel concatenations between them, to the

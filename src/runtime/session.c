@@ -115,6 +115,7 @@ static er_status build_infos(struct er_model *m) {
 static er_status finish_load(struct er_model *m) {
   ER_CHECK(er__onnx_parse_model(m));
   ER_CHECK(er__graph_validate(m->graph));
+  ER_CHECK(er__graph_expand_contrib(m->graph));
   ER_CHECK(er__graph_bind_ops(m->graph));
   ER_CHECK(er__graph_infer(m->graph, m->limits.optimize > 0));
   if (m->limits.optimize > 1) ER_CHECK(er__graph_optimize_basic(m->graph));

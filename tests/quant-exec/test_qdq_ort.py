@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
-"""Integer execution of onnxruntime's own QDQ models: quantize_static (QDQ,
-per-channel int8 weights, uint8 and int8 activations, MinMax calibration)
-on real and generated CNNs, then for each QDQ model:
+"""Integer execution of onnxruntime's own quantized models: quantize_static
+(QDQ, per-channel int8 weights, uint8 and int8 activations, MinMax
+calibration) on real and generated CNNs, and its QOperator format (QLinearConv
+with the com.microsoft QLinearAdd, QLinearMul, QLinearSigmoid,
+QLinearLeakyRelu, QLinearAveragePool, QLinearGlobalAveragePool,
+QLinearConcat, QLinearSoftmax and QGemm, which edgerun rewrites into QDQ at
+load) with uint8 activations, then for each model:
 
   1. edgerun (its QDQ pass and integer kernels) agrees with onnxruntime
      running the same QDQ model on top-1 for at least 99% of the samples,
@@ -51,7 +55,7 @@ def shared():
     return SHARED
 
 
-def quantize(src, dst, name, calib, activations):
+def quantize(src, dst, name, calib, activations, fmt="qdq"):
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
 
@@ -62,7 +66,8 @@ def quantize(src, dst, name, calib, activations):
         def get_next(self):
             return next(self.it, None)
 
-    quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+    quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator,
+                    per_channel=True,
                     activation_type=QuantType.QInt8 if activations == "int8" else QuantType.QUInt8,
                     weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod.MinMax,
                     extra_options={"QDQDisableWeightAdjustForInt32Bias": True})
@@ -120,31 +125,83 @@ def models(tmp):
                rng.standard_normal([48] + shape[1:]).astype(np.float32), None)
 
 
+def contrib_zoo(tmp):
+    """A small CNN whose QOperator form uses every com.microsoft op edgerun
+    expands: Conv, LeakyRelu, x * Sigmoid(x), a channel Concat, AveragePool,
+    a residual Add, GlobalAveragePool, Gemm and Softmax."""
+    from onnx import TensorProto, helper
+    rng = np.random.default_rng(5)
+
+    def w(name, *shape, scale=0.3):
+        return numpy_helper.from_array((scale * rng.standard_normal(shape)).astype(np.float32), name)
+
+    inits = [w("w1", 8, 3, 3, 3), w("b1", 8, scale=0.1), w("w2", 8, 8, 3, 3, scale=0.15), w("b2", 8, scale=0.1),
+             w("w3", 16, 16, 1, 1, scale=0.2), w("fc", 10, 16, scale=3.0), w("fcb", 10, scale=1.0)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("LeakyRelu", ["c1"], ["l1"], alpha=0.1),
+        helper.make_node("Conv", ["l1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["c2"], ["s2"]),
+        helper.make_node("Mul", ["c2", "s2"], ["m2"]),
+        helper.make_node("Concat", ["l1", "m2"], ["cat"], axis=1),
+        helper.make_node("AveragePool", ["cat"], ["ap"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["ap", "w3"], ["c3"]),
+        helper.make_node("Add", ["c3", "ap"], ["res"]),
+        helper.make_node("GlobalAveragePool", ["res"], ["gap"]),
+        helper.make_node("Flatten", ["gap"], ["flat"]),
+        helper.make_node("Gemm", ["flat", "fc", "fcb"], ["logits"], transB=1),
+        helper.make_node("Softmax", ["logits"], ["y"], axis=1),
+    ]
+    g = helper.make_graph(nodes, "contrib_zoo", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+    path = os.path.join(tmp, "contrib_zoo.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), path)
+    r = np.random.default_rng(6)
+    return ("contrib_zoo", path, "x", r.standard_normal([16, 3, 16, 16]).astype(np.float32),
+            r.standard_normal([48, 3, 16, 16]).astype(np.float32), None)
+
+
+def compare(build, name, label, qpath, iname, evals, labels, tmp):
+    want = ort_rows(qpath, iname, evals)
+    got = er_rows(build, qpath, evals, tmp)
+    ref = er_rows(build, qpath, evals, tmp, reference=True)
+    agree = float((got.argmax(1) == want.argmax(1)).mean())
+    diff = float(np.abs(got - want).max())
+    span = float(want.max() - want.min())
+    print(f"{name:16} {label:15} samples {len(evals):4}  top-1 agreement {100 * agree:6.2f}%  "
+          f"max |edgerun - onnxruntime| {diff:.5f} (output range {span:.3f})", flush=True)
+    check(agree >= 0.99, f"{name} {label}: top-1 agreement {agree:.4f} < 0.99")
+    check(diff <= 0.05 * span + 1e-6, f"{name} {label}: max difference {diff} > 5% of {span}")
+    check(np.array_equal(got, ref), f"{name} {label}: optimized kernels differ from the reference kernels")
+    if labels is not None:
+        acc_er = int((got.argmax(1) == labels).sum())
+        acc_ort = int((want.argmax(1) == labels).sum())
+        print(f"{'':16} {'':15} accuracy: edgerun {acc_er}/{len(labels)}, onnxruntime {acc_ort}/{len(labels)}")
+        check(abs(acc_er - acc_ort) <= 1, f"{name} {label}: accuracy {acc_er} vs {acc_ort}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="er-qdq-ort-") as tmp:
-        for name, path, iname, calib, evals, labels in models(tmp):
-            for act in ("uint8", "int8"):
-                qpath = os.path.join(tmp, f"{name}-{act}.onnx")
-                quantize(path, qpath, iname, calib, act)
-                want = ort_rows(qpath, iname, evals)
-                got = er_rows(args.build, qpath, evals, tmp)
-                ref = er_rows(args.build, qpath, evals, tmp, reference=True)
-                agree = float((got.argmax(1) == want.argmax(1)).mean())
-                diff = float(np.abs(got - want).max())
-                span = float(want.max() - want.min())
-                print(f"{name:16} {act:6} samples {len(evals):4}  top-1 agreement {100 * agree:6.2f}%  "
-                      f"max |edgerun - onnxruntime| {diff:.5f} (output range {span:.3f})", flush=True)
-                check(agree >= 0.99, f"{name} {act}: top-1 agreement {agree:.4f} < 0.99")
-                check(diff <= 0.05 * span + 1e-6, f"{name} {act}: max difference {diff} > 5% of {span}")
-                check(np.array_equal(got, ref), f"{name} {act}: optimized kernels differ from the reference kernels")
-                if labels is not None:
-                    acc_er = int((got.argmax(1) == labels).sum())
-                    acc_ort = int((want.argmax(1) == labels).sum())
-                    print(f"{'':16} {'':6} accuracy: edgerun {acc_er}/{len(labels)}, onnxruntime {acc_ort}/{len(labels)}")
-                    check(abs(acc_er - acc_ort) <= 1, f"{name} {act}: accuracy {acc_er} vs {acc_ort}")
+        for name, path, iname, calib, evals, labels in list(models(tmp)) + [contrib_zoo(tmp)]:
+            # contrib_zoo is there for the QOperator ops; its peaked softmax
+            # output (needed to rule out ties) turns a one-step difference of
+            # a QDQ run's logits into 0.04 of probability.
+            forms = (("uint8", "qdq"), ("int8", "qdq"), ("uint8", "qoperator"))
+            for act, fmt in forms[2:] if name == "contrib_zoo" else forms:
+                qpath = os.path.join(tmp, f"{name}-{act}-{fmt}.onnx")
+                quantize(path, qpath, iname, calib, act, fmt)
+                if fmt == "qoperator":
+                    ms = sorted({n.op_type for n in onnx.load(qpath).graph.node if n.domain == "com.microsoft"})
+                    print(f"{name:16} QOperator com.microsoft ops: {', '.join(ms) or 'none'}")
+                    if name == "contrib_zoo":
+                        every = ["QGemm", "QLinearAdd", "QLinearAveragePool", "QLinearConcat",
+                                 "QLinearGlobalAveragePool", "QLinearLeakyRelu", "QLinearMul", "QLinearSigmoid",
+                                 "QLinearSoftmax"]
+                        check(ms == every, f"contrib_zoo's QOperator model has {ms}, not {every}")
+                compare(args.build, name, f"{act} {fmt}", qpath, iname, evals, labels, tmp)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

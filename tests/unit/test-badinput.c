@@ -781,6 +781,67 @@ static void test_wrong_declared_rank(void) {
   er__pbw_free(&m);
 }
 
+/* ---- onnxruntime's com.microsoft QLinear operators ---------------------- */
+
+/* x (uint8 [1, 2, 4, 4]) -> <op> -> y with scalar scales and zero points;
+ * `attrs` for the node, `inputs` its input names, `opset` the model's. */
+static er_status contrib_model(const char *op, const char *const *inputs, const er_pbw *attrs, int64_t opset) {
+  er_pbw g = {0}, m = {0}, t = {0};
+  const int64_t d[4] = {1, 2, 4, 4};
+  const float sc = 0.05f;
+  const uint8_t zp = 128;
+  static const char *const scales[] = {"xs", "ys"}, *const zps[] = {"xz", "yz"};
+  for (int i = 0; i < 2; i++) {
+    tb_tensor(&t, scales[i], 1, 0, NULL, &sc, sizeof sc);
+    tb_graph_initializer(&g, &t);
+    er__pbw_free(&t);
+    tb_tensor(&t, zps[i], 2, 0, NULL, &zp, sizeof zp);
+    tb_graph_initializer(&g, &t);
+    er__pbw_free(&t);
+  }
+  tb_node_domain(&g, op, "com.microsoft", "q", inputs, (const char *const[]){"y", NULL}, attrs);
+  tb_graph_input(&g, "x", 2, 4, d);
+  tb_graph_output(&g, "y", 2, -1, NULL);
+  tb_model_domain(&m, 8, opset, "com.microsoft", 1, &g);
+  er_status st = load_expect(&m, NULL);
+  er__pbw_free(&g);
+  er__pbw_free(&m);
+  return st;
+}
+
+static void test_contrib_qlinear(void) {
+  static const char *const one[] = {"x", "xs", "xz", "ys", "yz", NULL};
+  /* Accepted: the pattern is rewritten and loads. */
+  CHECK_STATUS(contrib_model("QLinearSigmoid", one, NULL, 13), ER_STATUS_OK);
+  er_pbw a = {0};
+  tb_attr_int(&a, "channels_last", 1);
+  CHECK_STATUS(contrib_model("QLinearGlobalAveragePool", one, &a, 13), ER_STATUS_UNSUPPORTED);
+  CHECK_MSG("channels_last");
+  er__pbw_free(&a);
+  /* QLinearSoftmax: the opset attribute is required and must agree with
+   * the model's on Softmax's axis rule. */
+  CHECK_STATUS(contrib_model("QLinearSoftmax", one, NULL, 13), ER_STATUS_INVALID_ATTRIBUTE);
+  CHECK_MSG("'opset'");
+  tb_attr_int(&a, "opset", 11);
+  CHECK_STATUS(contrib_model("QLinearSoftmax", one, &a, 13), ER_STATUS_UNSUPPORTED);
+  CHECK_MSG("axis rules");
+  CHECK_STATUS(contrib_model("QLinearSoftmax", one, &a, 11), ER_STATUS_OK);
+  er__pbw_free(&a);
+  /* Below opset 10 there is no DequantizeLinear to write it with. */
+  CHECK_STATUS(contrib_model("QLinearSigmoid", one, NULL, 9), ER_STATUS_UNSUPPORTED);
+  CHECK_MSG("opset 10");
+  /* QLinearConcat takes Y's scale and zero point, then triples. */
+  static const char *const concat_bad[] = {"ys", "yz", "x", "xs", NULL};
+  tb_attr_int(&a, "axis", 1);
+  CHECK_STATUS(contrib_model("QLinearConcat", concat_bad, &a, 13), ER_STATUS_INVALID_GRAPH);
+  CHECK_MSG("2 + 3 per input");
+  er__pbw_free(&a);
+  /* A missing scale. */
+  static const char *const no_scale[] = {"x", "", "xz", "ys", "yz", NULL};
+  CHECK_STATUS(contrib_model("QLinearSigmoid", no_scale, NULL, 13), ER_STATUS_INVALID_GRAPH);
+  CHECK_MSG("scale is missing");
+}
+
 int main(int argc, char **argv) {
   static const er_test_case cases[] = {
       {"empty", test_empty},
@@ -799,6 +860,7 @@ int main(int argc, char **argv) {
       {"graph_structure", test_graph_structure},
       {"versions", test_versions},
       {"wrong_declared_rank", test_wrong_declared_rank},
+      {"contrib_qlinear", test_contrib_qlinear},
   };
   return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);
 }
