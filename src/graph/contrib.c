@@ -77,7 +77,10 @@ static er_status new_value(er_graph *g, const char *base, const char *what, int3
     snprintf(name, sizeof name, "%s/er_%s%s%d", base, what, k ? "_" : "", k);
     if (er__graph_find(g, name) < 0) break;
   }
-  ER_CHECK(er__graph_add_value(g, name, id));
+  /* The graph keeps the name pointer: it must live in the graph's arena. */
+  char *copy = er__arena_strdup(g->arena, name);
+  if (!copy) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory expanding contrib operators");
+  ER_CHECK(er__graph_add_value(g, copy, id));
   g->values[*id].kind = ER_VALUE_INTERMEDIATE;
   g->values[*id].producer = -1;
   return ER_STATUS_OK;
