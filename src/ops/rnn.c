@@ -725,6 +725,39 @@ static void dq_products_plain(void *self, er_kctx *ctx, int which, int d, const 
   }
 }
 
+/* act_apply in float32, for DynamicQuantizeLSTM, whose gates onnxruntime
+ * computes in float: Sigmoid and Tanh through expf and tanhf (double exp
+ * and tanh were a tenth of ddddocr's model), the other activations through
+ * their double forms (dtmp [n] scratch), rounded once. */
+static void act_apply_f(const rnn_act *a, float *v, int64_t n, double *dtmp) {
+  switch (a->kind) {
+    case ACT_SIGMOID:
+      for (int64_t i = 0; i < n; i++) {
+        float x = v[i];
+        if (x >= 0) {
+          v[i] = 1.0f / (1.0f + expf(-x));
+        } else {
+          float e = expf(x);
+          v[i] = e / (1.0f + e);
+        }
+      }
+      return;
+    case ACT_TANH:
+      for (int64_t i = 0; i < n; i++) v[i] = tanhf(v[i]);
+      return;
+    default:
+      for (int64_t i = 0; i < n; i++) dtmp[i] = v[i];
+      act_apply(a, dtmp, n);
+      for (int64_t i = 0; i < n; i++) v[i] = (float)dtmp[i];
+  }
+}
+
+static void clip_f(const rnn_cfg *c, float *v, int64_t n) {
+  if (!c->has_clip) return;
+  const float lim = (float)c->clip;
+  for (int64_t i = 0; i < n; i++) v[i] = v[i] < -lim ? -lim : v[i] > lim ? lim : v[i];
+}
+
 er_status er__dqlstm_run(er_kctx *ctx, const er_dq_products *prod) {
   rnn_cfg cfg;
   er_status st = ER_STATUS_OK;
@@ -749,22 +782,23 @@ er_status er__dqlstm_run(er_kctx *ctx, const er_dq_products *prod) {
   /* Scratch: X quantized [max_len*N*I] and the previous outputs quantized
    * [N*H]; the integer products of X [max_len*N, GH] and of a step's
    * hidden state [N, GH]; in float the state h, c and the previous outputs
-   * onnxruntime quantizes [N*H] each, the multipliers [2*GH] and the summed
-   * bias [GH]; a row's gates [GH], h(C) [H] and the peepholes [3*H] in
-   * double. */
+   * onnxruntime quantizes [N*H] each, the multipliers [2*GH], the summed
+   * bias [GH], a row's gates [GH], h(C) [H] and the peepholes [3*H]; [H]
+   * doubles for the activations computed in double. */
   const int64_t XN = max_len * N * I, NH = N * H;
   uint8_t *xq = er__malloc((size_t)(XN + NH + 1), "DynamicQuantizeLSTM scratch");
   int32_t *accx = er__malloc((size_t)(max_len * N * GH + N * GH + 1) * sizeof *accx, "DynamicQuantizeLSTM scratch");
   float *fbuf = er__malloc((size_t)(3 * NH + 3 * GH + 1) * sizeof *fbuf, "DynamicQuantizeLSTM scratch");
-  double *gates = er__malloc((size_t)(GH + H + 3 * H + 1) * sizeof *gates, "DynamicQuantizeLSTM scratch");
-  if (!xq || !accx || !fbuf || !gates) {
+  float *gates = er__malloc((size_t)(GH + H + 3 * H + 1) * sizeof *gates, "DynamicQuantizeLSTM scratch");
+  double *dtmp = er__malloc((size_t)(H + 1) * sizeof *dtmp, "DynamicQuantizeLSTM scratch");
+  if (!xq || !accx || !fbuf || !gates || !dtmp) {
     st = ER_STATUS_OUT_OF_MEMORY;
     goto done;
   }
   uint8_t *hq = xq + XN;
   int32_t *acch = accx + max_len * N * GH;
   float *h = fbuf, *c = h + NH, *hprev = c + NH, *wmul = hprev + NH, *rmul = wmul + GH, *bias = rmul + GH;
-  double *g = gates, *tmp = g + GH, *peep = tmp + H;
+  float *g = gates, *tmp = g + GH, *peep = tmp + H;
   float xs;
   uint8_t xz;
   er__dynamic_qparams_u8(X->data, XN, &xs, &xz);
@@ -809,32 +843,32 @@ er_status er__dqlstm_run(er_kctx *ctx, const er_dq_products *prod) {
         const int32_t *ax = accx + (pos * N + b) * GH, *ah = acch + b * GH;
         for (int64_t n = 0; n < GH; n++) {
           float gx = (float)ax[n] * wmul[n], gh = (float)ah[n] * rmul[n];
-          g[n] = (double)((gx + gh) + bias[n]);
+          g[n] = (gx + gh) + bias[n];
         }
-        double *gi = g, *go = g + H, *gf = g + 2 * H, *gc = g + 3 * H;
+        float *gi = g, *go = g + H, *gf = g + 2 * H, *gc = g + 3 * H;
         if (P)
           for (int64_t j = 0; j < H; j++) {
             gi[j] += peep[j] * cb[j];
             gf[j] += peep[2 * H + j] * cb[j];
           }
-        clip_vec(&cfg, gi, H);
-        act_apply(&act[0], gi, H);
+        clip_f(&cfg, gi, H);
+        act_apply_f(&act[0], gi, H, dtmp);
         if (cfg.input_forget) {
-          for (int64_t j = 0; j < H; j++) gf[j] = 1.0 - gi[j];
+          for (int64_t j = 0; j < H; j++) gf[j] = 1.0f - gi[j];
         } else {
-          clip_vec(&cfg, gf, H);
-          act_apply(&act[0], gf, H);
+          clip_f(&cfg, gf, H);
+          act_apply_f(&act[0], gf, H, dtmp);
         }
-        clip_vec(&cfg, gc, H);
-        act_apply(&act[1], gc, H);
-        for (int64_t j = 0; j < H; j++) cb[j] = (float)(gf[j] * cb[j] + gi[j] * gc[j]);
+        clip_f(&cfg, gc, H);
+        act_apply_f(&act[1], gc, H, dtmp);
+        for (int64_t j = 0; j < H; j++) cb[j] = gf[j] * cb[j] + gi[j] * gc[j];
         if (P)
           for (int64_t j = 0; j < H; j++) go[j] += peep[H + j] * cb[j];
-        clip_vec(&cfg, go, H);
-        act_apply(&act[0], go, H);
+        clip_f(&cfg, go, H);
+        act_apply_f(&act[0], go, H, dtmp);
         for (int64_t j = 0; j < H; j++) tmp[j] = cb[j];
-        act_apply(&act[2], tmp, H);
-        for (int64_t j = 0; j < H; j++) hb[j] = (float)(go[j] * tmp[j]);
+        act_apply_f(&act[2], tmp, H, dtmp);
+        for (int64_t j = 0; j < H; j++) hb[j] = go[j] * tmp[j];
         memcpy(hprev + b * H, hb, (size_t)H * sizeof *hb);
         if (Y) memcpy((float *)Y->data + ((pos * D + d) * N + b) * H, hb, (size_t)H * sizeof *hb);
       }
@@ -852,6 +886,7 @@ done:
   free(accx);
   free(fbuf);
   free(gates);
+  free(dtmp);
   return st;
 }
 
