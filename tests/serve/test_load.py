@@ -74,17 +74,20 @@ def rss_watch(srv, stop, out):
 
 def assert_flat(testcase, samples, what, srv):
     """Memory is flat when the last third of the run holds no more than the
-    first third (after warm-up) plus a small allowance for allocator noise.
-    Medians, not maxima: a leak raises the whole level, while the buffers of
-    the requests in flight at one sample (16 of 256 KB bodies and answers
-    under saturation) are a spike that comes and goes; the maxima failed a
-    run whose next samples were lower than the first ones. Under ASan the
-    exit-time leak check stands in (see Server.sanitized)."""
+    middle third plus a small allowance for allocator noise. Medians, not
+    maxima: a leak raises the whole level, while the buffers of the requests
+    in flight at one sample (16 of 256 KB bodies and answers under
+    saturation) are a spike that comes and goes; the maxima failed a run
+    whose next samples were lower than the first ones. The middle third,
+    not the first: on a loaded host the ramp to the steady level (the
+    buffers of every request the queue admits) took more than a third of
+    the 8 s saturation run (median 25.4 MB at 1.3-2.7 s, then 29 MB). Under
+    ASan the exit-time leak check stands in (see Server.sanitized)."""
     if srv.sanitized():
         return
     n = len(samples)
     testcase.assertGreater(n, 9, "too few RSS samples")
-    first = statistics.median(samples[n // 6: n // 3 + 1])
+    first = statistics.median(samples[n // 3: 2 * n // 3])
     last = statistics.median(samples[2 * n // 3:])
     testcase.assertLessEqual(last, first * 1.05 + 2048, f"{what}: RSS grew {first} -> {last} KiB")
 
