@@ -118,12 +118,17 @@ class Saturation(unittest.TestCase):
                     break
                 rows *= 2
             body = slow_body(rows)
-            # Capacity: one client back to back (one instance, no batching).
-            n, t0 = 0, time.perf_counter()
-            while time.perf_counter() - t0 < 1.5:
-                self.assertEqual(cl.post(path, body)[0], 200)
-                n += 1
-            capacity = n / (time.perf_counter() - t0)
+            # Capacity: one client back to back (one instance, no batching),
+            # the best of three 0.5 s windows. On a shared host one slow
+            # 1.5 s window measured 29.5 req/s, and "twice" that then
+            # caused no rejection once the host sped up again.
+            capacity = 0.0
+            for _ in range(3):
+                n, t0 = 0, time.perf_counter()
+                while time.perf_counter() - t0 < 0.5:
+                    self.assertEqual(cl.post(path, body)[0], 200)
+                    n += 1
+                capacity = max(capacity, n / (time.perf_counter() - t0))
 
             def drive(rate, seconds):
                 results, lock = [], threading.Lock()
