@@ -205,7 +205,10 @@ typedef struct er_dq_products {
                   int32_t *acc /* [m][4H] */);
   void *self;
 } er_dq_products;
-er_status er__dqlstm_run(er_kctx *ctx, const er_dq_products *prod);
+/* ws: er__dqlstm_scratch_bytes of scratch, 64-byte aligned, or NULL to
+ * allocate it for this run. */
+size_t er__dqlstm_scratch_bytes(const er_kctx *ctx);
+er_status er__dqlstm_run(er_kctx *ctx, const er_dq_products *prod, void *ws);
 
 /* A strided view of a tensor's elements, normalized for copying: dims of
  * size 1 dropped and neighbours that walk memory as one merged, so the

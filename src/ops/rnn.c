@@ -758,7 +758,45 @@ static void clip_f(const rnn_cfg *c, float *v, int64_t n) {
   for (int64_t i = 0; i < n; i++) v[i] = v[i] < -lim ? -lim : v[i] > lim ? lim : v[i];
 }
 
-er_status er__dqlstm_run(er_kctx *ctx, const er_dq_products *prod) {
+/* Where er__dqlstm_run's scratch lies in one buffer of
+ * er__dqlstm_scratch_bytes, each part 64-byte aligned (S is the full
+ * sequence length, an upper bound of the longest one). */
+typedef struct dq_scratch {
+  uint8_t *xq;
+  int32_t *accx;
+  float *fbuf, *gates;
+  double *dtmp;
+  size_t bytes;
+} dq_scratch;
+
+static void dq_scratch_layout(int64_t S, int64_t N, int64_t I, int64_t H, void *base, dq_scratch *sc) {
+  const int64_t GH = 4 * H, NH = N * H;
+  const size_t parts[5] = {(size_t)(S * N * I + NH), (size_t)(S * N * GH + N * GH) * sizeof(int32_t),
+                           (size_t)(3 * NH + 3 * GH) * sizeof(float), (size_t)(GH + 4 * H) * sizeof(float),
+                           (size_t)H * sizeof(double)};
+  size_t off[5], at = 0;
+  for (int i = 0; i < 5; i++) {
+    off[i] = at;
+    at += (parts[i] + 63) / 64 * 64;
+  }
+  uint8_t *b = base;
+  sc->bytes = at + 64;
+  sc->xq = b ? b + off[0] : NULL;
+  sc->accx = b ? (int32_t *)(void *)(b + off[1]) : NULL;
+  sc->fbuf = b ? (float *)(void *)(b + off[2]) : NULL;
+  sc->gates = b ? (float *)(void *)(b + off[3]) : NULL;
+  sc->dtmp = b ? (double *)(void *)(b + off[4]) : NULL;
+}
+
+size_t er__dqlstm_scratch_bytes(const er_kctx *ctx) {
+  const er_tensor *X = ctx->in[IN_X], *R = ctx->in[IN_R];
+  if (!X || !R || X->rank != 3 || R->rank != 3) return 64;
+  dq_scratch sc;
+  dq_scratch_layout(X->dims[0], X->dims[1], X->dims[2], R->dims[1], NULL, &sc);
+  return sc.bytes;
+}
+
+er_status er__dqlstm_run(er_kctx *ctx, const er_dq_products *prod, void *ws) {
   rnn_cfg cfg;
   er_status st = ER_STATUS_OK;
   ER_CHECK(parse_cfg(ctx, RNN_LSTM, &cfg));
@@ -779,22 +817,25 @@ er_status er__dqlstm_run(er_kctx *ctx, const er_dq_products *prod) {
     if (len > max_len) max_len = len;
   }
 
-  /* Scratch: X quantized [max_len*N*I] and the previous outputs quantized
-   * [N*H]; the integer products of X [max_len*N, GH] and of a step's
-   * hidden state [N, GH]; in float the state h, c and the previous outputs
-   * onnxruntime quantizes [N*H] each, the multipliers [2*GH], the summed
-   * bias [GH], a row's gates [GH], h(C) [H] and the peepholes [3*H]; [H]
-   * doubles for the activations computed in double. */
+  /* Scratch (er__dqlstm_scratch_bytes, sized for the full sequence): X
+   * quantized [max_len*N*I] and the previous outputs quantized [N*H]; the
+   * integer products of X [max_len*N, GH] and of a step's hidden state
+   * [N, GH]; in float the state h, c and the previous outputs onnxruntime
+   * quantizes [N*H] each, the multipliers [2*GH], the summed bias [GH], a
+   * row's gates [GH], h(C) [H] and the peepholes [3*H]; [H] doubles for
+   * the activations computed in double. */
   const int64_t XN = max_len * N * I, NH = N * H;
-  uint8_t *xq = er__malloc((size_t)(XN + NH + 1), "DynamicQuantizeLSTM scratch");
-  int32_t *accx = er__malloc((size_t)(max_len * N * GH + N * GH + 1) * sizeof *accx, "DynamicQuantizeLSTM scratch");
-  float *fbuf = er__malloc((size_t)(3 * NH + 3 * GH + 1) * sizeof *fbuf, "DynamicQuantizeLSTM scratch");
-  float *gates = er__malloc((size_t)(GH + H + 3 * H + 1) * sizeof *gates, "DynamicQuantizeLSTM scratch");
-  double *dtmp = er__malloc((size_t)(H + 1) * sizeof *dtmp, "DynamicQuantizeLSTM scratch");
-  if (!xq || !accx || !fbuf || !gates || !dtmp) {
-    st = ER_STATUS_OUT_OF_MEMORY;
-    goto done;
+  void *owned = NULL;
+  if (!ws) {
+    ws = owned = er__malloc(er__dqlstm_scratch_bytes(ctx), "DynamicQuantizeLSTM scratch");
+    if (!ws) return ER_STATUS_OUT_OF_MEMORY;
   }
+  dq_scratch sc;
+  dq_scratch_layout(S, N, I, H, ws, &sc);
+  uint8_t *xq = sc.xq;
+  int32_t *accx = sc.accx;
+  float *fbuf = sc.fbuf, *gates = sc.gates;
+  double *dtmp = sc.dtmp;
   uint8_t *hq = xq + XN;
   int32_t *acch = accx + max_len * N * GH;
   float *h = fbuf, *c = h + NH, *hprev = c + NH, *wmul = hprev + NH, *rmul = wmul + GH, *bias = rmul + GH;
@@ -881,18 +922,13 @@ er_status er__dqlstm_run(er_kctx *ctx, const er_dq_products *prod) {
     }
   }
 
-done:
-  free(xq);
-  free(accx);
-  free(fbuf);
-  free(gates);
-  free(dtmp);
+  free(owned);
   return st;
 }
 
 static er_status dqlstm_run(er_kctx *ctx) {
   const er_dq_products plain = {dq_products_plain, NULL};
-  return er__dqlstm_run(ctx, &plain);
+  return er__dqlstm_run(ctx, &plain, NULL);
 }
 
 /* ======================================================================== */

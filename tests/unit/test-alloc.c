@@ -126,6 +126,53 @@ static void test_planned_graph(void) {
   er__pbw_free(&st);
 }
 
+/* com.microsoft DynamicQuantizeLSTM (bidirectional, int8 weights, per
+ * direction scales): the kernel quantizes X and every step's hidden state
+ * and runs its products on the integer GEMM, all in the run context's
+ * scratch. x [5,2,8], hidden 8; Y_h through a Relu (an arena value). */
+static void test_dynamic_quantize_lstm(void) {
+  enum { S = 5, N = 2, I = 8, H = 8, D = 2 };
+  int8_t wv[D * I * 4 * H], rv[D * H * 4 * H], zv[D] = {0, 0};
+  float bv[D * 8 * H], sv[D] = {0.02f, 0.03f};
+  for (size_t i = 0; i < sizeof wv; i++) wv[i] = (int8_t)((int)(i * 37 % 255) - 127);
+  for (size_t i = 0; i < sizeof rv; i++) rv[i] = (int8_t)((int)(i * 53 % 251) - 125);
+  for (size_t i = 0; i < ER_ARRAY_LEN(bv); i++) bv[i] = (float)((int)(i % 9) - 4) * 0.05f;
+  er_pbw g = {0}, m = {0}, at = {0}, w = {0}, r = {0}, b = {0}, ws = {0}, wz = {0}, rs = {0}, rz = {0};
+  const int64_t xd[3] = {S, N, I}, wd[3] = {D, I, 4 * H}, rd[3] = {D, H, 4 * H}, bd[2] = {D, 8 * H}, sd[1] = {D};
+  tb_tensor(&w, "W", 3, 3, wd, wv, sizeof wv);
+  tb_tensor(&r, "R", 3, 3, rd, rv, sizeof rv);
+  tb_tensor(&b, "B", 1, 2, bd, bv, sizeof bv);
+  tb_tensor(&ws, "W_scale", 1, 1, sd, sv, sizeof sv);
+  tb_tensor(&wz, "W_zp", 3, 1, sd, zv, sizeof zv);
+  tb_tensor(&rs, "R_scale", 1, 1, sd, sv, sizeof sv);
+  tb_tensor(&rz, "R_zp", 3, 1, sd, zv, sizeof zv);
+  const er_pbw *inits[] = {&w, &r, &b, &ws, &wz, &rs, &rz};
+  for (size_t i = 0; i < ER_ARRAY_LEN(inits); i++) tb_graph_initializer(&g, inits[i]);
+  tb_attr_int(&at, "hidden_size", H);
+  er_pbw dir = {0};
+  tb_str(&dir, 1, "direction");
+  tb_str(&dir, 4, "bidirectional");
+  er__pbw_varint_field(&dir, 20, 3); /* AttributeProto.type = STRING */
+  tb_embed(&at, 5, &dir);
+  tb_node_domain(&g, "DynamicQuantizeLSTM", "com.microsoft", "dqlstm",
+                 (const char *const[]){"x", "W", "R", "B", "", "", "", "", "W_scale", "W_zp", "R_scale", "R_zp", NULL},
+                 (const char *const[]){"y", "y_h", "y_c", NULL}, &at);
+  tb_node(&g, "Relu", "relu", (const char *const[]){"y_h", NULL}, (const char *const[]){"h", NULL}, NULL);
+  tb_graph_input(&g, "x", 1, 3, xd);
+  tb_graph_output(&g, "y", 1, -1, NULL);
+  tb_graph_output(&g, "h", 1, -1, NULL);
+  tb_graph_output(&g, "y_c", 1, -1, NULL);
+  tb_model_domain(&m, 8, 13, "com.microsoft", 1, &g);
+  er_model *model = NULL;
+  er_status st = er_model_load_buffer(m.buf, m.len, NULL, NULL, &model);
+  if (st != ER_STATUS_OK) fprintf(stderr, "DynamicQuantizeLSTM: %s\n", er_last_error());
+  CHECK_STATUS(st, ER_STATUS_OK);
+  if (model) check_model(model, "DynamicQuantizeLSTM");
+  er_model_free(model);
+  er_pbw *all[] = {&g, &m, &at, &w, &r, &b, &ws, &wz, &rs, &rz, &dir};
+  for (size_t i = 0; i < ER_ARRAY_LEN(all); i++) er__pbw_free(all[i]);
+}
+
 /* Real and generated models from files: the optimized float kernels
  * (convolutions, pools, GEMM, attention, recurrences) and the integer
  * kernels of QDQ and QLinear models. */
@@ -168,6 +215,7 @@ int main(int argc, char **argv) {
       {"planned_graph", test_planned_graph},
       {"repo_models", test_repo_models},
       {"generated_models", test_generated_models},
+      {"dynamic_quantize_lstm", test_dynamic_quantize_lstm},
   };
   return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);
 #endif

@@ -1260,14 +1260,27 @@ static void dql_pack_rows(const void *vctx, int64_t i0, int64_t rows, void *dst,
   pack_act_rows(r->isa, r->a, r->k, 0, i0, rows, dst, sums);
 }
 
-/* What a run hands the products: the kernel run (scratch, pool), the
- * state, a buffer for the corrections, and the first error. */
+/* What a run hands the products: the kernel run (pool), the state, a
+ * buffer for the corrections, the GEMM's scratch, and the first error. */
 typedef struct dql_run_ctx {
   const er_kernel_run *kr;
   const dql_state *s;
   int32_t *corr;              /* [4H] */
+  uint8_t *gemm;              /* slots * gemm_bytes */
+  size_t gemm_bytes;
+  int slots;
   er_status st;
 } dql_run_ctx;
+
+static void dql_problem(const dql_state *s, const dql_mat *mat, const dql_rows *rows, int64_t m, int32_t *corr,
+                        int32_t *acc, er_qgemm_problem *p) {
+  er_qepi epi;
+  memset(&epi, 0, sizeof epi);
+  epi.kind = ER_QEPI_I32;
+  epi.corr = corr;
+  epi.wzp = mat->wzs;
+  mm_problem(p, s->isa, m, s->gh, mat->k, dql_pack_rows, rows, mat->packed, &epi, acc);
+}
 
 static void dql_product(void *self, er_kctx *ctx, int which, int d, const uint8_t *a, int32_t az, int64_t m,
                         int32_t *acc) {
@@ -1281,37 +1294,51 @@ static void dql_product(void *self, er_kctx *ctx, int which, int d, const uint8_
     rc->corr[n] = (int32_t)(0u - az_u * (uint32_t)mat->wsum[n] +
                             (uint32_t)mat->k * az_u * (uint32_t)(mat->wzs ? mat->wzs[n] : 0));
   dql_rows rows = {s->isa, a, mat->k};
-  er_qepi epi;
-  memset(&epi, 0, sizeof epi);
-  epi.kind = ER_QEPI_I32;
-  epi.corr = rc->corr;
-  epi.wzp = mat->wzs;
   er_qgemm_problem p;
-  mm_problem(&p, s->isa, m, s->gh, mat->k, dql_pack_rows, &rows, mat->packed, &epi, acc);
-  void *scratch = NULL, *owned = NULL;
-  int slots = 1;
-  er_status st = er__kr_scratch(rc->kr, er__qgemm_scratch_bytes(&p), &scratch, &slots, &owned);
-  if (st != ER_STATUS_OK) {
-    rc->st = st;
+  dql_problem(s, mat, &rows, m, rc->corr, acc, &p);
+  if (er__qgemm_scratch_bytes(&p) > rc->gemm_bytes) {
+    rc->st = er__error(ER_STATUS_INTERNAL, "DynamicQuantizeLSTM '%s': GEMM scratch larger than sized",
+                       rc->kr->ctx->node->name);
     return;
   }
-  er__qgemm_run(&p, rc->kr->pool, scratch, slots);
-  er__aligned_free(owned);
+  er__qgemm_run(&p, rc->kr->pool, rc->gemm, rc->slots);
 }
 
+/* One buffer per run, from the run context's spill scratch (kept between
+ * runs, so steady-state runs allocate nothing): the recurrence's scratch,
+ * the corrections [4H] and the GEMM's per-worker scratch, sized for the
+ * larger of the two products (all of X's steps at once). */
 static er_status dql_run(const er_kernel_run *kr) {
   const dql_state *s = kr->state;
-  int32_t *corr = malloc((size_t)s->gh * sizeof *corr);
-  if (!corr) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory running DynamicQuantizeLSTM");
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *x = ctx->in[0];
+  if (x->rank != 3) return er__kr_reference(kr);
+  size_t rec = (er__dqlstm_scratch_bytes(ctx) + 63) / 64 * 64;
+  size_t corr = ((size_t)s->gh * sizeof(int32_t) + 63) / 64 * 64;
+  size_t gemm = 0;
+  for (int w = 0; w < 2; w++) {
+    er_qgemm_problem p;
+    dql_rows rows = {s->isa, NULL, s->mats[w][0].k};
+    dql_problem(s, &s->mats[w][0], &rows, w ? x->dims[1] : x->dims[0] * x->dims[1], NULL, NULL, &p);
+    size_t b = er__qgemm_scratch_bytes(&p);
+    if (b > gemm) gemm = b;
+  }
+  int slots = er__pool_threads(kr->pool);
+  if (slots > ER_KERNEL_MAX_SLOTS) slots = ER_KERNEL_MAX_SLOTS;
+  if (slots < 1) slots = 1;
+  void *owned = NULL;
+  uint8_t *buf = er__kr_spill(kr, rec + corr + gemm * (size_t)slots, &owned);
+  if (!buf)
+    return er__error(ER_STATUS_OUT_OF_MEMORY, "DynamicQuantizeLSTM '%s': out of memory for %zu bytes of scratch",
+                     ctx->node->name, rec + corr + gemm * (size_t)slots);
   /* The recurrence leaves Y past each sequence's length (and Y_h, Y_c of
    * empty sequences) as it finds them, like the reference: zero first. */
-  er_kctx *ctx = kr->ctx;
   for (int i = 0; i < ctx->n_out; i++)
     if (ctx->out[i] && ctx->out[i]->data) memset(ctx->out[i]->data, 0, ctx->out[i]->nbytes);
-  dql_run_ctx rc = {kr, s, corr, ER_STATUS_OK};
+  dql_run_ctx rc = {kr, s, (int32_t *)(void *)(buf + rec), buf + rec + corr, gemm, slots, ER_STATUS_OK};
   const er_dq_products prod = {dql_product, &rc};
-  er_status st = er__dqlstm_run(kr->ctx, &prod);
-  free(corr);
+  er_status st = er__dqlstm_run(ctx, &prod, buf);
+  er__aligned_free(owned);
   return st != ER_STATUS_OK ? st : rc.st;
 }
 
