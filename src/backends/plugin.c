@@ -293,7 +293,7 @@ static er_status adopt(const er_backend_plugin *t, const char *path, void *dl, p
 
 er_status er_backend_register(const er_backend_plugin *table) {
   if (!table) return er__error(ER_STATUS_INVALID_ARGUMENT, "er_backend_register: plugin is NULL");
-  plugin *p;
+  plugin *p = NULL;
   ER_CHECK(adopt(table, NULL, NULL, &p));
   er_status st = er__registry_add(&p->backend, true);
   if (st != ER_STATUS_OK) free(p);
@@ -325,7 +325,7 @@ static er_status load_file(const char *path) {
     dlclose(dl);
     return st;
   }
-  plugin *p;
+  plugin *p = NULL;
   st = adopt(&table, path, dl, &p);
   if (st == ER_STATUS_OK) {
     st = er__registry_add(&p->backend, true);

@@ -892,7 +892,7 @@ static er_status parse_node_outputs(parse_ctx *pc, er_graph *g, int32_t index,
     ER_CHECK(er__pb_next(&pb, &f, &done));
     if (done) break;
     if (f.number != NODE_OUTPUT) continue;
-    const char *name;
+    const char *name = NULL;
     ER_CHECK(copy_string(pc, &f, "node output name", &name));
     if (!name[0]) {
       node->outputs[k++] = -1;
@@ -927,7 +927,7 @@ static er_status parse_node_inputs(parse_ctx *pc, er_graph *g, int32_t index,
     if (done) break;
     if (f.number == NODE_ATTRIBUTE) n_attr++;
     if (f.number != NODE_INPUT) continue;
-    const char *name;
+    const char *name = NULL;
     ER_CHECK(copy_string(pc, &f, "node input name", &name));
     if (!name[0]) {
       node->inputs[k++] = -1;

@@ -786,7 +786,7 @@ static er_status bitshift_run(er_kctx *ctx) {
   er_tensor view;
   const er_tensor *xa, *xb;
   rows w;
-  bool left;
+  bool left = false;
   ER_CHECK(bitshift_direction(ctx, &left));
   ER_CHECK(operands2(ctx, &view, &xa, &xb, &w));
   const void *pa = xa->data, *pb = xb->data;

@@ -409,7 +409,7 @@ static er_status gather_elements_run(er_kctx *ctx) {
   const char *src = data->data;
   char *dst = out->data;
   for (int64_t i = 0; i < n; i++, walk_next(&w)) {
-    int64_t k;
+    int64_t k = 0;
     ER_CHECK(norm_index(ctx, er__get_i64(ind, i), size, axis, &k));
     copy_bytes(dst + (size_t)i * es, src + (size_t)(w.off + k * dstr[axis]) * es, es);
   }
@@ -499,7 +499,7 @@ static er_status gather_nd_run(er_kctx *ctx) {
       int64_t tuple = bi * ntuples + t;
       int64_t off = bi * batch_elems;
       for (int j = 0; j < k; j++) {
-        int64_t v;
+        int64_t v = 0;
         ER_CHECK(norm_index(ctx, er__get_i64(ind, tuple * k + j), data->dims[b + j], b + j, &v));
         off += v * dstr[b + j];
       }
@@ -563,7 +563,7 @@ static er_status scatter_elements_run(er_kctx *ctx) {
   /* Updates apply in row-major order of `updates`, so with duplicate
    * indices and no reduction the last one wins. */
   for (int64_t i = 0; i < n; i++, walk_next(&w)) {
-    int64_t k;
+    int64_t k = 0;
     ER_CHECK(norm_index(ctx, er__get_i64(ind, i), size, axis, &k));
     int64_t at = w.off + k * dstr[axis];
     if (red == RED_NONE)
@@ -647,7 +647,7 @@ static er_status scatter_nd_run(er_kctx *ctx) {
   for (int64_t t = 0; t < ntuples; t++) {
     int64_t off = 0;
     for (int j = 0; j < k; j++) {
-      int64_t v;
+      int64_t v = 0;
       ER_CHECK(norm_index(ctx, er__get_i64(ind, t * k + j), data->dims[j], j, &v));
       off += v * dstr[j];
     }
@@ -1414,7 +1414,7 @@ static er_status reverse_sequence_axes(er_kctx *ctx, int *time_axis, int *batch_
 
 static er_status reverse_sequence_check(er_kctx *ctx) {
   const er_tensor *x = ctx->in[0], *lens = ctx->in[1];
-  int ta, ba;
+  int ta = 0, ba = 0;
   char s1[160], s2[160];
   ER_CHECK(require_holdable(ctx, 0));
   ER_CHECK(er__require_type(ctx, 1, er__types_index));
@@ -1433,7 +1433,7 @@ static er_status reverse_sequence_check(er_kctx *ctx) {
 static er_status reverse_sequence_run(er_kctx *ctx) {
   const er_tensor *x = ctx->in[0], *lens = ctx->in[1];
   er_tensor *y = ctx->out[0];
-  int ta, ba;
+  int ta = 0, ba = 0;
   ER_CHECK(reverse_sequence_axes(ctx, &ta, &ba));
   int64_t nt = x->dims[ta], nb = x->dims[ba];
   size_t chunk = (size_t)dims_prod(x->dims, 2, x->rank) * er_dtype_size(x->dtype);

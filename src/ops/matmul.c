@@ -291,7 +291,7 @@ static er_status matmul_shape(er_kctx *ctx, er_tensor *batch, int64_t *m, int64_
 
 static er_status matmul_check(er_kctx *ctx) {
   er_tensor batch;
-  int64_t m, k, n;
+  int64_t m = 0, k = 0, n = 0;
   ER_CHECK(matmul_shape(ctx, &batch, &m, &k, &n));
   const er_tensor *a = ctx->in[0], *b = ctx->in[1];
   er_dtype t = a->dtype != ER_DTYPE_UNDEFINED ? a->dtype : b->dtype;
@@ -313,7 +313,7 @@ static er_status matmul_check(er_kctx *ctx) {
 
 static er_status matmul_run(er_kctx *ctx) {
   er_tensor batch;
-  int64_t m, k, n;
+  int64_t m = 0, k = 0, n = 0;
   ER_CHECK(matmul_shape(ctx, &batch, &m, &k, &n));
   const er_tensor *a = ctx->in[0], *b = ctx->in[1];
   er_tensor *y = ctx->out[0];

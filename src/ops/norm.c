@@ -365,7 +365,7 @@ static er_status layernorm_check(er_kctx *ctx) {
   const er_tensor *x = ctx->in[0];
   float eps;
   int axis;
-  er_dtype stash;
+  er_dtype stash = ER_DTYPE_UNDEFINED;
   ER_CHECK(er__attr_float(ctx, "epsilon", 1e-5f, &eps));
   ER_CHECK(get_stash_type(ctx, &stash));
   ER_CHECK(er__require_type(ctx, 0, er__types_float));

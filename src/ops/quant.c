@@ -1279,7 +1279,7 @@ static er_status qlinear_conv_run(er_kctx *ctx) {
   double xs = er__load_f64(ctx->in[1]->data, ctx->in[1]->dtype, 0);
   double ys = er__load_f64(ctx->in[6]->data, ctx->in[6]->dtype, 0);
   double yz = er__load_f64(ctx->in[7]->data, ctx->in[7]->dtype, 0);
-  double lo, hi;
+  double lo = 0, hi = 0;
   quant_int_range(y->dtype, &lo, &hi);
   int64_t P = 1, nws = er__count(ws);
   for (int d = 0; d < g.nsp; d++) P *= g.out[d];

@@ -550,7 +550,7 @@ static er_status window_setup(const er_kctx *ctx, er_dtype *dt, int64_t *periodi
 }
 
 static er_status window_check(er_kctx *ctx) {
-  er_dtype dt;
+  er_dtype dt = ER_DTYPE_UNDEFINED;
   int64_t periodic, size = -1;
   bool known;
   ER_CHECK(window_setup(ctx, &dt, &periodic, &known, &size));

@@ -555,7 +555,7 @@ static er_status gelu_check(er_kctx *ctx) {
 }
 
 static er_status gelu_run(er_kctx *ctx) {
-  bool use_tanh;
+  bool use_tanh = false;
   ER_CHECK(gelu_mode(ctx, &use_tanh));
   return use_tanh ? run_float_unary(ctx, gelu_tanh_f, NULL) : run_float_unary(ctx, gelu_f, NULL);
 }

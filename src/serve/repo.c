@@ -188,7 +188,7 @@ bool er__config_parse(const char *text, size_t len, er__model_config *cfg, char 
   if (!ok) snprintf(err, errsz, "config.json must hold a JSON object");
   const char *key;
   json_t *v;
-  int64_t n;
+  int64_t n = 0;
   json_object_foreach(root, key, v) {
     if (!ok) break;
     if (strcmp(key, "backends") == 0) {

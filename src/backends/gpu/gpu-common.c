@@ -590,7 +590,7 @@ static void ints_attr(const er_node *n, const char *name, int count, int64_t def
 /* The 16 geometry ints of conv kernels; 1-D runs as H = 1. */
 static void conv_params(const er_node *n, const er_tensor *x, const er_tensor *w, const er_tensor *y, int *p) {
   int nsp = x->rank - 2;
-  int64_t k[2] = {1, 1}, st[2], dl[2], pb[2], pe[2];
+  int64_t k[2] = {1, 1}, st[2] = {1, 1}, dl[2] = {1, 1}, pb[2], pe[2];
   for (int d = 0; d < nsp && d < 2; d++) k[d] = w->dims[2 + d];
   ints_attr(n, "strides", nsp, 1, st);
   ints_attr(n, "dilations", nsp, 1, dl);
@@ -608,7 +608,7 @@ static er_status run_pool(run *r, const onode *o, dval *x, dval *y) {
   const er_tensor *tx = &x->t;
   int nsp = tx->rank - 2;
   bool one = nsp == 1, global = o->sub >= 2, is_max = o->sub == 1 || o->sub == 3;
-  int64_t k[2] = {1, 1}, st[2], dl[2], pb[2] = {0, 0}, pe[2] = {0, 0};
+  int64_t k[2] = {1, 1}, st[2] = {1, 1}, dl[2] = {1, 1}, pb[2] = {0, 0}, pe[2] = {0, 0};
   for (int d = 0; d < nsp && d < 2; d++) k[d] = global ? tx->dims[2 + d] : 1;
   if (!global) ints_attr(node, "kernel_shape", nsp, 1, k);
   ints_attr(node, "strides", nsp, 1, st);
