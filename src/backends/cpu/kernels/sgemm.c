@@ -293,9 +293,11 @@ void er__sgemm_run(const er_gemm_problem *p, er_thread_pool *pool, float *scratc
   if (workers > ER_SGEMM_MAX_SLOTS) workers = ER_SGEMM_MAX_SLOTS;
   /* Several chunks per thread when every thread of the pool has a scratch
    * slot (indexed by er__pool_slot) and the finer split packs nothing
-   * twice (the operand it does not split is prepacked): on a core slowed
-   * by another VM or process, its thread then holds back a fraction of its
-   * share while the others take the rest, not the whole share. */
+   * twice (the operand it does not split is prepacked). Note: the pool
+   * (er__parallel_for) hands out at most one claim per thread, so today
+   * these chunks run grouped, a thread's share at a time; letting the pool
+   * hand them out singly cost MobileNetV2 at 2 threads ~7% on its best
+   * runs and gained ~3% on ResNet-50 with a busy loop on one core (2026-12). */
   run_args ra = {p, choose_split(p, workers), scratch, er__sgemm_scratch_floats(p), false};
   if (workers > 1 && workers == er__pool_threads(pool)) {
     split fine = choose_split(p, SGEMM_CHUNKS_PER_THREAD * workers);
