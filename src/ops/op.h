@@ -204,6 +204,12 @@ typedef struct er_dq_products {
   void (*product)(void *self, er_kctx *ctx, int which, int d, const uint8_t *a, int32_t az, int64_t m,
                   int32_t *acc /* [m][4H] */);
   void *self;
+  /* (may be NULL) One step of one batch row when the LSTM has the default
+   * activations (Sigmoid, Tanh, Tanh), no clip, no peepholes and no
+   * input_forget: gates [4H] before their activations in ONNX order (i,
+   * o, f, c); c and h [H] updated in place, c = f * c + i * g, h = o *
+   * tanh(c). NULL: the recurrence's scalar loops. */
+  void (*cell)(const float *gates, float *c, float *h, int64_t n);
 } er_dq_products;
 /* ws: er__dqlstm_scratch_bytes of scratch, 64-byte aligned, or NULL to
  * allocate it for this run. */

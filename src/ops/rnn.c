@@ -849,6 +849,8 @@ er_status er__dqlstm_run(er_kctx *ctx, const er_dq_products *prod, void *ws) {
   for (int d = 0; d < D; d++) {
     const bool backward = cfg.reverse || d == 1;
     const rnn_act *act = cfg.acts[d];
+    const bool plain_cell = prod->cell && !P && !cfg.has_clip && !cfg.input_forget && act[0].kind == ACT_SIGMOID &&
+                            act[1].kind == ACT_TANH && act[2].kind == ACT_TANH;
     /* X's products for every step at once (rows in position order). */
     prod->product(prod->self, ctx, 0, d, xq, xz, max_len * N, accx);
     /* Per-column multipliers as onnxruntime forms them, and Wb + Rb summed
@@ -885,6 +887,12 @@ er_status er__dqlstm_run(er_kctx *ctx, const er_dq_products *prod, void *ws) {
         for (int64_t n = 0; n < GH; n++) {
           float gx = (float)ax[n] * wmul[n], gh = (float)ah[n] * rmul[n];
           g[n] = (gx + gh) + bias[n];
+        }
+        if (plain_cell) {
+          prod->cell(g, cb, hb, H);
+          memcpy(hprev + b * H, hb, (size_t)H * sizeof *hb);
+          if (Y) memcpy((float *)Y->data + ((pos * D + d) * N + b) * H, hb, (size_t)H * sizeof *hb);
+          continue;
         }
         float *gi = g, *go = g + H, *gf = g + 2 * H, *gc = g + 3 * H;
         if (P)
@@ -927,7 +935,7 @@ er_status er__dqlstm_run(er_kctx *ctx, const er_dq_products *prod, void *ws) {
 }
 
 static er_status dqlstm_run(er_kctx *ctx) {
-  const er_dq_products plain = {dq_products_plain, NULL};
+  const er_dq_products plain = {dq_products_plain, NULL, NULL};
   return er__dqlstm_run(ctx, &plain, NULL);
 }
 

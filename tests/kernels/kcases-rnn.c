@@ -106,7 +106,7 @@ static er_tensor *q8_const(kcase *c, er_dtype t, int rank, const int64_t *dims, 
  * uint8 weights, per-direction and per-column scales, weight zero points
  * of 0 and not, 4H below, at and past a panel, batches of 1 to 3 with
  * sequence lengths, initial states, peepholes and clip. Both share the
- * recurrence, so the outputs are identical. */
+ * recurrence's arithmetic. */
 static void gen_dqlstm(case_fn fn, void *arg) {
   static const struct {
     int64_t seq, batch, input, hidden;
@@ -151,7 +151,12 @@ static void gen_dqlstm(case_fn fn, void *arg) {
     kc_attr_string(&c, "direction", v[i].direction);
     if (v[i].clip) kc_attr_float(&c, "clip", 1.5f);
     c.n_out = 3;
-    c.tol = TOL_EXACT_T;
+    /* The kernel's default-activation steps use vector sigmoid and tanh
+     * (a few ulp from libm's), and each step's hidden state is quantized
+     * again, so a last-bit difference can move one value by a quantization
+     * step: a normalized bound, as for the float LSTM. Peepholes and clip
+     * take the shared scalar loops. */
+    c.tol = TOL_REDUCE;
     fn(&c, arg);
   }
 }

@@ -32,6 +32,7 @@
 #include "backends/cpu/kernels/kutil.h"
 #include "backends/cpu/kernels/qelt.h"
 #include "backends/cpu/kernels/qgemm.h"
+#include "backends/cpu/kernels/vec.h"
 #include "backends/cpu/kernels/window.h"
 #include "ops/qfused.h"
 
@@ -1167,6 +1168,7 @@ typedef struct dql_mat {
 
 typedef struct dql_state {
   const er_qgemm_isa *isa;
+  const er_vec_ops *vec;      /* the gates' vector sigmoid and tanh (lstm_cell) */
   int dirs;
   int64_t gh;
   dql_mat mats[2][2];         /* [W, R][direction] */
@@ -1230,6 +1232,11 @@ static er_status dql_prepare_with(const er_kernel_info *ki, const er_qgemm_isa *
   dql_state *s = calloc(1, sizeof *s);
   if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory preparing DynamicQuantizeLSTM");
   s->isa = isa;
+#if defined(__x86_64__) || defined(__i386__)
+  s->vec = er__cpu_has_avx512(ki->cpu) ? &er__vec_avx512 : &er__vec_avx2;
+#elif defined(__aarch64__)
+  s->vec = &er__vec_neon;
+#endif
   s->dirs = (int)ki->in[1]->dims[0];
   s->gh = ki->in[1]->dims[2];
   if (s->dirs < 1 || s->dirs > 2 || ki->in[2]->dims[0] != s->dirs || ki->in[2]->dims[2] != s->gh) {
@@ -1336,7 +1343,7 @@ static er_status dql_run(const er_kernel_run *kr) {
   for (int i = 0; i < ctx->n_out; i++)
     if (ctx->out[i] && ctx->out[i]->data) memset(ctx->out[i]->data, 0, ctx->out[i]->nbytes);
   dql_run_ctx rc = {kr, s, (int32_t *)(void *)(buf + rec), buf + rec + corr, gemm, slots, ER_STATUS_OK};
-  const er_dq_products prod = {dql_product, &rc};
+  const er_dq_products prod = {dql_product, &rc, s->vec ? s->vec->lstm_cell : NULL};
   er_status st = er__dqlstm_run(ctx, &prod, buf);
   er__aligned_free(owned);
   return st != ER_STATUS_OK ? st : rc.st;
