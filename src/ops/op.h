@@ -211,6 +211,11 @@ typedef struct er_dq_products {
    * tanh(c). NULL: the recurrence's scalar loops. */
   void (*cell)(const float *gates, float *c, float *h, int64_t n);
 } er_dq_products;
+/* Cast's element conversion (unary.c): n elements of type st at src to
+ * type dt at dst; saturate applies to float8 targets. The CPU kernel runs
+ * it over ranges on the workers. */
+void er__cast_elements(const void *src, er_dtype st, void *dst, er_dtype dt, int64_t n, bool saturate);
+
 /* ws: er__dqlstm_scratch_bytes of scratch, 64-byte aligned, or NULL to
  * allocate it for this run. */
 size_t er__dqlstm_scratch_bytes(const er_kctx *ctx);

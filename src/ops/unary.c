@@ -961,8 +961,7 @@ static void cast_store_int(void *data, er_dtype t, int64_t i, int64_t v, bool un
 }
 
 /* Converts n elements of src (type st) into dst (type dt). */
-static void cast_elements(const void *src, er_dtype st, void *dst, er_dtype dt, int64_t n,
-                          bool saturate) {
+void er__cast_elements(const void *src, er_dtype st, void *dst, er_dtype dt, int64_t n, bool saturate) {
   /* Same type: a copy, except that saturating E5M2 turns its infinities
    * into the largest finite value (the spec's table applies to every x, and
    * onnx's reference does it). */
@@ -1133,7 +1132,7 @@ static er_status cast_run(er_kctx *ctx) {
   ER_CHECK(cast_options(ctx, &saturate));
   const er_tensor *x = ctx->in[0];
   er_tensor *y = ctx->out[0];
-  cast_elements(x->data, x->dtype, y->data, y->dtype, er__count(x), saturate);
+  er__cast_elements(x->data, x->dtype, y->data, y->dtype, er__count(x), saturate);
   return ER_STATUS_OK;
 }
 

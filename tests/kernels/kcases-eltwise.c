@@ -8,6 +8,23 @@
  * leading ones, empty). */
 #include "kcases.h"
 
+#include <stdlib.h>
+
+#include "ops/op.h"
+
+/* Rewrites a float input (values already drawn) as type t, through the
+ * reference's own conversion. */
+static void retype(er_tensor *x, er_dtype t) {
+  int64_t n = er__tensor_count(x);
+  size_t size = er_dtype_size(t);
+  void *d = calloc(1, n > 0 ? (size_t)n * size : 1);
+  er__cast_elements(x->data, ER_DTYPE_FLOAT, d, t, n, true);
+  free(x->data);
+  x->data = d;
+  x->dtype = t;
+  x->nbytes = (size_t)n * size;
+}
+
 typedef struct un_spec {
   const char *op;
   int version;
@@ -179,9 +196,69 @@ static void gen_binary(case_fn fn, void *arg, const char *op, float blo, float b
   fn(&c, arg);
 }
 
-static void g_add(case_fn fn, void *arg) { gen_binary(fn, arg, "Add", -5, 5); }
-static void g_sub(case_fn fn, void *arg) { gen_binary(fn, arg, "Sub", -5, 5); }
-static void g_mul(case_fn fn, void *arg) { gen_binary(fn, arg, "Mul", -5, 5); }
+/* int32 operands over every broadcast form, in [-2^31, 2^31) so that sums
+ * and products wrap; one constant per-channel bias as quantize_dynamic
+ * writes them. */
+static void gen_binary_i32(case_fn fn, void *arg, const char *op) {
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(bshapes); i++) {
+    const bshape *s = &bshapes[i];
+    kc_begin(&c, op, "", 14, "%s int32 shape#%zu", op, i);
+    retype(kc_input(&c, s->ra, s->a, -2147483648.0f, 2147483520.0f, false), ER_DTYPE_INT32);
+    retype(kc_input(&c, s->rb, s->b, -2147483648.0f, 2147483520.0f, i % 2 == 1), ER_DTYPE_INT32);
+    c.tol = TOL_EXACT_T;
+    fn(&c, arg);
+  }
+  kc_begin(&c, op, "", 14, "%s int32 [1,24,32,100] + [1,24,1,1] bias", op);
+  retype(kc_input(&c, 4, DIMS(1, 24, 32, 100), -70000, 70000, false), ER_DTYPE_INT32);
+  retype(kc_input(&c, 4, DIMS(1, 24, 1, 1), -3000, 3000, true), ER_DTYPE_INT32);
+  c.tol = TOL_EXACT_T;
+  fn(&c, arg);
+}
+
+static void g_add(case_fn fn, void *arg) {
+  gen_binary(fn, arg, "Add", -5, 5);
+  gen_binary_i32(fn, arg, "Add");
+}
+static void g_sub(case_fn fn, void *arg) {
+  gen_binary(fn, arg, "Sub", -5, 5);
+  gen_binary_i32(fn, arg, "Sub");
+}
+static void g_mul(case_fn fn, void *arg) {
+  gen_binary(fn, arg, "Mul", -5, 5);
+  gen_binary_i32(fn, arg, "Mul");
+}
+
+/* ---- Cast ---------------------------------------------------------------------- */
+
+/* Every pair among float, double, float16, int8, uint8, int32, int64 and
+ * bool, on lengths below, at and past the thread split; float sources
+ * carry NaN, infinities and values past every integer range (the
+ * conversions' edge rules), integer sources their full range. */
+static void g_cast(case_fn fn, void *arg) {
+  static const er_dtype types[] = {ER_DTYPE_FLOAT, ER_DTYPE_DOUBLE, ER_DTYPE_FLOAT16, ER_DTYPE_INT8,
+                                   ER_DTYPE_UINT8, ER_DTYPE_INT32,  ER_DTYPE_INT64,   ER_DTYPE_BOOL};
+  static const int64_t lens[] = {1, 17, 40000};
+  kcase c;
+  for (size_t a = 0; a < ER_ARRAY_LEN(types); a++)
+    for (size_t b = 0; b < ER_ARRAY_LEN(types); b++)
+      for (size_t l = 0; l < ER_ARRAY_LEN(lens); l++) {
+        if (a == b && l != 2) continue;
+        kc_begin(&c, "Cast", "", 19, "Cast %s -> %s [%lld]", er_dtype_name(types[a]), er_dtype_name(types[b]),
+                 (long long)lens[l]);
+        kc_attr_int(&c, "to", types[b]);
+        bool fl = types[a] == ER_DTYPE_FLOAT || types[a] == ER_DTYPE_DOUBLE || types[a] == ER_DTYPE_FLOAT16;
+        float lo = fl ? -3e9f : types[a] == ER_DTYPE_UINT8 ? 0 : types[a] == ER_DTYPE_INT8 ? -128 : -3e9f;
+        float hi = fl ? 3e9f : types[a] == ER_DTYPE_UINT8 ? 255.99f : types[a] == ER_DTYPE_INT8 ? 127.99f : 3e9f;
+        if (types[a] == ER_DTYPE_INT32) lo = -2147483648.0f, hi = 2147483520.0f;
+        if (types[a] == ER_DTYPE_BOOL) lo = -1, hi = 1;
+        er_tensor *x = kc_input(&c, 1, DIMS(lens[l]), lo, hi, false);
+        if (fl) kc_specials(&c, x);
+        if (types[a] != ER_DTYPE_FLOAT) retype(x, types[a]);
+        c.tol = TOL_EXACT_T;
+        fn(&c, arg);
+      }
+}
 static void g_div(case_fn fn, void *arg) { gen_binary(fn, arg, "Div", 0.5f, 5); }
 
 static void g_prelu(case_fn fn, void *arg) {
@@ -239,5 +316,6 @@ const case_gen kcases_eltwise[] = {
     {"Div", "", g_div},
     {"PRelu", "", g_prelu},
     {"Sum", "", g_sum},
+    {"Cast", "", g_cast},
     {NULL, NULL, NULL},
 };

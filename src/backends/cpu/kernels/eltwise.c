@@ -306,6 +306,203 @@ static er_status bin_run(const er_kernel_run *kr) {
 }
 
 /* ======================================================================== */
+/* int32 Add, Sub, Mul                                                       */
+/* ======================================================================== */
+
+/* quantize_dynamic's convolutions add an int32 bias [1, C, 1, 1] to every
+ * ConvInteger sum. Same broadcast plan as the float ops; the arithmetic
+ * wraps in two's complement, as the reference's (low 32 bits of its
+ * 64-bit sums). */
+static bool i32_supports(const er_kernel_info *ki) {
+  er_binop op;
+  bool sum;
+  if (ki->n_in != 2 || ki->n_out != 1 || !ki->out[0] || ki->out[0]->dtype != ER_DTYPE_INT32) return false;
+  if (!binop_of(ki->node->op_type, ki->node->version, &op, &sum) || sum) return false;
+  if (op != ER_BINOP_ADD && op != ER_BINOP_SUB && op != ER_BINOP_MUL) return false;
+  for (int i = 0; i < 2; i++)
+    if (!ki->in[i] || ki->in[i]->dtype != ER_DTYPE_INT32) return false;
+  return true;
+}
+
+static er_status i32_prepare(const er_kernel_info *ki, void **state_out, size_t *scratch_out) {
+  return bin_prepare(ki, NULL, state_out, scratch_out);
+}
+
+typedef struct i32_job {
+  er_binop op;
+  const bplan *p;
+  const int32_t *a, *b;
+  int32_t *y;
+} i32_job;
+
+/* Runs of ER_I32_BLOCK elements with restrict operands: loops GCC
+ * vectorizes at -O2 (its default cost model takes only loops whose trip
+ * count is a multiple of the vector), the rest one by one. */
+#define ER_I32_BLOCK 16
+
+#define I32_LOOP(EXPR)                                                                                \
+  do {                                                                                                \
+    int64_t i = 0;                                                                                    \
+    for (; i + ER_I32_BLOCK <= n; i += ER_I32_BLOCK)                                                  \
+      for (int k = 0; k < ER_I32_BLOCK; k++) {                                                        \
+        const int64_t e = i + k;                                                                      \
+        y[e] = (int32_t)(EXPR);                                                                       \
+      }                                                                                               \
+    for (int64_t e = i; e < n; e++) y[e] = (int32_t)(EXPR);                                           \
+  } while (0)
+
+static void i32_add_row(const int32_t *restrict a, int64_t ia, const int32_t *restrict b, int64_t ib,
+                        int32_t *restrict y, int64_t n) {
+  if (ia && ib) I32_LOOP((uint32_t)a[e] + (uint32_t)b[e]);
+  else if (ia) I32_LOOP((uint32_t)a[e] + (uint32_t)b[0]);
+  else if (ib) I32_LOOP((uint32_t)a[0] + (uint32_t)b[e]);
+  else I32_LOOP((uint32_t)a[0] + (uint32_t)b[0]);
+}
+
+static void i32_sub_row(const int32_t *restrict a, int64_t ia, const int32_t *restrict b, int64_t ib,
+                        int32_t *restrict y, int64_t n) {
+  if (ia && ib) I32_LOOP((uint32_t)a[e] - (uint32_t)b[e]);
+  else if (ia) I32_LOOP((uint32_t)a[e] - (uint32_t)b[0]);
+  else if (ib) I32_LOOP((uint32_t)a[0] - (uint32_t)b[e]);
+  else I32_LOOP((uint32_t)a[0] - (uint32_t)b[0]);
+}
+
+static void i32_mul_row(const int32_t *restrict a, int64_t ia, const int32_t *restrict b, int64_t ib,
+                        int32_t *restrict y, int64_t n) {
+  if (ia && ib) I32_LOOP((uint32_t)a[e] * (uint32_t)b[e]);
+  else if (ia) I32_LOOP((uint32_t)a[e] * (uint32_t)b[0]);
+  else if (ib) I32_LOOP((uint32_t)a[0] * (uint32_t)b[e]);
+  else I32_LOOP((uint32_t)a[0] * (uint32_t)b[0]);
+}
+
+/* n results of a (stride ia: 1 or 0) op b (stride ib). The output may be
+ * an input's buffer (in place) only where it is that same element, which
+ * the planner guarantees; restrict holds for the rest. */
+static void i32_run_row(er_binop op, const int32_t *a, int64_t ia, const int32_t *b, int64_t ib, int32_t *y,
+                        int64_t n) {
+  if (op == ER_BINOP_ADD) i32_add_row(a, ia, b, ib, y, n);
+  else if (op == ER_BINOP_SUB) i32_sub_row(a, ia, b, ib, y, n);
+  else i32_mul_row(a, ia, b, ib, y, n);
+}
+
+static void i32_chunk(void *arg, int64_t begin, int64_t end) {
+  const i32_job *j = arg;
+  const bplan *p = j->p;
+  const int last = p->nd - 1;
+  const int64_t inner = p->dims[last];
+  for (int64_t i = begin; i < end;) {
+    int64_t row = i / inner, col = i % inner;
+    int64_t oa = col * p->sa[last], ob = col * p->sb[last], r = row;
+    for (int d = last - 1; d >= 0; d--) {
+      int64_t idx = r % p->dims[d];
+      r /= p->dims[d];
+      oa += idx * p->sa[d];
+      ob += idx * p->sb[d];
+    }
+    int64_t n = min64(inner - col, end - i);
+    i32_run_row(j->op, j->a + oa, p->sa[last] ? 1 : 0, j->b + ob, p->sb[last] ? 1 : 0, j->y + i, n);
+    i += n;
+  }
+}
+
+static er_status i32_bin_run(const er_kernel_run *kr) {
+  const bin_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  er_tensor *y = ctx->out[0];
+  if (er__tensor_count(y) == 0) return ER_STATUS_OK;
+  bplan p;
+  bplan_make(ctx->in[0], ctx->in[1], y, &p);
+  i32_job j = {s->op, &p, ctx->in[0]->data, ctx->in[1]->data, y->data};
+  er__parallel_for(kr->pool, er__tensor_count(y), ELTWISE_GRAIN, i32_chunk, &j);
+  return ER_STATUS_OK;
+}
+
+static const er_cpu_kernel k_i32_add = {"i32_add__scalar", "Add", "", i32_supports, i32_prepare, i32_bin_run, free};
+static const er_cpu_kernel k_i32_sub = {"i32_sub__scalar", "Sub", "", i32_supports, i32_prepare, i32_bin_run, free};
+static const er_cpu_kernel k_i32_mul = {"i32_mul__scalar", "Mul", "", i32_supports, i32_prepare, i32_bin_run, free};
+
+/* ======================================================================== */
+/* Cast                                                                      */
+/* ======================================================================== */
+
+/* The reference's conversion (er__cast_elements) over element ranges on
+ * the workers, written straight into the planned output: the same values
+ * by construction. Taken between the common numeric types; float8 and
+ * strings stay on the reference. */
+static bool cast_type_ok(er_dtype t) {
+  switch (t) {
+    case ER_DTYPE_FLOAT:
+    case ER_DTYPE_DOUBLE:
+    case ER_DTYPE_FLOAT16:
+    case ER_DTYPE_INT8:
+    case ER_DTYPE_UINT8:
+    case ER_DTYPE_INT16:
+    case ER_DTYPE_UINT16:
+    case ER_DTYPE_INT32:
+    case ER_DTYPE_UINT32:
+    case ER_DTYPE_INT64:
+    case ER_DTYPE_UINT64:
+    case ER_DTYPE_BOOL: return true;
+    default: return false;
+  }
+}
+
+static bool cast_supports(const er_kernel_info *ki) {
+  return ki->node->version >= 6 && ki->n_in == 1 && ki->n_out == 1 && ki->in[0] && ki->out[0] &&
+         cast_type_ok(ki->in[0]->dtype) && cast_type_ok(ki->out[0]->dtype);
+}
+
+typedef struct cast_job {
+  const uint8_t *x;
+  uint8_t *y;
+  er_dtype xt, yt;
+  size_t xs, ys;
+} cast_job;
+
+/* int32 and uint8 to float, the casts of quantize_dynamic models, in
+ * loops GCC vectorizes (see ER_I32_BLOCK); (float) rounds to nearest
+ * even, as the reference's. */
+static void i32_to_f32(const int32_t *restrict x, float *restrict y, int64_t n) {
+  int64_t i = 0;
+  for (; i + ER_I32_BLOCK <= n; i += ER_I32_BLOCK)
+    for (int k = 0; k < ER_I32_BLOCK; k++) y[i + k] = (float)x[i + k];
+  for (; i < n; i++) y[i] = (float)x[i];
+}
+
+static void u8_to_f32(const uint8_t *restrict x, float *restrict y, int64_t n) {
+  int64_t i = 0;
+  for (; i + ER_I32_BLOCK <= n; i += ER_I32_BLOCK)
+    for (int k = 0; k < ER_I32_BLOCK; k++) y[i + k] = (float)x[i + k];
+  for (; i < n; i++) y[i] = (float)x[i];
+}
+
+static void cast_chunk(void *arg, int64_t begin, int64_t end) {
+  const cast_job *j = arg;
+  if (j->xt == ER_DTYPE_INT32 && j->yt == ER_DTYPE_FLOAT) {
+    i32_to_f32((const int32_t *)(const void *)j->x + begin, (float *)(void *)j->y + begin, end - begin);
+    return;
+  }
+  if (j->xt == ER_DTYPE_UINT8 && j->yt == ER_DTYPE_FLOAT) {
+    u8_to_f32(j->x + begin, (float *)(void *)j->y + begin, end - begin);
+    return;
+  }
+  er__cast_elements(j->x + (size_t)begin * j->xs, j->xt, j->y + (size_t)begin * j->ys, j->yt, end - begin, true);
+}
+
+static er_status cast_run(const er_kernel_run *kr) {
+  const er_tensor *x = kr->ctx->in[0];
+  er_tensor *y = kr->ctx->out[0];
+  int64_t n = er__tensor_count(y);
+  if (n == 0) return ER_STATUS_OK;
+  if (er__tensor_count(x) != n) return er__kr_reference(kr);
+  cast_job j = {x->data, y->data, x->dtype, y->dtype, er_dtype_size(x->dtype), er_dtype_size(y->dtype)};
+  er__parallel_for(kr->pool, n, ELTWISE_GRAIN, cast_chunk, &j);
+  return ER_STATUS_OK;
+}
+
+static const er_cpu_kernel k_cast = {"any_cast__scalar", "Cast", "", cast_supports, NULL, cast_run, NULL};
+
+/* ======================================================================== */
 /* The kernel table                                                          */
 /* ======================================================================== */
 
@@ -368,5 +565,6 @@ const er_cpu_kernel *const er__kernels_eltwise[] = {
 #if defined(__aarch64__)
     ELTWISE_LIST(neon)
 #endif
+    &k_i32_add, &k_i32_sub, &k_i32_mul, &k_cast,
     NULL,
 };
