@@ -49,6 +49,15 @@ static const bconv_spec conv_specs[] = {
     {1, 16, 9, 31, 40, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, false, true, NULL},
     {1, 20, 10, 12, 16, 3, 3, 1, 1, 2, 2, {2, 2, 2, 2}, false, true, NULL},
     {1, 6, 11, 23, 24, 3, 3, 3, 3, 1, 1, {1, 1, 1, 1}, false, true, NULL},
+    /* Column images (W = 1, k x 1 kernels: 1-D convolutions exported on
+     * H), which run as row images: every tile width, pads above and
+     * below, stride and dilation along H, a planar stem; and one with
+     * pads left and right, which stays a column. */
+    {1, 32, 40, 1, 48, 5, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, false, NULL},
+    {1, 16, 37, 1, 32, 3, 1, 2, 1, 1, 1, {1, 0, 1, 0}, false, false, NULL},
+    {2, 24, 30, 1, 20, 3, 1, 1, 1, 2, 1, {2, 0, 2, 0}, false, false, NULL},
+    {1, 3, 50, 1, 16, 5, 1, 1, 1, 1, 1, {2, 0, 2, 0}, false, true, NULL},
+    {1, 16, 20, 1, 16, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, false, false, NULL},
     /* Depthwise: 3x3 and 5x5, strides 1 and 2, borders, dilation. */
     {1, 32, 9, 9, 32, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true, false, NULL},
     {1, 24, 14, 17, 24, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, true, false, NULL},
@@ -98,6 +107,7 @@ static const bconv_spec big_specs[] = {
     {1, 128, 56, 56, 128, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, false, false, NULL},
     {1, 3, 224, 224, 16, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, false, true, NULL},
     {1, 3, 224, 224, 64, 7, 7, 2, 2, 1, 1, {3, 3, 3, 3}, false, true, NULL},
+    {1, 256, 512, 1, 512, 5, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, false, NULL},   /* Magika's 1-D layer */
     {1, 16, 112, 112, 16, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true, false, NULL},
     {1, 32, 112, 112, 32, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, true, false, NULL},
     {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true, false, NULL},

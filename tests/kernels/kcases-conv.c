@@ -45,6 +45,12 @@ static const conv_spec specs[] = {
     {3, 9, 5, 4, 17, 2, 3, 2, 1, 2, 1, {1, 0, 0, 2}, 1, NULL},        /* dilated, asymmetric, batch 3 */
     {1, 37, 2, 3, 70, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},       /* one image of 6 pixels */
     {5, 6, 3, 3, 8, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, NULL},         /* pointwise, batch 5 */
+    /* column images (W = 1, k x 1: 1-D convolutions on H), run as rows */
+    {1, 24, 40, 1, 48, 5, 1, 1, 1, 1, 1, {0, 0, 0, 0}, 1, NULL},
+    {2, 16, 37, 1, 20, 3, 1, 2, 1, 1, 1, {1, 0, 1, 0}, 1, NULL},      /* stride, pads, batch */
+    {1, 8, 30, 1, 12, 3, 1, 1, 1, 2, 1, {2, 0, 2, 0}, 2, NULL},       /* dilation, groups */
+    {1, 64, 100, 1, 40, 5, 1, 1, 1, 1, 1, {2, 0, 2, 0}, 1, NULL},
+    {1, 6, 20, 1, 8, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},        /* pads left and right: a column */
     /* depthwise */
     {1, 33, 7, 7, 33, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 33, NULL},
     {1, 32, 15, 16, 32, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 32, NULL},

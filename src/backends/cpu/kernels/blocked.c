@@ -232,6 +232,9 @@ static er_status bconv_run(const er_kernel_run *kr) {
     }
     return ER_STATUS_OK;
   }
+  /* Column images as rows (Magika's 5x1 layer over 512 x 1: 18 ms in
+   * one-pixel tiles, 4.1 ms as a row; onnxruntime 4.0). */
+  er__window_column_as_row(&g);
   bool padded = g.pt || g.pl || g.pb || g.pr;
   const int64_t hp = g.h + g.pt + g.pb, wpd = g.w + g.pl + g.pr;
   void *owned = NULL;

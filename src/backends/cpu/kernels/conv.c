@@ -475,6 +475,9 @@ static er_status conv_gemm_run(const er_kernel_run *kr) {
   er_tensor *y = ctx->out[0];
   er_window g;
   if (!er__window_get(ctx, x, w, y, &g)) return er__kr_reference(kr);
+  /* Column images as rows: the patches then pack whole rows, not one
+   * pixel per segment (Magika's 5x1 layer: 8.5 ms -> see the commit). */
+  er__window_column_as_row(&g);
   int64_t kg = (g.c / g.group) * g.kh * g.kw;
   if (s->packed_w && (s->m != g.m || s->kg != kg || s->group != g.group)) return er__kr_reference(kr);
   if (er__tensor_count(y) == 0) return ER_STATUS_OK;

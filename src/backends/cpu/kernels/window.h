@@ -100,4 +100,18 @@ static inline bool er__window_get(const er_kctx *ctx, const er_tensor *x, const 
   return g->kh > 0 && g->kw > 0 && g->sh > 0 && g->sw > 0 && g->dh > 0 && g->dw > 0 && g->group > 0;
 }
 
+/* A column image (W = 1, a k x 1 window, no padding left or right: a 1-D
+ * convolution exported with time on H, as TF/JAX write them) as the row
+ * image it is in memory: [..][H][1] is [..][1][H], and a weight's taps run
+ * in the same order either way. Kernels that work along rows (tiles of a
+ * row's pixels, im2col segments of a row) would otherwise take one pixel
+ * at a time. */
+static inline void er__window_column_as_row(er_window *g) {
+  if (g->w != 1 || g->ow != 1 || g->kw != 1 || g->pl != 0 || g->pr != 0 || g->h <= 1) return;
+  er_window t = *g;
+  g->h = t.w, g->w = t.h, g->oh = t.ow, g->ow = t.oh, g->kh = t.kw, g->kw = t.kh;
+  g->sh = t.sw, g->sw = t.sh, g->dh = t.dw, g->dw = t.dh;
+  g->pt = t.pl, g->pl = t.pt, g->pb = t.pr, g->pr = t.pb;
+}
+
 #endif /* ER_KERNELS_WINDOW_H */
