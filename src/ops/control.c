@@ -367,11 +367,17 @@ static er_status loop_run(er_kctx *ctx) {
   er_tensor *outs = calloc((size_t)(1 + N + K), sizeof *outs);       /* [1+N+K] */
   const er_tensor **ins = calloc((size_t)(2 + N), sizeof *ins);      /* [2+N] */
   scan_acc *acc = calloc((size_t)K + 1, sizeof *acc);                /* [K] */
-  if (!state || !outs || !ins || !acc) {
+  bool *same = calloc((size_t)(1 + N + K), sizeof *same);            /* [1+N+K] */
+  if (!state || !outs || !ins || !acc || !same) {
     st = er__op_error(ctx, ER_STATUS_OUT_OF_MEMORY, "out of memory");
     goto done;
   }
   for (int i = 0; i < N; i++) er__tensor_borrow(&state[i], ctx->in[2 + i]);
+  /* Carried values the body passes through unchanged (its output is its
+   * input: exporters route a decoder's weights and encoder features
+   * through the loop this way) keep their state; copying them every
+   * iteration was most of PaddleOCR SLANet's decoder step. */
+  for (int i = 0; i < N; i++) same[1 + i] = body->outputs[1 + i] == body->inputs[2 + i];
 
   /* The body's first two inputs: iteration_num (int64 scalar) and cond
    * (bool scalar), backed by locals. */
@@ -398,7 +404,7 @@ static er_status loop_run(er_kctx *ctx) {
     }
     cond_in = cond;
     for (int i = 0; i < N; i++) ins[2 + i] = &state[i];
-    st = er__exec_subgraph(ctx, body, ins, 2 + N, outs);
+    st = er__exec_subgraph_skip(ctx, body, ins, 2 + N, outs, same);
     if (st != ER_STATUS_OK) {
       er__error_prefix("%s '%s' iteration %lld", ctx->node->op_type, ctx->node->name,
                        (long long)iter);
@@ -416,6 +422,7 @@ static er_status loop_run(er_kctx *ctx) {
     er__tensor_release(&outs[0]);
     /* The new carried values replace the old (which may be the inputs). */
     for (int i = 0; i < N; i++) {
+      if (same[1 + i]) continue;
       er__tensor_release(&state[i]);
       state[i] = outs[1 + i];
       outs[1 + i].flags = 0;
@@ -447,6 +454,7 @@ done:
   free(outs);
   free(ins);
   free(acc);
+  free(same);
   return st;
 }
 

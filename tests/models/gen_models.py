@@ -637,7 +637,7 @@ def build_if_graph(rng):
 
 
 def build_loop_graph(rng):
-    """Opset 13.  Two Loops.
+    """Opset 13.  Three Loops.
 
     The first is a recurrent cell unrolled over the rows of x: its trip
     count is computed from Shape(x) in the graph, its condition is computed
@@ -698,12 +698,34 @@ def build_loop_graph(rng):
     b.op("Loop", b.const(np.int64(20)), start, v0, body=grow.graph(),
          out=["v_final", "v_sums"])
 
+    # A third Loop carries a matrix that its body passes through unchanged
+    # (as exporters route a decoder's weights and encoder features through
+    # a loop: PaddleOCR's SLANet) beside a vector it updates with it; the
+    # matrix also comes out.  edgerun keeps such values instead of copying
+    # them every iteration.
+    m0 = b.op("Mul", w, b.const(np.float32(0.5)))
+    keep = b.subgraph("keep_body")
+    keep.input("k_i", INT64, [])
+    keep.input("k_c", BOOL, [])
+    keep.input("m_in", FLOAT, [feat, feat])
+    keep.input("u_in", FLOAT, [feat])
+    keep.op("Tanh", keep.op("MatMul", "u_in", "m_in"), out="u_out")
+    keep.op("Identity", "k_c", out="k_c_out")
+    keep.output("k_c_out", BOOL, [])
+    keep.output("m_in", FLOAT, [feat, feat])
+    keep.output("u_out", FLOAT, [feat])
+    b.op("Loop", b.const(np.int64(5)), "", m0, "h_final", body=keep.graph(),
+         out=["m_final", "u_final"])
+
     b.output("h_final", FLOAT, [feat])
     b.output("acc_final", FLOAT, [feat])
     b.output("h_all", FLOAT, ["T", feat])
     b.output("v_final", FLOAT, [feat])
     b.output("v_sums", FLOAT, ["steps"])
-    model = b.model(13, "Loops with computed trip count, scan outputs and a while condition")
+    b.output("m_final", FLOAT, [feat, feat])
+    b.output("u_final", FLOAT, [feat])
+    model = b.model(13, "Loops with computed trip count, scan outputs, a while condition and a "
+                        "carried value passed through")
     feeds = [
         {"x": normal_input(rng, (6, feat)), "h0": normal_input(rng, (feat,), 0.5)},
         {"x": normal_input(rng, (3, feat)), "h0": normal_input(rng, (feat,), 0.5)},

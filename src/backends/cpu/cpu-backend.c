@@ -106,7 +106,10 @@ static void cpu_release(er_backend *be, void *compiled) {
   cpu_compiled *c = compiled;
   if (!c) return;
   release_kernels(c->graph, c->kernels);
-  for (int i = 0; i < c->n_subs; i++) release_kernels(c->subs[i].graph, c->subs[i].kernels);
+  for (int i = 0; i < c->n_subs; i++) {
+    release_kernels(c->subs[i].graph, c->subs[i].kernels);
+    free(c->subs[i].last_use);
+  }
   free(c->subs);
   free(c->nodes);
   free(c->last_use);
@@ -252,8 +255,15 @@ static er_status compile_subgraphs(cpu_compiled *c, const er_node *node, bool op
         c->cap_subs = cap;
       }
       er_node_kernel *ks = calloc((size_t)sub->n_nodes + 1, sizeof *ks);
-      if (!ks) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory compiling subgraph '%s'", sub->name);
-      c->subs[c->n_subs++] = (er_sub_kernels){sub, ks};
+      int32_t *lu = malloc(((size_t)sub->n_values + 1) * sizeof *lu);
+      if (!ks || !lu) {
+        free(ks);
+        free(lu);
+        return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory compiling subgraph '%s'", sub->name);
+      }
+      /* Last uses once, not per run of the body (a Loop's every iteration). */
+      er__exec_last_use(sub, lu);
+      c->subs[c->n_subs++] = (er_sub_kernels){sub, ks, lu};
       for (int32_t i = 0; i < sub->n_nodes; i++) {
         ER_CHECK(choose_kernel(sub, i, optimize, &ks[i]));
         ER_CHECK(compile_subgraphs(c, &sub->nodes[i], optimize));

@@ -264,9 +264,9 @@ static er_status bind_value(er_frame *f, int32_t id) {
   return ER_STATUS_OK;
 }
 
-er_status er__exec_graph_segments(er_exec *ex, const er_graph *g, const er_frame *parent,
-                                  const er_tensor *const *inputs, int n_inputs,
-                                  const er_segment *segs, int n_segs, er_tensor *outputs) {
+static er_status exec_graph(er_exec *ex, const er_graph *g, const er_frame *parent,
+                            const er_tensor *const *inputs, int n_inputs, const er_segment *segs, int n_segs,
+                            er_tensor *outputs, const bool *skip) {
   er_status st = ER_STATUS_OK;
   er_frame frame = {g, NULL, parent, NULL};
   int32_t *last_use = NULL;
@@ -302,22 +302,29 @@ er_status er__exec_graph_segments(er_exec *ex, const er_graph *g, const er_frame
       for (int32_t r = 0; r < segs[s].n_release; r++) er__tensor_release(&frame.vals[segs[s].release[r]]);
     }
   } else {
-    last_use = malloc(((size_t)g->n_values + 1) * sizeof *last_use);
-    if (!last_use) {
-      st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory running graph '%s'", g->name);
-    } else {
-      er__exec_last_use(g, last_use);
-      const er_node_kernel *kernels = NULL;
-      for (int i = 0; i < ex->n_subs && !kernels; i++)
-        if (ex->subs[i].graph == g) kernels = ex->subs[i].kernels;
-      st = er__exec_nodes(ex, &frame, NULL, g->n_nodes, last_use, kernels);
+    /* A compiled subgraph's kernels and last uses; else the last uses
+     * computed for this run. */
+    const er_node_kernel *kernels = NULL;
+    const int32_t *lu = NULL;
+    for (int i = 0; i < ex->n_subs && !kernels; i++)
+      if (ex->subs[i].graph == g) kernels = ex->subs[i].kernels, lu = ex->subs[i].last_use;
+    if (!lu) {
+      last_use = malloc(((size_t)g->n_values + 1) * sizeof *last_use);
+      if (last_use) er__exec_last_use(g, last_use);
+      lu = last_use;
     }
+    if (!lu) st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory running graph '%s'", g->name);
+    else st = er__exec_nodes(ex, &frame, NULL, g->n_nodes, lu, kernels);
   }
   ex->depth--;
   if (st != ER_STATUS_OK) goto done;
 
   /* Hand outputs over: move owned data, copy borrowed data. */
   for (int32_t k = 0; k < g->n_outputs; k++) {
+    if (skip && skip[k]) {
+      made_outputs = k + 1;
+      continue;
+    }
     int32_t id = g->outputs[k];
     er_tensor *t = &frame.vals[id];
     if (!t->data) {
@@ -376,19 +383,30 @@ er_status er__exec_main(er_exec *ex, const er_graph *g, er_tensor *vals, const e
   return st;
 }
 
-er_status er__exec_graph(er_exec *ex, const er_graph *g, const er_frame *parent,
-                         const er_tensor *const *inputs, int n_inputs, er_tensor *outputs) {
-  return er__exec_graph_segments(ex, g, parent, inputs, n_inputs, NULL, 0, outputs);
+er_status er__exec_graph_segments(er_exec *ex, const er_graph *g, const er_frame *parent,
+                                  const er_tensor *const *inputs, int n_inputs,
+                                  const er_segment *segs, int n_segs, er_tensor *outputs) {
+  return exec_graph(ex, g, parent, inputs, n_inputs, segs, n_segs, outputs, NULL);
 }
 
-er_status er__exec_subgraph(const er_kctx *ctx, const er_graph *sub, const er_tensor *const *inputs,
-                            int n_inputs, er_tensor *outputs) {
+er_status er__exec_graph(er_exec *ex, const er_graph *g, const er_frame *parent,
+                         const er_tensor *const *inputs, int n_inputs, er_tensor *outputs) {
+  return exec_graph(ex, g, parent, inputs, n_inputs, NULL, 0, outputs, NULL);
+}
+
+er_status er__exec_subgraph_skip(const er_kctx *ctx, const er_graph *sub, const er_tensor *const *inputs,
+                                 int n_inputs, er_tensor *outputs, const bool *skip) {
   er_exec *ex = ctx->exec;
   if (!ex)
     return er__error(ER_STATUS_INTERNAL, "%s '%s': subgraph run without an executor",
                      ctx->node->op_type, ctx->node->name);
   const er_frame *saved = ex->frame;
-  er_status st = er__exec_graph(ex, sub, saved, inputs, n_inputs, outputs);
+  er_status st = exec_graph(ex, sub, saved, inputs, n_inputs, NULL, 0, outputs, skip);
   ex->frame = saved;
   return st;
+}
+
+er_status er__exec_subgraph(const er_kctx *ctx, const er_graph *sub, const er_tensor *const *inputs,
+                            int n_inputs, er_tensor *outputs) {
+  return er__exec_subgraph_skip(ctx, sub, inputs, n_inputs, outputs, NULL);
 }

@@ -106,6 +106,7 @@ typedef struct er_node_kernel {
 typedef struct er_sub_kernels {
   const struct er_graph *graph;
   er_node_kernel *kernels;             /* [graph->n_nodes] */
+  int32_t *last_use;                   /* [graph->n_values] (er__exec_last_use), computed once */
 } er_sub_kernels;
 
 /* A compiled piece of the main graph placed on one backend. */
@@ -151,5 +152,10 @@ er_status er__exec_main(er_exec *ex, const er_graph *g, er_tensor *vals, const e
  * the given inputs; outputs as in er__exec_graph. */
 er_status er__exec_subgraph(const er_kctx *ctx, const er_graph *sub,
                             const er_tensor *const *inputs, int n_inputs, er_tensor *outputs);
+/* The same, leaving outputs[k] empty (not computed into a copy) where
+ * skip[k]: a Loop's carried value the body passes through unchanged, which
+ * the Loop keeps instead of copying it every iteration. */
+er_status er__exec_subgraph_skip(const er_kctx *ctx, const er_graph *sub, const er_tensor *const *inputs,
+                                 int n_inputs, er_tensor *outputs, const bool *skip);
 
 #endif /* ER_CPU_EXEC_H */
