@@ -264,7 +264,10 @@ static bool scalar_const(const er_graph *g, int32_t v) {
  * would be NaN. */
 static bool eltwise_ok(const bctx *bc, const er_node *n, int64_t *channels) {
   const er_graph *g = bc->g;
-  bool binary = is_std(n, "Add") || is_std(n, "Sub") || is_std(n, "Mul");
+  /* Max and Min of two (openWakeWord's embedding clamps every LeakyRelu
+   * with Max(x, -0.4)): their padding lanes stay finite. */
+  bool binary = is_std(n, "Add") || is_std(n, "Sub") || is_std(n, "Mul") ||
+                ((is_std(n, "Max") || is_std(n, "Min")) && n->n_inputs == 2 && n->version >= 8);
   if (is_std(n, "Div")) {
     if (n->n_inputs != 2 || !scalar_const(g, n->inputs[1])) return false;
     const er_tensor *d = const_of(g, n->inputs[1]);

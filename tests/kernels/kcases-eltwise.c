@@ -229,6 +229,43 @@ static void g_mul(case_fn fn, void *arg) {
   gen_binary_i32(fn, arg, "Mul");
 }
 
+/* Max and Min: every broadcast form with NaN and infinities on either
+ * side (a NaN in either operand gives NaN), signed zeros, and the
+ * variadic fold of three inputs. */
+static void gen_minmax(case_fn fn, void *arg, const char *op) {
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(bshapes); i++) {
+    const bshape *s = &bshapes[i];
+    for (int v = 0; v < 2; v++) {
+      kc_begin(&c, op, "", 13, "%s shape#%zu %s", op, i, v ? "specials, const b" : "");
+      er_tensor *a = kc_input(&c, s->ra, s->a, -5, 5, false);
+      er_tensor *b = kc_input(&c, s->rb, s->b, -5, 5, v == 1);
+      if (v) {
+        kc_specials(&c, a);
+        kc_specials(&c, b);
+      }
+      c.tol = TOL_EXACT_T;
+      fn(&c, arg);
+    }
+  }
+  kc_begin(&c, op, "", 13, "%s of 3 [2,5,40] with specials", op);
+  for (int k = 0; k < 3; k++) kc_specials(&c, kc_input(&c, 3, DIMS(2, 5, 40), -5, 5, false));
+  c.tol = TOL_EXACT_T;
+  fn(&c, arg);
+  kc_begin(&c, op, "", 13, "%s [1,24,74,32] with a scalar constant", op);
+  kc_input(&c, 4, DIMS(1, 24, 74, 32), -5, 5, false);
+  kc_input(&c, 4, DIMS(1, 1, 1, 1), -0.4f, -0.39f, true);
+  c.tol = TOL_EXACT_T;
+  fn(&c, arg);
+  kc_begin(&c, op, "", 13, "%s of one input", op);
+  kc_input(&c, 2, DIMS(3, 17), -5, 5, false);
+  c.tol = TOL_EXACT_T;
+  fn(&c, arg);
+}
+
+static void g_max(case_fn fn, void *arg) { gen_minmax(fn, arg, "Max"); }
+static void g_min(case_fn fn, void *arg) { gen_minmax(fn, arg, "Min"); }
+
 /* ---- Cast ---------------------------------------------------------------------- */
 
 /* Every pair among float, double, float16, int8, uint8, int32, int64 and
@@ -316,6 +353,8 @@ const case_gen kcases_eltwise[] = {
     {"Div", "", g_div},
     {"PRelu", "", g_prelu},
     {"Sum", "", g_sum},
+    {"Max", "", g_max},
+    {"Min", "", g_min},
     {"Cast", "", g_cast},
     {NULL, NULL, NULL},
 };

@@ -840,6 +840,52 @@ static void test_blocked_near_misses(void) {
   er__pbw_free(&rm);
 }
 
+/* Max and Min of two stay blocked: with a one-value constant (openWakeWord
+ * clamps every LeakyRelu with Max(x, -0.4)) or of two blocked values, over
+ * 24 channels (padding lanes the constant makes non-zero, which the
+ * convolutions after ignore). Near misses stay planar: a Max of three
+ * inputs and one with a per-channel constant. */
+static void test_blocked_max_min(void) {
+  if (er__cpu_layout_block() == 0) return;
+  er_pbw g = {0}, m = {0}, p1 = {0}, p2 = {0}, lr = {0};
+  add_weight(&g, "W1", 4, (const int64_t[]){24, 8, 5, 5}, 0.2f, 0);
+  add_weight(&g, "W2", 4, (const int64_t[]){24, 24, 5, 5}, 0.1f, 0);
+  add_weight(&g, "W3", 4, (const int64_t[]){24, 24, 1, 1}, 0.3f, 0);
+  add_weight(&g, "P", 4, (const int64_t[]){1, 24, 1, 1}, 0.2f, 0);
+  add_scalar(&g, "neg", -0.4f);
+  add_scalar(&g, "half", 0.5f);
+  tb_attr_ints(&p1, "pads", (const int64_t[]){2, 2, 2, 2}, 4);
+  tb_attr_ints(&p2, "pads", (const int64_t[]){2, 2, 2, 2}, 4);
+  tb_attr_float(&lr, "alpha", 0.2f);
+  tb_node(&g, "Conv", "c1", IN("x", "W1"), OUT("c1"), &p1);
+  tb_node(&g, "LeakyRelu", "l1", IN("c1"), OUT("l1"), &lr);
+  tb_node(&g, "Max", "m1", IN("l1", "neg"), OUT("m1"), NULL);
+  tb_node(&g, "Conv", "c2", IN("m1", "W2"), OUT("c2"), &p2);
+  tb_node(&g, "Min", "n1", IN("c2", "half"), OUT("n1"), NULL);
+  tb_node(&g, "Conv", "c3", IN("n1", "W3"), OUT("c3"), NULL);
+  tb_node(&g, "Max", "mx", IN("c3", "n1"), OUT("y"), NULL);
+  tb_node(&g, "Max", "m3", IN("c3", "n1", "m1"), OUT("y2"), NULL);
+  tb_node(&g, "Max", "mp", IN("c3", "P"), OUT("y3"), NULL);
+  tb_graph_input(&g, "x", 1, 4, (const int64_t[]){1, 8, 12, 12});
+  tb_graph_output(&g, "y", 1, -1, NULL);
+  tb_graph_output(&g, "y2", 1, -1, NULL);
+  tb_graph_output(&g, "y3", 1, -1, NULL);
+  tb_model(&m, 8, 13, &g);
+  er_model *opt = load(&m, 2), *plain = load(&m, -1);
+  CHECK(count_in_layout(opt, "blocked", "BlockedConv") == 3);
+  /* Back to planar: y (the blocked Max) and, for the near misses, m1, n1
+   * and c3. */
+  CHECK(count_in_layout(opt, "blocked", "FromBlocked") == 4);
+  same_in_layouts(opt, plain, 4, (const int64_t[]){1, 8, 12, 12});
+  er_model_free(opt);
+  er_model_free(plain);
+  er__pbw_free(&g);
+  er__pbw_free(&m);
+  er__pbw_free(&p1);
+  er__pbw_free(&p2);
+  er__pbw_free(&lr);
+}
+
 /* A channel Concat of a blocked input and a planar one (a Softplus,
  * which stays planar) stays blocked: the planar input is converted in,
  * and the 1x1 layer after it reads the blocked result. */
@@ -1138,6 +1184,7 @@ int main(int argc, char **argv) {
       {"bn_affine", test_bn_affine},
       {"blocked_layout", test_blocked_layout},
       {"blocked_near_misses", test_blocked_near_misses},
+      {"blocked_max_min", test_blocked_max_min},
       {"blocked_mixed_concat", test_blocked_mixed_concat},
       {"blocked_islands", test_blocked_islands},
       {"blocked_split", test_blocked_split},

@@ -1,7 +1,7 @@
 /* eltwise.c - optimized CPU kernels of the "eltwise" group: float32
  * activations and unary math (Relu, Sigmoid, Tanh, Clip, HardSigmoid,
  * HardSwish, LeakyRelu, Gelu, Erf, Exp, Abs, Neg, Sqrt, Reciprocal) and
- * broadcasting binary ops (Add, Sub, Mul, Div, PRelu, Sum).
+ * broadcasting binary ops (Add, Sub, Mul, Div, PRelu, Sum, Max, Min).
  *
  * Binary broadcasting is reduced once per run to a few collapsed axes:
  * axes where the output has extent 1 are dropped and neighbours are merged
@@ -157,9 +157,10 @@ typedef struct bin_state {
 
 static bool binop_of(const char *op, int version, er_binop *out, bool *sum) {
   *sum = false;
-  /* Versions before 7 broadcast by the `broadcast` / `axis` attributes. */
-  if (strcmp(op, "Sum") == 0) {
-    *out = ER_BINOP_ADD;
+  /* Versions before 7 broadcast by the `broadcast` / `axis` attributes.
+   * The variadic ops fold their inputs pairwise, as the reference does. */
+  if (strcmp(op, "Sum") == 0 || (version >= 8 && (strcmp(op, "Max") == 0 || strcmp(op, "Min") == 0))) {
+    *out = op[0] == 'S' ? ER_BINOP_ADD : op[1] == 'a' ? ER_BINOP_MAX : ER_BINOP_MIN;
     *sum = true;
     return true;
   }
@@ -541,13 +542,15 @@ static const er_cpu_kernel k_cast = {"any_cast__scalar", "Cast", "", cast_suppor
   BINARY_KERNEL(mul, "Mul", SFX, ISA, VO, ISA_OK)                                                       \
   BINARY_KERNEL(div, "Div", SFX, ISA, VO, ISA_OK)                                                       \
   BINARY_KERNEL(prelu, "PRelu", SFX, ISA, VO, ISA_OK)                                                   \
-  BINARY_KERNEL(sum, "Sum", SFX, ISA, VO, ISA_OK)
+  BINARY_KERNEL(sum, "Sum", SFX, ISA, VO, ISA_OK)                                                       \
+  BINARY_KERNEL(max, "Max", SFX, ISA, VO, ISA_OK)                                                       \
+  BINARY_KERNEL(min, "Min", SFX, ISA, VO, ISA_OK)
 
 #define ELTWISE_LIST(SFX)                                                                         \
   &k_relu_##SFX, &k_sigmoid_##SFX, &k_tanh_##SFX, &k_clip_##SFX, &k_hardsigmoid_##SFX,             \
       &k_hardswish_##SFX, &k_leakyrelu_##SFX, &k_gelu_##SFX, &k_erf_##SFX, &k_exp_##SFX,           \
       &k_abs_##SFX, &k_neg_##SFX, &k_sqrt_##SFX, &k_reciprocal_##SFX, &k_add_##SFX, &k_sub_##SFX,  \
-      &k_mul_##SFX, &k_div_##SFX, &k_prelu_##SFX, &k_sum_##SFX,
+      &k_mul_##SFX, &k_div_##SFX, &k_prelu_##SFX, &k_sum_##SFX, &k_max_##SFX, &k_min_##SFX,
 
 #if defined(__x86_64__) || defined(__i386__)
 ELTWISE_KERNELS(avx512, "avx512", er__vec_avx512, er__cpu_has_avx512)

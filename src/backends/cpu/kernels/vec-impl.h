@@ -899,6 +899,9 @@ static inline vf binop_apply(er_binop op, vf a, vf b) {
     case ER_BINOP_MUL: return v_mul(a, b);
     case ER_BINOP_DIV: return v_div(a, b);
     case ER_BINOP_PRELU: return v_sel(v_lt(a, v_zero()), a, v_mul(a, b));
+    /* "a > b ? a : b" gives b, NaN, when b is NaN; a NaN a is kept. */
+    case ER_BINOP_MAX: return v_sel(v_isnan(a), v_max(a, b), a);
+    case ER_BINOP_MIN: return v_sel(v_isnan(a), v_min(a, b), a);
   }
   return a;
 }
@@ -934,6 +937,8 @@ static void vec_binary(er_binop op, const float *a, int64_t as, const float *b, 
     case ER_BINOP_MUL: BINARY_CASES(ER_BINOP_MUL) break;
     case ER_BINOP_DIV: BINARY_CASES(ER_BINOP_DIV) break;
     case ER_BINOP_PRELU: BINARY_CASES(ER_BINOP_PRELU) break;
+    case ER_BINOP_MAX: BINARY_CASES(ER_BINOP_MAX) break;
+    case ER_BINOP_MIN: BINARY_CASES(ER_BINOP_MIN) break;
   }
 }
 

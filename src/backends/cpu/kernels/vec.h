@@ -177,6 +177,8 @@ typedef enum er_binop {
   ER_BINOP_MUL,
   ER_BINOP_DIV,
   ER_BINOP_PRELU,              /* a < 0 ? a * b : a */
+  ER_BINOP_MAX,                /* NaN in either gives NaN, as the reference's */
+  ER_BINOP_MIN,
 } er_binop;
 
 /* The patch (im2col) matrix of one image and group for convolution as
