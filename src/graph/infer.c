@@ -238,6 +238,34 @@ static er_status compact(er_graph *g, const bool *dead_in) {
   return ER_STATUS_OK;
 }
 
+/* A Loop's carried values that its body passes through unchanged (output
+ * 1 + i is input 2 + i) and whose initial value is a load-time constant
+ * hold that constant in every iteration: the body sees them as constants,
+ * so what it computes from them alone folds at load and its kernels take
+ * them as constant weights. Exporters route a decoder's weights through
+ * the loop this way (PaddleOCR's SLANet transposed its GRU weights and
+ * packed its MatMul weights again in each of its 119 steps). */
+static void loop_invariant_inputs(er_graph *g, const er_node *node) {
+  if (node->domain[0] != '\0' || strcmp(node->op_type, "Loop") != 0) return;
+  const er_attr *at = er__node_attr(node, "body");
+  if (!at || at->type != ER_ATTR_GRAPH) return;
+  er_graph *body = at->g;
+  int n = node->n_inputs - 2;
+  for (int i = 0; i < n && 2 + i < body->n_inputs && 1 + i < body->n_outputs; i++) {
+    int32_t bid = body->inputs[2 + i], pid = node->inputs[2 + i];
+    if (pid < 0 || body->outputs[1 + i] != bid) continue;
+    er_value *bv = &body->values[bid];
+    const er_value *pv = &g->values[pid];
+    const er_tensor *c = (pv->kind == ER_VALUE_CONSTANT && value_is_const(g, pv)) ? pv->constant
+                         : (pv->kind == ER_VALUE_OUTER ? pv->constant : NULL);
+    if (!c || !c->data || bv->kind != ER_VALUE_INPUT) continue;
+    if (bv->info.dtype != ER_DTYPE_UNDEFINED && bv->info.dtype != c->dtype) continue;
+    bv->kind = ER_VALUE_CONSTANT;
+    bv->constant = (er_tensor *)c;
+    er__tensor_set(&bv->info, c->dtype, c->rank, c->dims);
+  }
+}
+
 er_status er__graph_infer(er_graph *g, bool fold) {
   er_status st = ER_STATUS_OK;
   er_tensor *in_t = NULL, *out_t = NULL;
@@ -285,6 +313,7 @@ er_status er__graph_infer(er_graph *g, bool fold) {
       if (c && c->data && c->dtype == ER_DTYPE_BOOL && er__tensor_count(c) == 1)
         skip_branch = ((const uint8_t *)c->data)[0] ? "else_branch" : "then_branch";
     }
+    if (fold) loop_invariant_inputs(g, node);
     for (int a = 0; a < node->n_attrs; a++) {
       er_attr *at = &node->attrs[a];
       if (skip_branch && strcmp(at->name, skip_branch) == 0) continue;

@@ -700,22 +700,28 @@ def build_loop_graph(rng):
 
     # A third Loop carries a matrix that its body passes through unchanged
     # (as exporters route a decoder's weights and encoder features through
-    # a loop: PaddleOCR's SLANet) beside a vector it updates with it; the
-    # matrix also comes out.  edgerun keeps such values instead of copying
-    # them every iteration.
+    # a loop: PaddleOCR's SLANet) and one it scales each step, both from
+    # the same load-time constant and both multiplying a vector it updates;
+    # the matrices also come out.  edgerun keeps the first instead of
+    # copying it every iteration and treats it as a constant inside the
+    # body (its MatMul weights packed once); the second must not be.
     m0 = b.op("Mul", w, b.const(np.float32(0.5)))
     keep = b.subgraph("keep_body")
     keep.input("k_i", INT64, [])
     keep.input("k_c", BOOL, [])
     keep.input("m_in", FLOAT, [feat, feat])
+    keep.input("r_in", FLOAT, [feat, feat])
     keep.input("u_in", FLOAT, [feat])
-    keep.op("Tanh", keep.op("MatMul", "u_in", "m_in"), out="u_out")
+    keep.op("Mul", "r_in", keep.const(np.float32(0.8)), out="r_out")
+    keep.op("Tanh", keep.op("Add", keep.op("MatMul", "u_in", "m_in"), keep.op("MatMul", "u_in", "r_in")),
+            out="u_out")
     keep.op("Identity", "k_c", out="k_c_out")
     keep.output("k_c_out", BOOL, [])
     keep.output("m_in", FLOAT, [feat, feat])
+    keep.output("r_out", FLOAT, [feat, feat])
     keep.output("u_out", FLOAT, [feat])
-    b.op("Loop", b.const(np.int64(5)), "", m0, "h_final", body=keep.graph(),
-         out=["m_final", "u_final"])
+    b.op("Loop", b.const(np.int64(5)), "", m0, m0, "h_final", body=keep.graph(),
+         out=["m_final", "r_final", "u_final"])
 
     b.output("h_final", FLOAT, [feat])
     b.output("acc_final", FLOAT, [feat])
@@ -723,6 +729,7 @@ def build_loop_graph(rng):
     b.output("v_final", FLOAT, [feat])
     b.output("v_sums", FLOAT, ["steps"])
     b.output("m_final", FLOAT, [feat, feat])
+    b.output("r_final", FLOAT, [feat, feat])
     b.output("u_final", FLOAT, [feat])
     model = b.model(13, "Loops with computed trip count, scan outputs, a while condition and a "
                         "carried value passed through")
