@@ -153,11 +153,51 @@ static void gen_layernorm(case_fn fn, void *arg) {
   fn(&c, arg);
 }
 
+/* ReduceSum and ReduceMean over float32: a reduced last axis (rows below,
+ * at and past 16 lanes), a middle axis (JAX's LayerNorm over [1, 2048,
+ * 64]), the first axis, a run of axes, all axes, inner runs past the
+ * 256-column block; keepdims both ways; axes as attribute (ReduceSum 11,
+ * ReduceMean 13) and as input (13 and 18); NaN and infinities; and axes
+ * that are not one run (the reference's). */
+static void gen_reduce(case_fn fn, void *arg, const char *op) {
+  static const struct {
+    int rank;
+    int64_t dims[4];
+    int n_axes;
+    int64_t axes[3];
+  } rs[] = {
+      {2, {3, 7}, 1, {-1}},          {2, {5, 16}, 1, {1}},        {2, {4, 67}, 1, {1}},
+      {3, {1, 2048, 64}, 1, {1}},    {3, {2, 5, 40}, 1, {1}},     {3, {6, 3, 300}, 1, {0}},
+      {4, {2, 3, 5, 6}, 2, {1, 2}},  {3, {2, 3, 4}, 3, {0, 1, 2}}, {3, {4, 9, 33}, 2, {0, 2}},
+      {3, {1, 40000, 1}, 1, {1}},
+  };
+  const bool sum = strcmp(op, "ReduceSum") == 0;
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(rs); i++)
+    for (int v = 0; v < 3; v++) {
+      /* v 0: axes by attribute; 1: axes as a constant input; 2: input, keepdims 0, specials */
+      int version = v == 0 ? (sum ? 11 : 13) : (sum ? 13 : 18);
+      kc_begin(&c, op, "", version, "%s rank %d axes#%zu v%d", op, rs[i].rank, i, v);
+      er_tensor *x = kc_input(&c, rs[i].rank, rs[i].dims, -3, 3, false);
+      if (v == 2) kc_specials(&c, x);
+      if (v == 0) kc_attr_ints(&c, "axes", rs[i].n_axes, rs[i].axes);
+      else kc_input_i64(&c, 1, DIMS(rs[i].n_axes), rs[i].axes, true);
+      if (v == 2) kc_attr_int(&c, "keepdims", 0);
+      c.tol = TOL_REDUCE;
+      fn(&c, arg);
+    }
+}
+
+static void gen_reduce_sum(case_fn fn, void *arg) { gen_reduce(fn, arg, "ReduceSum"); }
+static void gen_reduce_mean(case_fn fn, void *arg) { gen_reduce(fn, arg, "ReduceMean"); }
+
 const case_gen kcases_norm[] = {
     {"BatchNormalization", "", gen_bn},
     {"LRN", "", gen_lrn},
     {"Softmax", "", gen_softmax},
     {"LogSoftmax", "", gen_log_softmax},
     {"LayerNormalization", "", gen_layernorm},
+    {"ReduceSum", "", gen_reduce_sum},
+    {"ReduceMean", "", gen_reduce_mean},
     {NULL, NULL, NULL},
 };

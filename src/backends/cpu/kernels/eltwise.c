@@ -20,6 +20,7 @@
 #define ELTWISE_GRAIN 16384
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* ======================================================================== */
 /* Unary                                                                     */
@@ -460,9 +461,9 @@ typedef struct cast_job {
   size_t xs, ys;
 } cast_job;
 
-/* int32 and uint8 to float, the casts of quantize_dynamic models, in
- * loops GCC vectorizes (see ER_I32_BLOCK); (float) rounds to nearest
- * even, as the reference's. */
+/* int32 and uint8 to float (the casts of quantize_dynamic models) and bool
+ * to float (one-hot masks), in loops GCC vectorizes (see ER_I32_BLOCK);
+ * (float) rounds to nearest even, as the reference's. */
 static void i32_to_f32(const int32_t *restrict x, float *restrict y, int64_t n) {
   int64_t i = 0;
   for (; i + ER_I32_BLOCK <= n; i += ER_I32_BLOCK)
@@ -477,8 +478,19 @@ static void u8_to_f32(const uint8_t *restrict x, float *restrict y, int64_t n) {
   for (; i < n; i++) y[i] = (float)x[i];
 }
 
+static void bool_to_f32(const uint8_t *restrict x, float *restrict y, int64_t n) {
+  int64_t i = 0;
+  for (; i + ER_I32_BLOCK <= n; i += ER_I32_BLOCK)
+    for (int k = 0; k < ER_I32_BLOCK; k++) y[i + k] = x[i + k] ? 1.0f : 0.0f;
+  for (; i < n; i++) y[i] = x[i] ? 1.0f : 0.0f;
+}
+
 static void cast_chunk(void *arg, int64_t begin, int64_t end) {
   const cast_job *j = arg;
+  if (j->xt == ER_DTYPE_BOOL && j->yt == ER_DTYPE_FLOAT) {
+    bool_to_f32(j->x + begin, (float *)(void *)j->y + begin, end - begin);
+    return;
+  }
   if (j->xt == ER_DTYPE_INT32 && j->yt == ER_DTYPE_FLOAT) {
     i32_to_f32((const int32_t *)(const void *)j->x + begin, (float *)(void *)j->y + begin, end - begin);
     return;
@@ -502,6 +514,150 @@ static er_status cast_run(const er_kernel_run *kr) {
 }
 
 static const er_cpu_kernel k_cast = {"any_cast__scalar", "Cast", "", cast_supports, NULL, cast_run, NULL};
+
+/* ======================================================================== */
+/* ReduceSum, ReduceMean                                                     */
+/* ======================================================================== */
+
+/* Float32 sums and means over one contiguous run of axes, known at compile
+ * time: x as [outer, r, inner], y [outer, inner]. The reference walks each
+ * output's elements by strides; here inner rows are summed whole, in
+ * double as the reference does (its order: the reduced elements in index
+ * order; here the same per output, in lanes for a reduced last axis), and
+ * outputs are split over the workers. JAX exports write LayerNorm this way
+ * (Magika: ReduceSum over the middle axis of [1, 2048, 64]). */
+typedef struct red_state {
+  int a0, a1;           /* reduced axes [a0, a1] of the known rank */
+  int rank;
+  bool mean;
+} red_state;
+
+static bool red_axes(const er_kernel_info *ki, red_state *s) {
+  const er_tensor *x = er__ki_in(ki, 0);
+  if (!x || x->dtype != ER_DTYPE_FLOAT || x->rank < 1 || ki->n_out != 1 || !ki->out[0] ||
+      ki->out[0]->dtype != ER_DTYPE_FLOAT)
+    return false;
+  bool sum = strcmp(ki->node->op_type, "ReduceSum") == 0;
+  int since = sum ? 13 : 18;
+  const int64_t *ax = NULL;
+  int64_t n = 0;
+  if (ki->node->version >= since) {
+    const er_tensor *t = er__ki_in(ki, 1);
+    if (!t || !t->data || t->dtype != ER_DTYPE_INT64) return false;
+    ax = t->data;
+    n = er__tensor_count(t);
+  } else {
+    er_kctx ctx = er__ki_ctx(ki);
+    if (er__attr_ints(&ctx, "axes", &ax, &n) != ER_STATUS_OK || !ax) return false;
+  }
+  if (n < 1 || n > ER_MAX_RANK) return false;
+  bool mask[ER_MAX_RANK] = {false};
+  for (int64_t i = 0; i < n; i++) {
+    int64_t a = ax[i] < 0 ? ax[i] + x->rank : ax[i];
+    if (a < 0 || a >= x->rank) return false;
+    mask[a] = true;
+  }
+  int a0 = -1, a1 = -1;
+  for (int d = 0; d < x->rank; d++)
+    if (mask[d]) {
+      if (a0 < 0) a0 = d;
+      else if (a1 != d - 1) return false;   /* not one run */
+      a1 = d;
+    }
+  s->a0 = a0, s->a1 = a1, s->rank = x->rank;
+  s->mean = !sum;
+  return true;
+}
+
+static bool red_supports(const er_kernel_info *ki) {
+  red_state s;
+  return red_axes(ki, &s);
+}
+
+static er_status red_prepare(const er_kernel_info *ki, void **state_out, size_t *scratch_out) {
+  red_state *s = calloc(1, sizeof *s);
+  if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for a reduction kernel");
+  red_axes(ki, s);
+  *scratch_out = 0;
+  *state_out = s;
+  return ER_STATUS_OK;
+}
+
+#define RED_COLS 256   /* inner columns summed together (doubles on the stack) */
+
+typedef struct red_job {
+  const float *x;
+  float *y;
+  int64_t outer, r, inner, col_blocks;
+  double div;           /* 1, or r for a mean (divided in double, as the reference) */
+} red_job;
+
+/* Outputs of a reduced last axis: contiguous runs of r. */
+static void red_rows(void *arg, int64_t begin, int64_t end) {
+  const red_job *j = arg;
+  for (int64_t o = begin; o < end; o++) {
+    const float *restrict x = j->x + o * j->r;
+    double acc[16] = {0};
+    int64_t i = 0;
+    for (; i + 16 <= j->r; i += 16)
+      for (int k = 0; k < 16; k++) acc[k] += x[i + k];
+    double t = 0;
+    for (int k = 0; k < 16; k++) t += acc[k];
+    for (; i < j->r; i++) t += x[i];
+    j->y[o] = (float)(t / j->div);
+  }
+}
+
+/* Outputs with inner columns: unit u is one outer index and one block of
+ * up to RED_COLS columns, summed down the reduced rows. */
+static void red_cols(void *arg, int64_t begin, int64_t end) {
+  const red_job *j = arg;
+  for (int64_t u = begin; u < end; u++) {
+    int64_t o = u / j->col_blocks, c0 = u % j->col_blocks * RED_COLS;
+    int64_t nc = j->inner - c0 < RED_COLS ? j->inner - c0 : RED_COLS;
+    double acc[RED_COLS];
+    for (int64_t c = 0; c < nc; c++) acc[c] = 0;
+    const float *x = j->x + o * j->r * j->inner + c0;
+    for (int64_t q = 0; q < j->r; q++) {
+      const float *restrict row = x + q * j->inner;
+      int64_t c = 0;
+      for (; c + 16 <= nc; c += 16)
+        for (int k = 0; k < 16; k++) acc[c + k] += row[c + k];
+      for (; c < nc; c++) acc[c] += row[c];
+    }
+    float *y = j->y + o * j->inner + c0;
+    for (int64_t c = 0; c < nc; c++) y[c] = (float)(acc[c] / j->div);
+  }
+}
+
+static er_status red_run(const er_kernel_run *kr) {
+  const red_state *s = kr->state;
+  const er_tensor *x = kr->ctx->in[0];
+  er_tensor *y = kr->ctx->out[0];
+  if (x->rank != s->rank) return er__kr_reference(kr);
+  int64_t outer = 1, r = 1, inner = 1;
+  for (int d = 0; d < x->rank; d++) {
+    if (d < s->a0) outer *= x->dims[d];
+    else if (d <= s->a1) r *= x->dims[d];
+    else inner *= x->dims[d];
+  }
+  /* The mean of nothing, and empty outputs: the reference's business. */
+  if (r == 0 || er__tensor_count(y) != outer * inner) return er__kr_reference(kr);
+  if (outer * inner == 0) return ER_STATUS_OK;
+  red_job j = {x->data, y->data, outer, r, inner, (inner + RED_COLS - 1) / RED_COLS,
+               s->mean ? (double)r : 1.0};
+  if (inner == 1)
+    er__parallel_for(kr->pool, outer, max64(1, ELTWISE_GRAIN / r), red_rows, &j);
+  else
+    er__parallel_for(kr->pool, outer * j.col_blocks, max64(1, ELTWISE_GRAIN / (r * min64(inner, RED_COLS))),
+                     red_cols, &j);
+  return ER_STATUS_OK;
+}
+
+static const er_cpu_kernel k_reduce_sum = {"f32_reduce_sum__scalar", "ReduceSum", "", red_supports, red_prepare,
+                                           red_run, free};
+static const er_cpu_kernel k_reduce_mean = {"f32_reduce_mean__scalar", "ReduceMean", "", red_supports,
+                                            red_prepare, red_run, free};
 
 /* ======================================================================== */
 /* The kernel table                                                          */
@@ -568,6 +724,6 @@ const er_cpu_kernel *const er__kernels_eltwise[] = {
 #if defined(__aarch64__)
     ELTWISE_LIST(neon)
 #endif
-    &k_i32_add, &k_i32_sub, &k_i32_mul, &k_cast,
+    &k_i32_add, &k_i32_sub, &k_i32_mul, &k_cast, &k_reduce_sum, &k_reduce_mean,
     NULL,
 };
