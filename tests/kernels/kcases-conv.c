@@ -173,6 +173,34 @@ static void gen_conv_family(case_fn fn, void *arg, bool fused) {
     if (fused) kc_attr_string(&c, "activation", "Relu");
     fn(&c, arg);
   }
+  /* X of unknown rank at compile time (Silero VAD's STFT input leaves an
+   * If whose branches differ in rank): the GEMM and depthwise kernels
+   * must still take the node, with the rank W gives. */
+  static const conv_spec anyrank[] = {
+      {1, 1, 1, 640, 258, 1, 256, 1, 64, 1, 1, {0, 0, 0, 0}, 1, NULL},
+      {1, 12, 1, 30, 12, 1, 5, 1, 1, 1, 1, {0, 2, 0, 2}, 12, NULL},
+      {2, 6, 9, 7, 10, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},
+  };
+  for (size_t i = 0; i < ER_ARRAY_LEN(anyrank); i++) {
+    const conv_spec *s = &anyrank[i];
+    bool one_d = s->h == 1 && s->kh == 1 && s->dh == 1 && i < 2;
+    kc_begin(&c, op, domain, version, "%s x of unknown rank [%lld,%lld,%lld,%lld] w[%lld,%lld,%lld,%lld] g%lld", op,
+             (long long)s->n, (long long)s->c, (long long)s->h, (long long)s->w, (long long)s->m,
+             (long long)(s->c / s->group), (long long)s->kh, (long long)s->kw, (long long)s->group);
+    if (one_d) {
+      kc_input(&c, 3, DIMS(s->n, s->c, s->w), -1, 1, false);
+      kc_input(&c, 3, DIMS(s->m, s->c / s->group, s->kw), -1, 1, true);
+    } else {
+      kc_input(&c, 4, DIMS(s->n, s->c, s->h, s->w), -1, 1, false);
+      kc_input(&c, 4, DIMS(s->m, s->c / s->group, s->kh, s->kw), -1, 1, true);
+    }
+    kc_input(&c, 1, DIMS(s->m), -1, 1, true);
+    add_conv_attrs(&c, s, one_d);
+    if (fused) kc_attr_string(&c, "activation", "Relu");
+    c.unknown_rank = true;
+    c.must_take = s->group > 1 ? "_dwconv_" : "_conv_gemm_";
+    fn(&c, arg);
+  }
   /* Pixel-major layers (few pixels, whole channel panels) with residual,
    * constant weights and bias, 1x1 and 3x3. */
   if (fused) {

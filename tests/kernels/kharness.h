@@ -51,6 +51,10 @@ typedef struct kcase {
   int n_out;
   bool dynamic;                  /* non-constant dims unknown at compile time */
   bool dynamic_batch;            /* only their dim 0 unknown at compile time */
+  bool unknown_rank;             /* non-constant inputs of unknown rank at compile
+                                    time (an If whose branches differ) */
+  const char *must_take;         /* kernels whose name holds this must support the
+                                    case (NULL: any may decline) */
   tolerance tol;
   uint64_t rng;
 } kcase;

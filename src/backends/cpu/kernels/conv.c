@@ -29,10 +29,12 @@ static bool conv_common_ok(const er_kernel_info *ki, bool fused) {
   for (int i = 2; i < ki->n_in; i++)
     if (ki->in[i] && ki->in[i]->dtype != ER_DTYPE_FLOAT) return false;
   if (!fused && ki->n_in > 3) return false;
+  /* X of unknown rank (an If whose branches differ, as in Silero VAD's
+   * STFT input) has W's rank whenever the node runs: its check says so. */
   const er_tensor *x = ki->in[0], *w = ki->in[1];
-  if (x->rank != w->rank || (x->rank != 3 && x->rank != 4)) return false;
+  if ((x->rank >= 0 && x->rank != w->rank) || (w->rank != 3 && w->rank != 4)) return false;
   er_kctx ctx = er__ki_ctx(ki);
-  if (!er__window_attrs_ok(&ctx, x->rank)) return false;
+  if (!er__window_attrs_ok(&ctx, w->rank)) return false;
   if (fused) {
     er_activation act;
     if (er__act_from_node(&ctx, &act) != ER_STATUS_OK) {
