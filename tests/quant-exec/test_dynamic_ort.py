@@ -43,6 +43,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
+import ort_int8  # noqa: E402
 
 passed = failed = 0
 
@@ -99,7 +101,11 @@ def compare(build, path, feeds, tmp, what, atol=1e-4):
 
 
 def q8(rng, shape, signed):
-    return rng.integers(-127 if signed else 0, 128 if signed else 256, size=shape).astype(np.int8 if signed else np.uint8)
+    # int8 weights within what onnxruntime computes exactly on this CPU
+    # (7 bits where its kernels saturate; tests/models/ort_int8.py).
+    lim = ort_int8.weight_limit()
+    return rng.integers(-lim if signed else 0, lim + 1 if signed else 256,
+                        size=shape).astype(np.int8 if signed else np.uint8)
 
 
 def dq_lstm_model(path, rng, direction, signed, per_column, bias, states, seq_lens, peep, clip, forget, with_y,
@@ -202,11 +208,16 @@ def test_quantize_dynamic(build, tmp):
     src, dst = os.path.join(tmp, "lstm_fc.onnx"), os.path.join(tmp, "lstm_fc.dq.onnx")
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), src)
     for wt in (QuantType.QInt8, QuantType.QUInt8):
-        quantize_dynamic(src, dst, weight_type=wt)
+        quantize_dynamic(src, dst, weight_type=wt, reduce_range=ort_int8.SATURATES)
         ops = {n.op_type for n in onnx.load(dst).graph.node}
         check("DynamicQuantizeLSTM" in ops, "quantize_dynamic wrote no DynamicQuantizeLSTM (%s)" % sorted(ops))
+        # Without VNNI onnxruntime's uint8 x uint8 MatMulInteger is not exact
+        # either, even with reduce_range (5.8e-3 on a Zen 3 EPYC, where
+        # the hand-built uint8 LSTMs above match to 2e-7): a looser bound.
+        loose = ort_int8.SATURATES and wt == QuantType.QUInt8
         compare(build, dst, {"x": rng.standard_normal((S, N, I)).astype(np.float32)}, tmp,
-                "quantize_dynamic, %s weights" % ("int8" if wt == QuantType.QInt8 else "uint8"))
+                "quantize_dynamic, %s weights" % ("int8" if wt == QuantType.QInt8 else "uint8"),
+                atol=2e-2 if loose else 1e-4)
 
 
 def test_ddddocr_old(build, tmp):
@@ -242,6 +253,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     args = ap.parse_args()
+    if ort_int8.SATURATES:
+        print(f"note: {ort_int8.explain()}: int8 weights are built within 7 bits, quantize_dynamic uses reduce_range")
     with tempfile.TemporaryDirectory() as tmp:
         test_dq_lstm(args.build, tmp)
         test_quantize_dynamic(args.build, tmp)

@@ -60,6 +60,7 @@ from onnx import numpy_helper, version_converter
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
 import gen_models  # noqa: E402
+import ort_int8  # noqa: E402
 
 DIGITS = os.path.join(ROOT, "models", "digits")
 
@@ -102,7 +103,9 @@ def tmp(name):
 
 
 def session(path):
-    so = ort.SessionOptions()
+    """onnxruntime session; QDQ models run with its QDQ fusion off where
+    its fused int8 kernels saturate (tests/models/ort_int8.py)."""
+    so = ort_int8.qdq_session_options(ort.SessionOptions())
     so.intra_op_num_threads = 1
     return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
@@ -641,6 +644,8 @@ def main():
     ap.add_argument("--only", nargs="*")
     args = ap.parse_args()
     EDGERUN = os.path.abspath(args.edgerun)
+    if ort_int8.SATURATES:
+        print(f"note: {ort_int8.explain()}: QDQ models run with onnxruntime's QDQ fusion off")
     with tempfile.TemporaryDirectory(prefix="er-quant-e2e-") as d:
         TMP = d
         for t in TESTS:
