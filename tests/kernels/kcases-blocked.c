@@ -32,6 +32,13 @@ static const bconv_spec conv_specs[] = {
     {1, 16, 2, 14, 48, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, false, NULL},
     {2, 24, 3, 15, 20, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, false, NULL},   /* channels not whole blocks */
     {1, 64, 7, 29, 16, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, false, NULL},
+    /* 1x1 layers whose work units take the ISA's widest groups (AVX2: 4
+     * blocks) over several passes of input blocks (sums kept in y between
+     * passes): a last group of 3 blocks, one of 1, a partial last block,
+     * rows flattened with a short last row, a batch, stride 2. */
+    {1, 200, 5, 7, 84, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, false, NULL},
+    {2, 136, 4, 6, 40, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, false, NULL},
+    {1, 280, 9, 9, 72, 1, 1, 2, 2, 1, 1, {0, 0, 0, 0}, false, false, NULL},
     /* 3x3 with padding (the padded copy), strides, dilation. */
     {1, 16, 7, 7, 32, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, false, false, NULL},
     {1, 20, 9, 13, 36, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, false, false, NULL},

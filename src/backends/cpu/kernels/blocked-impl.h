@@ -21,13 +21,33 @@
 #include <float.h>
 #include <math.h>
 
+/* A work unit (group) has up to a->gb output blocks (2, or BK_GB_MAX for
+ * 1x1 layers where the ISA allows more); a tile of nb blocks is up to
+ * BK_R_FOR(nb) pixels wide, so that it keeps about BK_ACC accumulators.
+ * On AVX2 (16 registers) 1x1 layers take 4 blocks x 3 pixels: each
+ * broadcast input then feeds four FMAs, and the input is re-read once
+ * per 32 output channels instead of per 16. */
 #if VN == 16
 #define BK_RMAX 14
+#define BK_GB_MAX 2
+#define BK_ACC 28
 #elif VN == 8
 #define BK_RMAX 6
+#define BK_GB_MAX 4
+#define BK_ACC 12
 #else
 #define BK_RMAX 12
+#define BK_GB_MAX 2
+#define BK_ACC 24
 #endif
+/* Bytes of a group's weights a row is run with at a time (input blocks
+ * chunked so that they stay in L1; 0: all blocks at once). */
+#if VN == 8
+#define BK_KCHUNK_BYTES (16 * 1024)
+#else
+#define BK_KCHUNK_BYTES 0
+#endif
+#define BK_R_FOR(nb) (BK_ACC / (nb) < BK_RMAX ? BK_ACC / (nb) : BK_RMAX)
 #define BK_DW_R 8
 /* The dense tile prefetches its weights this many lane steps ahead (two
  * taps at B = 16): ResNet-50's 3x3 layers stream up to 9 MB of weights
@@ -35,6 +55,11 @@
  * (55.2 -> 52.2-52.9 ms for the model on this Xeon; 16 ahead gained
  * less, 64 no more). */
 #define BK_PF_LANES 32
+#ifndef BK_UNROLL_FEW
+#define BK_UNROLL_FEW 1
+#endif
+#define BK_STR(x) #x
+#define BK_UNROLL(n) _Pragma(BK_STR(GCC unroll n))
 
 /* ---- epilogue ---------------------------------------------------------------- */
 
@@ -56,16 +81,21 @@ static inline vf bk_keep(vf x, int valid) {
  * Reading a 16-channel planar input at stride 1 with run-time strides cost
  * 50% more than the same layer on a blocked input (YOLOv8n's C2f
  * bottlenecks, which read their Split's planar halves in place). */
+/* Input blocks [cb0, cb1): a tile that does not start at block 0 resumes
+ * the sums it left in y; one that does not end at the last block leaves
+ * them there, without the residual or the activation. */
 static inline __attribute__((always_inline)) void bk_conv_tile(const er_bconv *a, int64_t g, int64_t oy,
-                                                               int64_t ox0, const int R, const int NB,
-                                                               const int MODE) {
-  vf acc[BK_RMAX][2];
-  const int64_t ob = 2 * g;
+                                                               int64_t ox0, int64_t cb0, int64_t cb1,
+                                                               const int R, const int NB, const int MODE) {
+  vf acc[BK_RMAX][BK_GB_MAX];
+  const int64_t ob = a->gb * g;
+  float *yt = a->y + ob * a->ybs + (oy * a->ow + ox0) * VN;
 #pragma GCC unroll 16
   for (int p = 0; p < BK_RMAX; p++)
-#pragma GCC unroll 2
-    for (int v = 0; v < 2; v++)
-      if (p < R && v < NB) acc[p][v] = a->bias ? v_ld(a->bias + (ob + v) * VN) : v_zero();
+#pragma GCC unroll 4
+    for (int v = 0; v < BK_GB_MAX; v++)
+      if (p < R && v < NB)
+        acc[p][v] = cb0 ? v_ld(yt + v * a->ybs + p * VN) : a->bias ? v_ld(a->bias + (ob + v) * VN) : v_zero();
   const bool blk = MODE == 1 || MODE == 2, planar = MODE >= 3 || (MODE == 0 && a->planar);
   const int64_t sw = MODE == 1 || MODE == 3 ? 1 : MODE == 2 || MODE == 4 ? 2 : a->sw;
   const int64_t lanes = blk ? VN : a->lanes, kh = a->kh, kw = a->kw;
@@ -79,31 +109,70 @@ static inline __attribute__((always_inline)) void bk_conv_tile(const er_bconv *a
   while (ky0 < kh && iy0 + ky0 * a->dh < 0) ky0++;
   while (ky1 > ky0 && iy0 + (ky1 - 1) * a->dh >= a->h) ky1--;
   const float *wg = a->wp + ob * wblock;
-  for (int64_t cb = 0; cb < a->cbk; cb++) {
+  for (int64_t cb = cb0; cb < cb1; cb++) {
     for (int64_t ky = ky0; ky < ky1; ky++) {
       const float *row = a->x + cb * bs + (iy0 + ky * a->dh) * rs;
       for (int64_t kx = 0; kx < kw; kx++) {
         const float *xp = row + (ox0 * sw - a->pl + kx * a->dw) * ps;
         const float *wt = wg + ((cb * kh + ky) * kw + kx) * wtap;
-        for (int64_t l = 0; l < lanes; l++) {
-          __builtin_prefetch(wt + (l + BK_PF_LANES) * VN, 0, 3);
-          if (NB > 1) __builtin_prefetch(wt + wblock + (l + BK_PF_LANES) * VN, 0, 3);
-          vf w0 = v_ld(wt + l * VN), w1 = NB > 1 ? v_ld(wt + wblock + l * VN) : w0;
-          const float *xl = xp + l * ls;
+        if (R < NB) {
+          BK_UNROLL(BK_UNROLL_FEW)
+          for (int64_t l = 0; l < lanes; l++) {
+            const float *xl = xp + l * ls;
+            /* Fewer pixels than blocks (4 x 3 on AVX2): the R broadcasts
+             * first, then one weight vector at a time, as registers allow
+             * (R * NB + R + 1). */
+            vf bv[BK_RMAX];
 #pragma GCC unroll 16
-          for (int p = 0; p < BK_RMAX; p++) {
-            if (p < R) {
-              vf bv = v_set(xl[p * pstep]);
-              acc[p][0] = v_fma(bv, w0, acc[p][0]);
-              if (NB > 1) acc[p][1] = v_fma(bv, w1, acc[p][1]);
+            for (int p = 0; p < BK_RMAX; p++)
+              if (p < R) bv[p] = v_set(xl[p * pstep]);
+#pragma GCC unroll 4
+            for (int v = 0; v < BK_GB_MAX; v++) {
+              if (v < NB) {
+                vf wv = v_ld(wt + v * wblock + l * VN);
+#pragma GCC unroll 16
+                for (int p = 0; p < BK_RMAX; p++)
+                  if (p < R) acc[p][v] = v_fma(bv[p], wv, acc[p][v]);
+              }
+            }
+          }
+        } else {
+          for (int64_t l = 0; l < lanes; l++) {
+            const float *xl = xp + l * ls;
+            /* The NB weight vectors first, then one broadcast at a time
+             * (R * NB + NB + 1 registers). */
+            vf wv[BK_GB_MAX];
+#pragma GCC unroll 4
+            for (int v = 0; v < BK_GB_MAX; v++) {
+              if (v < NB) {
+                __builtin_prefetch(wt + v * wblock + (l + BK_PF_LANES) * VN, 0, 3);
+                wv[v] = v_ld(wt + v * wblock + l * VN);
+              }
+            }
+#pragma GCC unroll 16
+            for (int p = 0; p < BK_RMAX; p++) {
+              if (p < R) {
+                vf bv = v_set(xl[p * pstep]);
+#pragma GCC unroll 4
+                for (int v = 0; v < BK_GB_MAX; v++)
+                  if (v < NB) acc[p][v] = v_fma(bv, wv[v], acc[p][v]);
+              }
             }
           }
         }
       }
     }
   }
-#pragma GCC unroll 2
-  for (int v = 0; v < 2; v++) {
+  if (cb1 < a->cbk) {
+#pragma GCC unroll 16
+    for (int p = 0; p < BK_RMAX; p++)
+#pragma GCC unroll 4
+      for (int v = 0; v < BK_GB_MAX; v++)
+        if (p < R && v < NB) v_st(yt + v * a->ybs + p * VN, acc[p][v]);
+    return;
+  }
+#pragma GCC unroll 4
+  for (int v = 0; v < BK_GB_MAX; v++) {
     if (v >= NB) break;
     int valid = (int)(a->m - (ob + v) * VN);
     int64_t at = (ob + v) * a->ybs + (oy * a->ow + ox0) * VN;
@@ -114,30 +183,35 @@ static inline __attribute__((always_inline)) void bk_conv_tile(const er_bconv *a
       if (p < R) {
         vf o = acc[p][v];
         if (add) o = v_add(o, v_ld(add + p * VN));
-        o = bk_keep(v_act(o, &a->act), valid);
+        o = bk_keep(v_act_fast(o, &a->act), valid);
         v_st(y + p * VN, o);
       }
     }
   }
 }
 
-/* One instance per tile width and mode, so that the accumulators stay in
- * registers and the input strides are constants. */
-#define BK_CONV_TILE(R)                                                                          \
-  static void bk_conv_##R(const er_bconv *a, int64_t g, int64_t oy, int64_t ox0, int nb, int mode) { \
-    switch (mode * 2 + (nb > 1)) {                                                               \
-      case 0: bk_conv_tile(a, g, oy, ox0, R, 1, 0); break;                                      \
-      case 1: bk_conv_tile(a, g, oy, ox0, R, 2, 0); break;                                      \
-      case 2: bk_conv_tile(a, g, oy, ox0, R, 1, 1); break;                                      \
-      case 3: bk_conv_tile(a, g, oy, ox0, R, 2, 1); break;                                      \
-      case 4: bk_conv_tile(a, g, oy, ox0, R, 1, 2); break;                                      \
-      case 5: bk_conv_tile(a, g, oy, ox0, R, 2, 2); break;                                      \
-      case 6: bk_conv_tile(a, g, oy, ox0, R, 1, 3); break;                                      \
-      case 7: bk_conv_tile(a, g, oy, ox0, R, 2, 3); break;                                      \
-      case 8: bk_conv_tile(a, g, oy, ox0, R, 1, 4); break;                                      \
-      default: bk_conv_tile(a, g, oy, ox0, R, 2, 4); break;                                     \
-    }                                                                                            \
+/* One instance per tile width, block count and mode, so that the
+ * accumulators stay in registers and the input strides are constants. */
+#define BK_CONV_NB(R, NB)                                                                      \
+  static void bk_conv_##R##_##NB(const er_bconv *a, int64_t g, int64_t oy, int64_t ox0, int64_t cb0, \
+                                 int64_t cb1, int mode) {                                      \
+    switch (mode) {                                                                            \
+      case 0: bk_conv_tile(a, g, oy, ox0, cb0, cb1, R, NB, 0); break;                          \
+      case 1: bk_conv_tile(a, g, oy, ox0, cb0, cb1, R, NB, 1); break;                          \
+      case 2: bk_conv_tile(a, g, oy, ox0, cb0, cb1, R, NB, 2); break;                          \
+      case 3: bk_conv_tile(a, g, oy, ox0, cb0, cb1, R, NB, 3); break;                          \
+      default: bk_conv_tile(a, g, oy, ox0, cb0, cb1, R, NB, 4); break;                         \
+    }                                                                                          \
   }
+typedef void (*bk_conv_fn)(const er_bconv *a, int64_t g, int64_t oy, int64_t ox0, int64_t cb0, int64_t cb1,
+                           int mode);
+#if BK_GB_MAX == 4
+#define BK_CONV_TILE(R) BK_CONV_NB(R, 1) BK_CONV_NB(R, 2) BK_CONV_NB(R, 3) BK_CONV_NB(R, 4)
+#define BK_CONV_ROW(R) {NULL, bk_conv_##R##_1, bk_conv_##R##_2, bk_conv_##R##_3, bk_conv_##R##_4}
+#else
+#define BK_CONV_TILE(R) BK_CONV_NB(R, 1) BK_CONV_NB(R, 2)
+#define BK_CONV_ROW(R) {NULL, bk_conv_##R##_1, bk_conv_##R##_2}
+#endif
 BK_CONV_TILE(1)
 BK_CONV_TILE(2)
 BK_CONV_TILE(3)
@@ -157,28 +231,36 @@ BK_CONV_TILE(13)
 BK_CONV_TILE(14)
 #endif
 #undef BK_CONV_TILE
+#undef BK_CONV_NB
 
-typedef void (*bk_conv_fn)(const er_bconv *a, int64_t g, int64_t oy, int64_t ox0, int nb, int mode);
-static const bk_conv_fn bk_conv_by_r[BK_RMAX + 1] = {
-    NULL, bk_conv_1, bk_conv_2, bk_conv_3, bk_conv_4, bk_conv_5, bk_conv_6,
+/* [R][nb]: tiles wider than BK_R_FOR(nb) are never called. */
+static const bk_conv_fn bk_conv_by_r[BK_RMAX + 1][BK_GB_MAX + 1] = {
+    {NULL}, BK_CONV_ROW(1), BK_CONV_ROW(2), BK_CONV_ROW(3), BK_CONV_ROW(4), BK_CONV_ROW(5), BK_CONV_ROW(6),
 #if BK_RMAX > 6
-    bk_conv_7, bk_conv_8, bk_conv_9, bk_conv_10, bk_conv_11, bk_conv_12,
+    BK_CONV_ROW(7), BK_CONV_ROW(8), BK_CONV_ROW(9), BK_CONV_ROW(10), BK_CONV_ROW(11), BK_CONV_ROW(12),
 #endif
 #if BK_RMAX > 12
-    bk_conv_13, bk_conv_14,
+    BK_CONV_ROW(13), BK_CONV_ROW(14),
 #endif
 };
+#undef BK_CONV_ROW
 
 static void bk_conv(const er_bconv *a, int64_t u0, int64_t u1) {
   const int mode = a->sw == 1 || a->sw == 2 ? (int)a->sw + (a->planar ? 2 : 0) : 0;
   for (int64_t u = u0; u < u1; u++) {
     int64_t g = a->rows_outer ? u % a->groups : u / a->oh;
     int64_t oy = a->rows_outer ? u / a->groups : u % a->oh;
-    int nb = a->mb - 2 * g >= 2 ? 2 : 1;
+    const int nb = a->mb - a->gb * g >= a->gb ? (int)a->gb : (int)(a->mb - a->gb * g);
+    const int r = BK_R_FOR(nb);
     const int64_t ow = a->ow_last && oy == a->oh - 1 ? a->ow_last : a->ow;
-    int64_t ox = 0;
-    for (; ox + BK_RMAX <= ow; ox += BK_RMAX) bk_conv_by_r[BK_RMAX](a, g, oy, ox, nb, mode);
-    if (ox < ow) bk_conv_by_r[ow - ox](a, g, oy, ox, nb, mode);
+    /* The row once per chunk of input blocks, so that the chunk's weights
+     * stay in L1 across the row. */
+    for (int64_t cb0 = 0; cb0 < a->cbk; cb0 += a->kchunk) {
+      const int64_t cb1 = cb0 + a->kchunk < a->cbk ? cb0 + a->kchunk : a->cbk;
+      int64_t ox = 0;
+      for (; ox + r <= ow; ox += r) bk_conv_by_r[r][nb](a, g, oy, ox, cb0, cb1, mode);
+      if (ox < ow) bk_conv_by_r[ow - ox][nb](a, g, oy, ox, cb0, cb1, mode);
+    }
   }
 }
 
@@ -224,10 +306,11 @@ static void bk_max_fix(const er_bdw *a, int64_t cb, int64_t oy, int64_t ox) {
 /* R output pixels ox0.. of row oy of block cb, every tap inside the input
  * for every pixel (interior) when `inside`, else each pixel's own taps. */
 /* KW: 3 or 5 for a stride-1, undilated depthwise window of that width
- * (the shared-row path), else 0. */
+ * (the shared-row path), else 0. S2: 3 or 5 for a stride-2, undilated
+ * depthwise window of that width (every offset a constant), else 0. */
 static inline __attribute__((always_inline)) void bk_dw_tile(const er_bdw *a, int64_t cb, int64_t oy, int64_t ox0,
                                                              const int R, const bool inside, const int pool,
-                                                             const int KW) {
+                                                             const int KW, const int S2) {
   vf acc[BK_DW_R];
   const int64_t iy0 = oy * a->sh - a->pt;
   int64_t ky0, ky1;
@@ -256,6 +339,18 @@ static inline __attribute__((always_inline)) void bk_dw_tile(const er_bdw *a, in
 #pragma GCC unroll 8
         for (int p = 0; p < BK_DW_R; p++)
           if (p < R) acc[p] = v_fma(xv[p + kx], wt, acc[p]);
+      }
+    } else if (inside && S2 && !pool) {
+      /* Stride 2 (MobileNet's downsampling layers): with constant offsets
+       * every input load folds into its FMA; run-time strides cost these
+       * layers about twice onnxruntime's time on a Zen 3 EPYC. */
+      const float *xp = row + (ox0 * 2 - a->pl) * VN;
+#pragma GCC unroll 5
+      for (int kx = 0; kx < S2; kx++) {
+        vf wt = v_ld(wb + (ky * S2 + kx) * VN);
+#pragma GCC unroll 8
+        for (int p = 0; p < BK_DW_R; p++)
+          if (p < R) acc[p] = v_fma(v_ld(xp + (2 * p + kx) * VN), wt, acc[p]);
       }
     } else if (inside) {
       for (int64_t kx = 0; kx < a->kw; kx++) {
@@ -312,7 +407,7 @@ static inline __attribute__((always_inline)) void bk_dw_tile(const er_bdw *a, in
       vf o = acc[p];
       if (!pool) {
         if (a->add) o = v_add(o, v_ld(a->add + ((cb * a->oh + oy) * a->ow + ox0 + p) * VN));
-        o = bk_keep(v_act(o, &a->act), (int)(a->m - cb * VN));
+        o = bk_keep(v_act_fast(o, &a->act), (int)(a->m - cb * VN));
       } else if (pool == 1) {
         low |= v_any(v_lt(o, v_set(-FLT_MAX)));
       }
@@ -335,13 +430,13 @@ static void bk_inside(const er_bdw *a, int64_t *lo, int64_t *hi) {
 }
 
 static inline __attribute__((always_inline)) void bk_dw_row(const er_bdw *a, int64_t cb, int64_t oy, int64_t lo,
-                                                            int64_t hi, const int pool, const int KW) {
-  for (int64_t ox = 0; ox < lo; ox++) bk_dw_tile(a, cb, oy, ox, 1, false, pool, 0);
+                                                            int64_t hi, const int pool, const int KW, const int S2) {
+  for (int64_t ox = 0; ox < lo; ox++) bk_dw_tile(a, cb, oy, ox, 1, false, pool, 0, 0);
   int64_t ox = lo;
-  for (; ox + BK_DW_R <= hi; ox += BK_DW_R) bk_dw_tile(a, cb, oy, ox, BK_DW_R, true, pool, KW);
-  for (; ox + 4 <= hi; ox += 4) bk_dw_tile(a, cb, oy, ox, 4, true, pool, KW);
-  for (; ox < hi; ox++) bk_dw_tile(a, cb, oy, ox, 1, true, pool, KW);
-  for (ox = hi > lo ? hi : lo; ox < a->ow; ox++) bk_dw_tile(a, cb, oy, ox, 1, false, pool, 0);
+  for (; ox + BK_DW_R <= hi; ox += BK_DW_R) bk_dw_tile(a, cb, oy, ox, BK_DW_R, true, pool, KW, S2);
+  for (; ox + 4 <= hi; ox += 4) bk_dw_tile(a, cb, oy, ox, 4, true, pool, KW, S2);
+  for (; ox < hi; ox++) bk_dw_tile(a, cb, oy, ox, 1, true, pool, KW, S2);
+  for (ox = hi > lo ? hi : lo; ox < a->ow; ox++) bk_dw_tile(a, cb, oy, ox, 1, false, pool, 0, 0);
 }
 
 static void bk_dw(const er_bdw *a, int64_t u0, int64_t u1) {
@@ -350,14 +445,17 @@ static void bk_dw(const er_bdw *a, int64_t u0, int64_t u1) {
   for (int64_t u = u0; u < u1; u++) {
     int64_t cb = u / a->oh, oy = u % a->oh;
     bool shared = a->pool == 0 && a->sw == 1 && a->dw == 1;
+    bool s2 = a->pool == 0 && a->sw == 2 && a->dw == 1;
     switch (a->pool) {
       case 0:
-        if (shared && a->kw == 3) bk_dw_row(a, cb, oy, lo, hi, 0, 3);
-        else if (shared && a->kw == 5) bk_dw_row(a, cb, oy, lo, hi, 0, 5);
-        else bk_dw_row(a, cb, oy, lo, hi, 0, 0);
+        if (shared && a->kw == 3) bk_dw_row(a, cb, oy, lo, hi, 0, 3, 0);
+        else if (shared && a->kw == 5) bk_dw_row(a, cb, oy, lo, hi, 0, 5, 0);
+        else if (s2 && a->kw == 3) bk_dw_row(a, cb, oy, lo, hi, 0, 0, 3);
+        else if (s2 && a->kw == 5) bk_dw_row(a, cb, oy, lo, hi, 0, 0, 5);
+        else bk_dw_row(a, cb, oy, lo, hi, 0, 0, 0);
         break;
-      case 1: bk_dw_row(a, cb, oy, lo, hi, 1, 0); break;
-      default: bk_dw_row(a, cb, oy, lo, hi, 2, 0); break;
+      case 1: bk_dw_row(a, cb, oy, lo, hi, 1, 0, 0); break;
+      default: bk_dw_row(a, cb, oy, lo, hi, 2, 0, 0); break;
     }
   }
 }
@@ -448,7 +546,7 @@ static void bk_pad(const float *x, float *y, int64_t h, int64_t w, int64_t lanes
 
 #define BK_OPS_INIT                                                                                     \
   {                                                                                                     \
-    .isa = ER_ISA_NAME, .vn = VN, .rmax = BK_RMAX, .conv = bk_conv, .dw = bk_dw,                         \
+    .isa = ER_ISA_NAME, .vn = VN, .rmax = BK_RMAX, .acc = BK_ACC, .gb_max = BK_GB_MAX, .kchunk_bytes = BK_KCHUNK_BYTES, .conv = bk_conv, .dw = bk_dw,                         \
     .global_pool = bk_global_pool, .to_blocked = bk_to_blocked, .from_blocked = bk_from_blocked,         \
     .pad = bk_pad,                                                                                      \
   }

@@ -27,12 +27,16 @@ typedef struct er_bconv {
   float *y;                    /* [MB][OH][OW][B] */
   int64_t mb, m;               /* output blocks and channels */
   er_activation act;
-  /* Work unit u covers one output row of one group of up to 2 output
+  /* Work unit u covers one output row of one group of up to gb output
    * blocks; rows_outer orders units row-major (every group of a row, then
    * the next row: weights stay cached) or group-major (every row of a
    * group: its input rows stay cached). */
   bool rows_outer;
-  int64_t groups;              /* ceil(mb / 2) */
+  int64_t gb;                  /* output blocks per group: 2, or ops gb_max */
+  int64_t groups;              /* ceil(mb / gb) */
+  /* Input blocks per pass over an output row (cbk: one pass). Between
+   * passes the partial sums live in y, so not when add aliases y. */
+  int64_t kchunk;
   /* Floats between input blocks and between output blocks (h * w * B and
    * oh * ow * B, except for a flattened plane). */
   int64_t xbs, ybs;
@@ -62,7 +66,12 @@ typedef struct er_bdw {
 typedef struct er_blocked_ops {
   const char *isa;
   int vn;                      /* the block: floats per vector */
-  int rmax;                    /* pixels per dense tile */
+  int rmax;                    /* widest dense tile, in pixels */
+  int acc;                     /* accumulators a dense tile keeps: nb blocks x
+                                  min(acc / nb, rmax) pixels */
+  int gb_max;                  /* output blocks a 1x1 layer's work unit may take */
+  int64_t kchunk_bytes;        /* a 1x1 group's weight bytes per pass over a row
+                                  (0: all input blocks in one pass) */
   /* Dense convolution, work units [u0, u1). */
   void (*conv)(const er_bconv *a, int64_t u0, int64_t u1);
   /* Depthwise convolution or windowed pool, work units [u0, u1). */
