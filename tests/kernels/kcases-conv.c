@@ -198,7 +198,9 @@ static void gen_conv_family(case_fn fn, void *arg, bool fused) {
     add_conv_attrs(&c, s, one_d);
     if (fused) kc_attr_string(&c, "activation", "Relu");
     c.unknown_rank = true;
-    c.must_take = s->group > 1 ? "_dwconv_" : "_conv_gemm_";
+    /* The main GEMM tiles; AVX-512's 16 x 16 one takes only shapes it
+     * knows to fill better. */
+    c.must_take = s->group > 1 ? "_dwconv_" : "conv_gemm_6x16_|conv_gemm_14x32_|conv_gemm_8x8_";
     fn(&c, arg);
   }
   /* Pixel-major layers (few pixels, whole channel panels) with residual,

@@ -53,8 +53,9 @@ typedef struct kcase {
   bool dynamic_batch;            /* only their dim 0 unknown at compile time */
   bool unknown_rank;             /* non-constant inputs of unknown rank at compile
                                     time (an If whose branches differ) */
-  const char *must_take;         /* kernels whose name holds this must support the
-                                    case (NULL: any may decline) */
+  const char *must_take;         /* kernels whose name holds one of these '|'-separated
+                                    fragments must support the case (NULL: any may
+                                    decline) */
   tolerance tol;
   uint64_t rng;
 } kcase;
