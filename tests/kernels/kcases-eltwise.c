@@ -114,6 +114,10 @@ static const un_spec abs_s = {"Abs", 13, -5, 5, &TOL_EXACT_T};
 static const un_spec neg_s = {"Neg", 13, -5, 5, &TOL_EXACT_T};
 static const un_spec sqrt_s = {"Sqrt", 13, 0, 100, &TOL_EXACT_T};
 static const un_spec recip = {"Reciprocal", 13, -10, 10, &TOL_ARITH};
+/* Cephes' float log against the double reference: a few float ulp. The
+ * specials cases add zero, negatives, subnormals, infinities and NaN. */
+static const un_spec log_s = {"Log", 13, 0, 100, &TOL_EXPF};
+static const un_spec log_near1 = {"Log", 13, 0.5f, 2.0f, &TOL_EXPF};
 
 static void g_relu(case_fn fn, void *arg) { gen_unary_one(fn, arg, &relu, NULL, 1); }
 static void g_sigmoid(case_fn fn, void *arg) { gen_unary_one(fn, arg, &sigmoid, NULL, 1); }
@@ -127,6 +131,10 @@ static void g_clip(case_fn fn, void *arg) {
 }
 static void g_hardsigmoid(case_fn fn, void *arg) { gen_unary_one(fn, arg, &hardsigmoid, hardsigmoid_attrs, 2); }
 static void g_hardswish(case_fn fn, void *arg) { gen_unary_one(fn, arg, &hardswish, NULL, 1); }
+static void g_log(case_fn fn, void *arg) {
+  gen_unary_one(fn, arg, &log_s, NULL, 1);
+  gen_unary_one(fn, arg, &log_near1, NULL, 1);
+}
 static void g_leakyrelu(case_fn fn, void *arg) { gen_unary_one(fn, arg, &leakyrelu, leakyrelu_attrs, 2); }
 static void g_gelu(case_fn fn, void *arg) {
   gen_unary_one(fn, arg, &gelu, gelu_attrs, 2);
@@ -347,6 +355,7 @@ const case_gen kcases_eltwise[] = {
     {"Neg", "", g_neg},
     {"Sqrt", "", g_sqrt},
     {"Reciprocal", "", g_recip},
+    {"Log", "", g_log},
     {"Add", "", g_add},
     {"Sub", "", g_sub},
     {"Mul", "", g_mul},

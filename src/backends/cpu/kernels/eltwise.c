@@ -1,6 +1,6 @@
 /* eltwise.c - optimized CPU kernels of the "eltwise" group: float32
  * activations and unary math (Relu, Sigmoid, Tanh, Clip, HardSigmoid,
- * HardSwish, LeakyRelu, Gelu, Erf, Exp, Abs, Neg, Sqrt, Reciprocal) and
+ * HardSwish, LeakyRelu, Gelu, Erf, Exp, Abs, Neg, Sqrt, Reciprocal, Log) and
  * broadcasting binary ops (Add, Sub, Mul, Div, PRelu, Sum, Max, Min).
  *
  * Binary broadcasting is reduced once per run to a few collapsed axes:
@@ -93,6 +93,8 @@ static bool unary_of(const er_kernel_info *ki, er_unary *u, bool *clip_inputs) {
     u->op = ER_UNOP_SQRT;
   } else if (strcmp(op, "Reciprocal") == 0) {
     u->op = ER_UNOP_RECIPROCAL;
+  } else if (strcmp(op, "Log") == 0) {
+    u->op = ER_UNOP_LOG;
   } else {
     return false;
   }
@@ -693,6 +695,7 @@ static const er_cpu_kernel k_reduce_mean = {"f32_reduce_mean__scalar", "ReduceMe
   UNARY_KERNEL(neg, "Neg", SFX, ISA, VO, ISA_OK)                                                        \
   UNARY_KERNEL(sqrt, "Sqrt", SFX, ISA, VO, ISA_OK)                                                      \
   UNARY_KERNEL(reciprocal, "Reciprocal", SFX, ISA, VO, ISA_OK)                                          \
+  UNARY_KERNEL(log, "Log", SFX, ISA, VO, ISA_OK)                                                        \
   BINARY_KERNEL(add, "Add", SFX, ISA, VO, ISA_OK)                                                       \
   BINARY_KERNEL(sub, "Sub", SFX, ISA, VO, ISA_OK)                                                       \
   BINARY_KERNEL(mul, "Mul", SFX, ISA, VO, ISA_OK)                                                       \
@@ -705,7 +708,8 @@ static const er_cpu_kernel k_reduce_mean = {"f32_reduce_mean__scalar", "ReduceMe
 #define ELTWISE_LIST(SFX)                                                                         \
   &k_relu_##SFX, &k_sigmoid_##SFX, &k_tanh_##SFX, &k_clip_##SFX, &k_hardsigmoid_##SFX,             \
       &k_hardswish_##SFX, &k_leakyrelu_##SFX, &k_gelu_##SFX, &k_erf_##SFX, &k_exp_##SFX,           \
-      &k_abs_##SFX, &k_neg_##SFX, &k_sqrt_##SFX, &k_reciprocal_##SFX, &k_add_##SFX, &k_sub_##SFX,  \
+      &k_abs_##SFX, &k_neg_##SFX, &k_sqrt_##SFX, &k_reciprocal_##SFX, &k_log_##SFX, &k_add_##SFX,   \
+      &k_sub_##SFX,                                                                               \
       &k_mul_##SFX, &k_div_##SFX, &k_prelu_##SFX, &k_sum_##SFX, &k_max_##SFX, &k_min_##SFX,
 
 #if defined(__x86_64__) || defined(__i386__)

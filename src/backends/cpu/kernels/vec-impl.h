@@ -832,6 +832,20 @@ static void vec_global_pool(const float *x, float *y, int64_t size, int64_t p0, 
 /* Elementwise                                                               */
 /* ======================================================================== */
 
+/* log over every float: v_log for positive normal finite lanes, the
+ * reference's double log (rounded to float) for the others (zero, negative,
+ * subnormal, infinite, NaN), which are rare in real inputs. */
+static inline vf v_log_any(vf x) {
+  vf y = v_log(x);
+  if (!v_any(v_lt(x, v_set(FLT_MIN))) && !v_any(v_isnan(x)) && !v_any(v_lt(v_set(FLT_MAX), x))) return y;
+  float xs[VN], ys[VN];
+  v_st(xs, x);
+  v_st(ys, y);
+  for (int l = 0; l < VN; l++)
+    if (!(xs[l] >= FLT_MIN && xs[l] <= FLT_MAX)) ys[l] = (float)log((double)xs[l]);
+  return v_ld(ys);
+}
+
 static inline vf unary_apply(const er_unary *u, vf x) {
   switch (u->op) {
     case ER_UNOP_ACT: return v_act(x, &u->act);
@@ -841,6 +855,7 @@ static inline vf unary_apply(const er_unary *u, vf x) {
     case ER_UNOP_NEG: return v_neg(x);
     case ER_UNOP_SQRT: return v_sqrt(x);
     case ER_UNOP_RECIPROCAL: return v_div(v_set(1.0f), x);
+    case ER_UNOP_LOG: return v_log_any(x);
   }
   return x;
 }
@@ -888,6 +903,7 @@ static void vec_unary(const er_unary *u, const float *x, float *y, int64_t n) {
   switch (u->op) {
     case ER_UNOP_EXP: UNARY_LOOP(v_exp(v)); return;
     case ER_UNOP_ERF: UNARY_LOOP(v_erf(v)); return;
+    case ER_UNOP_LOG: UNARY_LOOP(v_log_any(v)); return;
     default: UNARY_LOOP(unary_apply(u, v)); return;
   }
 }

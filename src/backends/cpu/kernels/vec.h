@@ -164,6 +164,7 @@ typedef enum er_unop {
   ER_UNOP_NEG,
   ER_UNOP_SQRT,
   ER_UNOP_RECIPROCAL,
+  ER_UNOP_LOG,                  /* natural log; libm's for zero, negatives, subnormals, inf, NaN */
 } er_unop;
 
 typedef struct er_unary {
