@@ -7,7 +7,8 @@ and agreement, measured in the same run. Prints a table, optionally JSON.
 
     bench/int8_compare.py [--models digits,mnist-8,...] [--light] [--generated]
                           [--threads 1] [--iterations 30] [--rounds 3]
-                          [--activations uint8|int8] [--json out.json]
+                          [--activations uint8|int8] [--reduce-range auto|on|off]
+                          [--json out.json]
 
 Models: the repo's models/digits (real labelled data: sklearn's digits, the
 model's own train/test split), ../shared/models/mnist-8 (its 3 official
@@ -21,6 +22,12 @@ prepared float model is what both runtimes run as "float" and what
 quantize_static quantizes. Two fixes keep onnxruntime 1.32's quantizer from
 writing models the ONNX spec rejects: Gemm biases of shape [1, N] (from its
 MatMul+Add fusion) are made [N], and graph inputs nothing reads are dropped.
+
+--reduce-range: quantize_static's 7-bit weights. `auto` (the default) turns
+it on for x86 CPUs without VNNI, as onnxruntime's quantization guide
+advises for them (its u8 x s8 kernels there saturate 8-bit weights; see
+tests/models/ort_int8.py), and there edgerun takes its vpmaddubsw kernels,
+exact for such weights.
 
 Latency: `edgerun bench --json` and bench/ort_runner.py (all onnxruntime
 optimizations, intra-op threads = --threads), each in a fresh process,
@@ -145,7 +152,7 @@ def input_name(path):
     return [i.name for i in m.graph.input if i.name not in inits][0]
 
 
-def quantize(src, dst, calib, activations):
+def quantize(src, dst, calib, activations, reduce_range):
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
     name = input_name(src)
@@ -160,7 +167,7 @@ def quantize(src, dst, calib, activations):
     # onnxruntime 1.32's int32-bias weight-scale adjustment fails on some
     # fused biases; it matters only for biases beyond int32, so it is off
     # for every model alike.
-    quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+    quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ, per_channel=True, reduce_range=reduce_range,
                     activation_type=QuantType.QInt8 if activations == "int8" else QuantType.QUInt8,
                     weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod.MinMax,
                     extra_options={"QDQDisableWeightAdjustForInt32Bias": True})
@@ -215,7 +222,7 @@ def bench_one(name, loader, args, tmp):
     row = {"model": name}
     fpath = prepare(src, os.path.join(tmp, f"{name}-float.onnx"))
     t0 = time.time()
-    qpath = quantize(fpath, os.path.join(tmp, f"{name}-qdq.onnx"), calib, args.activations)
+    qpath = quantize(fpath, os.path.join(tmp, f"{name}-qdq.onnx"), calib, args.activations, args.reduce_range)
     row["quantize_s"] = round(time.time() - t0, 1)
     # Agreement: edgerun int8 and onnxruntime on the same QDQ model.
     er_q = er_outputs(qpath, evals, args, tmp)
@@ -256,10 +263,15 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--eval", type=int, default=16, help="evaluation samples for the light and generated models")
     ap.add_argument("--activations", choices=["uint8", "int8"], default="uint8")
+    ap.add_argument("--reduce-range", choices=["auto", "on", "off"], default="auto",
+                    help="7-bit weights (auto: on for x86 CPUs without VNNI)")
     ap.add_argument("--bench-dir", default=os.path.join(ROOT, "build", "bench-models"))
     ap.add_argument("--json")
     ap.add_argument("--keep", help="copy each model's prepared float and QDQ files into this folder, to profile")
     args = ap.parse_args()
+    sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
+    import ort_int8
+    args.reduce_range = args.reduce_range == "on" or (args.reduce_range == "auto" and ort_int8.SATURATES)
     for tool in ("edgerun", "er-batch-run"):
         if not os.path.exists(os.path.join(args.build, tool)):
             sys.exit(f"{tool} not found in {args.build}: build first (cmake --build build)")
@@ -296,7 +308,8 @@ def main():
                     shutil.copy(os.path.join(tmp, f), os.path.join(args.keep, f))
                 os.remove(os.path.join(tmp, f))
     print()
-    print(f"threads {args.threads}, batch 1, activations {args.activations}; p50 ms (median of {args.rounds} rounds)")
+    print(f"threads {args.threads}, batch 1, activations {args.activations}, "
+          f"{'7-bit (reduce_range)' if args.reduce_range else '8-bit'} weights; p50 ms (median of {args.rounds} rounds)")
     print(f"{'model':16} {'er float':>9} {'er int8':>9} {'speedup':>8} {'ort int8':>9} {'er/ort':>7} "
           f"{'ort float':>9} {'top1 er=ort':>11} {'max|d|':>9} {'range':>8} {'acc f/er/ort':>18}")
     for r in rows:

@@ -7,6 +7,11 @@
  * 1-D, SAME padding), uint8 and int8 activations, int8 and uint8 weights
  * with and without zero points, per-channel and per-tensor parameters,
  * bias, clamps, float outputs, batches, and shapes unknown at compile time.
+ * The "w7" variants hold weights within [-64, 64] as the tiles read them
+ * (uint8 weights shifted by -128), which the AVX2 vpmaddubsw kernels
+ * (names with "w7") must take; their "extremes" variants put activations
+ * at their type's ends and weights at +-64 only, where pairs of products
+ * reach 32640, one short of what int16 saturation would change.
  * Integer results must equal the reference exactly: the harness compares
  * integer outputs byte for byte, and float outputs here with TOL_EXACT. */
 #include "kcases.h"
@@ -47,6 +52,16 @@ static er_tensor *f_param(kcase *c, int64_t n, float lo, float hi) {
 static int type_lo(er_dtype t) { return t == ER_DTYPE_INT8 ? -128 : 0; }
 static int type_hi(er_dtype t) { return t == ER_DTYPE_INT8 ? 127 : 255; }
 static const char *tname(er_dtype t) { return t == ER_DTYPE_INT8 ? "s8" : "u8"; }
+
+/* Weight values of the "w7" variants: [-64, 64] once uint8 is shifted. */
+static int w7_lo(er_dtype t) { return t == ER_DTYPE_INT8 ? -64 : 64; }
+static int w7_hi(er_dtype t) { return t == ER_DTYPE_INT8 ? 64 : 192; }
+
+/* Sets every element of an integer tensor to lo or hi at random. */
+static void q_extremes(kcase *c, er_tensor *t, int lo, int hi) {
+  int64_t n = er__tensor_count(t);
+  for (int64_t i = 0; i < n; i++) er__store_i64(t->data, t->dtype, i, kc_uniform(c, 0.0f, 1.0f) < 0.5f ? lo : hi);
+}
 
 /* ======================================================================== */
 /* Convolutions                                                              */
@@ -114,10 +129,12 @@ static void conv_xw(kcase *c, const conv_shape *s, er_dtype xt, bool dynamic) {
   c->dynamic = dynamic;
 }
 
-static er_tensor *conv_w(kcase *c, const conv_shape *s, er_dtype wt) {
+/* Weights over their type's range, or the w7 range when w7. */
+static er_tensor *conv_w(kcase *c, const conv_shape *s, er_dtype wt, bool w7) {
   int64_t cg = s->c / s->group;
-  if (s->one_d) return q_input(c, wt, 3, DIMS(s->m, cg, s->kw), type_lo(wt), type_hi(wt), true);
-  return q_input(c, wt, 4, DIMS(s->m, cg, s->kh, s->kw), type_lo(wt), type_hi(wt), true);
+  int lo = w7 ? w7_lo(wt) : type_lo(wt), hi = w7 ? w7_hi(wt) : type_hi(wt);
+  if (s->one_d) return q_input(c, wt, 3, DIMS(s->m, cg, s->kw), lo, hi, true);
+  return q_input(c, wt, 4, DIMS(s->m, cg, s->kh, s->kw), lo, hi, true);
 }
 
 /* Multipliers that keep outputs inside the 8-bit range most of the time
@@ -132,16 +149,22 @@ static void gen_qconv(case_fn fn, void *arg) {
   static const er_dtype ts[] = {ER_DTYPE_UINT8, ER_DTYPE_INT8};
   for (size_t i = 0; i < ER_ARRAY_LEN(conv_shapes); i++) {
     const conv_shape *s = &conv_shapes[i];
-    for (int variant = 0; variant < 6; variant++) {
-      er_dtype xt = ts[variant % 2], yt = ts[(variant / 2) % 2], wt = variant == 5 ? ER_DTYPE_UINT8 : ER_DTYPE_INT8;
-      bool per_channel = variant != 3, bias = variant != 2, wzp = variant >= 4, float_out = variant == 4;
-      kc_begin(&c, "QConv", "com.edgerun", 1, "QConv #%zu x%s w%s %s %s%s%s%s", i, tname(xt), tname(wt),
+    for (int variant = 0; variant < 8; variant++) {
+      /* 6: w7; 7: w7 extremes, uint8 weights with zero points */
+      bool w7 = variant >= 6, ext = variant == 7;
+      er_dtype xt = ts[variant % 2], yt = ts[(variant / 2) % 2];
+      er_dtype wt = variant == 5 || variant == 7 ? ER_DTYPE_UINT8 : ER_DTYPE_INT8;
+      bool per_channel = variant != 3, bias = variant != 2, wzp = variant >= 4 && variant != 6, float_out = variant == 4;
+      kc_begin(&c, "QConv", "com.edgerun", 1, "QConv #%zu x%s w%s %s %s%s%s%s%s", i, tname(xt), tname(wt),
                float_out ? "f32" : tname(yt), per_channel ? "per-channel" : "per-tensor", bias ? " bias" : "",
-               wzp ? " w_zp" : "", variant == 1 ? " dynamic" : "");
+               wzp ? " w_zp" : "", variant == 1 ? " dynamic" : "", ext ? " w7 extremes" : w7 ? " w7" : "");
       c.tol = TOL_EXACT_T;
+      if (w7) c.must_take = "w7";
       conv_xw(&c, s, xt, variant == 1);
+      if (ext) q_extremes(&c, c.in[0], type_lo(xt), type_hi(xt));
       q_param(&c, xt, -1, type_lo(xt) + 3, type_hi(xt) - 3);
-      conv_w(&c, s, wt);
+      er_tensor *w = conv_w(&c, s, wt, w7);
+      if (ext) q_extremes(&c, w, w7_lo(wt), w7_hi(wt));
       if (wzp) q_param(&c, wt, per_channel ? s->m : -1, type_lo(wt) + 10, type_hi(wt) - 10);
       else q_param(&c, wt, per_channel ? s->m : -1, wt == ER_DTYPE_UINT8 ? 128 : 0, wt == ER_DTYPE_UINT8 ? 128 : 0);
       if (bias) q_input(&c, ER_DTYPE_INT32, 1, DIMS(s->m), -20000, 20000, true);
@@ -170,16 +193,21 @@ static void gen_qlinearconv(case_fn fn, void *arg) {
   static const er_dtype ts[] = {ER_DTYPE_UINT8, ER_DTYPE_INT8};
   for (size_t i = 0; i < ER_ARRAY_LEN(conv_shapes); i++) {
     const conv_shape *s = &conv_shapes[i];
-    for (int variant = 0; variant < 4; variant++) {
-      er_dtype xt = ts[variant % 2], wt = variant == 3 ? ER_DTYPE_UINT8 : ER_DTYPE_INT8, yt = ts[variant / 2];
+    for (int variant = 0; variant < 5; variant++) {
+      /* 4: w7 extremes, int8 activations and weights */
+      bool w7 = variant == 4;
+      er_dtype xt = ts[variant % 2], wt = variant == 3 ? ER_DTYPE_UINT8 : ER_DTYPE_INT8, yt = ts[(variant / 2) % 2];
       bool per_channel = variant != 1;
-      kc_begin(&c, "QLinearConv", "", 10, "QLinearConv #%zu x%s w%s y%s %s", i, tname(xt), tname(wt), tname(yt),
-               per_channel ? "per-channel" : "per-tensor");
+      kc_begin(&c, "QLinearConv", "", 10, "QLinearConv #%zu x%s w%s y%s %s%s", i, tname(xt), tname(wt), tname(yt),
+               per_channel ? "per-channel" : "per-tensor", w7 ? " w7 extremes" : "");
+      if (w7) c.must_take = "w7";
       conv_xw(&c, s, xt, variant == 2);
+      if (w7) q_extremes(&c, c.in[0], type_lo(xt), type_hi(xt));
       float k = (float)(s->c / s->group * s->kh * s->kw);
       f_param(&c, -1, 0.01f, 0.02f);
       q_param(&c, xt, -1, type_lo(xt) + 3, type_hi(xt) - 3);
-      conv_w(&c, s, wt);
+      er_tensor *w = conv_w(&c, s, wt, w7);
+      if (w7) q_extremes(&c, w, w7_lo(wt), w7_hi(wt));
       f_param(&c, per_channel ? s->m : -1, 0.005f, 0.01f);
       q_param(&c, wt, per_channel ? s->m : -1, type_lo(wt) + 60, type_hi(wt) - 60);
       f_param(&c, -1, 0.0005f * k, 0.001f * k);
@@ -198,13 +226,17 @@ static void gen_convinteger(case_fn fn, void *arg) {
     const conv_shape *s = &conv_shapes[i];
     /* 3 and 4: the input zero point computed at run time (quantize_dynamic's
      * DynamicQuantizeLinear feeds it), with weight zero points. */
-    for (int variant = 0; variant < 5; variant++) {
-      er_dtype xt = ts[variant % 2], wt = variant == 2 || variant == 4 ? ER_DTYPE_UINT8 : ER_DTYPE_INT8;
+    for (int variant = 0; variant < 6; variant++) {
+      /* 5: w7, uint8 weights with zero points, x_zp at run time */
+      bool w7 = variant == 5;
+      er_dtype xt = ts[variant % 2], wt = variant == 2 || variant >= 4 ? ER_DTYPE_UINT8 : ER_DTYPE_INT8;
       bool runtime_zp = variant >= 3;
-      kc_begin(&c, "ConvInteger", "", 10, "ConvInteger #%zu x%s w%s%s", i, tname(xt), tname(wt),
-               variant == 0 ? " no zero points" : runtime_zp ? " x_zp at run time" : "");
+      kc_begin(&c, "ConvInteger", "", 10, "ConvInteger #%zu x%s w%s%s%s", i, tname(xt), tname(wt),
+               variant == 0 ? " no zero points" : runtime_zp ? " x_zp at run time" : "", w7 ? " w7" : "");
+      /* (depthwise layers take a run-time zero point only in the reference) */
+      if (w7 && !(s->group > 1 && s->group == s->c && s->m == s->c)) c.must_take = "w7";
       conv_xw(&c, s, xt, false);
-      conv_w(&c, s, wt);
+      conv_w(&c, s, wt, w7);
       if (variant > 0) {
         if (runtime_zp) q_input(&c, xt, 0, NULL, type_lo(xt), type_hi(xt), false);
         else q_param(&c, xt, -1, type_lo(xt), type_hi(xt));
@@ -230,19 +262,26 @@ static void gen_qmatmul(case_fn fn, void *arg) {
   static const er_dtype ts[] = {ER_DTYPE_UINT8, ER_DTYPE_INT8};
   for (size_t i = 0; i < ER_ARRAY_LEN(mkn); i++) {
     int64_t m = mkn[i][0], k = mkn[i][1], n = mkn[i][2];
-    for (int variant = 0; variant < 6; variant++) {
-      er_dtype xt = ts[variant % 2], yt = ts[(variant / 2) % 2], wt = variant == 5 ? ER_DTYPE_UINT8 : ER_DTYPE_INT8;
-      bool per_col = variant != 3, bias = variant != 2, wzp = variant >= 4, float_out = variant == 4;
+    for (int variant = 0; variant < 8; variant++) {
+      /* 6: w7; 7: w7 extremes, uint8 weights with zero points */
+      bool w7 = variant >= 6, ext = variant == 7;
+      er_dtype xt = ts[variant % 2], yt = ts[(variant / 2) % 2];
+      er_dtype wt = variant == 5 || variant == 7 ? ER_DTYPE_UINT8 : ER_DTYPE_INT8;
+      bool per_col = variant != 3, bias = variant != 2, wzp = variant >= 4 && variant != 6, float_out = variant == 4;
       bool batched = variant == 1;
-      kc_begin(&c, "QMatMul", "com.edgerun", 1, "QMatMul [%s%lld,%lld]x[%lld,%lld] x%s w%s %s%s%s%s", batched ? "2,3," : "",
-               (long long)m, (long long)k, (long long)k, (long long)n, tname(xt), tname(wt),
-               float_out ? "f32" : tname(yt), per_col ? "" : " per-tensor", bias ? " bias" : "", wzp ? " w_zp" : "");
+      kc_begin(&c, "QMatMul", "com.edgerun", 1, "QMatMul [%s%lld,%lld]x[%lld,%lld] x%s w%s %s%s%s%s%s",
+               batched ? "2,3," : "", (long long)m, (long long)k, (long long)k, (long long)n, tname(xt), tname(wt),
+               float_out ? "f32" : tname(yt), per_col ? "" : " per-tensor", bias ? " bias" : "", wzp ? " w_zp" : "",
+               ext ? " w7 extremes" : w7 ? " w7" : "");
       c.tol = TOL_EXACT_T;
-      if (batched) q_input(&c, xt, 4, DIMS(2, 3, m, k), type_lo(xt), type_hi(xt), false);
-      else q_input(&c, xt, 2, DIMS(m, k), type_lo(xt), type_hi(xt), false);
+      if (w7) c.must_take = "w7";
+      er_tensor *x = batched ? q_input(&c, xt, 4, DIMS(2, 3, m, k), type_lo(xt), type_hi(xt), false)
+                             : q_input(&c, xt, 2, DIMS(m, k), type_lo(xt), type_hi(xt), false);
+      if (ext) q_extremes(&c, x, type_lo(xt), type_hi(xt));
       c.dynamic = variant == 3;
       q_param(&c, xt, -1, type_lo(xt) + 3, type_hi(xt) - 3);
-      q_input(&c, wt, 2, DIMS(k, n), type_lo(wt), type_hi(wt), true);
+      er_tensor *w = q_input(&c, wt, 2, DIMS(k, n), w7 ? w7_lo(wt) : type_lo(wt), w7 ? w7_hi(wt) : type_hi(wt), true);
+      if (ext) q_extremes(&c, w, w7_lo(wt), w7_hi(wt));
       if (wzp) q_param(&c, wt, per_col ? n : -1, type_lo(wt) + 10, type_hi(wt) - 10);
       else q_param(&c, wt, per_col ? n : -1, wt == ER_DTYPE_UINT8 ? 128 : 0, wt == ER_DTYPE_UINT8 ? 128 : 0);
       if (bias) q_input(&c, ER_DTYPE_INT32, 1, DIMS(n), -20000, 20000, true);
@@ -270,15 +309,20 @@ static void gen_qlinearmatmul(case_fn fn, void *arg) {
   static const er_dtype ts[] = {ER_DTYPE_UINT8, ER_DTYPE_INT8};
   for (size_t i = 0; i < ER_ARRAY_LEN(mkn); i++) {
     int64_t m = mkn[i][0], k = mkn[i][1], n = mkn[i][2];
-    for (int variant = 0; variant < 4; variant++) {
-      er_dtype xt = ts[variant % 2], wt = variant == 3 ? ER_DTYPE_UINT8 : ER_DTYPE_INT8, yt = ts[variant / 2];
-      kc_begin(&c, "QLinearMatMul", "", 10, "QLinearMatMul [%lld,%lld]x[%lld,%lld] x%s w%s y%s%s", (long long)m,
+    for (int variant = 0; variant < 5; variant++) {
+      /* 4: w7 extremes, uint8 weights */
+      bool w7 = variant == 4;
+      er_dtype xt = ts[variant % 2], wt = variant >= 3 ? ER_DTYPE_UINT8 : ER_DTYPE_INT8, yt = ts[(variant / 2) % 2];
+      kc_begin(&c, "QLinearMatMul", "", 10, "QLinearMatMul [%lld,%lld]x[%lld,%lld] x%s w%s y%s%s%s", (long long)m,
                (long long)k, (long long)k, (long long)n, tname(xt), tname(wt), tname(yt),
-               variant == 1 ? " per-tensor" : "");
-      q_input(&c, xt, 2, DIMS(m, k), type_lo(xt), type_hi(xt), false);
+               variant == 1 ? " per-tensor" : "", w7 ? " w7 extremes" : "");
+      if (w7) c.must_take = "w7";
+      er_tensor *x = q_input(&c, xt, 2, DIMS(m, k), type_lo(xt), type_hi(xt), false);
+      if (w7) q_extremes(&c, x, type_lo(xt), type_hi(xt));
       f_param(&c, -1, 0.01f, 0.02f);
       q_param(&c, xt, -1, type_lo(xt) + 3, type_hi(xt) - 3);
-      q_input(&c, wt, 2, DIMS(k, n), type_lo(wt), type_hi(wt), true);
+      er_tensor *w = q_input(&c, wt, 2, DIMS(k, n), type_lo(wt), type_hi(wt), true);
+      if (w7) q_extremes(&c, w, w7_lo(wt), w7_hi(wt));
       f_param(&c, variant == 1 ? -1 : n, 0.005f, 0.01f);
       q_param(&c, wt, variant == 1 ? -1 : n, type_lo(wt) + 60, type_hi(wt) - 60);
       f_param(&c, -1, 0.0005f * (float)k, 0.001f * (float)k);
@@ -293,15 +337,18 @@ static void gen_matmulinteger(case_fn fn, void *arg) {
   static const er_dtype ts[] = {ER_DTYPE_UINT8, ER_DTYPE_INT8};
   for (size_t i = 0; i < ER_ARRAY_LEN(mkn); i++) {
     int64_t m = mkn[i][0], k = mkn[i][1], n = mkn[i][2];
-    for (int variant = 0; variant < 5; variant++) {
+    for (int variant = 0; variant < 6; variant++) {
+      /* 5: w7, int8 weights with zero points, a_zp at run time */
+      bool w7 = variant == 5;
       er_dtype xt = ts[variant % 2], wt = variant == 2 || variant == 4 ? ER_DTYPE_UINT8 : ER_DTYPE_INT8;
       bool runtime_zp = variant >= 3;
-      kc_begin(&c, "MatMulInteger", "", 10, "MatMulInteger [%lld,%lld]x[%lld,%lld] x%s w%s%s", (long long)m,
+      kc_begin(&c, "MatMulInteger", "", 10, "MatMulInteger [%lld,%lld]x[%lld,%lld] x%s w%s%s%s", (long long)m,
                (long long)k, (long long)k, (long long)n, tname(xt), tname(wt),
-               variant == 0 ? " no zero points" : runtime_zp ? " a_zp at run time" : "");
+               variant == 0 ? " no zero points" : runtime_zp ? " a_zp at run time" : "", w7 ? " w7" : "");
+      if (w7) c.must_take = "w7";
       q_input(&c, xt, variant == 1 ? 3 : 2, variant == 1 ? DIMS(2, m, k) : DIMS(m, k), type_lo(xt), type_hi(xt),
               false);
-      q_input(&c, wt, 2, DIMS(k, n), type_lo(wt), type_hi(wt), true);
+      q_input(&c, wt, 2, DIMS(k, n), w7 ? w7_lo(wt) : type_lo(wt), w7 ? w7_hi(wt) : type_hi(wt), true);
       if (variant > 0) {
         if (runtime_zp) q_input(&c, xt, 0, NULL, type_lo(xt), type_hi(xt), false);
         else q_param(&c, xt, -1, type_lo(xt), type_hi(xt));

@@ -9,7 +9,9 @@
  *
  *  - conv, 6 x 16: weight rows broadcast, two vectors of 8 pixels; 12
  *    accumulators of the 16 registers.
- *  - mm, 4 x 16: activation rows broadcast, two vectors of 8 columns. */
+ *  - mm, 4 x 16: activation rows broadcast, two vectors of 8 columns.
+ *  - the same two shapes with vpmaddubsw for weights within [-64, 64]
+ *    (7-bit weights), which cannot saturate (the "w7" tiles below). */
 #include <immintrin.h>
 
 #include "backends/cpu/kernels/qgemm.h"
@@ -130,6 +132,99 @@ static void tile_mm(int64_t groups, const void *rows, const uint8_t *cols, int r
 }
 
 /* ======================================================================== */
+/* 7-bit weights: vpmaddubsw                                                  */
+/* ======================================================================== */
+
+/* When every packed weight lies in [-64, 64], vpmaddubsw cannot saturate:
+ * a pair of u8 x s8 products is at most 2 * 255 * 64 = 32640 in
+ * magnitude. Then four bytes of k take one vpmaddubsw (pairs into int16)
+ * and one vpmaddwd by ones (pairs of those into int32), the layout of the
+ * VNNI kernels (KG = 4, one byte per row element, rows broadcast as 32-bit
+ * words), and twice the multiply-adds per instruction of the vpmaddwd
+ * tiles above, still exact. The kernel table takes these tiles only for
+ * weights checked to fit (quant.c); models quantized with 7-bit weights
+ * (edgerun quantize --reduce-range, onnxruntime's reduce_range) do. */
+static inline __attribute__((always_inline)) __m256i dot4(__m256i acc, __m256i u8, __m256i s8, __m256i ones) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), ones));
+}
+
+/* koff NULL: packed columns (64 bytes per k group), else the k group's
+ * columns in place at b + koff[q]. */
+static inline __attribute__((always_inline)) void tile7_body(int64_t groups, const uint8_t *a, const uint8_t *b,
+                                                             const int64_t *koff, int32_t *acc, const int MR,
+                                                             const int R, const bool w_rows) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i c[6][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; r++)
+    if (r < R) c[r][0] = c[r][1] = _mm256_setzero_si256();
+  for (int64_t q = 0; q < groups; q++) {
+    const uint8_t *bq = koff ? b + koff[q] : b + q * 64;
+    __m256i v0 = _mm256_loadu_si256((const __m256i *)bq), v1 = _mm256_loadu_si256((const __m256i *)(bq + 32));
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; r++) {
+      if (r < R) {
+        int32_t w;
+        memcpy(&w, a + r * 4, sizeof w);
+        __m256i av = _mm256_set1_epi32(w);
+        /* vpmaddubsw's first operand is the unsigned one: activations. */
+        if (w_rows) {
+          c[r][0] = dot4(c[r][0], v0, av, ones);
+          c[r][1] = dot4(c[r][1], v1, av, ones);
+        } else {
+          c[r][0] = dot4(c[r][0], av, v0, ones);
+          c[r][1] = dot4(c[r][1], av, v1, ones);
+        }
+      }
+    }
+    a += MR * 4;
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; r++) {
+    if (r < R) {
+      _mm256_storeu_si256((__m256i *)(acc + r * 16), c[r][0]);
+      _mm256_storeu_si256((__m256i *)(acc + r * 16 + 8), c[r][1]);
+    }
+  }
+}
+
+#define DEFINE_TILE7(NAME, MR, WR, R)                                                                        \
+  static void NAME##_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, int32_t *acc) { \
+    tile7_body(g, a, b, koff, acc, MR, R, WR);                                                             \
+  }
+DEFINE_TILE7(conv7, 6, true, 1)
+DEFINE_TILE7(conv7, 6, true, 2)
+DEFINE_TILE7(conv7, 6, true, 3)
+DEFINE_TILE7(conv7, 6, true, 4)
+DEFINE_TILE7(conv7, 6, true, 5)
+DEFINE_TILE7(conv7, 6, true, 6)
+DEFINE_TILE7(mm7, 4, false, 1)
+DEFINE_TILE7(mm7, 4, false, 2)
+DEFINE_TILE7(mm7, 4, false, 3)
+DEFINE_TILE7(mm7, 4, false, 4)
+
+typedef void (*tile7_fn)(int64_t, const uint8_t *, const uint8_t *, const int64_t *, int32_t *);
+static const tile7_fn conv7_fns[] = {NULL, conv7_1, conv7_2, conv7_3, conv7_4, conv7_5, conv7_6};
+
+static void tile_conv7(int64_t groups, const void *rows, const uint8_t *cols, int rows_valid, bool w_rows,
+                       int32_t *acc) {
+  ER_UNUSED(w_rows);
+  conv7_fns[rows_valid](groups, rows, cols, NULL, acc);
+}
+
+static void tile_conv7_ind(int64_t groups, const void *rows, const uint8_t *cols, const int64_t *koff,
+                           int rows_valid, int32_t *acc) {
+  conv7_fns[rows_valid](groups, rows, cols, koff, acc);
+}
+
+static void tile_mm7(int64_t groups, const void *rows, const uint8_t *cols, int rows_valid, bool w_rows,
+                     int32_t *acc) {
+  static const tile7_fn fns[] = {NULL, mm7_1, mm7_2, mm7_3, mm7_4};
+  ER_UNUSED(w_rows);
+  fns[rows_valid](groups, rows, cols, NULL, acc);
+}
+
+/* ======================================================================== */
 /* The epilogue                                                              */
 /* ======================================================================== */
 
@@ -192,3 +287,5 @@ static void epilogue(const er_qepi *e, const er_qtile_out *t) {
 
 const er_qgemm_isa er__qgemm_conv_avx2 = {"6x16__avx2", 6, 16, 2, 2, tile_conv, tile_conv_ind, epilogue, NULL, 0, 0};
 const er_qgemm_isa er__qgemm_mm_avx2 = {"4x16__avx2", 4, 16, 2, 2, tile_mm, NULL, epilogue, NULL, 0, 0};
+const er_qgemm_isa er__qgemm_conv_avx2w7 = {"6x16w7__avx2", 6, 16, 4, 1, tile_conv7, tile_conv7_ind, epilogue, NULL, 0, 0};
+const er_qgemm_isa er__qgemm_mm_avx2w7 = {"4x16w7__avx2", 4, 16, 4, 1, tile_mm7, NULL, epilogue, NULL, 0, 0};

@@ -1,7 +1,8 @@
 /* qgemm.h - the 8-bit integer matrix product every optimized integer
  * kernel (QConv, QMatMul, QLinearConv, QLinearMatMul, ConvInteger,
  * MatMulInteger) runs on: packed operands, register-blocked microkernels
- * per ISA (AVX-512 VNNI vpdpbusd, AVX2 vpmaddwd), and an epilogue that
+ * per ISA (AVX-512 VNNI vpdpbusd, AVX2 vpmaddwd, or vpmaddubsw for 7-bit
+ * weights), and an epilogue that
  * requantizes a tile while it is hot.
  *
  *   C[M, N] = epilogue(A[M, K] B[K, N])
@@ -127,6 +128,9 @@ extern const er_qgemm_isa er__qgemm_conv_avx512vnni, er__qgemm_mm_avx512vnni;
  * the tile state) and AVX-512 VNNI. */
 extern const er_qgemm_isa er__qgemm_conv_amx;
 extern const er_qgemm_isa er__qgemm_conv_avx2, er__qgemm_mm_avx2;
+/* AVX2 vpmaddubsw tiles, exact only when every packed weight lies in
+ * [-64, 64] (7-bit weights): the kernel table checks before it takes them. */
+extern const er_qgemm_isa er__qgemm_conv_avx2w7, er__qgemm_mm_avx2w7;
 #endif
 #if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
 #define ER_QGEMM_NEONDOT 1

@@ -1393,6 +1393,27 @@ static const er_qgemm_isa *mm_isa(const er_kernel_info *ki, bool vnni) {
   if (vnni) return has_vnni(ki->cpu) ? &er__qgemm_mm_avx512vnni : NULL;
   return er__cpu_has_avx2(ki->cpu) ? &er__qgemm_mm_avx2 : NULL;
 }
+
+/* The AVX2 vpmaddubsw tiles for weights that fit them: every weight, as
+ * the tiles read it (uint8 weights shifted by -128), in [-64, 64], so no
+ * pair of products can saturate int16 (qgemm-avx2.c). */
+static bool w7_fits(const er_kernel_info *ki, qg_op op) {
+  const er_tensor *w = in_at(ki, layouts[op].w);
+  if (!w || !w->data || !q8(w->dtype) || !er__tensor_shape_known(w)) return false;
+  const uint8_t *b = w->data;
+  const uint8_t flip = w->dtype == ER_DTYPE_UINT8 ? 0x80 : 0;
+  int64_t n = er__tensor_count(w);
+  for (int64_t i = 0; i < n; i++) {
+    int v = (int8_t)(uint8_t)(b[i] ^ flip);
+    if (v < -64 || v > 64) return false;
+  }
+  return true;
+}
+
+static const er_qgemm_isa *w7_isa(const er_kernel_info *ki, bool conv) {
+  if (!er__cpu_has_avx2(ki->cpu)) return NULL;
+  return conv ? &er__qgemm_conv_avx2w7 : &er__qgemm_mm_avx2w7;
+}
 #endif
 #if defined(ER_QGEMM_NEONDOT)
 static const er_qgemm_isa *conv_isa(const er_kernel_info *ki, bool dot) {
@@ -1421,6 +1442,22 @@ static const er_qgemm_isa *mm_isa(const er_kernel_info *ki, bool dot) {
     return qg_prepare(ki, QOP, conv_isa_amx(ki, true), NULL, st, scratch);                                 \
   }                                                                                                         \
   static const er_cpu_kernel k_##SFX = {NAME, OP, DOMAIN, supports_##SFX, prepare_##SFX, conv_run_any, qg_release};
+/* The AVX2 7-bit-weight kernels: the same, for weights w7_fits takes. */
+#define DEFINE_QG_W7_KERNEL(SFX, OP, DOMAIN, QOP, NAME, RUN)                                                 \
+  static bool supports_##SFX(const er_kernel_info *ki) {                                                    \
+    return qg_supports(ki, QOP, w7_isa(ki, is_conv(QOP))) && w7_fits(ki, QOP);                              \
+  }                                                                                                         \
+  static er_status prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {                   \
+    return qg_prepare(ki, QOP, w7_isa(ki, is_conv(QOP)), NULL, st, scratch);                                \
+  }                                                                                                         \
+  static const er_cpu_kernel k_##SFX = {NAME, OP, DOMAIN, supports_##SFX, prepare_##SFX, RUN, qg_release};
+DEFINE_QG_W7_KERNEL(qconv_w7, "QConv", ER_QFUSED_DOMAIN, QG_QCONV, "q8_qconv_6x16w7__avx2", conv_run)
+DEFINE_QG_W7_KERNEL(qlconv_w7, "QLinearConv", "", QG_QLINEARCONV, "q8_qlinearconv_6x16w7__avx2", conv_run)
+DEFINE_QG_W7_KERNEL(convint_w7, "ConvInteger", "", QG_CONVINTEGER, "q8_convinteger_6x16w7__avx2", conv_run_any)
+DEFINE_QG_W7_KERNEL(qmm_w7, "QMatMul", ER_QFUSED_DOMAIN, QG_QMATMUL, "q8_qmatmul_4x16w7__avx2", mm_run)
+DEFINE_QG_W7_KERNEL(qlmm_w7, "QLinearMatMul", "", QG_QLINEARMATMUL, "q8_qlinearmatmul_4x16w7__avx2", mm_run)
+DEFINE_QG_W7_KERNEL(mmint_w7, "MatMulInteger", "", QG_MATMULINTEGER, "q8_matmulinteger_4x16w7__avx2", mm_run_any)
+
 DEFINE_QG_AMX_KERNEL(qconv_amx, "QConv", ER_QFUSED_DOMAIN, QG_QCONV, "q8_qconv_32x32__amx")
 DEFINE_QG_AMX_KERNEL(qlconv_amx, "QLinearConv", "", QG_QLINEARCONV, "q8_qlinearconv_32x32__amx")
 DEFINE_QG_AMX_KERNEL(convint_amx, "ConvInteger", "", QG_CONVINTEGER, "q8_convinteger_32x32__amx")
@@ -1475,7 +1512,7 @@ static bool dwv_supports(const er_kernel_info *ki) {
     for (int64_t t = 0; t < taps; t++) {
       uint8_t b = ((const uint8_t *)w->data)[c * taps + t];
       int32_t v = (w_u8 ? (int32_t)b : (int32_t)(int8_t)b) - z;
-      if (v < -128 || v > 127) return false;
+      if (v < -64 || v > 64) return false;
     }
   }
   return true;
@@ -1571,6 +1608,7 @@ const er_cpu_kernel *const er__kernels_quant[] = {
     &k_dw_qconv_avx2, &k_dw_qlconv_avx2, &k_dw_convint_avx2,
     &k_qconv_amx, &k_qlconv_amx, &k_convint_amx,
     &k_qconv_vnni, &k_qlconv_vnni, &k_convint_vnni, &k_qmm_vnni, &k_qlmm_vnni, &k_mmint_vnni,
+    &k_qconv_w7, &k_qlconv_w7, &k_convint_w7, &k_qmm_w7, &k_qlmm_w7, &k_mmint_w7,
     &k_qconv_avx2, &k_qlconv_avx2, &k_convint_avx2, &k_qmm_avx2, &k_qlmm_avx2, &k_mmint_avx2,
     &k_dql_vnni, &k_dql_avx2,
 #endif
