@@ -509,6 +509,11 @@ static const pool_shape pool_shapes[] = {
     {1, 2, 6, 6, 2, 2, 1, 1, 2, 2, 2, 2, 1, 1, false, false, false},     /* pads >= kernel: reference */
     {1, 64, 56, 56, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, false, false},  /* full size */
     {1, 10, 13, 13, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, true, false, false},   /* SqueezeNet's pools; global: 169 */
+    /* Stride-2 max pools over rows of 32 bytes and more (AVX2 row buffer):
+     * 2 wide, ceil_mode with odd sizes, and rows too wide for the buffer. */
+    {1, 3, 9, 70, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, false, false, false},
+    {1, 2, 35, 37, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, true, false, false},
+    {1, 2, 4, 4200, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, false, false},
 };
 
 static void pool_attrs(kcase *c, const pool_shape *s, bool dilations) {
