@@ -16,119 +16,196 @@
 
 #include "backends/cpu/kernels/qgemm.h"
 
-static inline __attribute__((always_inline)) void tile_body(int64_t groups, const int16_t *a, const uint8_t *b,
-                                                            int32_t *acc, const int MR, const int R,
-                                                            const bool w_rows) {
+#define AI static inline __attribute__((always_inline))
+
+/* The accumulators of one tile: MR rows x two vectors of 8 columns. */
+typedef struct tile_acc {
   __m256i c[6][2];
+} tile_acc;
+
+/* The 7-bit weight tiles' product: vpmaddubsw (its first operand the
+ * unsigned one), then pairs of int16 into int32 by vpmaddwd with ones. */
+AI __m256i dot4(__m256i acc, __m256i u8, __m256i s8, __m256i ones) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), ones));
+}
+
+/* The whole sum of a tile over `groups` k groups.
+ *  - W7 false: KG = 2, rows int16 pairs (broadcast as 32-bit words),
+ *    columns bytes widened to int16 (activations unsigned when w_rows,
+ *    weights signed otherwise), vpmaddwd.
+ *  - W7 true: KG = 4, rows bytes (broadcast as 32-bit words), columns
+ *    bytes, dot4.
+ * koff NULL: packed columns (NR * KG bytes per k group), else the k
+ * group's columns in place at b + koff[q]. */
+AI tile_acc tile_sum(int64_t groups, const uint8_t *a, const uint8_t *b, const int64_t *koff, const int MR,
+                     const int R, const bool w_rows, const bool W7) {
+  const int kg = W7 ? 4 : 2, row_bytes = W7 ? 1 : 2;
+  const __m256i ones = _mm256_set1_epi16(1);
+  tile_acc t;
 #pragma GCC unroll 6
   for (int r = 0; r < MR; r++)
-    if (r < R) c[r][0] = c[r][1] = _mm256_setzero_si256();
+    if (r < R) t.c[r][0] = t.c[r][1] = _mm256_setzero_si256();
   for (int64_t q = 0; q < groups; q++) {
-    __m128i b0 = _mm_loadu_si128((const __m128i *)b), b1 = _mm_loadu_si128((const __m128i *)(b + 16));
-    /* Activations (conv columns) are unsigned, weights (mm columns) signed. */
-    __m256i v0 = w_rows ? _mm256_cvtepu8_epi16(b0) : _mm256_cvtepi8_epi16(b0);
-    __m256i v1 = w_rows ? _mm256_cvtepu8_epi16(b1) : _mm256_cvtepi8_epi16(b1);
+    const uint8_t *bq = koff ? b + koff[q] : b + q * 16 * kg;
+    __m256i v0, v1;
+    if (W7) {
+      v0 = _mm256_loadu_si256((const __m256i *)bq);
+      v1 = _mm256_loadu_si256((const __m256i *)(bq + 32));
+    } else {
+      __m128i b0 = _mm_loadu_si128((const __m128i *)bq), b1 = _mm_loadu_si128((const __m128i *)(bq + 16));
+      v0 = w_rows ? _mm256_cvtepu8_epi16(b0) : _mm256_cvtepi8_epi16(b0);
+      v1 = w_rows ? _mm256_cvtepu8_epi16(b1) : _mm256_cvtepi8_epi16(b1);
+    }
 #pragma GCC unroll 6
     for (int r = 0; r < MR; r++) {
       if (r < R) {
         int32_t w;
-        memcpy(&w, a + r * 2, sizeof w);
+        memcpy(&w, a + r * kg * row_bytes, sizeof w);
         __m256i av = _mm256_set1_epi32(w);
-        c[r][0] = _mm256_add_epi32(c[r][0], _mm256_madd_epi16(v0, av));
-        c[r][1] = _mm256_add_epi32(c[r][1], _mm256_madd_epi16(v1, av));
+        if (!W7) {
+          t.c[r][0] = _mm256_add_epi32(t.c[r][0], _mm256_madd_epi16(v0, av));
+          t.c[r][1] = _mm256_add_epi32(t.c[r][1], _mm256_madd_epi16(v1, av));
+        } else if (w_rows) {
+          t.c[r][0] = dot4(t.c[r][0], v0, av, ones);
+          t.c[r][1] = dot4(t.c[r][1], v1, av, ones);
+        } else {
+          t.c[r][0] = dot4(t.c[r][0], av, v0, ones);
+          t.c[r][1] = dot4(t.c[r][1], av, v1, ones);
+        }
       }
     }
-    a += MR * 2;
-    b += 32;
+    a += MR * kg * row_bytes;
   }
+  return t;
+}
+
+AI void tile_store(const tile_acc *t, int32_t *acc, const int MR, const int R) {
 #pragma GCC unroll 6
   for (int r = 0; r < MR; r++) {
     if (r < R) {
-      _mm256_storeu_si256((__m256i *)(acc + r * 16), c[r][0]);
-      _mm256_storeu_si256((__m256i *)(acc + r * 16 + 8), c[r][1]);
+      _mm256_storeu_si256((__m256i *)(acc + r * 16), t->c[r][0]);
+      _mm256_storeu_si256((__m256i *)(acc + r * 16 + 8), t->c[r][1]);
     }
   }
 }
 
-/* The convolution tile over columns read in place (pairs of bytes,
- * widened in the loop). */
-static inline __attribute__((always_inline)) void tile_ind_body(int64_t groups, const int16_t *a, const uint8_t *b,
-                                                                const int64_t *koff, int32_t *acc, const int R) {
-  __m256i c[6][2];
-#pragma GCC unroll 6
-  for (int r = 0; r < 6; r++)
-    if (r < R) c[r][0] = c[r][1] = _mm256_setzero_si256();
-  for (int64_t q = 0; q < groups; q++) {
-    const uint8_t *bq = b + koff[q];
-    __m256i v0 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)bq));
-    __m256i v1 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(bq + 16)));
-#pragma GCC unroll 6
-    for (int r = 0; r < 6; r++) {
-      if (r < R) {
-        int32_t w;
-        memcpy(&w, a + r * 2, sizeof w);
-        __m256i av = _mm256_set1_epi32(w);
-        c[r][0] = _mm256_add_epi32(c[r][0], _mm256_madd_epi16(v0, av));
-        c[r][1] = _mm256_add_epi32(c[r][1], _mm256_madd_epi16(v1, av));
-      }
-    }
-    a += 12;
+/* Bytes [first, first + len) of v (len <= 16) to p. */
+AI void store_run(uint8_t *p, __m128i v, int first, int len) {
+  uint8_t tmp[16];
+  _mm_storeu_si128((__m128i *)tmp, v);
+  const uint8_t *s = tmp + first;
+  if (len == 16) {
+    memcpy(p, s, 16);
+    return;
   }
+  if (len & 8) {
+    memcpy(p, s, 8);
+    p += 8;
+    s += 8;
+  }
+  if (len & 4) {
+    memcpy(p, s, 4);
+    p += 4;
+    s += 4;
+  }
+  if (len & 2) {
+    memcpy(p, s, 2);
+    p += 2;
+    s += 2;
+  }
+  if (len & 1) *p = *s;
+}
+
+/* The ER_QEPI_Q8 epilogue (per row, no weight zero points) of a tile just
+ * summed (acc [6][16], in L1), the same operations as epilogue() below
+ * without its per-element generality: rows [i0, i0 + R) of C at out (row
+ * stride ldc); the tile's columns land in nseg runs. (Keeping the sums in
+ * registers instead made GCC spill 5 accumulators in the k loop.) */
+AI void tile_q8_store(const int32_t *acc, const er_qepi *e, int64_t i0, uint8_t *out, int64_t ldc, const er_qseg *segs,
+                      int nseg, const int R) {
+  const __m256 big = _mm256_set1_ps(1073741824.0f), nbig = _mm256_set1_ps(-1073741824.0f);
+  const __m256i zp = _mm256_set1_epi32(e->zp), lo = _mm256_set1_epi32(e->lo), hi = _mm256_set1_epi32(e->hi);
 #pragma GCC unroll 6
-  for (int r = 0; r < 6; r++)
+  for (int r = 0; r < 6; r++) {
     if (r < R) {
-      _mm256_storeu_si256((__m256i *)(acc + r * 16), c[r][0]);
-      _mm256_storeu_si256((__m256i *)(acc + r * 16 + 8), c[r][1]);
+      const __m256i corr = _mm256_set1_epi32(e->corr[i0 + r]);
+      const __m256 mult = _mm256_set1_ps(e->mult[i0 + r]), off = _mm256_set1_ps(e->off[i0 + r]);
+      __m256i q[2];
+#pragma GCC unroll 2
+      for (int v = 0; v < 2; v++) {
+        __m256i sum = _mm256_load_si256((const __m256i *)(acc + r * 16 + v * 8));
+        __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(sum, corr)), mult, off);
+        f = _mm256_min_ps(_mm256_max_ps(f, nbig), big);
+        q[v] = _mm256_cvttps_epi32(_mm256_round_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        q[v] = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(q[v], zp), lo), hi);
+      }
+      /* 16 int32 in [lo, hi] to 16 bytes in column order (the packs work
+       * within 128-bit lanes). */
+      __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xD8);
+      __m128i w0 = _mm256_castsi256_si128(w), w1 = _mm256_extracti128_si256(w, 1);
+      __m128i bytes = e->out_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
+      uint8_t *row = out + r * ldc;
+      if (nseg == 1 && segs[0].first == 0 && segs[0].len == 16)
+        _mm_storeu_si128((__m128i *)(row + segs[0].col), bytes);
+      else
+        for (int sg = 0; sg < nseg; sg++) store_run(row + segs[sg].col, bytes, segs[sg].first, segs[sg].len);
     }
-}
-
-#define DEFINE_TILE_IND(R) \
-  static void ind_##R(int64_t g, const int16_t *a, const uint8_t *b, const int64_t *koff, int32_t *acc) { \
-    tile_ind_body(g, a, b, koff, acc, R);                                                               \
   }
-DEFINE_TILE_IND(1)
-DEFINE_TILE_IND(2)
-DEFINE_TILE_IND(3)
-DEFINE_TILE_IND(4)
-DEFINE_TILE_IND(5)
-DEFINE_TILE_IND(6)
-
-typedef void (*tile_ind_fn)(int64_t, const int16_t *, const uint8_t *, const int64_t *, int32_t *);
-
-static void tile_conv_ind(int64_t groups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
-                          int32_t *acc) {
-  static const tile_ind_fn fns[] = {NULL, ind_1, ind_2, ind_3, ind_4, ind_5, ind_6};
-  fns[rows_valid](groups, rows, cols, koff, acc);
 }
 
-#define DEFINE_TILE(NAME, MR, WR, R) \
-  static void NAME##_##R(int64_t g, const int16_t *a, const uint8_t *b, int32_t *acc) { tile_body(g, a, b, acc, MR, R, WR); }
+/* The tiles, per number of valid rows R: conv (6 x 16, weights in rows),
+ * mm (4 x 16, activations in rows), each with vpmaddwd and with w7; the
+ * conv tiles also in place (koff) and with the Q8 epilogue fused. */
+#define DEFINE_TILES(SFX, W7, R)                                                                                  \
+  static void conv##SFX##_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, int32_t *acc) { \
+    tile_acc t = tile_sum(g, a, b, koff, 6, R, true, W7);                                                         \
+    tile_store(&t, acc, 6, R);                                                                                    \
+  }                                                                                                               \
+  static void convq##SFX##_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, const er_qepi *e, \
+                               int64_t i0, uint8_t *out, int64_t ldc, const er_qseg *segs, int nseg) {            \
+    int32_t acc[6 * 16] __attribute__((aligned(32)));                                                             \
+    conv##SFX##_##R(g, a, b, koff, acc);                                                                          \
+    tile_q8_store(acc, e, i0, out, ldc, segs, nseg, R);                                                           \
+  }
+#define DEFINE_MM_TILE(SFX, W7, R)                                                                                \
+  static void mm##SFX##_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, int32_t *acc) {   \
+    tile_acc t = tile_sum(g, a, b, koff, 4, R, false, W7);                                                        \
+    tile_store(&t, acc, 4, R);                                                                                    \
+  }
+#define FOR_CONV_ROWS(X, SFX, W7) X(SFX, W7, 1) X(SFX, W7, 2) X(SFX, W7, 3) X(SFX, W7, 4) X(SFX, W7, 5) X(SFX, W7, 6)
+#define FOR_MM_ROWS(X, SFX, W7) X(SFX, W7, 1) X(SFX, W7, 2) X(SFX, W7, 3) X(SFX, W7, 4)
+FOR_CONV_ROWS(DEFINE_TILES, , false)
+FOR_CONV_ROWS(DEFINE_TILES, 7, true)
+FOR_MM_ROWS(DEFINE_MM_TILE, , false)
+FOR_MM_ROWS(DEFINE_MM_TILE, 7, true)
 
-DEFINE_TILE(conv, 6, true, 1)
-DEFINE_TILE(conv, 6, true, 2)
-DEFINE_TILE(conv, 6, true, 3)
-DEFINE_TILE(conv, 6, true, 4)
-DEFINE_TILE(conv, 6, true, 5)
-DEFINE_TILE(conv, 6, true, 6)
-DEFINE_TILE(mm, 4, false, 1)
-DEFINE_TILE(mm, 4, false, 2)
-DEFINE_TILE(mm, 4, false, 3)
-DEFINE_TILE(mm, 4, false, 4)
-
-typedef void (*tile_fn)(int64_t, const int16_t *, const uint8_t *, int32_t *);
+typedef void (*tile_fn)(int64_t, const uint8_t *, const uint8_t *, const int64_t *, int32_t *);
+typedef void (*tile_q8_fn)(int64_t, const uint8_t *, const uint8_t *, const int64_t *, const er_qepi *, int64_t,
+                           uint8_t *, int64_t, const er_qseg *, int);
+static const tile_fn conv_fns[] = {NULL, conv_1, conv_2, conv_3, conv_4, conv_5, conv_6};
+static const tile_fn conv7_fns[] = {NULL, conv7_1, conv7_2, conv7_3, conv7_4, conv7_5, conv7_6};
+static const tile_q8_fn convq_fns[] = {NULL, convq_1, convq_2, convq_3, convq_4, convq_5, convq_6};
+static const tile_q8_fn convq7_fns[] = {NULL, convq7_1, convq7_2, convq7_3, convq7_4, convq7_5, convq7_6};
+static const tile_fn mm_fns[] = {NULL, mm_1, mm_2, mm_3, mm_4};
+static const tile_fn mm7_fns[] = {NULL, mm7_1, mm7_2, mm7_3, mm7_4};
 
 static void tile_conv(int64_t groups, const void *rows, const uint8_t *cols, int rows_valid, bool w_rows,
                       int32_t *acc) {
-  static const tile_fn fns[] = {NULL, conv_1, conv_2, conv_3, conv_4, conv_5, conv_6};
   ER_UNUSED(w_rows);
-  fns[rows_valid](groups, rows, cols, acc);
+  conv_fns[rows_valid](groups, rows, cols, NULL, acc);
 }
-
+static void tile_conv_ind(int64_t groups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
+                          int32_t *acc) {
+  conv_fns[rows_valid](groups, rows, cols, koff, acc);
+}
+static void tile_conv_q8(int64_t groups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
+                         const er_qepi *e, int64_t i0, uint8_t *c, int64_t ldc, const er_qseg *segs, int nseg) {
+  convq_fns[rows_valid](groups, rows, cols, koff, e, i0, c, ldc, segs, nseg);
+}
 static void tile_mm(int64_t groups, const void *rows, const uint8_t *cols, int rows_valid, bool w_rows,
                     int32_t *acc) {
-  static const tile_fn fns[] = {NULL, mm_1, mm_2, mm_3, mm_4};
   ER_UNUSED(w_rows);
-  fns[rows_valid](groups, rows, cols, acc);
+  mm_fns[rows_valid](groups, rows, cols, NULL, acc);
 }
 
 /* ======================================================================== */
@@ -144,84 +221,23 @@ static void tile_mm(int64_t groups, const void *rows, const uint8_t *cols, int r
  * tiles above, still exact. The kernel table takes these tiles only for
  * weights checked to fit (quant.c); models quantized with 7-bit weights
  * (edgerun quantize --reduce-range, onnxruntime's reduce_range) do. */
-static inline __attribute__((always_inline)) __m256i dot4(__m256i acc, __m256i u8, __m256i s8, __m256i ones) {
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), ones));
-}
-
-/* koff NULL: packed columns (64 bytes per k group), else the k group's
- * columns in place at b + koff[q]. */
-static inline __attribute__((always_inline)) void tile7_body(int64_t groups, const uint8_t *a, const uint8_t *b,
-                                                             const int64_t *koff, int32_t *acc, const int MR,
-                                                             const int R, const bool w_rows) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i c[6][2];
-#pragma GCC unroll 6
-  for (int r = 0; r < MR; r++)
-    if (r < R) c[r][0] = c[r][1] = _mm256_setzero_si256();
-  for (int64_t q = 0; q < groups; q++) {
-    const uint8_t *bq = koff ? b + koff[q] : b + q * 64;
-    __m256i v0 = _mm256_loadu_si256((const __m256i *)bq), v1 = _mm256_loadu_si256((const __m256i *)(bq + 32));
-#pragma GCC unroll 6
-    for (int r = 0; r < MR; r++) {
-      if (r < R) {
-        int32_t w;
-        memcpy(&w, a + r * 4, sizeof w);
-        __m256i av = _mm256_set1_epi32(w);
-        /* vpmaddubsw's first operand is the unsigned one: activations. */
-        if (w_rows) {
-          c[r][0] = dot4(c[r][0], v0, av, ones);
-          c[r][1] = dot4(c[r][1], v1, av, ones);
-        } else {
-          c[r][0] = dot4(c[r][0], av, v0, ones);
-          c[r][1] = dot4(c[r][1], av, v1, ones);
-        }
-      }
-    }
-    a += MR * 4;
-  }
-#pragma GCC unroll 6
-  for (int r = 0; r < MR; r++) {
-    if (r < R) {
-      _mm256_storeu_si256((__m256i *)(acc + r * 16), c[r][0]);
-      _mm256_storeu_si256((__m256i *)(acc + r * 16 + 8), c[r][1]);
-    }
-  }
-}
-
-#define DEFINE_TILE7(NAME, MR, WR, R)                                                                        \
-  static void NAME##_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, int32_t *acc) { \
-    tile7_body(g, a, b, koff, acc, MR, R, WR);                                                             \
-  }
-DEFINE_TILE7(conv7, 6, true, 1)
-DEFINE_TILE7(conv7, 6, true, 2)
-DEFINE_TILE7(conv7, 6, true, 3)
-DEFINE_TILE7(conv7, 6, true, 4)
-DEFINE_TILE7(conv7, 6, true, 5)
-DEFINE_TILE7(conv7, 6, true, 6)
-DEFINE_TILE7(mm7, 4, false, 1)
-DEFINE_TILE7(mm7, 4, false, 2)
-DEFINE_TILE7(mm7, 4, false, 3)
-DEFINE_TILE7(mm7, 4, false, 4)
-
-typedef void (*tile7_fn)(int64_t, const uint8_t *, const uint8_t *, const int64_t *, int32_t *);
-static const tile7_fn conv7_fns[] = {NULL, conv7_1, conv7_2, conv7_3, conv7_4, conv7_5, conv7_6};
-
 static void tile_conv7(int64_t groups, const void *rows, const uint8_t *cols, int rows_valid, bool w_rows,
                        int32_t *acc) {
   ER_UNUSED(w_rows);
   conv7_fns[rows_valid](groups, rows, cols, NULL, acc);
 }
-
 static void tile_conv7_ind(int64_t groups, const void *rows, const uint8_t *cols, const int64_t *koff,
                            int rows_valid, int32_t *acc) {
   conv7_fns[rows_valid](groups, rows, cols, koff, acc);
 }
-
+static void tile_conv7_q8(int64_t groups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
+                          const er_qepi *e, int64_t i0, uint8_t *c, int64_t ldc, const er_qseg *segs, int nseg) {
+  convq7_fns[rows_valid](groups, rows, cols, koff, e, i0, c, ldc, segs, nseg);
+}
 static void tile_mm7(int64_t groups, const void *rows, const uint8_t *cols, int rows_valid, bool w_rows,
                      int32_t *acc) {
-  static const tile7_fn fns[] = {NULL, mm7_1, mm7_2, mm7_3, mm7_4};
   ER_UNUSED(w_rows);
-  fns[rows_valid](groups, rows, cols, NULL, acc);
+  mm7_fns[rows_valid](groups, rows, cols, NULL, acc);
 }
 
 /* ======================================================================== */
@@ -303,7 +319,9 @@ static void epilogue(const er_qepi *e, const er_qtile_out *t) {
   }
 }
 
-const er_qgemm_isa er__qgemm_conv_avx2 = {"6x16__avx2", 6, 16, 2, 2, tile_conv, tile_conv_ind, epilogue, NULL, 0, 0};
+const er_qgemm_isa er__qgemm_conv_avx2 = {"6x16__avx2", 6, 16, 2, 2, tile_conv, tile_conv_ind, epilogue, tile_conv_q8,
+                                          0, 0};
 const er_qgemm_isa er__qgemm_mm_avx2 = {"4x16__avx2", 4, 16, 2, 2, tile_mm, NULL, epilogue, NULL, 0, 0};
-const er_qgemm_isa er__qgemm_conv_avx2w7 = {"6x16w7__avx2", 6, 16, 4, 1, tile_conv7, tile_conv7_ind, epilogue, NULL, 0, 0};
+const er_qgemm_isa er__qgemm_conv_avx2w7 = {"6x16w7__avx2", 6,         16,       4, 1, tile_conv7, tile_conv7_ind,
+                                            epilogue,       tile_conv7_q8, 0, 0};
 const er_qgemm_isa er__qgemm_mm_avx2w7 = {"4x16w7__avx2", 4, 16, 4, 1, tile_mm7, NULL, epilogue, NULL, 0, 0};
