@@ -468,8 +468,8 @@ static er_status check_finite(const er_tensor *W, const char *name, const char *
 /* Symmetric int8 weight quantization along `axis` (-1 = one scale).
  * scales[ch] receives the scale of each of *n_ch channels; *sqnr the
  * weight quantization SQNR. */
-static er_status quant_int8(const er_tensor *W, int axis, er_tensor *q, float **scales_out, int64_t *n_ch,
-                            double *sqnr) {
+static er_status quant_int8(const er_tensor *W, int axis, int qmax, er_tensor *q, float **scales_out,
+                            int64_t *n_ch, double *sqnr) {
   int64_t outer = 1, C = 1, inner = 1;
   if (axis >= 0) {
     for (int d = 0; d < axis; d++) outer *= W->dims[d];
@@ -485,9 +485,11 @@ static er_status quant_int8(const er_tensor *W, int axis, er_tensor *q, float **
     double amax = 0;
     for (int64_t o = 0; o < outer; o++)
       for (int64_t i = 0; i < inner; i++) amax = fmax(amax, fabs(w[(o * C + c) * inner + i]));
-    /* int8 symmetric uses [-127, 127] so that -x quantizes like x. An
-     * all-zero channel gets scale 1 (every value is exactly 0). */
-    float s = (float)(amax / 127.0);
+    /* int8 symmetric uses [-127, 127] so that -x quantizes like x
+     * ([-64, 64] with reduce_range: CPUs without VNNI then multiply
+     * exactly with vpmaddubsw). An all-zero channel gets scale 1 (every
+     * value is exactly 0). */
+    float s = (float)(amax / qmax);
     scales[c] = s >= FLT_MIN ? s : 1.0f;
   }
   er__tensor_set(q, ER_DTYPE_INT8, W->rank, W->dims);
@@ -503,8 +505,8 @@ static er_status quant_int8(const er_tensor *W, int axis, er_tensor *q, float **
       for (int64_t i = 0; i < inner; i++) {
         int64_t at = (o * C + c) * inner + i;
         double v = nearbyint((double)w[at] / scales[c]);
-        if (v > 127) v = 127;
-        if (v < -127) v = -127;
+        if (v > qmax) v = qmax;
+        if (v < -qmax) v = -qmax;
         qd[at] = (int8_t)v;
         double e = (double)w[at] - v * scales[c];
         sw += (double)w[at] * w[at];
@@ -700,7 +702,7 @@ static er_status emit_weight(emit_state *e, const er_node *n, const qcand *c, in
     snprintf(scheme, sizeof scheme, "int4 symmetric, blocks of %d along axis %d", e->p->o.block_size,
              c->block_axis);
   } else {
-    ER_CHECK(quant_int8(W, c->w_axis, &q, &ch_scales, &C, &sqnr));
+    ER_CHECK(quant_int8(W, c->w_axis, e->p->o.reduce_range ? 64 : 127, &q, &ch_scales, &C, &sqnr));
     ER_CHECK(own_scales(e, ch_scales));
     smin = INFINITY;
     smax = 0;
@@ -724,9 +726,10 @@ static er_status emit_weight(emit_state *e, const er_node *n, const qcand *c, in
     *wq = (wquant){W, e->g->values[qid].constant, ch_scales, C, c->w_axis, NULL, 0, 0};
     if (c->w_axis >= 0) {
       attrs[n_attrs++] = er__qb_attr_int("axis", c->w_axis);
-      snprintf(scheme, sizeof scheme, "int8 symmetric per-channel (axis %d)", c->w_axis);
+      snprintf(scheme, sizeof scheme, "int8%s symmetric per-channel (axis %d)",
+               e->p->o.reduce_range ? " (7-bit range)" : "", c->w_axis);
     } else {
-      snprintf(scheme, sizeof scheme, "int8 symmetric per-tensor");
+      snprintf(scheme, sizeof scheme, "int8%s symmetric per-tensor", e->p->o.reduce_range ? " (7-bit range)" : "");
     }
   }
   ER_CHECK(er__qb_value(b, val->name, "_DequantizeLinear_Output", &did));
@@ -1362,6 +1365,9 @@ er_status er__quantize(const char *model_path, const char *calib_path, const cha
            p.o.weights == ER_QW_INT4 ? "int4 block-wise (MatMul/Gemm), int8 others"
            : p.o.per_channel         ? "int8 per-channel symmetric"
                                      : "int8 per-tensor symmetric");
+  if (p.o.reduce_range && p.o.weights == ER_QW_INT8)
+    snprintf(rep->weights + strlen(rep->weights), sizeof rep->weights - strlen(rep->weights),
+             ", 7-bit range [-64, 64]");
   p.act_dtype = p.o.activations == ER_QA_FLOAT ? ER_DTYPE_UNDEFINED
                 : p.o.activations == ER_QA_INT8 ? ER_DTYPE_INT8 : ER_DTYPE_UINT8;
   snprintf(rep->activations, sizeof rep->activations, "%s",

@@ -56,6 +56,7 @@ typedef enum er_qoutputs {
 typedef struct er_quant_options {
   er_qweights weights;          /* default int8 */
   bool per_channel;             /* weights per output channel (default) */
+  bool reduce_range;            /* int8 weights within [-64, 64] (7 bits) */
   int block_size;               /* int4 blocks along K: 32 (default), 64, 128 */
   er_qact activations;          /* default uint8 */
   bool symmetric;               /* symmetric activations (default asymmetric) */
@@ -121,7 +122,7 @@ typedef struct er_qreport_output {  /* a graph output a quantized layer makes */
 typedef struct er_qreport {
   char *model_path, *out_path, *calib_path, *eval_path;
   er_quant_options opts;             /* string members not kept */
-  char method[32], weights[48], activations[48];
+  char method[32], weights[64], activations[48];
   uint64_t float_file_bytes, quant_file_bytes;
   uint64_t float_weight_bytes, quant_weight_bytes;
   int64_t calib_samples, eval_samples;

@@ -633,7 +633,54 @@ def test_memory_flat():
     check(large <= small + 4096, "peak memory flat from 360 to 108,000 calibration samples")
 
 
-TESTS = [test_digits_accuracy, test_fashion, test_mnist8, test_sqnr_vs_ort, test_int4, test_methods, test_exclusions,
+def test_reduce_range():
+    """--reduce-range: int8 weights within [-64, 64], the accuracy bound
+    still met, onnxruntime's fused kernels exact on it (no VNNI needed), and
+    on x86 CPUs with AVX2 but no VNNI edgerun's vpmaddubsw kernels take
+    every convolution."""
+    x_tr, x_te, y_te = digits_split()
+    np.save(tmp("rr-calib.npy"), x_tr[:400])
+    q = tmp("digits-rr.onnx")
+    er("quantize", os.path.join(DIGITS, "model.onnx"), "--calib", tmp("rr-calib.npy"), "-o", q, "--reduce-range",
+       "--eval", os.path.join(DIGITS, "test_images.npy"), "--labels", os.path.join(DIGITS, "test_labels.npy"),
+       "--report", tmp("rr-report"), "--quiet")
+    r = json.load(open(tmp("rr-report.json")))
+    drop = r["evaluation"]["accuracy"]["top1_drop_points"]
+    print(f"digits --reduce-range: top-1 drop {drop:.2f} points; weights '{r['scheme']['weights']}'")
+    check(drop <= 0.5, f"digits 7-bit int8 top-1 drop {drop:.2f} <= 0.5 points")
+    check("7-bit" in r["scheme"]["weights"], "the report names the 7-bit range")
+    m = onnx.load(q)
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    wq = [inits[n.input[0]] for n in m.graph.node
+          if n.op_type == "DequantizeLinear" and n.input[0] in inits and inits[n.input[0]].dtype == np.int8]
+    check(len(wq) > 0, "int8 weight initializers found")
+    check(all(int(np.abs(w.astype(np.int32)).max()) <= 64 for w in wq), "every int8 weight within [-64, 64]")
+    check(all(int(np.abs(w.astype(np.int32)).max()) == 64 for w in wq), "each weight tensor uses the 7-bit range")
+    full_check(q, "the 7-bit digits QDQ model")
+    # onnxruntime with its QDQ fusion on: exact for 7-bit weights on any CPU.
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    ort_out = ort.InferenceSession(q, so, providers=["CPUExecutionProvider"]).run(None, {"input": x_te})[0]
+    er_out = edgerun_outputs(q, x_te, "digits-rr")
+    agree = float((ort_out.argmax(1) == er_out.argmax(1)).mean())
+    print(f"digits --reduce-range: onnxruntime (fused) vs edgerun top-1 agreement {100 * agree:.2f}%")
+    check(agree >= 0.99, "onnxruntime (fused) and edgerun agree on >= 99% of digits")
+    flags = ""
+    try:
+        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags"))
+    except (OSError, StopIteration):
+        pass
+    if " avx2" in flags and "avx512_vnni" not in flags:
+        trace = tmp("rr-trace.json")
+        er("bench", q, "--iterations", "1", "--warmup", "0", "--profile", trace)
+        kernels = [e["args"]["kernel"] for e in json.load(open(trace))["traceEvents"] if e["args"]["op"] == "QConv"]
+        print(f"digits --reduce-range: QConv kernels {sorted(set(kernels))}")
+        check(kernels and all("w7__avx2" in k for k in kernels), "the vpmaddubsw kernels run every QConv")
+    else:
+        print("skip: kernel choice check (needs x86 AVX2 without AVX512-VNNI)")
+
+
+TESTS = [test_digits_accuracy, test_reduce_range, test_fashion, test_mnist8, test_sqnr_vs_ort, test_int4, test_methods, test_exclusions,
          test_outputs, test_shared_weights, test_keep_float_auto, test_analyze_eval, test_images, test_memory_flat]
 
 
