@@ -258,11 +258,16 @@ static void dw_plane(const er_qdw_args *a) {
 
 /* ---- depthwise, channels in lanes (er_qdwc_args) ------------------------ */
 
-/* The first n (< VL) bytes at p as VL int32 lanes, the rest 0. */
-static inline vi i_ld8_part(const uint8_t *p, int64_t n, bool is_signed) {
+/* The first n (< VL) bytes at p as VL int32 lanes, the rest 0 or (when
+ * the VL bytes at p are readable, before `end`) whatever follows: callers
+ * use only the first n lanes. A copy through the stack stalled on store
+ * forwarding, once per channel and row of 7- and 14-pixel planes. */
+static inline vi i_ld8_part(const uint8_t *p, int64_t n, bool is_signed, const uint8_t *end) {
 #if defined(QE_MASKED)
+  ER_UNUSED(end);
   return i_ld8_n(p, n, is_signed);
 #else
+  if (p + VL <= end) return i_ld8(p, is_signed);
   uint8_t tmp[16] = {0};
   memcpy(tmp, p, (size_t)n);
   return i_ld8(tmp, is_signed);
@@ -278,9 +283,23 @@ static inline void st8_part(uint8_t *p, vi v, int64_t n) {
     st8(p, v);
     return;
   }
-  uint8_t tmp[VL];
-  st8(tmp, v);
-  memcpy(p, tmp, (size_t)n);
+  /* The bytes from a register, 4, 2 and 1 at a time. */
+  __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  uint64_t b = (uint64_t)_mm_cvtsi128_si64(
+      _mm_shuffle_epi8(w, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1)));
+  if (n & 4) {
+    uint32_t u = (uint32_t)b;
+    memcpy(p, &u, 4);
+    p += 4;
+    b >>= 32;
+  }
+  if (n & 2) {
+    uint16_t u = (uint16_t)b;
+    memcpy(p, &u, 2);
+    p += 2;
+    b >>= 16;
+  }
+  if (n & 1) *p = (uint8_t)b;
 #endif
 }
 
@@ -309,7 +328,8 @@ static void dwc_fill(const er_qdwc_args *a, int64_t r0, int64_t r1, int64_t cols
 #pragma GCC unroll 16
       for (int c = 0; c < VL; c++) {
         const uint8_t *p = src + c * hw + ix;
-        v[c] = c >= a->nc ? zero : i2f(i_sub(n == VL ? i_ld8(p, a->is_signed) : i_ld8_part(p, n, a->is_signed), z));
+        v[c] = c >= a->nc ? zero
+                          : i2f(i_sub(n == VL ? i_ld8(p, a->is_signed) : i_ld8_part(p, n, a->is_signed, a->x_end), z));
       }
       v_transpose(v);
       float *d = row + (lo + ix) * VL;

@@ -51,6 +51,8 @@ typedef struct er_qdwc_args {
   float *band;           /* scratch: band_rows output rows of input (er__qdwc_band_floats) */
   int64_t band_rows;
   uint8_t *y;            /* the block's first output plane [oh, ow]; planes oh * ow apart */
+  const uint8_t *x_end;  /* the end of the readable input: short rows may be
+                            read a whole vector at a time up to it */
 } er_qdwc_args;
 
 /* Input columns the band holds, and the floats it needs for `rows` output

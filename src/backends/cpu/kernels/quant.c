@@ -650,7 +650,7 @@ static void dwc_chunk(void *arg, int64_t begin, int64_t end) {
   const int64_t blocks = (g->c + lanes - 1) / lanes, taps = g->kh * g->kw;
   er_qdwc_args a = {NULL, g->h, g->w, g->pt, g->pl, g->kh, g->kw, g->sh, g->sw, g->dh, g->dw, g->oh, g->ow, 0,
                     s->x_type == ER_DTYPE_INT8, s->xz, NULL, NULL, NULL, NULL, s->epi.zp, s->epi.lo, s->epi.hi,
-                    NULL, dwc_band_rows(s, g), NULL};
+                    NULL, dwc_band_rows(s, g), NULL, j->x + g->c * g->h * g->w};
   for (int64_t ch = begin; ch < end; ch++) {
     a.band = (float *)(j->scratch + (size_t)ch * j->slot_bytes);
     for (int64_t b = blocks * ch / j->chunks; b < blocks * (ch + 1) / j->chunks; b++) {
