@@ -283,23 +283,10 @@ static inline void st8_part(uint8_t *p, vi v, int64_t n) {
     st8(p, v);
     return;
   }
-  /* The bytes from a register, 4, 2 and 1 at a time. */
+  /* The bytes from a register (not through the stack). */
   __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  uint64_t b = (uint64_t)_mm_cvtsi128_si64(
-      _mm_shuffle_epi8(w, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1)));
-  if (n & 4) {
-    uint32_t u = (uint32_t)b;
-    memcpy(p, &u, 4);
-    p += 4;
-    b >>= 32;
-  }
-  if (n & 2) {
-    uint16_t u = (uint16_t)b;
-    memcpy(p, &u, 2);
-    p += 2;
-    b >>= 16;
-  }
-  if (n & 1) *p = (uint8_t)b;
+  w = _mm_shuffle_epi8(w, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1));
+  er__store_low_bytes(p, (uint64_t)_mm_cvtsi128_si64(w), (int)n);
 #endif
 }
 

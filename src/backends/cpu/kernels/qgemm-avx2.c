@@ -23,8 +23,16 @@ typedef struct tile_acc {
   __m256i c[6][2];
 } tile_acc;
 
-/* The 7-bit weight tiles' product: vpmaddubsw (its first operand the
- * unsigned one), then pairs of int16 into int32 by vpmaddwd with ones. */
+/* The 7-bit weight ("w7") tiles' product. When every packed weight lies in
+ * [-64, 64], vpmaddubsw cannot saturate: a pair of u8 x s8 products is at
+ * most 2 * 255 * 64 = 32640 in magnitude. Then four bytes of k take one
+ * vpmaddubsw (pairs into int16; its first operand is the unsigned one) and
+ * one vpmaddwd by ones (pairs of those into int32), on the layout of the
+ * VNNI kernels (KG = 4, one byte per row element, rows broadcast as 32-bit
+ * words): 32 exact multiply-adds per vpmaddubsw, vpmaddwd and add, against
+ * 16 per vpmaddwd and add. The kernel table takes these tiles only for
+ * weights checked to fit (quant.c); models quantized with 7-bit weights
+ * (edgerun quantize --reduce-range, onnxruntime's reduce_range) do. */
 AI __m256i dot4(__m256i acc, __m256i u8, __m256i s8, __m256i ones) {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), ones));
 }
@@ -189,78 +197,33 @@ static const tile_q8_fn convq7_fns[] = {NULL, convq7_1, convq7_2, convq7_3, conv
 static const tile_fn mm_fns[] = {NULL, mm_1, mm_2, mm_3, mm_4};
 static const tile_fn mm7_fns[] = {NULL, mm7_1, mm7_2, mm7_3, mm7_4};
 
-static void tile_conv(int64_t groups, const void *rows, const uint8_t *cols, int rows_valid, bool w_rows,
-                      int32_t *acc) {
-  ER_UNUSED(w_rows);
-  conv_fns[rows_valid](groups, rows, cols, NULL, acc);
-}
-static void tile_conv_ind(int64_t groups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
-                          int32_t *acc) {
-  conv_fns[rows_valid](groups, rows, cols, koff, acc);
-}
-static void tile_conv_q8(int64_t groups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
-                         const er_qepi *e, int64_t i0, uint8_t *c, int64_t ldc, const er_qseg *segs, int nseg) {
-  convq_fns[rows_valid](groups, rows, cols, koff, e, i0, c, ldc, segs, nseg);
-}
-static void tile_mm(int64_t groups, const void *rows, const uint8_t *cols, int rows_valid, bool w_rows,
-                    int32_t *acc) {
-  ER_UNUSED(w_rows);
-  mm_fns[rows_valid](groups, rows, cols, NULL, acc);
-}
-
-/* ======================================================================== */
-/* 7-bit weights: vpmaddubsw                                                  */
-/* ======================================================================== */
-
-/* When every packed weight lies in [-64, 64], vpmaddubsw cannot saturate:
- * a pair of u8 x s8 products is at most 2 * 255 * 64 = 32640 in
- * magnitude. Then four bytes of k take one vpmaddubsw (pairs into int16)
- * and one vpmaddwd by ones (pairs of those into int32), the layout of the
- * VNNI kernels (KG = 4, one byte per row element, rows broadcast as 32-bit
- * words), and twice the multiply-adds per instruction of the vpmaddwd
- * tiles above, still exact. The kernel table takes these tiles only for
- * weights checked to fit (quant.c); models quantized with 7-bit weights
- * (edgerun quantize --reduce-range, onnxruntime's reduce_range) do. */
-static void tile_conv7(int64_t groups, const void *rows, const uint8_t *cols, int rows_valid, bool w_rows,
-                       int32_t *acc) {
-  ER_UNUSED(w_rows);
-  conv7_fns[rows_valid](groups, rows, cols, NULL, acc);
-}
-static void tile_conv7_ind(int64_t groups, const void *rows, const uint8_t *cols, const int64_t *koff,
-                           int rows_valid, int32_t *acc) {
-  conv7_fns[rows_valid](groups, rows, cols, koff, acc);
-}
-static void tile_conv7_q8(int64_t groups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
-                          const er_qepi *e, int64_t i0, uint8_t *c, int64_t ldc, const er_qseg *segs, int nseg) {
-  convq7_fns[rows_valid](groups, rows, cols, koff, e, i0, c, ldc, segs, nseg);
-}
-static void tile_mm7(int64_t groups, const void *rows, const uint8_t *cols, int rows_valid, bool w_rows,
-                     int32_t *acc) {
-  ER_UNUSED(w_rows);
-  mm7_fns[rows_valid](groups, rows, cols, NULL, acc);
-}
+/* The er_qgemm_isa entry points of one tile family, by valid rows. */
+#define DEFINE_ENTRIES(SFX)                                                                                       \
+  static void tile_conv##SFX(int64_t groups, const void *rows, const uint8_t *cols, int rows_valid, bool w_rows,   \
+                             int32_t *acc) {                                                                      \
+    ER_UNUSED(w_rows);                                                                                            \
+    conv##SFX##_fns[rows_valid](groups, rows, cols, NULL, acc);                                                   \
+  }                                                                                                               \
+  static void tile_conv##SFX##_ind(int64_t groups, const void *rows, const uint8_t *cols, const int64_t *koff,     \
+                                   int rows_valid, int32_t *acc) {                                                \
+    conv##SFX##_fns[rows_valid](groups, rows, cols, koff, acc);                                                   \
+  }                                                                                                               \
+  static void tile_conv##SFX##_q8(int64_t groups, const void *rows, const uint8_t *cols, const int64_t *koff,      \
+                                  int rows_valid, const er_qepi *e, int64_t i0, uint8_t *c, int64_t ldc,          \
+                                  const er_qseg *segs, int nseg) {                                                \
+    convq##SFX##_fns[rows_valid](groups, rows, cols, koff, e, i0, c, ldc, segs, nseg);                            \
+  }                                                                                                               \
+  static void tile_mm##SFX(int64_t groups, const void *rows, const uint8_t *cols, int rows_valid, bool w_rows,     \
+                           int32_t *acc) {                                                                        \
+    ER_UNUSED(w_rows);                                                                                            \
+    mm##SFX##_fns[rows_valid](groups, rows, cols, NULL, acc);                                                     \
+  }
+DEFINE_ENTRIES()
+DEFINE_ENTRIES(7)
 
 /* ======================================================================== */
 /* The epilogue                                                              */
 /* ======================================================================== */
-
-/* Stores the low n (< 8) bytes of v. */
-static inline void store_bytes(uint8_t *p, __m128i v, int n) {
-  uint64_t b = (uint64_t)_mm_cvtsi128_si64(v);
-  if (n & 4) {
-    uint32_t w = (uint32_t)b;
-    memcpy(p, &w, 4);
-    p += 4;
-    b >>= 32;
-  }
-  if (n & 2) {
-    uint16_t w = (uint16_t)b;
-    memcpy(p, &w, 2);
-    p += 2;
-    b >>= 16;
-  }
-  if (n & 1) *p = (uint8_t)b;
-}
 
 /* Eight columns at a time; the last n < 8 with masked loads of the
  * per-column parameters and the activation sums, and partial stores (the
@@ -314,7 +277,7 @@ static void epilogue(const er_qepi *e, const er_qtile_out *t) {
       __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
       __m128i p8 = e->out_signed ? _mm_packs_epi16(p16, p16) : _mm_packus_epi16(p16, p16);
       if (n == 8) _mm_storel_epi64((__m128i *)(out + j), p8);
-      else store_bytes(out + j, p8, n);
+      else er__store_low_bytes(out + j, (uint64_t)_mm_cvtsi128_si64(p8), n);
     }
   }
 }

@@ -222,6 +222,24 @@ size_t er__qgemm_scratch_bytes(const er_qgemm_problem *p);
  * er__qgemm_scratch_bytes(p), 64-byte aligned). */
 void er__qgemm_run(const er_qgemm_problem *p, er_thread_pool *pool, void *scratch, int slots);
 
+/* Stores the low n (< 8) bytes of b at p, 4, 2 and 1 at a time (partial
+ * output runs of the x86 kernels without masked stores). */
+static inline void er__store_low_bytes(uint8_t *p, uint64_t b, int n) {
+  if (n & 4) {
+    uint32_t w = (uint32_t)b;
+    memcpy(p, &w, 4);
+    p += 4;
+    b >>= 32;
+  }
+  if (n & 2) {
+    uint16_t w = (uint16_t)b;
+    memcpy(p, &w, 2);
+    p += 2;
+    b >>= 16;
+  }
+  if (n & 1) *p = (uint8_t)b;
+}
+
 /* The scalar epilogue (every ISA's reference for tails and tests). */
 void er__qepi_scalar(const er_qepi *e, const er_qtile_out *t);
 
