@@ -382,7 +382,7 @@ static void dw_block(const er_qdwc_args *a) {
           acc = f_set(0.0f);
           for (int64_t t = 0; t < ntaps; t++) acc = f_fma(f_ld(a->wt + t * VL), f_ld(b + toff[t]), acc);
         }
-        i_st((int32_t *)(sums + q * VL), dwc_requant(acc, corr, mult, off, zp, lo, hi));
+        f_st(sums + q * VL, acc);
         b += step;
         if (++ox == a->ow) {
           ox = 0;
@@ -390,9 +390,11 @@ static void dw_block(const er_qdwc_args *a) {
           b = row;
         }
       }
+      /* Requantized after the group's sums, not per pixel: the FMA loop
+       * then keeps its weights in registers. */
       vf t[VL];
 #pragma GCC unroll 16
-      for (int q = 0; q < VL; q++) t[q] = f_ld(sums + q * VL);
+      for (int q = 0; q < VL; q++) t[q] = QE_CAST_F(dwc_requant(f_ld(sums + q * VL), corr, mult, off, zp, lo, hi));
       v_transpose(t);
       uint8_t *y = a->y + oy0 * a->ow + p0;
 #pragma GCC unroll 16
