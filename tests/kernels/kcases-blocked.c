@@ -73,6 +73,14 @@ static const bconv_spec conv_specs[] = {
     {1, 8, 12, 12, 8, 3, 3, 1, 1, 2, 2, {2, 2, 2, 2}, true, false, NULL},
     {1, 12, 3, 3, 12, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true, false, NULL},      /* every pixel a border */
     {1, 16, 8, 8, 16, 3, 3, 2, 2, 1, 1, {0, 0, 0, 0}, true, false, "SAME_LOWER"},
+    /* Rows in tiles of every width 1-8, edge tiles whose taps fall past
+     * either end (zero loads): no padding, padding wider than the window
+     * reaches, asymmetric stride-2 pads with a right border. */
+    {1, 16, 5, 11, 16, 3, 3, 1, 1, 1, 1, {0, 0, 0, 0}, true, false, NULL},
+    {1, 8, 4, 2, 8, 3, 3, 1, 1, 1, 1, {2, 2, 2, 2}, true, false, NULL},
+    {1, 24, 6, 13, 24, 5, 5, 1, 1, 1, 1, {1, 3, 1, 1}, true, false, NULL},
+    {1, 16, 10, 9, 16, 5, 5, 2, 2, 1, 1, {2, 1, 2, 3}, true, false, NULL},
+    {1, 8, 7, 23, 8, 3, 3, 2, 2, 1, 1, {0, 1, 1, 2}, true, false, NULL},
 };
 
 /* Output extent along one axis, as the Conv shape rule computes it. */
