@@ -208,10 +208,10 @@ static inline __attribute__((always_inline)) void bk_conv_tile(const er_bconv *a
 }
 
 /* A 1x1 layer on a blocked input at horizontal stride SW (1 or 2), fewer
- * pixels than blocks (the 4 x 3 tile of AVX2): the sums of bk_conv_tile, written with one pointer
- * per weight block and the input, all stepped once per input block, and
- * the lanes unrolled, so every load is an immediate offset from one of
- * them. GCC compiled bk_conv_tile's form of this loop (a lane loop with
+ * pixels than blocks (the 4 x 3 tile of AVX2): the sums of bk_conv_tile,
+ * written with one pointer per weight block and the input, all stepped
+ * once per input block, and the lanes unrolled, so every load is an
+ * immediate offset from one of them. GCC compiled bk_conv_tile's form of this loop (a lane loop with
  * indexed weight loads) to about 75% of the FMA peak on a Zen 3 EPYC,
  * this form to about 95% (a kernel-only loop in L1). */
 static inline __attribute__((always_inline)) void bk_pw_tile(const er_bconv *a, int64_t g, int64_t oy, int64_t ox0,
@@ -520,13 +520,14 @@ static void bk_inside(const er_bdw *a, int64_t *lo, int64_t *hi) {
   *hi = h;
 }
 
+/* A row of a pool or of a depthwise window without constant offsets. */
 static inline __attribute__((always_inline)) void bk_dw_row(const er_bdw *a, int64_t cb, int64_t oy, int64_t lo,
-                                                            int64_t hi, const int pool, const int KW, const int S2) {
+                                                            int64_t hi, const int pool) {
   for (int64_t ox = 0; ox < lo; ox++) bk_dw_tile(a, cb, oy, ox, 1, false, pool, 0, 0, false);
   int64_t ox = lo;
-  for (; ox + BK_DW_R <= hi; ox += BK_DW_R) bk_dw_tile(a, cb, oy, ox, BK_DW_R, true, pool, KW, S2, false);
-  for (; ox + 4 <= hi; ox += 4) bk_dw_tile(a, cb, oy, ox, 4, true, pool, KW, S2, false);
-  for (; ox < hi; ox++) bk_dw_tile(a, cb, oy, ox, 1, true, pool, KW, S2, false);
+  for (; ox + BK_DW_R <= hi; ox += BK_DW_R) bk_dw_tile(a, cb, oy, ox, BK_DW_R, true, pool, 0, 0, false);
+  for (; ox + 4 <= hi; ox += 4) bk_dw_tile(a, cb, oy, ox, 4, true, pool, 0, 0, false);
+  for (; ox < hi; ox++) bk_dw_tile(a, cb, oy, ox, 1, true, pool, 0, 0, false);
   for (ox = hi > lo ? hi : lo; ox < a->ow; ox++) bk_dw_tile(a, cb, oy, ox, 1, false, pool, 0, 0, false);
 }
 
@@ -581,10 +582,10 @@ static void bk_dw(const er_bdw *a, int64_t u0, int64_t u1) {
         else if (shared && a->kw == 5) bk_dw_row_k5(a, cb, oy, lo, hi);
         else if (s2 && a->kw == 3) bk_dw_row_s2k3(a, cb, oy, lo, hi);
         else if (s2 && a->kw == 5) bk_dw_row_s2k5(a, cb, oy, lo, hi);
-        else bk_dw_row(a, cb, oy, lo, hi, 0, 0, 0);
+        else bk_dw_row(a, cb, oy, lo, hi, 0);
         break;
-      case 1: bk_dw_row(a, cb, oy, lo, hi, 1, 0, 0); break;
-      default: bk_dw_row(a, cb, oy, lo, hi, 2, 0, 0); break;
+      case 1: bk_dw_row(a, cb, oy, lo, hi, 1); break;
+      default: bk_dw_row(a, cb, oy, lo, hi, 2); break;
     }
   }
 }
