@@ -370,7 +370,10 @@ static void qgemm_part(const er_qgemm_problem *p, int64_t m0, int64_t m1, int64_
           t.nr = nr;
           t.i0 = i0 + ir;
           t.j0 = j0 + jr;
-          t.asum = !p->need_asum ? NULL : p->epi.channel_rows ? casum + jr : rasum + ir;
+          t.asum = !p->need_asum            ? NULL
+                   : !p->epi.channel_rows   ? rasum + ir
+                   : p->cols_base           ? p->cols_asum + j0 + jr
+                                            : casum + jr;
           t.c = (uint8_t *)p->c + ((size_t)(t.i0 * p->ldc + t.j0)) * es;
           t.ldc = p->ldc;
           if (p->vw > 0)

@@ -205,6 +205,9 @@ typedef struct er_qgemm_problem {
   const void *cols_ctx;
   const uint8_t *cols_base;
   const int64_t *cols_koff;
+  /* In place with need_asum: the activation sum of column j at
+   * cols_asum[j] (the caller sums the planes; nothing is packed). */
+  const int32_t *cols_asum;
   bool need_asum;        /* the epilogue needs activation sums (weight zero points) */
   er_qepi epi;
   void *c;               /* C [M, N], element size by epi.kind */

@@ -432,9 +432,11 @@ static size_t grouped_bytes(const qg_state *s, const er_window *g) {
 }
 
 /* The shared scratch of the in-place path: the planes, the offset table,
- * one row of padding and KG rows of strided input. */
+ * one row of padding and KG rows of strided input; with weight zero points
+ * also each phase's sum over channels (int32 per plane pixel) and the
+ * activation sum of each virtual column (at most a plane's pixels). */
 typedef struct grouped_layout {
-  size_t planes, koff, padrow, gather, total; /* byte offsets; total size */
+  size_t planes, koff, padrow, gather, chsum, asum, total; /* byte offsets; total size */
 } grouped_layout;
 
 static grouped_layout grouped_scratch(const qg_state *s, const er_window *g) {
@@ -442,11 +444,15 @@ static grouped_layout grouped_scratch(const qg_state *s, const er_window *g) {
   conv_planes pl;
   planes_geometry(g, &pl);
   size_t ws = (size_t)(pl.direct ? g->w : pl.ws), kg = (size_t)s->isa->kg;
+  size_t pix = (size_t)((pl.direct ? g->h : pl.hs) * (pl.direct ? g->w : pl.ws));
   L.planes = 0;
   L.koff = (grouped_bytes(s, g) + 63) / 64 * 64;
   L.padrow = L.koff + ((size_t)(s->cq * g->kh * g->kw) * sizeof(int64_t) + 63) / 64 * 64;
   L.gather = L.padrow + (ws * kg + 63) / 64 * 64;
-  L.total = L.gather + (ws * kg + 63) / 64 * 64;
+  L.chsum = L.gather + (ws * kg + 63) / 64 * 64;
+  L.asum = L.chsum;
+  if (s->wzp) L.asum += ((size_t)(g->sh * g->sw) * pix * sizeof(int32_t) + 63) / 64 * 64;
+  L.total = L.asum + (s->wzp ? (pix * sizeof(int32_t) + 63) / 64 * 64 : 0);
   return L;
 }
 
@@ -508,6 +514,43 @@ static void build_grouped(const qg_state *s, const er_window *g, const uint8_t *
     }
 }
 
+/* The activation sums of the n virtual columns of the grouped planes (the
+ * packed values, pads and the zeros past Cg included), for the weight
+ * zero points' term: each used phase's planes summed over channels, then
+ * column v's sum is the sum over taps of those sums at the tap's offset
+ * from v. */
+static void grouped_asum(const qg_state *s, const er_window *g, uint8_t *scratch, int64_t n) {
+  conv_planes pl;
+  planes_geometry(g, &pl);
+  const int kg = s->isa->kg;
+  const int64_t hs = pl.direct ? g->h : pl.hs, ws = pl.direct ? g->w : pl.ws, pix = hs * ws;
+  const size_t pb = grouped_plane_bytes(s, g);
+  grouped_layout L = grouped_scratch(s, g);
+  int32_t *chsum = (int32_t *)(void *)(scratch + L.chsum), *asum = (int32_t *)(void *)(scratch + L.asum);
+  for (int64_t ph = 0; ph < g->sh * g->sw; ph++) {
+    if (!phase_used(g, ph / g->sw, ph % g->sw)) continue;
+    int32_t *cs = chsum + ph * pix;
+    memset(cs, 0, (size_t)pix * sizeof *cs);
+    for (int64_t q = 0; q < s->cq; q++) {
+      const uint8_t *d = scratch + L.planes + (size_t)(ph * s->cq + q) * pb;
+      if (kg == 2)
+        for (int64_t i = 0; i < pix; i++) cs[i] += d[2 * i] + d[2 * i + 1];
+      else if (kg == 4)
+        for (int64_t i = 0; i < pix; i++) cs[i] += d[4 * i] + d[4 * i + 1] + d[4 * i + 2] + d[4 * i + 3];
+      else
+        for (int64_t i = 0; i < pix; i++)
+          for (int t = 0; t < kg; t++) cs[i] += d[i * kg + t];
+    }
+  }
+  memset(asum, 0, (size_t)n * sizeof *asum);
+  for (int64_t ky = 0; ky < g->kh; ky++)
+    for (int64_t kx = 0; kx < g->kw; kx++) {
+      int64_t py = ky * g->dh % g->sh, qy = ky * g->dh / g->sh, px = kx * g->dw % g->sw, qx = kx * g->dw / g->sw;
+      const int32_t *cs = chsum + (py * g->sw + px) * pix + qy * ws + qx;
+      for (int64_t v = 0; v < n; v++) asum[v] += cs[v];
+    }
+}
+
 /* The k group offsets of the grouped planes, in the weights' order
  * (channel group, then tap). */
 static void grouped_offsets(const qg_state *s, const er_window *g, int64_t *koff) {
@@ -563,6 +606,10 @@ static er_status conv_run(const er_kernel_run *kr) {
         p.cols_base = scratch;
         p.cols_koff = koff;
         p.k = s->cq * g.kh * g.kw * s->isa->kg;
+        if (s->wzp) {
+          grouped_asum(s, &g, scratch, p.n);
+          p.cols_asum = (const int32_t *)(const void *)(scratch + grouped_scratch(s, &g).asum);
+        }
       }
       er__qgemm_run(&p, kr->pool, scratch + pbytes, slots);
     }
@@ -932,8 +979,10 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
     int64_t mg = C / group, cg = w->dims[1], khw = K / cg;
     /* In place for windows larger than one pixel, where it saves
      * rereading each input byte kh * kw times; a 1x1 window packs each
-     * byte once either way, and packed panels read sequentially. */
-    s->inplace = !any_wz && isa->tile_ind && khw > 1;
+     * byte once either way, and packed panels read sequentially. Weight
+     * zero points need the activation sums, which the planes give too
+     * (grouped_asum). */
+    s->inplace = isa->tile_ind && khw > 1;
     s->cq = (cg + isa->kg - 1) / isa->kg;
     /* In place: weights reordered to [m][channel group][tap][KG], zero
      * for the channels past Cg. */
