@@ -179,6 +179,11 @@ void er__qgemm_pack_cols(const er_qgemm_isa *isa, const er_qsrc *src, int64_t c0
  * `flip`; adds each column's values to sums (may be NULL). */
 void er__qgemm_interleave(int kg, int nr, const uint8_t *const *rows, int cols, uint8_t flip, uint8_t *dst,
                           int32_t *sums);
+/* The same k group of consecutive columns panels: columns [0, cols) of the
+ * rows, panel q (columns q NR ..) at dst + q * panel_bytes, its sums at
+ * sums + q NR. */
+void er__qgemm_interleave_panels(int kg, int nr, const uint8_t *const *rows, int64_t cols, uint8_t flip,
+                                 uint8_t *dst, size_t panel_bytes, int32_t *sums);
 
 /* ---- the driver -------------------------------------------------------------- */
 

@@ -350,15 +350,10 @@ static void conv_pack(const void *vctx, int64_t j0, int64_t cols, uint8_t *dst, 
         base[i] = cc->pl.base + ((py * g->sw + px) * cg + c) * cc->pl.plane + qy * cc->pl.ws + qx;
       }
     }
-    for (int64_t q = 0; q * nr < cols; q++) {
-      int n = (int)min64(nr, cols - q * nr);
-      int64_t j = j0 + q * nr;
-      const uint8_t *rows[4] = {NULL, NULL, NULL, NULL};
-      for (int i = 0; i < kg; i++)
-        if (base[i]) rows[i] = base[i] + j;
-      er__qgemm_interleave(kg, nr, rows, n, s->x_flip, dst + (size_t)q * cpb + g4 * nr * kg,
-                           sums ? sums + q * nr : NULL);
-    }
+    const uint8_t *rows[4] = {NULL, NULL, NULL, NULL};
+    for (int i = 0; i < kg; i++)
+      if (base[i]) rows[i] = base[i] + j0;
+    er__qgemm_interleave_panels(kg, nr, rows, cols, s->x_flip, dst + g4 * nr * kg, cpb, sums);
   }
 }
 
