@@ -139,8 +139,12 @@ AI void store_run(uint8_t *p, __m128i v, int first, int len) {
  * registers instead made GCC spill 5 accumulators in the k loop.) */
 AI void tile_q8_store(const int32_t *acc, const er_qepi *e, int64_t i0, uint8_t *out, int64_t ldc, const er_qseg *segs,
                       int nseg, const int R) {
-  const __m256 big = _mm256_set1_ps(1073741824.0f), nbig = _mm256_set1_ps(-1073741824.0f);
-  const __m256i zp = _mm256_set1_epi32(e->zp), lo = _mm256_set1_epi32(e->lo), hi = _mm256_set1_epi32(e->hi);
+  /* Clamped in float to [lo - zp, hi - zp] before rounding: with integer
+   * bounds, rounding then clamping gives the same integer (the sums are
+   * finite, so no NaN reaches here), and the zero point then adds in 16
+   * bits without leaving [lo, hi]. */
+  const __m256 flo = _mm256_set1_ps((float)(e->lo - e->zp)), fhi = _mm256_set1_ps((float)(e->hi - e->zp));
+  const __m256i zp16 = _mm256_set1_epi16((int16_t)e->zp);
 #pragma GCC unroll 6
   for (int r = 0; r < 6; r++) {
     if (r < R) {
@@ -151,13 +155,12 @@ AI void tile_q8_store(const int32_t *acc, const er_qepi *e, int64_t i0, uint8_t 
       for (int v = 0; v < 2; v++) {
         __m256i sum = _mm256_load_si256((const __m256i *)(acc + r * 16 + v * 8));
         __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(sum, corr)), mult, off);
-        f = _mm256_min_ps(_mm256_max_ps(f, nbig), big);
+        f = _mm256_min_ps(_mm256_max_ps(f, flo), fhi);
         q[v] = _mm256_cvttps_epi32(_mm256_round_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-        q[v] = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(q[v], zp), lo), hi);
       }
-      /* 16 int32 in [lo, hi] to 16 bytes in column order (the packs work
-       * within 128-bit lanes). */
-      __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xD8);
+      /* 16 int32 in [lo, hi] (after the zero point) to 16 bytes in column
+       * order (the packs work within 128-bit lanes). */
+      __m256i w = _mm256_permute4x64_epi64(_mm256_add_epi16(_mm256_packs_epi32(q[0], q[1]), zp16), 0xD8);
       __m128i w0 = _mm256_castsi256_si128(w), w1 = _mm256_extracti128_si256(w, 1);
       __m128i bytes = e->out_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
       uint8_t *row = out + r * ldc;
