@@ -593,13 +593,6 @@ static void dw_direct_any_s2(const er_dw_args *a, int64_t c, float *s) { dw_dire
  * with the residual, and the activation runs once over the plane. */
 static void vec_unary(const er_unary *u, const float *x, float *y, int64_t n);
 
-/* Copies n floats (n may be 0) with vectors and a masked tail. */
-static inline void copy_floats(float *d, const float *s, int64_t n) {
-  int64_t i = 0;
-  for (; i + VN <= n; i += VN) v_st(d + i, v_ld(s + i));
-  if (i < n) v_st_n(d + i, v_ld_n(s + i, (int)(n - i)), (int)(n - i));
-}
-
 /* Input plane c into the padded planes (only input positions are
  * written; the padding stays as vec_dw zeroed it). */
 static void dw_flat_load(const er_dw_args *a, const float *x, float *planes, int64_t pf) {
@@ -609,7 +602,17 @@ static void dw_flat_load(const er_dw_args *a, const float *x, float *planes, int
     for (int64_t iy = 0; iy < a->h; iy++) {
       int64_t r = iy + a->pt;
       if (r >= hq) break;
-      if (cols > 0) copy_floats(planes + r * wq + a->pl, x + iy * a->w_, cols);
+      if (cols <= 0) continue;
+      /* The row's tail as a whole vector, zero past the row: it lands on
+       * this row's right padding and the next row's left padding (zeros
+       * either way), and on the next row's first columns, which that row
+       * then writes; the plane's margin holds the last one. A masked store
+       * per row was a third of this copy on Zen 3. */
+      float *d = planes + r * wq + a->pl;
+      const float *src = x + iy * a->w_;
+      int64_t i = 0;
+      for (; i + VN <= cols; i += VN) v_st(d + i, v_ld(src + i));
+      if (i < cols) v_st(d + i, v_ld_n(src + i, (int)(cols - i)));
     }
     return;
   }
