@@ -20,9 +20,10 @@
  *   BlockedConv(x, w, [bias], [add])  Conv's attributes, activation,
  *                                     block, planar_input -> [N,MB,OH,OW,B]
  *       x is blocked, or planar [N,C,H,W] with planar_input = 1 (a stem
- *       on the image); w [M, C / group, kh, kw] as in Conv; group 1 or
- *       depthwise (group = C = M); add is a blocked residual like the
- *       output.
+ *       on the image); w [M, C / group, kh, kw] as in Conv; group 1,
+ *       depthwise (group = C = M), or groups of whole blocks (C / group
+ *       and M / group multiples of the block; x blocked); add is a
+ *       blocked residual like the output.
  *   BlockedPool(x [N,CB,H,W,B])       op = MaxPool | AveragePool |
  *                                     GlobalMaxPool | GlobalAveragePool,
  *                                     that op's attributes, block
@@ -225,11 +226,15 @@ static er_status bconv_shadow(er_kctx *ctx, bool data, shadow *sh, int64_t *b_ou
   if (w->rank != 4 || w->dims[0] < 1 || w->dims[1] < 1)
     return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "weights %s must be [M, C/group, kh, kw] and known",
                         er__shape_str(w, s, sizeof s));
+  if (group < 1)
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "group %lld must be >= 1", (long long)group);
   int64_t m = w->dims[0], c = w->dims[1] * group;
-  if (group != 1 && !(w->dims[1] == 1 && group == m))
+  bool whole_blocks = !planar_in && w->dims[1] % b == 0 && m % group == 0 && (m / group) % b == 0;
+  if (group != 1 && !(w->dims[1] == 1 && group == m) && !whole_blocks)
     return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
-                        "group is %lld with weights %s; the blocked layout takes group 1 or depthwise", (long long)group,
-                        er__shape_str(w, s, sizeof s));
+                        "group is %lld with weights %s and block %lld; the blocked layout takes group 1, depthwise, "
+                        "or groups of whole blocks of a blocked input",
+                        (long long)group, er__shape_str(w, s, sizeof s), (long long)b);
   if (planar_in) {
     ER_CHECK(er__require_rank(ctx, BC_X, 4, 4));
     if (x->rank == 4 && x->dims[1] >= 0 && x->dims[1] != c)

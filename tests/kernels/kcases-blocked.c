@@ -155,9 +155,48 @@ static void gen_bconv(case_fn fn, void *arg) {
       }
     }
   }
-  /* Near misses the kernels leave to the reference: a grouped (not
-   * depthwise) convolution cannot be made, so none here; a wider window
-   * than the kernels' limit. */
+  /* Groups of whole blocks (ShuffleNet's grouped 1x1 layers): 1x1 and
+   * 3x3, stride 2, a batch, groups of unequal input and output widths;
+   * each for the blocks that divide its groups (the op takes no other). */
+  static const struct {
+    int64_t n, c, h, w, m, group, k, st, pad;
+  } grouped[] = {
+      {1, 64, 7, 7, 64, 4, 1, 1, 0},   {2, 32, 6, 9, 64, 2, 3, 1, 1},  {1, 96, 9, 11, 48, 3, 1, 2, 0},
+      {1, 48, 7, 7, 24, 3, 1, 1, 0},   {1, 64, 5, 13, 128, 4, 3, 2, 1},
+  };
+  for (size_t bi = 0; bi < ER_ARRAY_LEN(block_sizes); bi++) {
+    int64_t b = block_sizes[bi];
+    for (size_t i = 0; i < ER_ARRAY_LEN(grouped); i++) {
+      const int64_t n = grouped[i].n, ch = grouped[i].c, h = grouped[i].h, w = grouped[i].w, m = grouped[i].m;
+      const int64_t gr = grouped[i].group, k = grouped[i].k, st = grouped[i].st, pad = grouped[i].pad;
+      if ((ch / gr) % b != 0 || (m / gr) % b != 0) continue;
+      const int64_t oh = (h + 2 * pad - k) / st + 1, ow = (w + 2 * pad - k) / st + 1;
+      for (int variant = 0; variant < 3; variant++) {
+        int a = (int)((i * 3 + (size_t)variant + bi) % (size_t)er_kcases_n_activations);
+        er_kcases_activation(a, NULL, act, sizeof act);
+        kc_begin(&c, "BlockedConv", "com.edgerun", 1,
+                 "BlockedConv b%lld grouped g%lld x[%lld,%lld,%lld,%lld] m%lld k%lld s%lld p%lld v%d %s", (long long)b,
+                 (long long)gr, (long long)n, (long long)ch, (long long)h, (long long)w, (long long)m, (long long)k,
+                 (long long)st, (long long)pad, variant, act);
+        blocked_input(&c, n, ch, h, w, b);
+        kc_input(&c, 4, DIMS(m, ch / gr, k, k), -1, 1, true);
+        if (variant != 1) kc_input(&c, 1, DIMS(m), -1, 1, true);
+        else kc_input_none(&c);
+        if (variant == 1) blocked_input(&c, n, m, oh, ow, b);
+        kc_attr_int(&c, "block", b);
+        kc_attr_int(&c, "group", gr);
+        kc_attr_ints(&c, "kernel_shape", 2, DIMS(k, k));
+        kc_attr_ints(&c, "strides", 2, DIMS(st, st));
+        kc_attr_ints(&c, "pads", 4, DIMS(pad, pad, pad, pad));
+        er_kcases_activation(a, &c, act, sizeof act);
+        c.dynamic = variant == 2;
+        fn(&c, arg);
+      }
+    }
+  }
+  /* Near misses the kernels leave to the reference: groups that are not
+   * whole blocks cannot be made (the op rejects them), so none here; a
+   * wider window than the kernels' limit. */
   kc_begin(&c, "BlockedConv", "com.edgerun", 1, "BlockedConv b16 dense k17x1 (wider than the kernels take)");
   blocked_input(&c, 1, 16, 20, 3, 16);
   kc_input(&c, 4, DIMS(16, 16, 17, 1), -1, 1, true);

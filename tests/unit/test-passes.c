@@ -840,6 +840,44 @@ static void test_blocked_near_misses(void) {
   er__pbw_free(&rm);
 }
 
+/* Convolutions in groups of whole blocks (ShuffleNet's grouped 1x1
+ * layers) go blocked after a dense one, with a blocked input; a near miss
+ * whose groups of two channels are not whole blocks stays planar, and the
+ * results agree. */
+static void test_blocked_groups(void) {
+  if (er__cpu_layout_block() == 0) return;
+  er_pbw g = {0}, m = {0}, p1 = {0}, g4 = {0}, g2 = {0}, g16 = {0};
+  add_weight(&g, "W1", 4, (const int64_t[]){64, 16, 3, 3}, 0.1f, 0);
+  add_weight(&g, "G1", 4, (const int64_t[]){64, 16, 1, 1}, 0.2f, 0);
+  add_weight(&g, "G2", 4, (const int64_t[]){32, 32, 3, 3}, 0.1f, 0);
+  add_weight(&g, "G3", 4, (const int64_t[]){32, 2, 1, 1}, 0.5f, 0);
+  tb_attr_ints(&p1, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+  tb_attr_int(&g4, "group", 4);
+  tb_attr_int(&g2, "group", 2);
+  tb_attr_ints(&g2, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+  tb_attr_int(&g16, "group", 16);
+  tb_node(&g, "Conv", "c1", IN("x", "W1"), OUT("c1"), &p1);
+  tb_node(&g, "Conv", "g1", IN("c1", "G1"), OUT("g1"), &g4);
+  tb_node(&g, "Relu", "r", IN("g1"), OUT("r"), NULL);
+  tb_node(&g, "Conv", "g2", IN("r", "G2"), OUT("g2"), &g2);
+  tb_node(&g, "Conv", "g3", IN("g2", "G3"), OUT("y"), &g16);
+  tb_graph_input(&g, "x", 1, 4, (const int64_t[]){1, 16, 9, 11});
+  tb_graph_output(&g, "y", 1, -1, NULL);
+  tb_model(&m, 8, 13, &g);
+  er_model *opt = load(&m, 2), *plain = load(&m, -1);
+  CHECK(count_in_layout(opt, "blocked", "BlockedConv") == 3);
+  CHECK(count_in_layout(opt, "blocked", "ToBlocked") == 0 && count_in_layout(opt, "blocked", "FromBlocked") == 1);
+  same_in_layouts(opt, plain, 4, (const int64_t[]){1, 16, 9, 11});
+  er_model_free(opt);
+  er_model_free(plain);
+  er__pbw_free(&g);
+  er__pbw_free(&m);
+  er__pbw_free(&p1);
+  er__pbw_free(&g4);
+  er__pbw_free(&g2);
+  er__pbw_free(&g16);
+}
+
 /* Max and Min of two stay blocked: with a one-value constant (openWakeWord
  * clamps every LeakyRelu with Max(x, -0.4)) or of two blocked values, over
  * 24 channels (padding lanes the constant makes non-zero, which the
@@ -1184,6 +1222,7 @@ int main(int argc, char **argv) {
       {"bn_affine", test_bn_affine},
       {"blocked_layout", test_blocked_layout},
       {"blocked_near_misses", test_blocked_near_misses},
+      {"blocked_groups", test_blocked_groups},
       {"blocked_max_min", test_blocked_max_min},
       {"blocked_mixed_concat", test_blocked_mixed_concat},
       {"blocked_islands", test_blocked_islands},

@@ -66,7 +66,11 @@ typedef struct bconv_state {
   bool depthwise, planar;
   int64_t m, c, kh, kw;
   int64_t mb, cbk, lanes;
-  float *wp;          /* dense: [mb][cbk][kh][kw][lanes][B]; depthwise: [cb][kh][kw][B] */
+  /* Dense convolutions in groups (ShuffleNet's grouped 1x1 layers): each
+   * group's input and output channels whole blocks, cbg and mbg of them;
+   * one group: cbg = cbk, mbg = mb. */
+  int64_t cgroups, cbg, mbg;
+  float *wp;          /* dense: [mb][cbg][kh][kw][lanes][B]; depthwise: [cb][kh][kw][B] */
   float *bias;        /* [mb * B] or NULL */
 } bconv_state;
 
@@ -81,9 +85,14 @@ static bool bconv_supports(const er_kernel_info *ki, const er_blocked_ops *ops, 
   if (planar ? x->rank != 4 : !blocked_f32(x, ops->vn)) return false;
   if (b && (!b->data || b->dtype != ER_DTYPE_FLOAT || er__tensor_count(b) != w->dims[0])) return false;
   if (add && !blocked_f32(add, ops->vn)) return false;
-  bool depthwise = group > 1;
-  if (depthwise && (planar || w->dims[1] != 1 || group != w->dims[0])) return false;
-  if (!depthwise && group != 1) return false;
+  if (group < 1) return false;
+  bool depthwise = group > 1 && w->dims[1] == 1 && group == w->dims[0];
+  if (depthwise && planar) return false;
+  /* Other groups: blocked input, every group a whole number of input and
+   * of output blocks. */
+  if (group > 1 && !depthwise &&
+      (planar || w->dims[1] % ops->vn != 0 || w->dims[0] % group != 0 || (w->dims[0] / group) % ops->vn != 0))
+    return false;
   er_kctx ctx = er__ki_ctx(ki);
   const char *ap;
   if (er__attr_string(&ctx, "auto_pad", "NOTSET", &ap) != ER_STATUS_OK || !er__window_attrs_ok(&ctx, 4))
@@ -102,17 +111,22 @@ static er_status bconv_prepare(const er_kernel_info *ki, const er_blocked_ops *o
   s->ops = ops;
   er__act_from_node(&ctx, &s->act);
   s->planar = attr_or(ki, "planar_input", 0) == 1;
-  s->depthwise = attr_or(ki, "group", 1) > 1;
+  const int64_t group = attr_or(ki, "group", 1);
+  s->depthwise = group > 1 && w->dims[1] == 1 && group == w->dims[0];
+  s->cgroups = s->depthwise ? 1 : group;
   s->m = w->dims[0];
-  s->c = s->depthwise ? s->m : w->dims[1];
+  s->c = s->depthwise ? s->m : w->dims[1] * group;
   s->kh = w->dims[2];
   s->kw = w->dims[3];
   s->mb = blocks(s->m, B);
   s->cbk = s->planar ? 1 : blocks(s->c, B);
   s->lanes = s->planar ? s->c : B;
+  s->cbg = s->cgroups > 1 ? w->dims[1] / B : s->cbk;
+  s->mbg = s->mb / s->cgroups;
+  const int64_t cpg = s->depthwise ? 1 : w->dims[1]; /* input channels per group */
   const float *wd = w->data;
   const int64_t taps = s->kh * s->kw;
-  size_t floats = s->depthwise ? (size_t)(s->mb * taps * B) : (size_t)(s->mb * s->cbk * taps * s->lanes * B);
+  size_t floats = s->depthwise ? (size_t)(s->mb * taps * B) : (size_t)(s->mb * s->cbg * taps * s->lanes * B);
   s->wp = er__aligned_alloc(floats * sizeof(float));
   s->bias = b ? er__aligned_alloc((size_t)(s->mb * B) * sizeof(float)) : NULL;
   if (!s->wp || (b && !s->bias)) {
@@ -129,15 +143,17 @@ static er_status bconv_prepare(const er_kernel_info *ki, const er_blocked_ops *o
           s->wp[(k * taps + t) * B + j] = ch < s->m ? wd[ch * taps + t] : 0.0f;
         }
   } else {
-    /* wp[ob][cb][t][l][j] = W[ob * B + j][cb * lanes + l][t]. */
+    /* wp[ob][cb][t][l][j] = W[ob * B + j][cb * lanes + l][t], cb and l
+     * counting the input channels of ob's group (its blocks are
+     * consecutive, so group gi's weights start at gi * mbg blocks). */
     for (int64_t ob = 0; ob < s->mb; ob++)
-      for (int64_t cb = 0; cb < s->cbk; cb++)
+      for (int64_t cb = 0; cb < s->cbg; cb++)
         for (int64_t t = 0; t < taps; t++)
           for (int64_t l = 0; l < s->lanes; l++)
             for (int64_t j = 0; j < B; j++) {
               int64_t mo = ob * B + j, ci = cb * s->lanes + l;
-              s->wp[(((ob * s->cbk + cb) * taps + t) * s->lanes + l) * B + j] =
-                  mo < s->m && ci < s->c ? wd[(mo * s->c + ci) * taps + t] : 0.0f;
+              s->wp[(((ob * s->cbg + cb) * taps + t) * s->lanes + l) * B + j] =
+                  mo < s->m && ci < cpg ? wd[(mo * cpg + ci) * taps + t] : 0.0f;
             }
   }
   if (b) {
@@ -252,14 +268,16 @@ static er_status bconv_run(const er_kernel_run *kr) {
   er_bconv *a = &j.a;
   a->planar = s->planar;
   a->lanes = s->lanes;
-  a->cbk = s->cbk;
+  a->cbk = s->cbg;
   a->h = padded ? hp : g.h;
   a->w = padded ? wpd : g.w;
   a->oh = g.oh, a->ow = g.ow;
   a->kh = g.kh, a->kw = g.kw, a->sh = g.sh, a->sw = g.sw, a->dh = g.dh, a->dw = g.dw;
   a->pt = padded ? 0 : g.pt;
   a->pl = padded ? 0 : g.pl;
-  a->wp = s->wp, a->bias = s->bias, a->mb = s->mb, a->m = s->m, a->act = s->act;
+  /* One group at a time (one when the layer has none): its input blocks,
+   * weights, bias, output and residual blocks. */
+  a->wp = s->wp, a->bias = s->bias, a->mb = s->mbg, a->m = s->m / s->cgroups, a->act = s->act;
   /* 1x1 layers take wider groups where the ISA has them (AVX2: 4 blocks x
    * 3 pixels), run over chunks of input blocks whose weights stay in L1.
    * On a Zen 3 EPYC (alternating binaries, best runs; a noisy host) the
@@ -268,12 +286,12 @@ static er_status bconv_run(const er_kernel_run *kr) {
    * 2 blocks x 6 pixels. */
   const bool pointwise = g.kh == 1 && g.kw == 1 && !s->planar;
   a->gb = pointwise ? s->ops->gb_max : 2;
-  a->groups = (s->mb + a->gb - 1) / a->gb;
-  int64_t kchunk = s->cbk;
+  a->groups = (s->mbg + a->gb - 1) / a->gb;
+  int64_t kchunk = s->cbg;
   if (s->ops->kchunk_bytes && pointwise) {
     int64_t per_block = a->gb * g.kh * g.kw * s->lanes * B * (int64_t)sizeof(float);
     int64_t fit = s->ops->kchunk_bytes / per_block;
-    kchunk = fit < 1 ? 1 : fit < s->cbk ? fit : s->cbk;
+    kchunk = fit < 1 ? 1 : fit < s->cbg ? fit : s->cbg;
   }
   a->xbs = a->h * a->w * B;
   a->ybs = g.oh * g.ow * B;
@@ -289,10 +307,10 @@ static er_status bconv_run(const er_kernel_run *kr) {
     a->xbs = a->ybs = ohw * B;
   }
   /* Whichever streams once: the smaller of weights and input is re-read. */
-  int64_t w_floats = s->mb * s->cbk * g.kh * g.kw * s->lanes * B, x_floats = s->cbk * hw * s->lanes;
+  int64_t w_floats = s->mbg * s->cbg * g.kh * g.kw * s->lanes * B, x_floats = s->cbg * hw * s->lanes;
   a->rows_outer = w_floats <= x_floats;
   int64_t units = a->groups * a->oh;
-  int64_t macs_per_unit = a->gb * B * g.ow * g.kh * g.kw * s->cbk * s->lanes;
+  int64_t macs_per_unit = a->gb * B * g.ow * g.kh * g.kw * s->cbg * s->lanes;
   int64_t grain = BK_GRAIN_MACS / (macs_per_unit > 0 ? macs_per_unit : 1) + 1;
   /* The planar input of a stem holds C planes; blocked, CB blocks. */
   const int64_t x_image = s->planar ? s->c * hw : s->cbk * hw * B;
@@ -304,12 +322,19 @@ static er_status bconv_run(const er_kernel_run *kr) {
       er__parallel_for(kr->pool, planes, 1, pad_chunk, &pj);
       xn = xp;
     }
-    a->x = xn;
-    a->y = (float *)y->data + n * s->mb * ohw * B;
-    a->add = add ? (const float *)add->data + n * s->mb * ohw * B : NULL;
+    float *yn = (float *)y->data + n * s->mb * ohw * B;
+    const float *addn = add ? (const float *)add->data + n * s->mb * ohw * B : NULL;
     const int64_t y_floats = s->mb * ohw * B;
-    a->kchunk = a->add && a->add < a->y + y_floats && a->y < a->add + y_floats ? s->cbk : kchunk;
-    er__parallel_for(kr->pool, units, grain, conv_chunk, &j);
+    const bool alias = addn && addn < yn + y_floats && yn < addn + y_floats;
+    for (int64_t gi = 0; gi < s->cgroups; gi++) {
+      a->x = xn + gi * s->cbg * a->xbs;
+      a->wp = s->wp + gi * s->mbg * s->cbg * g.kh * g.kw * s->lanes * B;
+      a->bias = s->bias ? s->bias + gi * s->mbg * B : NULL;
+      a->y = yn + gi * s->mbg * a->ybs;
+      a->add = addn ? addn + gi * s->mbg * a->ybs : NULL;
+      a->kchunk = alias ? s->cbg : kchunk;
+      er__parallel_for(kr->pool, units, grain, conv_chunk, &j);
+    }
   }
   er__aligned_free(owned);
   return ER_STATUS_OK;
