@@ -199,6 +199,68 @@ static void dw_planes(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int64_
 
 /* Exact: products of values below 2^8 in magnitude, and sums of at most
  * 258 of them (the kernel's limit), stay below 2^24. */
+static inline void st8_part(uint8_t *p, vi v, int64_t n);
+
+/* dw_plane with a->q8: output rows of whole vectors of the flat sums,
+ * requantized and stored as bytes; the vectors of a row end past it (into
+ * the virtual columns) and only the row's bytes are stored. A vector that
+ * would read past the planes' last flat position runs lane by lane. */
+static void dw_plane_q8(const er_qdw_args *a, const float *const *taps) {
+  const int64_t ws = a->ws, len = (a->oh - 1) * ws + a->ow, ntaps = a->kh * a->kw, ow = a->ow, oh = a->oh;
+  const er_qdw_q8 q = *a->q8;
+  /* Clamped in float to [lo - zp, hi - zp] before rounding (the same
+   * integers as rounding then clamping, integer bounds), which keeps
+   * the constants within the registers the nine weights leave. */
+  const vi corr = i_set(q.corr), zp = i_set(q.zp);
+  const vf mult = f_set(q.mult), off = f_set(q.off), flo = f_set((float)(q.lo - q.zp)), fhi = f_set((float)(q.hi - q.zp));
+  const bool k3 = ntaps == 9;
+  const float *const t0 = taps[0], *const t1 = k3 ? taps[1] : t0, *const t2 = k3 ? taps[2] : t0,
+              *const t3 = k3 ? taps[3] : t0, *const t4 = k3 ? taps[4] : t0, *const t5 = k3 ? taps[5] : t0,
+              *const t6 = k3 ? taps[6] : t0, *const t7 = k3 ? taps[7] : t0, *const t8 = k3 ? taps[8] : t0;
+  const float *const w = a->w;
+  uint8_t *const y = a->y;
+  const vf w0 = f_set(w[0]), w1 = f_set(k3 ? w[1] : 0), w2 = f_set(k3 ? w[2] : 0), w3 = f_set(k3 ? w[3] : 0),
+           w4 = f_set(k3 ? w[4] : 0), w5 = f_set(k3 ? w[5] : 0), w6 = f_set(k3 ? w[6] : 0),
+           w7 = f_set(k3 ? w[7] : 0), w8 = f_set(k3 ? w[8] : 0);
+  for (int64_t oy = 0; oy < oh; oy++) {
+    uint8_t *yr = y + oy * ow;
+    for (int64_t ox = 0; ox < ow; ox += VL) {
+      const int64_t v = oy * ws + ox, n = ow - ox < VL ? ow - ox : VL;
+      if (v + VL > len) {
+        for (int64_t i = 0; i < n; i++) {
+          float acc = 0.0f;
+          for (int64_t t = 0; t < ntaps; t++) acc = fmaf(w[t], taps[t][v + i], acc);
+          /* The sum wraps in 32 bits, as the vector lanes' does. */
+          int32_t sum = (int32_t)((uint32_t)(int32_t)acc + (uint32_t)q.corr);
+          yr[ox + i] = (uint8_t)er__q_requant(sum, q.mult, q.off, q.zp, q.lo, q.hi);
+        }
+        continue;
+      }
+      vf acc;
+      if (k3) {
+        /* Three chains of three (the sums are exact integers, so their
+         * order does not matter): with the requantization after them, one
+         * chain of nine left too few vectors in flight. */
+        vf a0 = f_mul(w0, f_ld(t0 + v)), a1 = f_mul(w3, f_ld(t3 + v)), a2 = f_mul(w6, f_ld(t6 + v));
+        a0 = f_fma(w1, f_ld(t1 + v), a0);
+        a1 = f_fma(w4, f_ld(t4 + v), a1);
+        a2 = f_fma(w7, f_ld(t7 + v), a2);
+        a0 = f_fma(w2, f_ld(t2 + v), a0);
+        a1 = f_fma(w5, f_ld(t5 + v), a1);
+        a2 = f_fma(w8, f_ld(t8 + v), a2);
+        acc = f_add(f_add(a0, a1), a2);
+      } else {
+        acc = f_set(0.0f);
+        for (int64_t t = 0; t < ntaps; t++) acc = f_fma(f_set(w[t]), f_ld(taps[t] + v), acc);
+      }
+      vf f = f_fma(i2f(i_add(f2i_trunc(acc), corr)), mult, off);
+      vi r = i_add(f2i_rhe(f_min(f_max(f, flo), fhi)), zp);
+      if (n == VL) st8(yr + ox, r);
+      else st8_part(yr + ox, r, n);
+    }
+  }
+}
+
 static void dw_plane(const er_qdw_args *a) {
   const int64_t ws = a->ws, len = (a->oh - 1) * ws + a->ow, ntaps = a->kh * a->kw;
   const float **taps = a->taps;
@@ -208,6 +270,10 @@ static void dw_plane(const er_qdw_args *a) {
       int64_t px = kx * a->dw % a->sw, qx = kx * a->dw / a->sw;
       taps[ky * a->kw + kx] = a->planes + (py * a->sw + px) * a->hs * ws + qy * ws + qx;
     }
+  }
+  if (a->q8) {
+    dw_plane_q8(a, taps);
+    return;
   }
   int32_t *out = a->iacc;
   int64_t v = 0;

@@ -14,6 +14,14 @@
  * (x - x_zp) values, padded with 0 and split by stride phase, so that
  * every tap reads one contiguous run over the "virtual" output pixels
  * oy * ws + ox (columns ox >= ow are computed and dropped). */
+/* The QConv epilogue of one channel, for depthwise planes requantized as
+ * they are summed: q = clamp(rhe(fma(sum + corr, mult, off)) + zp, lo, hi). */
+typedef struct er_qdw_q8 {
+  int32_t corr;
+  float mult, off;
+  int32_t zp, lo, hi;
+} er_qdw_q8;
+
 typedef struct er_qdw_args {
   const float *planes;   /* [sh * sw][hs * ws] */
   int64_t hs, ws;
@@ -22,6 +30,11 @@ typedef struct er_qdw_args {
   const float *w;        /* [kh * kw] weights minus their zero point */
   const float **taps;    /* [kh * kw] scratch */
   int32_t *iacc;         /* [oh * ws] scratch; the result, [oh * ow] */
+  /* With q8 set, the outputs requantized to 8 bits straight into y
+   * [oh * ow] instead (iacc unused): no int32 plane, no pass to compact
+   * it, no second pass to requantize it. */
+  const er_qdw_q8 *q8;
+  uint8_t *y;
 } er_qdw_args;
 
 /* The most taps a depthwise filter may have for these kernels: products of

@@ -721,11 +721,23 @@ static void dw_chunk(void *arg, int64_t begin, int64_t end) {
     /* The tap pointers after the sums, 64-byte aligned. */
     uintptr_t tp = ((uintptr_t)(iacc + g->oh * ws) + 63) & ~(uintptr_t)63;
     er_qdw_args a = {planes, hs, ws, g->kh, g->kw, g->sh, g->sw, g->dh, g->dw, g->oh, g->ow, NULL,
-                     (const float **)(void *)tp, iacc};
+                     (const float **)(void *)tp, iacc, NULL, NULL};
+    /* 8-bit outputs (QConv) requantized as the plane is summed. */
+    const bool fused = s->epi.kind == ER_QEPI_Q8 && !s->epi.wzp && j->es == 1;
+    er_qdw_q8 q8 = {0, 0.0f, 0.0f, s->epi.zp, s->epi.lo, s->epi.hi};
     int64_t lo = g->c * ch / j->chunks, hi = g->c * (ch + 1) / j->chunks;
     for (int64_t c = lo; c < hi; c++) {
       a.w = (const float *)s->packed + c * taps;
       s->dw->dw_planes(j->x + c * g->h * g->w, g->h, g->w, g->pt, g->pl, s->x_type == ER_DTYPE_INT8, s->xz, &a);
+      if (fused) {
+        q8.corr = s->corr[c];
+        q8.mult = s->mult[c];
+        q8.off = s->off[c];
+        a.q8 = &q8;
+        a.y = j->y + (size_t)(c * g->oh * g->ow);
+        s->dw->dw_plane(&a);
+        continue;
+      }
       s->dw->dw_plane(&a);
       /* The channel's output plane is contiguous: one epilogue call. */
       er_qtile_out t;
