@@ -172,7 +172,58 @@ void er__qgemm_interleave(int kg, int nr, const uint8_t *const *rows, int cols, 
 
 void er__qgemm_interleave_panels(int kg, int nr, const uint8_t *const *rows, int64_t cols, uint8_t flip,
                                  uint8_t *dst, size_t panel_bytes, int32_t *sums) {
-  for (int64_t q = 0; q * nr < cols; q++) {
+  int64_t q = 0;
+#if defined(__SSE2__)
+  if ((kg == 4 || kg == 2) && nr == 16) {
+    /* Whole panels of 16 columns in one loop: the generic call per panel
+     * spent more on its set-up than on the bytes (two fifths of an int8 1x1
+     * layer of 24 channels). A NULL row reads zeros, not flipped. */
+    static const uint8_t zeros[16] = {0};
+    const __m128i z = _mm_setzero_si128();
+    const uint8_t *p[4];
+    int64_t step[4];
+    __m128i f[4];
+    for (int i = 0; i < kg; i++) {
+      p[i] = rows[i] ? rows[i] : zeros;
+      step[i] = rows[i] ? 16 : 0;
+      f[i] = rows[i] ? _mm_set1_epi8((char)flip) : z;
+    }
+    for (; (q + 1) * 16 <= cols; q++) {
+      __m128i v[4];
+      for (int i = 0; i < kg; i++) {
+        v[i] = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p[i]), f[i]);
+        p[i] += step[i];
+      }
+      __m128i *o = (__m128i *)(dst + (size_t)q * panel_bytes);
+      __m128i lo, hi;
+      if (kg == 4) {
+        __m128i ab0 = _mm_unpacklo_epi8(v[0], v[1]), ab1 = _mm_unpackhi_epi8(v[0], v[1]);
+        __m128i cd0 = _mm_unpacklo_epi8(v[2], v[3]), cd1 = _mm_unpackhi_epi8(v[2], v[3]);
+        _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(ab0, cd0));
+        _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(ab0, cd0));
+        _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(ab1, cd1));
+        _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(ab1, cd1));
+        if (!sums) continue;
+        lo = _mm_add_epi16(_mm_add_epi16(_mm_unpacklo_epi8(v[0], z), _mm_unpacklo_epi8(v[1], z)),
+                           _mm_add_epi16(_mm_unpacklo_epi8(v[2], z), _mm_unpacklo_epi8(v[3], z)));
+        hi = _mm_add_epi16(_mm_add_epi16(_mm_unpackhi_epi8(v[0], z), _mm_unpackhi_epi8(v[1], z)),
+                           _mm_add_epi16(_mm_unpackhi_epi8(v[2], z), _mm_unpackhi_epi8(v[3], z)));
+      } else {
+        _mm_storeu_si128(o + 0, _mm_unpacklo_epi8(v[0], v[1]));
+        _mm_storeu_si128(o + 1, _mm_unpackhi_epi8(v[0], v[1]));
+        if (!sums) continue;
+        lo = _mm_add_epi16(_mm_unpacklo_epi8(v[0], z), _mm_unpacklo_epi8(v[1], z));
+        hi = _mm_add_epi16(_mm_unpackhi_epi8(v[0], z), _mm_unpackhi_epi8(v[1], z));
+      }
+      __m128i *sp = (__m128i *)(void *)(sums + q * 16);
+      _mm_storeu_si128(sp + 0, _mm_add_epi32(_mm_loadu_si128(sp + 0), _mm_unpacklo_epi16(lo, z)));
+      _mm_storeu_si128(sp + 1, _mm_add_epi32(_mm_loadu_si128(sp + 1), _mm_unpackhi_epi16(lo, z)));
+      _mm_storeu_si128(sp + 2, _mm_add_epi32(_mm_loadu_si128(sp + 2), _mm_unpacklo_epi16(hi, z)));
+      _mm_storeu_si128(sp + 3, _mm_add_epi32(_mm_loadu_si128(sp + 3), _mm_unpackhi_epi16(hi, z)));
+    }
+  }
+#endif
+  for (; q * nr < cols; q++) {
     const uint8_t *r[4] = {NULL, NULL, NULL, NULL};
     for (int i = 0; i < kg && i < 4; i++) r[i] = rows[i] ? rows[i] + q * nr : NULL;
     int n = cols - q * nr < nr ? (int)(cols - q * nr) : nr;
