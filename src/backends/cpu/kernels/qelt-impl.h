@@ -197,9 +197,30 @@ static void dw_planes(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int64_
     }
 }
 
-/* Exact: products of values below 2^8 in magnitude, and sums of at most
- * 258 of them (the kernel's limit), stay below 2^24. */
 static inline void st8_part(uint8_t *p, vi v, int64_t n);
+
+/* The flat sums at v of a depthwise plane: the 3x3 case with its weights
+ * and tap pointers in registers, as three chains of three (the sums are
+ * exact integers, so their order does not matter, and shorter chains keep
+ * more vectors in flight), any other window tap by tap. Exact: products of
+ * values below 2^8 in magnitude, and sums of at most 258 of them (the
+ * kernel's limit), stay below 2^24. */
+static inline __attribute__((always_inline)) vf dw_sum3x3(const float *const *t, const vf *w, int64_t v) {
+  vf a0 = f_mul(w[0], f_ld(t[0] + v)), a1 = f_mul(w[3], f_ld(t[3] + v)), a2 = f_mul(w[6], f_ld(t[6] + v));
+  a0 = f_fma(w[1], f_ld(t[1] + v), a0);
+  a1 = f_fma(w[4], f_ld(t[4] + v), a1);
+  a2 = f_fma(w[7], f_ld(t[7] + v), a2);
+  a0 = f_fma(w[2], f_ld(t[2] + v), a0);
+  a1 = f_fma(w[5], f_ld(t[5] + v), a1);
+  a2 = f_fma(w[8], f_ld(t[8] + v), a2);
+  return f_add(f_add(a0, a1), a2);
+}
+
+static inline vf dw_sum_any(const float *const *taps, const float *w, int64_t ntaps, int64_t v) {
+  vf acc = f_set(0.0f);
+  for (int64_t t = 0; t < ntaps; t++) acc = f_fma(f_set(w[t]), f_ld(taps[t] + v), acc);
+  return acc;
+}
 
 /* dw_plane with a->q8: output rows of whole vectors of the flat sums,
  * requantized and stored as bytes; the vectors of a row end past it (into
@@ -214,14 +235,15 @@ static void dw_plane_q8(const er_qdw_args *a, const float *const *taps) {
   const vi corr = i_set(q.corr), zp = i_set(q.zp);
   const vf mult = f_set(q.mult), off = f_set(q.off), flo = f_set((float)(q.lo - q.zp)), fhi = f_set((float)(q.hi - q.zp));
   const bool k3 = ntaps == 9;
-  const float *const t0 = taps[0], *const t1 = k3 ? taps[1] : t0, *const t2 = k3 ? taps[2] : t0,
-              *const t3 = k3 ? taps[3] : t0, *const t4 = k3 ? taps[4] : t0, *const t5 = k3 ? taps[5] : t0,
-              *const t6 = k3 ? taps[6] : t0, *const t7 = k3 ? taps[7] : t0, *const t8 = k3 ? taps[8] : t0;
+  /* Local copies: the byte stores to y could alias the tables. */
+  const float *t[9];
+  vf wv[9];
+  for (int i = 0; i < 9; i++) {
+    t[i] = k3 ? taps[i] : taps[0];
+    wv[i] = f_set(k3 ? a->w[i] : 0.0f);
+  }
   const float *const w = a->w;
   uint8_t *const y = a->y;
-  const vf w0 = f_set(w[0]), w1 = f_set(k3 ? w[1] : 0), w2 = f_set(k3 ? w[2] : 0), w3 = f_set(k3 ? w[3] : 0),
-           w4 = f_set(k3 ? w[4] : 0), w5 = f_set(k3 ? w[5] : 0), w6 = f_set(k3 ? w[6] : 0),
-           w7 = f_set(k3 ? w[7] : 0), w8 = f_set(k3 ? w[8] : 0);
   for (int64_t oy = 0; oy < oh; oy++) {
     uint8_t *yr = y + oy * ow;
     for (int64_t ox = 0; ox < ow; ox += VL) {
@@ -229,30 +251,14 @@ static void dw_plane_q8(const er_qdw_args *a, const float *const *taps) {
       if (v + VL > len) {
         for (int64_t i = 0; i < n; i++) {
           float acc = 0.0f;
-          for (int64_t t = 0; t < ntaps; t++) acc = fmaf(w[t], taps[t][v + i], acc);
+          for (int64_t k = 0; k < ntaps; k++) acc = fmaf(w[k], taps[k][v + i], acc);
           /* The sum wraps in 32 bits, as the vector lanes' does. */
           int32_t sum = (int32_t)((uint32_t)(int32_t)acc + (uint32_t)q.corr);
           yr[ox + i] = (uint8_t)er__q_requant(sum, q.mult, q.off, q.zp, q.lo, q.hi);
         }
         continue;
       }
-      vf acc;
-      if (k3) {
-        /* Three chains of three (the sums are exact integers, so their
-         * order does not matter): with the requantization after them, one
-         * chain of nine left too few vectors in flight. */
-        vf a0 = f_mul(w0, f_ld(t0 + v)), a1 = f_mul(w3, f_ld(t3 + v)), a2 = f_mul(w6, f_ld(t6 + v));
-        a0 = f_fma(w1, f_ld(t1 + v), a0);
-        a1 = f_fma(w4, f_ld(t4 + v), a1);
-        a2 = f_fma(w7, f_ld(t7 + v), a2);
-        a0 = f_fma(w2, f_ld(t2 + v), a0);
-        a1 = f_fma(w5, f_ld(t5 + v), a1);
-        a2 = f_fma(w8, f_ld(t8 + v), a2);
-        acc = f_add(f_add(a0, a1), a2);
-      } else {
-        acc = f_set(0.0f);
-        for (int64_t t = 0; t < ntaps; t++) acc = f_fma(f_set(w[t]), f_ld(taps[t] + v), acc);
-      }
+      vf acc = k3 ? dw_sum3x3(t, wv, v) : dw_sum_any(taps, w, ntaps, v);
       vf f = f_fma(i2f(i_add(f2i_trunc(acc), corr)), mult, off);
       vi r = i_add(f2i_rhe(f_min(f_max(f, flo), fhi)), zp);
       if (n == VL) st8(yr + ox, r);
@@ -278,30 +284,15 @@ static void dw_plane(const er_qdw_args *a) {
   int32_t *out = a->iacc;
   int64_t v = 0;
   if (ntaps == 9) {
-    /* The common 3x3: weights and tap pointers stay in registers. */
-    const vf w0 = f_set(a->w[0]), w1 = f_set(a->w[1]), w2 = f_set(a->w[2]), w3 = f_set(a->w[3]),
-             w4 = f_set(a->w[4]), w5 = f_set(a->w[5]), w6 = f_set(a->w[6]), w7 = f_set(a->w[7]),
-             w8 = f_set(a->w[8]);
-    const float *t0 = taps[0], *t1 = taps[1], *t2 = taps[2], *t3 = taps[3], *t4 = taps[4], *t5 = taps[5],
-                *t6 = taps[6], *t7 = taps[7], *t8 = taps[8];
-    for (; v + VL <= len; v += VL) {
-      vf acc = f_mul(w0, f_ld(t0 + v));
-      acc = f_fma(w1, f_ld(t1 + v), acc);
-      acc = f_fma(w2, f_ld(t2 + v), acc);
-      acc = f_fma(w3, f_ld(t3 + v), acc);
-      acc = f_fma(w4, f_ld(t4 + v), acc);
-      acc = f_fma(w5, f_ld(t5 + v), acc);
-      acc = f_fma(w6, f_ld(t6 + v), acc);
-      acc = f_fma(w7, f_ld(t7 + v), acc);
-      acc = f_fma(w8, f_ld(t8 + v), acc);
-      i_st(out + v, f2i_trunc(acc));
+    const float *t[9];
+    vf wv[9];
+    for (int i = 0; i < 9; i++) {
+      t[i] = taps[i];
+      wv[i] = f_set(a->w[i]);
     }
+    for (; v + VL <= len; v += VL) i_st(out + v, f2i_trunc(dw_sum3x3(t, wv, v)));
   } else {
-    for (; v + VL <= len; v += VL) {
-      vf acc = f_set(0.0f);
-      for (int64_t t = 0; t < ntaps; t++) acc = f_fma(f_set(a->w[t]), f_ld(taps[t] + v), acc);
-      i_st(out + v, f2i_trunc(acc));
-    }
+    for (; v + VL <= len; v += VL) i_st(out + v, f2i_trunc(dw_sum_any(taps, a->w, ntaps, v)));
   }
 #if defined(QE_MASKED)
   if (v < len) {
