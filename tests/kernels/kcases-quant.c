@@ -95,10 +95,18 @@ static const conv_shape conv_shapes[] = {
     {1, 40, 7, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 40, false, false},   /* depthwise 7x7, a partial channel block */
     {1, 20, 14, 14, 20, 3, 3, 2, 2, 1, 1, 1, 1, 20, false, false}, /* depthwise 14x14 stride 2 */
     {1, 17, 60, 60, 17, 3, 3, 1, 1, 1, 1, 1, 1, 17, false, false}, /* depthwise over several bands */
-    /* Depthwise planes past the channels-in-lanes limit (1024 pixels),
-     * requantized as they are summed: stride 2 with an odd row, and 5x5. */
+    /* Depthwise planes past the channels-in-lanes limit (512 pixels),
+     * requantized as they are summed: stride 2 with an odd row, and 5x5;
+     * stride 2 just past the limit; no padding (the first row's vectors
+     * start at the input's first byte). */
     {1, 9, 70, 66, 9, 3, 3, 2, 2, 1, 1, 1, 1, 9, false, false},
     {1, 5, 40, 37, 5, 5, 5, 1, 1, 2, 2, 1, 1, 5, false, false},
+    {1, 12, 45, 45, 12, 3, 3, 2, 2, 1, 1, 1, 1, 12, false, false},
+    {1, 9, 32, 40, 9, 3, 3, 1, 1, 0, 0, 1, 1, 9, false, false},
+    /* Too few channels for the lanes: planes whose rows are shorter than
+     * a vector (stride 2), and stride 3 (converted element by element). */
+    {1, 3, 30, 9, 3, 3, 3, 2, 2, 1, 1, 1, 1, 3, false, false},
+    {1, 2, 20, 20, 2, 3, 3, 3, 3, 1, 1, 1, 1, 2, false, false},
     /* Layers that fill AMX's 32 x 32 tiles (K at least 128, padded to 64):
      * pixel tails, batches, stride 2, groups, dilation. */
     {1, 32, 9, 11, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},   /* K 288, 99 pixels */

@@ -150,51 +150,54 @@ static inline vi quant_vec(vf q, vi zp, vi lo, vi hi) {
 /* Depthwise convolution                                                     */
 /* ======================================================================== */
 
-static void dw_planes(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int64_t pl, bool is_signed, int32_t zp,
-                      const er_qdw_args *a) {
+/* The stride-phase planes of one input channel as floats (x - zp), the
+ * padding 0. Each phase row is converted whole vectors at a time straight
+ * from the input (vectors that begin before the row or end past it read
+ * the neighbouring rows' bytes), then the padding columns are set to 0.
+ * Rows whose vectors would read outside [a->x_lo, a->x_hi) are converted
+ * element by element. A plane's rows are written in order, the last
+ * vector of each possibly running into the next row (written after it)
+ * or the plane's slack. */
+static inline __attribute__((always_inline)) void dw_planes_t(const uint8_t *x, int64_t h, int64_t w, int64_t pt,
+                                                            int64_t pl, bool is_signed, int32_t zp,
+                                                            const er_qdw_args *a) {
+  const int64_t sh = a->sh, sw = a->sw, hs = a->hs, ws = a->ws, ps = a->ps;
+  const int64_t nv = (ws + VL - 1) / VL * VL;
   const vi z = i_set(zp);
-  for (int64_t py = 0; py < a->sh; py++)
-    for (int64_t px = 0; px < a->sw; px++) {
-      float *d = (float *)a->planes + (py * a->sw + px) * a->hs * a->ws;
-      int64_t lo = 0, hi = a->ws;
-      while (lo < a->ws && lo * a->sw + px - pl < 0) lo++;
-      while (hi > lo && (hi - 1) * a->sw + px - pl >= w) hi--;
-      for (int64_t yy = 0; yy < a->hs; yy++, d += a->ws) {
-        int64_t r = yy * a->sh + py - pt;
-        if (r < 0 || r >= h) {
-          int64_t xx = 0;
-          for (; xx + VL <= a->ws; xx += VL) f_st(d + xx, f_set(0.0f));
-          for (; xx < a->ws; xx++) d[xx] = 0.0f;
+  for (int64_t py = 0; py < sh; py++)
+    for (int64_t px = 0; px < sw; px++) {
+      float *d = (float *)a->planes + (py * sw + px) * ps;
+      /* Columns [lo, hi) of the phase rows lie in the input. */
+      const int64_t lo = pl > px ? (pl - px + sw - 1) / sw : 0;
+      int64_t hi = (w + pl - px + sw - 1) / sw;
+      hi = hi < ws ? hi : ws;
+      for (int64_t yy = 0, ir = py - pt; yy < hs; yy++, ir += sh, d += ws) {
+        if (ir < 0 || ir >= h) {
+          for (int64_t xx = 0; xx < ws; xx += VL) f_st(d + xx, f_set(0.0f));
           continue;
         }
-        const uint8_t *row = x + r * w;
-        for (int64_t xx = 0; xx < lo; xx++) d[xx] = 0.0f;
-        int64_t xx = lo;
-        if (a->sw == 1) {
-          const uint8_t *src = row + px - pl;
-          for (; xx + VL <= hi; xx += VL) f_st(d + xx, i2f(i_sub(i_ld8(src + xx, is_signed), z)));
-        } else if (a->sw == 2) {
-          /* Every other byte; the 2 * VL bytes read must lie in the row. */
-          const uint8_t *src = row + px - pl;
-          for (; xx + VL <= hi && 2 * (xx + VL) + px - pl <= w; xx += VL)
-            f_st(d + xx, i2f(i_sub(i_ld8_even(src + 2 * xx, is_signed), z)));
-#if defined(QE_MASKED)
-          for (; xx < hi; xx += VL) {
-            int64_t n = hi - xx < VL ? hi - xx : VL;
-            f_st_n(d + xx, i2f(i_sub(i_ld8_even_n(src + 2 * xx, n, is_signed), z)), n);
-          }
-#endif
+        const uint8_t *src = x + ir * w + px - pl;
+        const uint8_t *end = src + sw * (nv - VL) + (sw == 1 ? VL : 2 * VL);
+        if (sw <= 2 && src >= a->x_lo && end <= a->x_hi) {
+          if (sw == 1)
+            for (int64_t xx = 0; xx < ws; xx += VL) f_st(d + xx, i2f(i_sub(i_ld8(src + xx, is_signed), z)));
+          else
+            for (int64_t xx = 0; xx < ws; xx += VL)
+              f_st(d + xx, i2f(i_sub(i_ld8_even(src + 2 * xx, is_signed), z)));
+          for (int64_t xx = 0; xx < lo; xx++) d[xx] = 0.0f;
+          for (int64_t xx = hi; xx < ws; xx += VL) f_st(d + xx, f_set(0.0f));
+          continue;
         }
-#if defined(QE_MASKED)
-        if (a->sw == 1 && xx < hi) {
-          f_st_n(d + xx, i2f(i_sub(i_ld8_n(row + px - pl + xx, hi - xx, is_signed), z)), hi - xx);
-          xx = hi;
-        }
-#endif
-        for (; xx < hi; xx++) d[xx] = (float)(ld8(row + xx * a->sw + px - pl, is_signed) - zp);
-        for (xx = hi; xx < a->ws; xx++) d[xx] = 0.0f;
+        for (int64_t xx = 0; xx < ws; xx++)
+          d[xx] = xx < lo || xx >= hi ? 0.0f : (float)(ld8(src + sw * xx, is_signed) - zp);
       }
     }
+}
+
+static void dw_planes(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int64_t pl, bool is_signed, int32_t zp,
+                      const er_qdw_args *a) {
+  if (is_signed) dw_planes_t(x, h, w, pt, pl, true, zp, a);
+  else dw_planes_t(x, h, w, pt, pl, false, zp, a);
 }
 
 static inline void st8_part(uint8_t *p, vi v, int64_t n);
@@ -224,10 +227,10 @@ static inline vf dw_sum_any(const float *const *taps, const float *w, int64_t nt
 
 /* dw_plane with a->q8: output rows of whole vectors of the flat sums,
  * requantized and stored as bytes; the vectors of a row end past it (into
- * the virtual columns) and only the row's bytes are stored. A vector that
- * would read past the planes' last flat position runs lane by lane. */
+ * the virtual columns, and on the last row into the plane's slack: see
+ * er__qdw_plane_stride) and only the row's bytes are stored. */
 static void dw_plane_q8(const er_qdw_args *a, const float *const *taps) {
-  const int64_t ws = a->ws, len = (a->oh - 1) * ws + a->ow, ntaps = a->kh * a->kw, ow = a->ow, oh = a->oh;
+  const int64_t ws = a->ws, ntaps = a->kh * a->kw, ow = a->ow, oh = a->oh;
   const er_qdw_q8 q = *a->q8;
   /* Clamped in float to [lo - zp, hi - zp] before rounding (the same
    * integers as rounding then clamping, integer bounds), which keeps
@@ -248,16 +251,6 @@ static void dw_plane_q8(const er_qdw_args *a, const float *const *taps) {
     uint8_t *yr = y + oy * ow;
     for (int64_t ox = 0; ox < ow; ox += VL) {
       const int64_t v = oy * ws + ox, n = ow - ox < VL ? ow - ox : VL;
-      if (v + VL > len) {
-        for (int64_t i = 0; i < n; i++) {
-          float acc = 0.0f;
-          for (int64_t k = 0; k < ntaps; k++) acc = fmaf(w[k], taps[k][v + i], acc);
-          /* The sum wraps in 32 bits, as the vector lanes' does. */
-          int32_t sum = (int32_t)((uint32_t)(int32_t)acc + (uint32_t)q.corr);
-          yr[ox + i] = (uint8_t)er__q_requant(sum, q.mult, q.off, q.zp, q.lo, q.hi);
-        }
-        continue;
-      }
       vf acc = k3 ? dw_sum3x3(t, wv, v) : dw_sum_any(taps, w, ntaps, v);
       vf f = f_fma(i2f(i_add(f2i_trunc(acc), corr)), mult, off);
       vi r = i_add(f2i_rhe(f_min(f_max(f, flo), fhi)), zp);
@@ -274,7 +267,7 @@ static void dw_plane(const er_qdw_args *a) {
     int64_t py = ky * a->dh % a->sh, qy = ky * a->dh / a->sh;
     for (int64_t kx = 0; kx < a->kw; kx++) {
       int64_t px = kx * a->dw % a->sw, qx = kx * a->dw / a->sw;
-      taps[ky * a->kw + kx] = a->planes + (py * a->sw + px) * a->hs * ws + qy * ws + qx;
+      taps[ky * a->kw + kx] = a->planes + (py * a->sw + px) * a->ps + qy * ws + qx;
     }
   }
   if (a->q8) {

@@ -23,8 +23,12 @@ typedef struct er_qdw_q8 {
 } er_qdw_q8;
 
 typedef struct er_qdw_args {
-  const float *planes;   /* [sh * sw][hs * ws] */
+  const float *planes;   /* [sh * sw][ps]: plane (py, px) at planes + (py * sw + px) * ps */
   int64_t hs, ws;
+  int64_t ps;            /* er__qdw_plane_stride(hs, ws): each plane's hs * ws floats
+                            and slack whole vectors may run into */
+  const uint8_t *x_lo, *x_hi; /* the readable input bytes: a vector of a plane row
+                                 may read the neighbouring rows' bytes within them */
   int64_t kh, kw, sh, sw, dh, dw;
   int64_t oh, ow;
   const float *w;        /* [kh * kw] weights minus their zero point */
@@ -36,6 +40,11 @@ typedef struct er_qdw_args {
   const er_qdw_q8 *q8;
   uint8_t *y;
 } er_qdw_args;
+
+/* Floats from one plane to the next: vectors that start in a plane may
+ * run up to 16 floats past its end (rows are written, and the last row's
+ * sums read, a whole vector at a time). */
+static inline int64_t er__qdw_plane_stride(int64_t hs, int64_t ws) { return (hs * ws + 16 + 15) / 16 * 16; }
 
 /* The most taps a depthwise filter may have for these kernels: products of
  * 9-bit integers summed over at most 258 taps stay below 2^24, so float

@@ -653,9 +653,9 @@ static int64_t dwc_band_rows(const qg_state *s, const er_window *g) {
 
 /* Channels in lanes pays for its transposes where planes are small (a
  * plane at a time costs more in set-up than in arithmetic there); larger
- * planes run a plane at a time (measured on MobileNetV2's layers: 7x7 to
- * 28x28 faster in lanes, 56x56 and up not). */
-#define DWC_MAX_PIXELS 1024
+ * planes run a plane at a time (measured on AVX2 with MobileNetV2's
+ * layers: 7x7 and 14x14 outputs faster in lanes, 28x28 and up not). */
+#define DWC_MAX_PIXELS 512
 
 static bool dwc_use(const qg_state *s, const er_window *g) { return s->dwc_w && g->oh * g->ow <= DWC_MAX_PIXELS; }
 
@@ -668,8 +668,8 @@ static size_t dw_slot_bytes(const qg_state *s, const er_window *g) {
   }
   int64_t hs, ws;
   dw_geometry(g, &hs, &ws);
-  size_t f = (size_t)(g->sh * g->sw * hs * ws + g->oh * ws + 64);
-  return (f * sizeof(float) + (size_t)(g->kh * g->kw) * sizeof(float *) + 63) / 64 * 64;
+  size_t f = (size_t)(g->sh * g->sw * er__qdw_plane_stride(hs, ws) + g->oh * ws + 64);
+  return (f * sizeof(float) + (size_t)(g->kh * g->kw) * sizeof(float *) + 63) / 64 * 64 + 64;
 }
 
 typedef struct dw_job {
@@ -716,12 +716,13 @@ static void dw_chunk(void *arg, int64_t begin, int64_t end) {
   int64_t hs, ws, taps = g->kh * g->kw;
   dw_geometry(g, &hs, &ws);
   for (int64_t ch = begin; ch < end; ch++) {
+    const int64_t ps = er__qdw_plane_stride(hs, ws);
     float *planes = (float *)(j->scratch + (size_t)ch * j->slot_bytes);
-    int32_t *iacc = (int32_t *)(planes + g->sh * g->sw * hs * ws);
+    int32_t *iacc = (int32_t *)(planes + g->sh * g->sw * ps);
     /* The tap pointers after the sums, 64-byte aligned. */
     uintptr_t tp = ((uintptr_t)(iacc + g->oh * ws) + 63) & ~(uintptr_t)63;
-    er_qdw_args a = {planes, hs, ws, g->kh, g->kw, g->sh, g->sw, g->dh, g->dw, g->oh, g->ow, NULL,
-                     (const float **)(void *)tp, iacc, NULL, NULL};
+    er_qdw_args a = {planes, hs, ws, ps, j->x, j->x + g->c * g->h * g->w, g->kh, g->kw, g->sh, g->sw, g->dh, g->dw,
+                     g->oh, g->ow, NULL, (const float **)(void *)tp, iacc, NULL, NULL};
     /* 8-bit outputs (QConv) requantized as the plane is summed. */
     const bool fused = s->epi.kind == ER_QEPI_Q8 && !s->epi.wzp && j->es == 1;
     er_qdw_q8 q8 = {0, 0.0f, 0.0f, s->epi.zp, s->epi.lo, s->epi.hi};
