@@ -68,6 +68,13 @@ static inline vi f2i_rhe(vf a) { return _mm512_cvt_roundps_epi32(a, _MM_FROUND_T
 static inline void i_st(int32_t *p, vi v) { _mm512_storeu_si512((void *)p, v); }
 static inline vi i_ld(const int32_t *p) { return _mm512_loadu_si512((const void *)p); }
 static inline void st8(uint8_t *p, vi v) { _mm512_mask_cvtepi32_storeu_epi8(p, (__mmask16)0xffff, v); }
+/* Two vectors of values already in the 8-bit range, stored one after the
+ * other. */
+static inline void st8x2(uint8_t *p, vi a, vi b, bool is_signed) {
+  ER_UNUSED(is_signed);
+  st8(p, a);
+  st8(p + VL, b);
+}
 #define BL 64 /* bytes per vector for byte-wise max */
 static inline void max_bytes(uint8_t *y, const uint8_t *x, bool is_signed) {
   __m512i a = _mm512_loadu_si512((const void *)y), b = _mm512_loadu_si512((const void *)x);
@@ -118,6 +125,13 @@ static inline void st8(uint8_t *p, vi v) {
   /* packs_epi16 would saturate uint8 values above 127: narrow by shuffle. */
   w = _mm_shuffle_epi8(w, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1));
   _mm_storel_epi64((__m128i *)p, w);
+}
+/* Two vectors of values already in the 8-bit range (int8 when is_signed),
+ * stored one after the other: the packs do not saturate them. */
+static inline void st8x2(uint8_t *p, vi a, vi b, bool is_signed) {
+  __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xd8);
+  __m128i lo = _mm256_castsi256_si128(w), hi = _mm256_extracti128_si256(w, 1);
+  _mm_storeu_si128((__m128i *)p, is_signed ? _mm_packs_epi16(lo, hi) : _mm_packus_epi16(lo, hi));
 }
 #define BL 32
 static inline void max_bytes(uint8_t *y, const uint8_t *x, bool is_signed) {
@@ -229,7 +243,7 @@ static inline vf dw_sum_any(const float *const *taps, const float *w, int64_t nt
  * requantized and stored as bytes; the vectors of a row end past it (into
  * the virtual columns, and on the last row into the plane's slack: see
  * er__qdw_plane_stride) and only the row's bytes are stored. */
-static void dw_plane_q8(const er_qdw_args *a, const float *const *taps) {
+static void dw_plane_q8_any(const er_qdw_args *a, const float *const *taps) {
   const int64_t ws = a->ws, ntaps = a->kh * a->kw, ow = a->ow, oh = a->oh;
   const er_qdw_q8 q = *a->q8;
   /* Clamped in float to [lo - zp, hi - zp] before rounding (the same
@@ -258,6 +272,85 @@ static void dw_plane_q8(const er_qdw_args *a, const float *const *taps) {
       else st8_part(yr + ox, r, n);
     }
   }
+}
+
+/* The 3x3 sums at v, dilation 1, starting from c: stride 1 (rows r[0..2],
+ * taps at +0, +1, +2) or stride 2 (r[0..5] = the even and odd phase rows
+ * of each kernel row; taps even +0, odd +0, even +1). Base pointers and
+ * constant displacements, so that no tap pointer is reloaded. */
+static inline __attribute__((always_inline)) vf dw_sum3x3_s(int stride, const float *const *r, const vf *w, vf c,
+                                                          int64_t v) {
+  if (stride == 1) {
+    vf a0 = f_fma(w[0], f_ld(r[0] + v), c), a1 = f_mul(w[3], f_ld(r[1] + v)), a2 = f_mul(w[6], f_ld(r[2] + v));
+    a0 = f_fma(w[1], f_ld(r[0] + v + 1), a0);
+    a1 = f_fma(w[4], f_ld(r[1] + v + 1), a1);
+    a2 = f_fma(w[7], f_ld(r[2] + v + 1), a2);
+    a0 = f_fma(w[2], f_ld(r[0] + v + 2), a0);
+    a1 = f_fma(w[5], f_ld(r[1] + v + 2), a1);
+    a2 = f_fma(w[8], f_ld(r[2] + v + 2), a2);
+    return f_add(f_add(a0, a1), a2);
+  }
+  vf a0 = f_fma(w[0], f_ld(r[0] + v), c), a1 = f_mul(w[3], f_ld(r[2] + v)), a2 = f_mul(w[6], f_ld(r[4] + v));
+  a0 = f_fma(w[1], f_ld(r[1] + v), a0);
+  a1 = f_fma(w[4], f_ld(r[3] + v), a1);
+  a2 = f_fma(w[7], f_ld(r[5] + v), a2);
+  a0 = f_fma(w[2], f_ld(r[0] + v + 1), a0);
+  a1 = f_fma(w[5], f_ld(r[2] + v + 1), a1);
+  a2 = f_fma(w[8], f_ld(r[4] + v + 1), a2);
+  return f_add(f_add(a0, a1), a2);
+}
+
+/* dw_plane_q8 for 3x3 windows at stride 1 or 2, dilation 1, with the
+ * bias small enough (|corr| < 2^23) to start the float sums from it: the
+ * sums stay exact integers below 2^24, and no conversion to int32 and back
+ * is needed before the requantization. Two vectors at a time are stored
+ * as one. */
+static inline __attribute__((always_inline)) void dw_plane_q8_3x3(const er_qdw_args *a, const float *const *taps,
+                                                                int stride) {
+  const int64_t ws = a->ws, ow = a->ow, oh = a->oh;
+  const er_qdw_q8 q = *a->q8;
+  const vi zp = i_set(q.zp);
+  const vf c = f_set((float)q.corr), mult = f_set(q.mult), off = f_set(q.off);
+  const vf flo = f_set((float)(q.lo - q.zp)), fhi = f_set((float)(q.hi - q.zp));
+  const bool out_signed = q.lo < 0;
+  vf wv[9];
+  for (int i = 0; i < 9; i++) wv[i] = f_set(a->w[i]);
+  /* Local copies: the byte stores to y could alias the tables. */
+  const float *r[6];
+  if (stride == 1) {
+    r[0] = taps[0], r[1] = taps[3], r[2] = taps[6];
+    r[3] = r[4] = r[5] = taps[0];
+  } else {
+    r[0] = taps[0], r[1] = taps[1], r[2] = taps[3], r[3] = taps[4], r[4] = taps[6], r[5] = taps[7];
+  }
+  uint8_t *const y = a->y;
+  for (int64_t oy = 0; oy < oh; oy++) {
+    uint8_t *yr = y + oy * ow;
+    int64_t ox = 0;
+    for (; ox + 2 * VL <= ow; ox += 2 * VL) {
+      const int64_t v = oy * ws + ox;
+      vf f0 = f_fma(dw_sum3x3_s(stride, r, wv, c, v), mult, off);
+      vf f1 = f_fma(dw_sum3x3_s(stride, r, wv, c, v + VL), mult, off);
+      vi r0 = i_add(f2i_rhe(f_min(f_max(f0, flo), fhi)), zp);
+      vi r1 = i_add(f2i_rhe(f_min(f_max(f1, flo), fhi)), zp);
+      st8x2(yr + ox, r0, r1, out_signed);
+    }
+    for (; ox < ow; ox += VL) {
+      const int64_t v = oy * ws + ox, n = ow - ox < VL ? ow - ox : VL;
+      vf f = f_fma(dw_sum3x3_s(stride, r, wv, c, v), mult, off);
+      vi r0 = i_add(f2i_rhe(f_min(f_max(f, flo), fhi)), zp);
+      if (n == VL) st8(yr + ox, r0);
+      else st8_part(yr + ox, r0, n);
+    }
+  }
+}
+
+static void dw_plane_q8(const er_qdw_args *a, const float *const *taps) {
+  const bool k3 = a->kh == 3 && a->kw == 3 && a->dh == 1 && a->dw == 1 && a->sh == a->sw;
+  const bool small_corr = a->q8->corr > -(1 << 23) && a->q8->corr < (1 << 23);
+  if (k3 && small_corr && a->sh == 1) dw_plane_q8_3x3(a, taps, 1);
+  else if (k3 && small_corr && a->sh == 2) dw_plane_q8_3x3(a, taps, 2);
+  else dw_plane_q8_any(a, taps);
 }
 
 static void dw_plane(const er_qdw_args *a) {
