@@ -56,6 +56,8 @@ static inline vi i_ld8_even_n(const uint8_t *p, int64_t n, bool is_signed) {
   return is_signed ? _mm512_srai_epi32(_mm512_slli_epi32(w, 24), 24) : _mm512_and_si512(w, _mm512_set1_epi32(0xff));
 }
 static inline vf f_ld_n(const float *p, int64_t n) { return _mm512_maskz_loadu_ps(mask16(n), p); }
+/* v with lanes n and up (n <= VL) set to 0. */
+static inline vf f_keep(vf v, int64_t n) { return _mm512_maskz_mov_ps(mask16(n), v); }
 static inline void f_st_n(float *p, vf v, int64_t n) { _mm512_mask_storeu_ps(p, mask16(n), v); }
 static inline void i_st_n(int32_t *p, vi v, int64_t n) { _mm512_mask_storeu_epi32(p, mask16(n), v); }
 static inline vi i_set(int32_t x) { return _mm512_set1_epi32(x); }
@@ -99,6 +101,11 @@ static inline vf f_div(vf a, vf b) { return _mm256_div_ps(a, b); }
 static inline vf f_min(vf a, vf b) { return _mm256_min_ps(a, b); }
 static inline vf f_max(vf a, vf b) { return _mm256_max_ps(a, b); }
 static inline vf f_nan_to_zero(vf a) { return _mm256_and_ps(a, _mm256_cmp_ps(a, a, _CMP_ORD_Q)); }
+/* v with lanes n and up (n <= VL) set to 0. */
+static inline vf f_keep(vf v, int64_t n) {
+  __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  return _mm256_and_ps(v, _mm256_castsi256_ps(keep));
+}
 static inline vi i_ld8(const uint8_t *p, bool is_signed) {
   __m128i b = _mm_loadl_epi64((const __m128i *)p);
   return is_signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
@@ -164,46 +171,47 @@ static inline vi quant_vec(vf q, vi zp, vi lo, vi hi) {
 /* Depthwise convolution                                                     */
 /* ======================================================================== */
 
-/* The stride-phase planes of one input channel as floats (x - zp), the
- * padding 0. Each phase row is converted whole vectors at a time straight
- * from the input (vectors that begin before the row or end past it read
- * the neighbouring rows' bytes), then the padding columns are set to 0.
- * Rows whose vectors would read outside [a->x_lo, a->x_hi) are converted
- * element by element. A plane's rows are written in order, the last
- * vector of each possibly running into the next row (written after it)
- * or the plane's slack. */
+/* n / sw for n >= 0, without a 64-bit division for the common strides
+ * (it is slow, and small planes pay it once per channel). */
+static inline int64_t div_sw(int64_t n, int64_t sw) { return sw == 1 ? n : sw == 2 ? n >> 1 : n / sw; }
+
+/* The stride-phase planes of one input channel as floats (x - zp) into
+ * planes whose padding is already 0 (er_qelt_ops.dw_planes). Each phase
+ * row's input columns [lo, hi) are converted whole vectors at a time
+ * straight from the input; the lanes of the last vector past hi are set
+ * to 0 before it is stored, so that it writes only padding (0) or, past
+ * the row, elements of the next row that are written after it (or the
+ * plane's slack). Rows whose last vector would read past a->x_hi are
+ * converted element by element. */
 static inline __attribute__((always_inline)) void dw_planes_t(const uint8_t *x, int64_t h, int64_t w, int64_t pt,
                                                             int64_t pl, bool is_signed, int32_t zp,
                                                             const er_qdw_args *a) {
   const int64_t sh = a->sh, sw = a->sw, hs = a->hs, ws = a->ws, ps = a->ps;
-  const int64_t nv = (ws + VL - 1) / VL * VL;
   const vi z = i_set(zp);
   for (int64_t py = 0; py < sh; py++)
     for (int64_t px = 0; px < sw; px++) {
       float *d = (float *)a->planes + (py * sw + px) * ps;
       /* Columns [lo, hi) of the phase rows lie in the input. */
-      const int64_t lo = pl > px ? (pl - px + sw - 1) / sw : 0;
-      int64_t hi = (w + pl - px + sw - 1) / sw;
+      const int64_t lo = pl > px ? div_sw(pl - px + sw - 1, sw) : 0;
+      int64_t hi = div_sw(w + pl - px + sw - 1, sw);
       hi = hi < ws ? hi : ws;
+      if (hi <= lo) continue;
+      const int64_t last = lo + (hi - lo - 1) / VL * VL;
       for (int64_t yy = 0, ir = py - pt; yy < hs; yy++, ir += sh, d += ws) {
-        if (ir < 0 || ir >= h) {
-          for (int64_t xx = 0; xx < ws; xx += VL) f_st(d + xx, f_set(0.0f));
-          continue;
-        }
+        if (ir < 0 || ir >= h) continue;
         const uint8_t *src = x + ir * w + px - pl;
-        const uint8_t *end = src + sw * (nv - VL) + (sw == 1 ? VL : 2 * VL);
-        if (sw <= 2 && src >= a->x_lo && end <= a->x_hi) {
-          if (sw == 1)
-            for (int64_t xx = 0; xx < ws; xx += VL) f_st(d + xx, i2f(i_sub(i_ld8(src + xx, is_signed), z)));
-          else
-            for (int64_t xx = 0; xx < ws; xx += VL)
-              f_st(d + xx, i2f(i_sub(i_ld8_even(src + 2 * xx, is_signed), z)));
-          for (int64_t xx = 0; xx < lo; xx++) d[xx] = 0.0f;
-          for (int64_t xx = hi; xx < ws; xx += VL) f_st(d + xx, f_set(0.0f));
+        if (sw <= 2 && src + sw * last + (sw == 1 ? VL : 2 * VL) <= a->x_hi) {
+          int64_t xx = lo;
+          if (sw == 1) {
+            for (; xx < last; xx += VL) f_st(d + xx, i2f(i_sub(i_ld8(src + xx, is_signed), z)));
+            f_st(d + xx, f_keep(i2f(i_sub(i_ld8(src + xx, is_signed), z)), hi - xx));
+          } else {
+            for (; xx < last; xx += VL) f_st(d + xx, i2f(i_sub(i_ld8_even(src + 2 * xx, is_signed), z)));
+            f_st(d + xx, f_keep(i2f(i_sub(i_ld8_even(src + 2 * xx, is_signed), z)), hi - xx));
+          }
           continue;
         }
-        for (int64_t xx = 0; xx < ws; xx++)
-          d[xx] = xx < lo || xx >= hi ? 0.0f : (float)(ld8(src + sw * xx, is_signed) - zp);
+        for (int64_t xx = lo; xx < hi; xx++) d[xx] = (float)(ld8(src + sw * xx, is_signed) - zp);
       }
     }
 }
@@ -339,7 +347,9 @@ static inline __attribute__((always_inline)) void dw_plane_q8_3x3(const er_qdw_a
       const int64_t v = oy * ws + ox, n = ow - ox < VL ? ow - ox : VL;
       vf f = f_fma(dw_sum3x3_s(stride, r, wv, c, v), mult, off);
       vi r0 = i_add(f2i_rhe(f_min(f_max(f, flo), fhi)), zp);
-      if (n == VL) st8(yr + ox, r0);
+      /* A whole vector where it ends within the plane: the bytes past
+       * the row belong to rows stored after it. */
+      if (n == VL || oy * ow + ox + VL <= oh * ow) st8(yr + ox, r0);
       else st8_part(yr + ox, r0, n);
     }
   }
@@ -355,14 +365,7 @@ static void dw_plane_q8(const er_qdw_args *a, const float *const *taps) {
 
 static void dw_plane(const er_qdw_args *a) {
   const int64_t ws = a->ws, len = (a->oh - 1) * ws + a->ow, ntaps = a->kh * a->kw;
-  const float **taps = a->taps;
-  for (int64_t ky = 0; ky < a->kh; ky++) {
-    int64_t py = ky * a->dh % a->sh, qy = ky * a->dh / a->sh;
-    for (int64_t kx = 0; kx < a->kw; kx++) {
-      int64_t px = kx * a->dw % a->sw, qx = kx * a->dw / a->sw;
-      taps[ky * a->kw + kx] = a->planes + (py * a->sw + px) * a->ps + qy * ws + qx;
-    }
-  }
+  const float *const *taps = a->taps;
   if (a->q8) {
     dw_plane_q8(a, taps);
     return;

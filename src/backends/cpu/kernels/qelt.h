@@ -27,12 +27,12 @@ typedef struct er_qdw_args {
   int64_t hs, ws;
   int64_t ps;            /* er__qdw_plane_stride(hs, ws): each plane's hs * ws floats
                             and slack whole vectors may run into */
-  const uint8_t *x_lo, *x_hi; /* the readable input bytes: a vector of a plane row
-                                 may read the neighbouring rows' bytes within them */
+  const uint8_t *x_hi;   /* the end of the readable input: a vector of a plane
+                            row may read the next rows' bytes up to it */
   int64_t kh, kw, sh, sw, dh, dw;
   int64_t oh, ow;
   const float *w;        /* [kh * kw] weights minus their zero point */
-  const float **taps;    /* [kh * kw] scratch */
+  const float **taps;    /* [kh * kw] each tap's first plane element (er__qdw_taps) */
   int32_t *iacc;         /* [oh * ws] scratch; the result, [oh * ow] */
   /* With q8 set, the outputs requantized to 8 bits straight into y
    * [oh * ow] instead (iacc unused): no int32 plane, no pass to compact
@@ -45,6 +45,18 @@ typedef struct er_qdw_args {
  * run up to 16 floats past its end (rows are written, and the last row's
  * sums read, a whole vector at a time). */
 static inline int64_t er__qdw_plane_stride(int64_t hs, int64_t ws) { return (hs * ws + 16 + 15) / 16 * 16; }
+
+/* Points a->taps at each tap's first element in the planes; the same for
+ * every channel whose planes share the buffer. */
+static inline void er__qdw_taps(const er_qdw_args *a) {
+  for (int64_t ky = 0; ky < a->kh; ky++) {
+    int64_t py = ky * a->dh % a->sh, qy = ky * a->dh / a->sh;
+    for (int64_t kx = 0; kx < a->kw; kx++) {
+      int64_t px = kx * a->dw % a->sw, qx = kx * a->dw / a->sw;
+      a->taps[ky * a->kw + kx] = a->planes + (py * a->sw + px) * a->ps + qy * a->ws + qx;
+    }
+  }
+}
 
 /* The most taps a depthwise filter may have for these kernels: products of
  * 9-bit integers summed over at most 258 taps stay below 2^24, so float
@@ -90,7 +102,8 @@ typedef struct er_qelt_ops {
   const char *isa;
   /* Writes the planes of one channel: x [h, w] (int8 when is_signed,
    * else uint8) minus the zero point zp, into a->planes with pads pt /
-   * pl. */
+   * pl. Only the input's elements are written: the planes' padding must
+   * be 0 already (the buffer zeroed once, before its first channel). */
   void (*dw_planes)(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int64_t pl, bool is_signed, int32_t zp,
                     const er_qdw_args *a);
   /* The channel's exact integer sums into a->iacc, [oh * ow]. */

@@ -654,8 +654,8 @@ static int64_t dwc_band_rows(const qg_state *s, const er_window *g) {
 /* Channels in lanes pays for its transposes where planes are small (a
  * plane at a time costs more in set-up than in arithmetic there); larger
  * planes run a plane at a time (measured on AVX2 with MobileNetV2's
- * layers: 7x7 and 14x14 outputs faster in lanes, 28x28 and up not). */
-#define DWC_MAX_PIXELS 512
+ * layers: 7x7 outputs faster in lanes, 14x14 and up not). */
+#define DWC_MAX_PIXELS 100
 
 static bool dwc_use(const qg_state *s, const er_window *g) { return s->dwc_w && g->oh * g->ow <= DWC_MAX_PIXELS; }
 
@@ -721,8 +721,11 @@ static void dw_chunk(void *arg, int64_t begin, int64_t end) {
     int32_t *iacc = (int32_t *)(planes + g->sh * g->sw * ps);
     /* The tap pointers after the sums, 64-byte aligned. */
     uintptr_t tp = ((uintptr_t)(iacc + g->oh * ws) + 63) & ~(uintptr_t)63;
-    er_qdw_args a = {planes, hs, ws, ps, j->x, j->x + g->c * g->h * g->w, g->kh, g->kw, g->sh, g->sw, g->dh, g->dw,
+    er_qdw_args a = {planes, hs, ws, ps, j->x + g->c * g->h * g->w, g->kh, g->kw, g->sh, g->sw, g->dh, g->dw,
                      g->oh, g->ow, NULL, (const float **)(void *)tp, iacc, NULL, NULL};
+    er__qdw_taps(&a);
+    /* The padding, once: every channel writes only its input elements. */
+    memset(planes, 0, (size_t)(g->sh * g->sw * ps) * sizeof *planes);
     /* 8-bit outputs (QConv) requantized as the plane is summed. */
     const bool fused = s->epi.kind == ER_QEPI_Q8 && !s->epi.wzp && j->es == 1;
     er_qdw_q8 q8 = {0, 0.0f, 0.0f, s->epi.zp, s->epi.lo, s->epi.hi};
