@@ -578,6 +578,8 @@ void er__fp_mode_set(uint64_t mode) { _mm_setcsr((unsigned)mode); }
 /* MXCSR bit 15 flushes results to zero (FTZ), bit 6 reads subnormal
  * operands as zero (DAZ). */
 uint64_t er__fp_mode_flushing(uint64_t mode) { return mode | 0x8040u; }
+/* MXCSR bits 13-14 are the rounding control; 00 is to nearest. */
+uint64_t er__fp_mode_for_run(uint64_t mode, bool flush) { return (flush ? er__fp_mode_flushing(mode) : mode) & ~UINT64_C(0x6000); }
 #elif defined(__aarch64__)
 uint64_t er__fp_mode_get(void) {
   uint64_t v;
@@ -588,8 +590,16 @@ void er__fp_mode_set(uint64_t mode) { __asm__ volatile("msr fpcr, %0" : : "r"(mo
 /* FPCR bit 24 (FZ) flushes subnormal inputs and results of single and
  * double precision operations. */
 uint64_t er__fp_mode_flushing(uint64_t mode) { return mode | (UINT64_C(1) << 24); }
+/* FPCR bits 22-23 (RMode); 00 is to nearest. */
+uint64_t er__fp_mode_for_run(uint64_t mode, bool flush) {
+  return (flush ? er__fp_mode_flushing(mode) : mode) & ~(UINT64_C(3) << 22);
+}
 #else
 uint64_t er__fp_mode_get(void) { return 0; }
 void er__fp_mode_set(uint64_t mode) { (void)mode; }
 uint64_t er__fp_mode_flushing(uint64_t mode) { return mode; }
+uint64_t er__fp_mode_for_run(uint64_t mode, bool flush) {
+  (void)flush;
+  return mode;
+}
 #endif

@@ -126,6 +126,10 @@ void er__fp_mode_set(uint64_t mode);
  * decayed towards zero are often subnormal (PP-OCRv5's detector has 15,000,
  * one 1x1 layer ran 100x slower than its size). */
 uint64_t er__fp_mode_flushing(uint64_t mode);
+/* `mode` rounding to nearest, ties to even (what ONNX specifies, and what
+ * the optimized kernels' float-to-integer conversions assume: x86's
+ * cvtps2dq rounds as MXCSR says), flushing subnormals when `flush`. */
+uint64_t er__fp_mode_for_run(uint64_t mode, bool flush);
 
 /* ======================================================================== */
 /* Element types                                                             */

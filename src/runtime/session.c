@@ -1012,14 +1012,14 @@ static er_status run_in_ctx_mode(er_session *s, run_ctx *c, const er_named_tenso
                                  void *user);
 
 /* One run into `c`: inputs by name, outputs resolved into c->want. The
- * run flushes subnormals to zero unless the session keeps them (see
+ * run rounds to nearest even whatever the caller set, and flushes
+ * subnormals to zero unless the session keeps them (see
  * er_session_options.keep_denormals); the caller's mode is restored. */
 static er_status run_in_ctx(er_session *s, run_ctx *c, const er_named_tensor *inputs, size_t n_inputs,
                             const char *const *output_names, size_t n_outputs, er_exec_observer observe,
                             void *user) {
-  if (!s->flush_denormals) return run_in_ctx_mode(s, c, inputs, n_inputs, output_names, n_outputs, observe, user);
   uint64_t mode = er__fp_mode_get();
-  er__fp_mode_set(er__fp_mode_flushing(mode));
+  er__fp_mode_set(er__fp_mode_for_run(mode, s->flush_denormals));
   er_status st = run_in_ctx_mode(s, c, inputs, n_inputs, output_names, n_outputs, observe, user);
   er__fp_mode_set(mode);
   return st;

@@ -2,6 +2,7 @@
  * the protobuf reader, tensors and tensor files, the public model and
  * session API, and concurrent runs. */
 #define _GNU_SOURCE
+#include <fenv.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -764,6 +765,59 @@ static void test_subnormals_flushed(void) {
   er__pbw_free(&m);
 }
 
+/* Runs round to nearest even whatever rounding the caller set (the
+ * optimized kernels' float-to-integer conversions round as the mode says),
+ * with or without flushing, on every thread; the caller's mode is
+ * restored. x / 3 rounds down towards zero and up to nearest. */
+static void test_runs_round_to_nearest(void) {
+#if defined(FE_TOWARDZERO)
+  er_pbw g = {0}, m = {0}, w = {0};
+  const float three = 3.0f;
+  const int64_t wd[1] = {1}, xd[1] = {4096};
+  tb_tensor(&w, "w", 1, 1, wd, &three, sizeof three);
+  tb_graph_initializer(&g, &w);
+  tb_node(&g, "Div", "div", (const char *const[]){"x", "w", NULL}, (const char *const[]){"y", NULL}, NULL);
+  tb_graph_input(&g, "x", 1, 1, xd);
+  tb_graph_output(&g, "y", 1, -1, NULL);
+  tb_model(&m, 8, 13, &g);
+  er_model *model = NULL;
+  CHECK_STATUS(er_model_load_buffer(m.buf, m.len, NULL, NULL, &model), ER_STATUS_OK);
+  float xv[4096];
+  for (int i = 0; i < 4096; i++) xv[i] = 1.0f + (float)(i % 7);
+  volatile float divisor = 3.0f;
+  for (int threads = 1; model && threads <= 3; threads++)
+    for (int keep = 0; keep <= 1; keep++) {
+      er_session_options o;
+      er_session_options_init(&o);
+      o.threads = threads;
+      o.keep_denormals = keep;
+      er_session *s = NULL;
+      CHECK_STATUS(er_session_create(model, &o, &s), ER_STATUS_OK);
+      er_tensor *x = NULL, *y = NULL;
+      er_tensor_wrap(ER_DTYPE_FLOAT, 1, xd, xv, sizeof xv, &x);
+      er_named_tensor in = {"x", x};
+      int prev = fegetround();
+      CHECK(fesetround(FE_TOWARDZERO) == 0);
+      uint64_t mode = er__fp_mode_get();
+      CHECK_STATUS(s ? er_session_run(s, &in, 1, NULL, 1, &y) : ER_STATUS_INVALID_ARGUMENT, ER_STATUS_OK);
+      CHECK(er__fp_mode_get() == mode);
+      fesetround(prev);
+      int64_t wrong = 0;
+      for (int i = 0; y && i < 4096; i++) wrong += ((const float *)er_tensor_cdata(y))[i] != xv[i] / divisor;
+      CHECK(y && wrong == 0);
+      er_tensor_free(y);
+      er_tensor_free(x);
+      er_session_free(s);
+    }
+  er_model_free(model);
+  er__pbw_free(&w);
+  er__pbw_free(&g);
+  er__pbw_free(&m);
+#else
+  printf("  (skipped: no FE_TOWARDZERO on this platform)\n");
+#endif
+}
+
 int main(int argc, char **argv) {
   static const er_test_case cases[] = {
       {"status_names", test_status_names},
@@ -785,6 +839,7 @@ int main(int argc, char **argv) {
       {"concat_in_place_symbolic", test_concat_in_place_symbolic},
       {"pool_chunks", test_pool_chunks},
       {"subnormals_flushed", test_subnormals_flushed},
+      {"runs_round_to_nearest", test_runs_round_to_nearest},
   };
   return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);
 }
