@@ -45,14 +45,14 @@ AI __m256i dot4(__m256i acc, __m256i u8, __m256i s8, __m256i ones) {
  *    bytes, dot4.
  * koff NULL: packed columns (NR * KG bytes per k group), else the k
  * group's columns in place at b + koff[q]. */
-AI tile_acc tile_sum_loop(int64_t groups, const uint8_t *a, const uint8_t *b, const int64_t *koff, const int MR,
-                          const int R, const bool w_rows, const bool W7, const bool IND) {
+AI tile_acc tile_sum_loop(int64_t groups, const uint8_t *a, const uint8_t *b, const int64_t *koff, const int32_t *init,
+                          const int MR, const int R, const bool w_rows, const bool W7, const bool IND) {
   const int kg = W7 ? 4 : 2, row_bytes = W7 ? 1 : 2;
   const __m256i ones = _mm256_set1_epi16(1);
   tile_acc t;
 #pragma GCC unroll 6
   for (int r = 0; r < MR; r++)
-    if (r < R) t.c[r][0] = t.c[r][1] = _mm256_setzero_si256();
+    if (r < R) t.c[r][0] = t.c[r][1] = init ? _mm256_set1_epi32(init[r]) : _mm256_setzero_si256();
   for (int64_t q = 0; q < groups; q++) {
     const uint8_t *bq = IND ? b + koff[q] : b + q * 16 * kg;
     __m256i v0, v1;
@@ -88,11 +88,12 @@ AI tile_acc tile_sum_loop(int64_t groups, const uint8_t *a, const uint8_t *b, co
 }
 
 /* The loop once per way of reading the columns: a test of koff inside it
- * cost the 1-row product (a GEMV, every LSTM step) a third of its speed. */
-AI tile_acc tile_sum(int64_t groups, const uint8_t *a, const uint8_t *b, const int64_t *koff, const int MR,
-                     const int R, const bool w_rows, const bool W7) {
-  if (koff) return tile_sum_loop(groups, a, b, koff, MR, R, w_rows, W7, true);
-  return tile_sum_loop(groups, a, b, koff, MR, R, w_rows, W7, false);
+ * cost the 1-row product (a GEMV, every LSTM step) a third of its speed.
+ * init: each row's sums start from init[r] (else 0). */
+AI tile_acc tile_sum(int64_t groups, const uint8_t *a, const uint8_t *b, const int64_t *koff, const int32_t *init,
+                     const int MR, const int R, const bool w_rows, const bool W7) {
+  if (koff) return tile_sum_loop(groups, a, b, koff, init, MR, R, w_rows, W7, true);
+  return tile_sum_loop(groups, a, b, koff, init, MR, R, w_rows, W7, false);
 }
 
 AI void tile_store(const tile_acc *t, int32_t *acc, const int MR, const int R) {
@@ -133,11 +134,12 @@ AI void store_run(uint8_t *p, __m128i v, int first, int len) {
 }
 
 /* The ER_QEPI_Q8 epilogue (per row, no weight zero points) of a tile just
- * summed (acc [6][16], in L1), the same operations as epilogue() below
+ * summed, its sums still in registers and already holding the rows'
+ * corrections (tile_sum's init), the same operations as epilogue() below
  * without its per-element generality: rows [i0, i0 + R) of C at out (row
- * stride ldc); the tile's columns land in nseg runs. (Keeping the sums in
- * registers instead made GCC spill 5 accumulators in the k loop.) */
-AI void tile_q8_store(const int32_t *acc, const er_qepi *e, int64_t i0, uint8_t *out, int64_t ldc, const er_qseg *segs,
+ * stride ldc); the tile's columns land in nseg runs. cvtps2dq rounds to
+ * nearest even: runs set that mode (er__fp_mode_for_run). */
+AI void tile_q8_store(const tile_acc *t, const er_qepi *e, int64_t i0, uint8_t *out, int64_t ldc, const er_qseg *segs,
                       int nseg, const int R) {
   /* Clamped in float to [lo - zp, hi - zp] before rounding: with integer
    * bounds, rounding then clamping gives the same integer (the sums are
@@ -145,29 +147,37 @@ AI void tile_q8_store(const int32_t *acc, const er_qepi *e, int64_t i0, uint8_t 
    * bits without leaving [lo, hi]. */
   const __m256 flo = _mm256_set1_ps((float)(e->lo - e->zp)), fhi = _mm256_set1_ps((float)(e->hi - e->zp));
   const __m256i zp16 = _mm256_set1_epi16((int16_t)e->zp);
+  /* In locals: the byte stores to out may alias e and what it points to. */
+  const float *const mult_p = e->mult + i0, *const off_p = e->off + i0;
+  const bool out_signed = e->out_signed, whole = nseg == 1 && segs[0].first == 0 && segs[0].len == 16;
+  const int64_t col0 = segs[0].col;
+  __m128i bytes[6];
 #pragma GCC unroll 6
   for (int r = 0; r < 6; r++) {
     if (r < R) {
-      const __m256i corr = _mm256_set1_epi32(e->corr[i0 + r]);
-      const __m256 mult = _mm256_set1_ps(e->mult[i0 + r]), off = _mm256_set1_ps(e->off[i0 + r]);
+      const __m256 mult = _mm256_broadcast_ss(mult_p + r), off = _mm256_broadcast_ss(off_p + r);
       __m256i q[2];
 #pragma GCC unroll 2
       for (int v = 0; v < 2; v++) {
-        __m256i sum = _mm256_load_si256((const __m256i *)(acc + r * 16 + v * 8));
-        __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(sum, corr)), mult, off);
-        f = _mm256_min_ps(_mm256_max_ps(f, flo), fhi);
-        q[v] = _mm256_cvttps_epi32(_mm256_round_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t->c[r][v]), mult, off);
+        q[v] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(f, flo), fhi));
       }
       /* 16 int32 in [lo, hi] (after the zero point) to 16 bytes in column
        * order (the packs work within 128-bit lanes). */
       __m256i w = _mm256_permute4x64_epi64(_mm256_add_epi16(_mm256_packs_epi32(q[0], q[1]), zp16), 0xD8);
       __m128i w0 = _mm256_castsi256_si128(w), w1 = _mm256_extracti128_si256(w, 1);
-      __m128i bytes = e->out_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
+      bytes[r] = out_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
+    }
+  }
+  /* Stored after all rows are converted: no load of the parameters waits
+   * on a store it might alias. */
+#pragma GCC unroll 6
+  for (int r = 0; r < 6; r++) {
+    if (r < R) {
       uint8_t *row = out + r * ldc;
-      if (nseg == 1 && segs[0].first == 0 && segs[0].len == 16)
-        _mm_storeu_si128((__m128i *)(row + segs[0].col), bytes);
+      if (whole) _mm_storeu_si128((__m128i *)(row + col0), bytes[r]);
       else
-        for (int sg = 0; sg < nseg; sg++) store_run(row + segs[sg].col, bytes, segs[sg].first, segs[sg].len);
+        for (int sg = 0; sg < nseg; sg++) store_run(row + segs[sg].col, bytes[r], segs[sg].first, segs[sg].len);
     }
   }
 }
@@ -177,18 +187,17 @@ AI void tile_q8_store(const int32_t *acc, const er_qepi *e, int64_t i0, uint8_t 
  * conv tiles also in place (koff) and with the Q8 epilogue fused. */
 #define DEFINE_TILES(SFX, W7, R)                                                                                  \
   static void conv##SFX##_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, int32_t *acc) { \
-    tile_acc t = tile_sum(g, a, b, koff, 6, R, true, W7);                                                         \
+    tile_acc t = tile_sum(g, a, b, koff, NULL, 6, R, true, W7);                                                   \
     tile_store(&t, acc, 6, R);                                                                                    \
   }                                                                                                               \
   static void convq##SFX##_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, const er_qepi *e, \
                                int64_t i0, uint8_t *out, int64_t ldc, const er_qseg *segs, int nseg) {            \
-    int32_t acc[6 * 16] __attribute__((aligned(32)));                                                             \
-    conv##SFX##_##R(g, a, b, koff, acc);                                                                          \
-    tile_q8_store(acc, e, i0, out, ldc, segs, nseg, R);                                                           \
+    tile_acc t = tile_sum(g, a, b, koff, e->corr + i0, 6, R, true, W7);                                           \
+    tile_q8_store(&t, e, i0, out, ldc, segs, nseg, R);                                                            \
   }
 #define DEFINE_MM_TILE(SFX, W7, R)                                                                                \
   static void mm##SFX##_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, int32_t *acc) {   \
-    tile_acc t = tile_sum(g, a, b, koff, 4, R, false, W7);                                                        \
+    tile_acc t = tile_sum(g, a, b, koff, NULL, 4, R, false, W7);                                                        \
     tile_store(&t, acc, 4, R);                                                                                    \
   }
 #define FOR_CONV_ROWS(X, SFX, W7) X(SFX, W7, 1) X(SFX, W7, 2) X(SFX, W7, 3) X(SFX, W7, 4) X(SFX, W7, 5) X(SFX, W7, 6)
