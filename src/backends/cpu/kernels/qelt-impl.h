@@ -120,9 +120,9 @@ static inline vi i_sub(vi a, vi b) { return _mm256_sub_epi32(a, b); }
 static inline vi i_clamp(vi a, vi lo, vi hi) { return _mm256_min_epi32(_mm256_max_epi32(a, lo), hi); }
 static inline vf i2f(vi a) { return _mm256_cvtepi32_ps(a); }
 static inline vi f2i_trunc(vf a) { return _mm256_cvttps_epi32(a); }
-static inline vi f2i_rhe(vf a) {
-  return _mm256_cvttps_epi32(_mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
+/* cvtps2dq rounds as MXCSR says: to nearest even in runs
+ * (er__fp_mode_for_run). */
+static inline vi f2i_rhe(vf a) { return _mm256_cvtps_epi32(a); }
 static inline void i_st(int32_t *p, vi v) { _mm256_storeu_si256((__m256i *)p, v); }
 static inline vi i_ld(const int32_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
 /* Values are already clamped to the 8-bit range, so the saturating packs

@@ -309,7 +309,7 @@ static void epilogue(const er_qepi *e, const er_qtile_out *t) {
         continue;
       }
       f = _mm256_min_ps(_mm256_max_ps(f, nbig), big);
-      __m256i q = _mm256_cvttps_epi32(_mm256_round_ps(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      __m256i q = _mm256_cvtps_epi32(f); /* to nearest even in runs (er__fp_mode_for_run) */
       q = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(q, zp), lo), hi);
       __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
       __m128i p8 = out_signed ? _mm_packs_epi16(p16, p16) : _mm_packus_epi16(p16, p16);
