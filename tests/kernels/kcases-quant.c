@@ -107,6 +107,13 @@ static const conv_shape conv_shapes[] = {
      * a vector (stride 2), and stride 3 (converted element by element). */
     {1, 3, 30, 9, 3, 3, 3, 2, 2, 1, 1, 1, 1, 3, false, false},
     {1, 2, 20, 20, 2, 3, 3, 3, 3, 1, 1, 1, 1, 2, false, false},
+    /* Small feature maps, where the in-place convolution runs pixels by
+     * channels (7-bit weights): a 7x7 map (a last tile of one pixel),
+     * stride 2 to 7x7, two groups, and channels past a group of KG. */
+    {1, 32, 7, 7, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
+    {1, 20, 14, 14, 48, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, false},
+    {1, 32, 6, 6, 64, 3, 3, 1, 1, 1, 1, 1, 1, 2, false, false},
+    {1, 19, 14, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
     /* Layers that fill AMX's 32 x 32 tiles (K at least 128, padded to 64):
      * pixel tails, batches, stride 2, groups, dilation. */
     {1, 32, 9, 11, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},   /* K 288, 99 pixels */

@@ -319,9 +319,92 @@ static void epilogue(const er_qepi *e, const er_qtile_out *t) {
   }
 }
 
+/* ======================================================================== */
+/* The transposed (pixel rows) convolution tile, 7-bit weights              */
+/* ======================================================================== */
+
+/* R pixels (broadcast, read in place) by 16 output channels (the weights'
+ * columns panel): the sums start from the channels' corrections and are
+ * requantized per channel (lane), then written channel-major. */
+AI void px_tile7(int64_t groups, const uint8_t *const *px, const int64_t *koff, const uint8_t *w,
+                 const int32_t *corr, const float *mult_p, const float *off_p, const er_qepi *e, uint8_t *out,
+                 int64_t ldo, int ncols, const int R) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i c0 = _mm256_loadu_si256((const __m256i *)corr), c1 = _mm256_loadu_si256((const __m256i *)(corr + 8));
+  const uint8_t *p[6];
+  __m256i acc[6][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < 6; r++) {
+    p[r] = px[r < R ? r : 0];
+    acc[r][0] = c0;
+    acc[r][1] = c1;
+  }
+  for (int64_t q = 0; q < groups; q++, w += 64) {
+    const int64_t o = koff[q];
+    const __m256i b0 = _mm256_load_si256((const __m256i *)w), b1 = _mm256_load_si256((const __m256i *)(w + 32));
+#pragma GCC unroll 6
+    for (int r = 0; r < 6; r++) {
+      if (r < R) {
+        int32_t v;
+        memcpy(&v, p[r] + o, sizeof v);
+        const __m256i a = _mm256_set1_epi32(v);
+        acc[r][0] = dot4(acc[r][0], a, b0, ones);
+        acc[r][1] = dot4(acc[r][1], a, b1, ones);
+      }
+    }
+  }
+  const __m256 m0 = _mm256_loadu_ps(mult_p), m1 = _mm256_loadu_ps(mult_p + 8);
+  const __m256 o0 = _mm256_loadu_ps(off_p), o1 = _mm256_loadu_ps(off_p + 8);
+  const __m256 flo = _mm256_set1_ps((float)(e->lo - e->zp)), fhi = _mm256_set1_ps((float)(e->hi - e->zp));
+  const __m256i zp16 = _mm256_set1_epi16((int16_t)e->zp);
+  const bool out_signed = e->out_signed;
+  uint8_t tb[6][16] __attribute__((aligned(16)));
+#pragma GCC unroll 6
+  for (int r = 0; r < 6; r++) {
+    if (r < R) {
+      /* Rounded to nearest even by cvtps2dq (er__fp_mode_for_run). */
+      __m256 f0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][0]), m0, o0);
+      __m256 f1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][1]), m1, o1);
+      __m256i q0 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(f0, flo), fhi));
+      __m256i q1 = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(f1, flo), fhi));
+      __m256i v = _mm256_permute4x64_epi64(_mm256_add_epi16(_mm256_packs_epi32(q0, q1), zp16), 0xD8);
+      __m128i v0 = _mm256_castsi256_si128(v), v1 = _mm256_extracti128_si256(v, 1);
+      _mm_store_si128((__m128i *)tb[r], out_signed ? _mm_packs_epi16(v0, v1) : _mm_packus_epi16(v0, v1));
+    }
+  }
+  for (int c = 0; c < ncols; c++) {
+    uint8_t *d = out + c * ldo;
+#pragma GCC unroll 6
+    for (int r = 0; r < 6; r++)
+      if (r < R) d[r] = tb[r][c];
+  }
+}
+
+#define DEFINE_PX_TILE(R)                                                                                        \
+  static void px_tile7_##R(int64_t groups, const uint8_t *const *px, const int64_t *koff, const uint8_t *w,      \
+                           const int32_t *corr, const float *mult, const float *off, const er_qepi *e, uint8_t *out, \
+                           int64_t ldo, int ncols) {                                                             \
+    px_tile7(groups, px, koff, w, corr, mult, off, e, out, ldo, ncols, R);                                       \
+  }
+DEFINE_PX_TILE(1)
+DEFINE_PX_TILE(2)
+DEFINE_PX_TILE(3)
+DEFINE_PX_TILE(4)
+DEFINE_PX_TILE(5)
+DEFINE_PX_TILE(6)
+
+static void px_tile_conv7(int64_t groups, const uint8_t *const *px, int R, const int64_t *koff, const uint8_t *w,
+                          const int32_t *corr, const float *mult, const float *off, const er_qepi *e, uint8_t *out,
+                          int64_t ldo, int ncols) {
+  static void (*const fns[])(int64_t, const uint8_t *const *, const int64_t *, const uint8_t *, const int32_t *,
+                             const float *, const float *, const er_qepi *, uint8_t *, int64_t, int) = {
+      NULL, px_tile7_1, px_tile7_2, px_tile7_3, px_tile7_4, px_tile7_5, px_tile7_6};
+  fns[R](groups, px, koff, w, corr, mult, off, e, out, ldo, ncols);
+}
+
 const er_qgemm_isa er__qgemm_conv_avx2 = {"6x16__avx2", 6, 16, 2, 2, tile_conv, tile_conv_ind, epilogue, tile_conv_q8,
-                                          0, 0};
-const er_qgemm_isa er__qgemm_mm_avx2 = {"4x16__avx2", 4, 16, 2, 2, tile_mm, NULL, epilogue, NULL, 0, 0};
-const er_qgemm_isa er__qgemm_conv_avx2w7 = {"6x16w7__avx2", 6,         16,       4, 1, tile_conv7, tile_conv7_ind,
-                                            epilogue,       tile_conv7_q8, 0, 0};
-const er_qgemm_isa er__qgemm_mm_avx2w7 = {"4x16w7__avx2", 4, 16, 4, 1, tile_mm7, NULL, epilogue, NULL, 0, 0};
+                                          0, 0, NULL};
+const er_qgemm_isa er__qgemm_mm_avx2 = {"4x16__avx2", 4, 16, 2, 2, tile_mm, NULL, epilogue, NULL, 0, 0, NULL};
+const er_qgemm_isa er__qgemm_conv_avx2w7 = {"6x16w7__avx2", 6, 16, 4, 1, tile_conv7, tile_conv7_ind, epilogue,
+                                            tile_conv7_q8, 0, 0, px_tile_conv7};
+const er_qgemm_isa er__qgemm_mm_avx2w7 = {"4x16w7__avx2", 4, 16, 4, 1, tile_mm7, NULL, epilogue, NULL, 0, 0, NULL};

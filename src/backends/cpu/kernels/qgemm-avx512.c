@@ -408,8 +408,8 @@ __attribute__((target("amx-tile,amx-int8"))) static void tile_conv_amx(int64_t k
   _tile_stored(3, acc + 16 * ANR + 16, ANR * 4);
 }
 
-const er_qgemm_isa er__qgemm_conv_amx = {"32x32__amx", AMR, ANR, 4, 1, tile_conv_amx, NULL, epilogue, NULL, 64, 64};
+const er_qgemm_isa er__qgemm_conv_amx = {"32x32__amx", AMR, ANR, 4, 1, tile_conv_amx, NULL, epilogue, NULL, 64, 64, NULL};
 
 const er_qgemm_isa er__qgemm_conv_avx512vnni = {"8x32__avx512vnni", CMR, CNR, 4, 1, tile_conv, tile_conv_ind, epilogue,
-                                                tile_conv_q8, 0, 0};
-const er_qgemm_isa er__qgemm_mm_avx512vnni = {"4x64__avx512vnni", 4, 64, 4, 1, tile_mm, NULL, epilogue, NULL, 0, 0};
+                                                tile_conv_q8, 0, 0, NULL};
+const er_qgemm_isa er__qgemm_mm_avx512vnni = {"4x64__avx512vnni", 4, 64, 4, 1, tile_mm, NULL, epilogue, NULL, 0, 0, NULL};

@@ -118,6 +118,16 @@ typedef struct er_qgemm_isa {
    * row, so its rows panels are [K / 64][MR][64] (each 16-row half an A
    * tile) while its columns panels keep [K / 4][NR][4] (B tiles). */
   int kpad, row_kg;
+  /* (optional; convolutions read in place, ER_QEPI_Q8 per output channel,
+   * no weight zero points) The transposed tile: R <= 6 output pixels by
+   * NR output channels, so that small feature maps compute no padding
+   * columns and no partial pixel tiles. Pixel r's k group g is KG bytes at
+   * px[r] + koff[g]; the weights are one columns panel (NR channels,
+   * er__qgemm_pack_cols); corr, mult and off hold NR channels' values.
+   * Channel c < ncols of pixel r lands at out[c * ldo + r]. */
+  void (*px_tile)(int64_t kgroups, const uint8_t *const *px, int R, const int64_t *koff, const uint8_t *w,
+                  const int32_t *corr, const float *mult, const float *off, const er_qepi *e, uint8_t *out,
+                  int64_t ldo, int ncols);
 } er_qgemm_isa;
 
 

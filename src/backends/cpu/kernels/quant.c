@@ -124,12 +124,18 @@ typedef struct qg_state {
    * group, to match the grouped planes (see below). */
   bool inplace;
   int64_t cq;                /* channel groups per convolution group */
+  /* In place with the transposed tile (isa->px_tile, small feature maps,
+   * px_wins): the same weights as columns panels of NR channels, per
+   * group px_gstride bytes apart. */
+  uint8_t *pxw;
+  size_t px_gstride;
 } qg_state;
 
 static void qg_release(void *state) {
   qg_state *s = state;
   if (!s) return;
   er__aligned_free(s->packed);
+  er__aligned_free(s->pxw);
   er__aligned_free(s->dwc_w);
   free(s->dwv_wq);
   free(s->dwv_corr);
@@ -561,6 +567,73 @@ static void grouped_offsets(const qg_state *s, const er_window *g, int64_t *koff
     }
 }
 
+/* ---- in place, transposed: pixels by channels ------------------------------
+ * On small feature maps the usual tiles (MR channels by NR virtual
+ * columns) compute many padding columns and partial tiles: a 7x7 output
+ * with 3x3 taps is 63 virtual columns, 64 with the last tile, for 49
+ * pixels. The transposed tile takes R <= MR real pixels (their k groups
+ * read in place, as the columns are) by NR channels, so only a channel
+ * count short of NR is wasted. Chosen where it computes at least a tenth
+ * fewer tile elements. */
+static bool px_wins(const qg_state *s, const er_window *g) {
+  conv_planes pl;
+  planes_geometry(g, &pl);
+  const int64_t mr = s->isa->mr, nr = s->isa->nr, mg = g->m / g->group, ohw = g->oh * g->ow;
+  const int64_t n = pl.ws == g->ow ? ohw : (g->oh - 1) * pl.ws + g->ow;
+  const int64_t cur = (mg + mr - 1) / mr * mr * ((n + nr - 1) / nr * nr);
+  const int64_t px = (ohw + mr - 1) / mr * mr * ((mg + nr - 1) / nr * nr);
+  return px * 10 < cur * 9;
+}
+
+typedef struct px_job {
+  const qg_state *s;
+  const er_window *g;
+  const uint8_t *planes;
+  const int64_t *koff;
+  int64_t gi, groups;        /* convolution group, k groups */
+  uint8_t *y;                /* the group's first output channel plane */
+  int chunks;
+} px_job;
+
+/* Channel panels [panel range of chunks begin .. end) for every pixel. */
+static void px_chunk(void *arg, int64_t begin, int64_t end) {
+  const px_job *j = arg;
+  const qg_state *s = j->s;
+  const er_window *g = j->g;
+  const int mr = s->isa->mr, nr = s->isa->nr, kg = s->isa->kg;
+  const int64_t mg = g->m / g->group, ohw = g->oh * g->ow, panels = (mg + nr - 1) / nr;
+  conv_planes pl;
+  planes_geometry(g, &pl);
+  const size_t wpanel = er__qgemm_col_panel_bytes(s->isa, j->groups * kg);
+  for (int64_t pn = panels * begin / j->chunks; pn < panels * end / j->chunks; pn++) {
+    const int64_t c0 = j->gi * mg + pn * nr;
+    const int ncols = (int)min64(nr, mg - pn * nr);
+    /* The panel's parameters, NR wide (a short last panel padded). */
+    int32_t corr[ER_QGEMM_MAX_NR];
+    float mult[ER_QGEMM_MAX_NR], off[ER_QGEMM_MAX_NR];
+    for (int c = 0; c < nr; c++) {
+      corr[c] = c < ncols ? s->corr[c0 + c] : 0;
+      mult[c] = c < ncols ? s->mult[c0 + c] : 0.0f;
+      off[c] = c < ncols ? s->off[c0 + c] : 0.0f;
+    }
+    const uint8_t *w = s->pxw + (size_t)j->gi * s->px_gstride + (size_t)pn * wpanel;
+    const uint8_t *px[ER_QGEMM_MAX_MR];
+    int64_t oy = 0, ox = 0;
+    for (int64_t p0 = 0; p0 < ohw; p0 += mr) {
+      const int rows = (int)min64(mr, ohw - p0);
+      for (int r = 0; r < rows; r++) {
+        px[r] = j->planes + (size_t)(oy * pl.ws + ox) * (size_t)kg;
+        if (++ox == g->ow) {
+          ox = 0;
+          oy++;
+        }
+      }
+      s->isa->px_tile(j->groups, px, rows, j->koff, w, corr, mult, off, &s->epi, j->y + pn * nr * ohw + p0, ohw,
+                      ncols);
+    }
+  }
+}
+
 static er_status conv_run(const er_kernel_run *kr) {
   const qg_state *s = kr->state;
   er_kctx *ctx = kr->ctx;
@@ -590,11 +663,19 @@ static er_status conv_run(const er_kernel_run *kr) {
   if (slots > want) slots = want;
   int64_t *koff = s->inplace ? (int64_t *)(scratch + grouped_scratch(s, &g).koff) : NULL;
   if (koff) grouped_offsets(s, &g, koff);
+  const bool use_px = s->pxw && px_wins(s, &g);
   for (int64_t n = 0; n < g.n; n++)
     for (int64_t gi = 0; gi < g.group; gi++) {
       const uint8_t *xg = (const uint8_t *)x->data + (n * g.c + gi * (g.c / g.group)) * g.h * g.w;
       if (s->inplace) build_grouped(s, &g, xg, scratch);
       else if (pbytes) build_planes(&g, xg, s->x_pad, scratch);
+      if (use_px) {
+        const int64_t mg = g.m / g.group, panels = (mg + s->isa->nr - 1) / s->isa->nr;
+        px_job j = {s, &g, scratch, koff, gi, s->cq * g.kh * g.kw, (uint8_t *)y->data + (n * g.m + gi * mg) * g.oh * g.ow,
+                    (int)min64(panels, want)};
+        er__parallel_for(kr->pool, j.chunks, 1, px_chunk, &j);
+        continue;
+      }
       conv_problem(s, &g, gi, &cc, x->data, scratch, y->data, n, &p);
       if (s->inplace) {
         p.pack_cols = NULL;
@@ -1031,6 +1112,25 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
         er__qgemm_pack_rows(isa, &src, r, rows, kp, (uint8_t *)s->packed + gi * s->gstride +
                             (size_t)(r / isa->mr) * er__qgemm_row_panel_bytes(isa, kp), wsum + gi * mg + r);
       }
+    }
+    /* The transposed tile's weights, where it will run: 8-bit outputs
+     * (QConv with an output zero point), no weight zero points, and a
+     * known shape on which it wins. */
+    er_window g;
+    const er_tensor *y = ki->out[0];
+    if (reordered && isa->px_tile && op == QG_QCONV && yz && !any_wz && er__tensor_shape_known(x) &&
+        er__tensor_shape_known(y) && conv_geom(&ctx, s, x, y, &g) && px_wins(s, &g)) {
+      size_t cpb = er__qgemm_col_panel_bytes(isa, kp);
+      int64_t panels = (mg + isa->nr - 1) / isa->nr;
+      s->px_gstride = cpb * (size_t)panels;
+      s->pxw = er__aligned_alloc(s->px_gstride * (size_t)group);
+      for (int64_t gi = 0; s->pxw && gi < group; gi++) {
+        er_qsrc src = {reordered + gi * mg * kp, 1, kp, 0, true};
+        for (int64_t q = 0; q < panels; q++)
+          er__qgemm_pack_cols(isa, &src, q * isa->nr, (int)min64(isa->nr, mg - q * isa->nr), kp,
+                              s->pxw + (size_t)gi * s->px_gstride + (size_t)q * cpb, NULL);
+      }
+      /* Without it, the usual tiles. */
     }
     free(reordered);
   } else {
