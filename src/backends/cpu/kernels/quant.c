@@ -472,6 +472,18 @@ static void build_grouped(const qg_state *s, const er_window *g, const uint8_t *
   const uint8_t pad = (uint8_t)(s->x_pad ^ s->x_flip);
   grouped_layout L = grouped_scratch(s, g);
   uint8_t *dst = scratch + L.planes, *padrow = scratch + L.padrow, *gather = scratch + L.gather;
+  if (pl.direct) {
+    /* No padding, stride 1: each plane is its channels' whole images
+     * interleaved, 16 pixels at a time (small maps paid per row). The
+     * last 16 may run past the plane, into the next (written after it)
+     * or the slack. */
+    for (int64_t q = 0; q < s->cq; q++) {
+      const uint8_t *rows[4] = {NULL, NULL, NULL, NULL};
+      for (int t = 0; t < kg && q * kg + t < cg; t++) rows[t] = x + (q * kg + t) * g->h * g->w;
+      er__qgemm_interleave_panels(kg, 16, rows, g->h * g->w, s->x_flip, dst + q * pb, (size_t)(16 * kg), NULL);
+    }
+    return;
+  }
   for (int64_t py = 0; py < g->sh; py++)
     for (int64_t px = 0; px < g->sw; px++) {
       if (!phase_used(g, py, px)) continue;
@@ -595,7 +607,9 @@ typedef struct px_job {
   int chunks;
 } px_job;
 
-/* Channel panels [panel range of chunks begin .. end) for every pixel. */
+/* Channel panels [panel range of chunks begin .. end) for every pixel,
+ * a panel's weights reread from L1/L2 for each pixel tile (measured a
+ * little faster for 3x3 layers than pixel tiles outer). */
 static void px_chunk(void *arg, int64_t begin, int64_t end) {
   const px_job *j = arg;
   const qg_state *s = j->s;
@@ -1074,7 +1088,13 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
      * byte once either way, and packed panels read sequentially. Weight
      * zero points need the activation sums, which the planes give too
      * (grouped_asum). */
-    s->inplace = isa->tile_ind && khw > 1;
+    /* 1x1 layers too where the transposed tile will run on them (small
+     * maps: see px_wins). */
+    er_window g;
+    const er_tensor *y = ki->out[0];
+    const bool px_ok = isa->px_tile && op == QG_QCONV && yz && !any_wz && er__tensor_shape_known(x) &&
+                       er__tensor_shape_known(y) && conv_geom(&ctx, s, x, y, &g);
+    s->inplace = isa->tile_ind && (khw > 1 || (px_ok && px_wins(s, &g)));
     s->cq = (cg + isa->kg - 1) / isa->kg;
     /* In place: weights reordered to [m][channel group][tap][KG], zero
      * for the channels past Cg. */
@@ -1116,10 +1136,7 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
     /* The transposed tile's weights, where it will run: 8-bit outputs
      * (QConv with an output zero point), no weight zero points, and a
      * known shape on which it wins. */
-    er_window g;
-    const er_tensor *y = ki->out[0];
-    if (reordered && isa->px_tile && op == QG_QCONV && yz && !any_wz && er__tensor_shape_known(x) &&
-        er__tensor_shape_known(y) && conv_geom(&ctx, s, x, y, &g) && px_wins(s, &g)) {
+    if (reordered && px_ok && px_wins(s, &g)) {
       size_t cpb = er__qgemm_col_panel_bytes(isa, kp);
       int64_t panels = (mg + isa->nr - 1) / isa->nr;
       s->px_gstride = cpb * (size_t)panels;
