@@ -33,6 +33,9 @@
  *           DequantizeLinear's and QuantizeLinear's arithmetic:
  *           bit-identical. DQ -> Q with equal parameters vanishes; chains
  *           of tables merge.
+ *   self    QAdd / QMul(x, QLut(x)) (SiLU: x * sigmoid(x))  =>  one QLut,
+ *           the QAdd / QMul reference kernel run on all 256 values of x
+ *           and their entries: bit-identical.
  *   int4    DQ(W int4/uint4 const, blocked along K) -> MatMul / Gemm  =>
  *           QBlockMatMul (float activations, weights dequantized inside
  *           the kernel).
@@ -1097,6 +1100,78 @@ static er_status fuse_lut_chain(qctx *qc, int32_t i, bool *done) {
   return ER_STATUS_OK;
 }
 
+/* QAdd / QMul of x and a QLut of the same x (SiLU, x * sigmoid(x), after
+ * the passes above): the result is a function of one 8-bit value, so one
+ * table, computed by running the QAdd / QMul reference kernel on all 256
+ * values of x and their table entries. Exact: the same operations on the
+ * same operands. Per-tensor tables only. */
+static er_status fuse_self_binary(qctx *qc, int32_t i, bool *done) {
+  er_graph *g = qc->g;
+  *done = false;
+  er_node *n = &g->nodes[i];
+  if ((strcmp(n->op_type, "QAdd") != 0 && strcmp(n->op_type, "QMul") != 0) ||
+      strcmp(n->domain, ER_QFUSED_DOMAIN) != 0 || n->n_inputs != 8 || n->n_outputs != 1)
+    return ER_STATUS_OK;
+  for (int k = 0; k < 2; k++) {
+    int32_t u = n->inputs[3 * k], x = n->inputs[3 * (1 - k)], p = producer(qc, u);
+    if (p < 0 || x < 0) continue;
+    const er_node *lut = &g->nodes[p];
+    if (strcmp(lut->op_type, "QLut") != 0 || strcmp(lut->domain, ER_QFUSED_DOMAIN) != 0 || lut->inputs[0] != x)
+      continue;
+    const er_tensor *t = const_of(g, lut->inputs[1]);
+    er_dtype xt = vtype(g, x);
+    if (!t || er__tensor_count(t) != 256 || !is_q8(xt) || !is_q8(vtype(g, u))) continue;
+    /* Every x value (table index j is the byte j ^ flip) and its entry. */
+    const uint8_t flip = xt == ER_DTYPE_INT8 ? 0x80 : 0;
+    const int64_t dims[1] = {256};
+    er_tensor xs, us, out, table;
+    ER_CHECK(alloc_tensor(&xs, xt, 1, dims));
+    er_status st = alloc_tensor(&us, vtype(g, u), 1, dims);
+    if (st != ER_STATUS_OK) {
+      er__tensor_release(&xs);
+      return st;
+    }
+    for (int j = 0; j < 256; j++) {
+      ((uint8_t *)xs.data)[j] = (uint8_t)(j ^ flip);
+      ((uint8_t *)us.data)[j] = ((const uint8_t *)t->data)[j];
+    }
+    er_tensor *in[8];
+    for (int q = 0; q < 8; q++) in[q] = (er_tensor *)const_of(g, n->inputs[q]);
+    in[3 * k] = &us;
+    in[3 * (1 - k)] = &xs;
+    bool params = true;
+    for (int q = 0; q < 8; q++) params = params && (q % 3 == 0 || in[q]);
+    st = params ? eval_node(qc, n, in, &out) : ER_STATUS_UNSUPPORTED;
+    er__tensor_release(&xs);
+    er__tensor_release(&us);
+    if (st == ER_STATUS_UNSUPPORTED) {
+      er__error_clear();
+      continue;
+    }
+    ER_CHECK(st);
+    if (er__tensor_count(&out) != 256) {
+      er__tensor_release(&out);
+      continue;
+    }
+    st = alloc_tensor(&table, out.dtype, 1, dims);
+    if (st == ER_STATUS_OK) memcpy(table.data, out.data, 256);
+    er__tensor_release(&out);
+    ER_CHECK(st);
+    int32_t table_v;
+    bool lut_dead = sole_consumer(qc, u) == i;
+    ER_CHECK(new_const(qc, g->nodes[i].name, &table, &table_v));
+    n = &g->nodes[i];
+    int32_t ins[2] = {x, table_v};
+    ER_CHECK(set_inputs(g, n, ins, 2));
+    ER_CHECK(set_attrs(g, n, NULL, NULL, 0));
+    ER_CHECK(make_qop(n, "QLut"));
+    if (lut_dead) qc->dead[p] = true;
+    *done = true;
+    return ER_STATUS_OK;
+  }
+  return ER_STATUS_OK;
+}
+
 /* ======================================================================== */
 /* Moving Q up and DQ down through data-movement ops                         */
 /* ======================================================================== */
@@ -1447,7 +1522,8 @@ er_status er__graph_qdq_fuse(er_graph *g) {
       if (st == ER_STATUS_OK) st = sweep(&qc, sink_dq);
       if (qc.changed == moved) break;
     }
-    static const rewrite_fn groups[] = {fuse_gemm, fuse_binary, fuse_avgpool, fuse_lut, fuse_lut_chain, fuse_block};
+    static const rewrite_fn groups[] = {fuse_gemm,      fuse_binary,      fuse_avgpool, fuse_lut,
+                                        fuse_lut_chain, fuse_self_binary, fuse_block};
     for (size_t r = 0; r < ER_ARRAY_LEN(groups) && st == ER_STATUS_OK; r++) st = sweep(&qc, groups[r]);
     if (qc.changed == before) break;
   }

@@ -506,6 +506,47 @@ static void test_lut(void) {
   }
 }
 
+/* x -> QDQ (a) -> Sigmoid -> QDQ (s) -> op(a, s) -> QDQ -> y: SiLU (op Mul)
+ * and x + sigmoid(x) (Add); with `keep`, s is also a graph output. */
+static void self_model(er_pbw *m, const char *op, int type, bool keep) {
+  er_pbw g = {0};
+  qdq(&g, "x", "a", type, 0.02f, type == T_UINT8 ? 128 : 0);
+  node(&g, "Sigmoid", IN("a"), IN("f"), NULL);
+  qdq(&g, "f", "s", type, 1.0f / 255.0f, type == T_UINT8 ? 0 : -128);
+  node(&g, op, IN("a", "s"), IN("o"), NULL);
+  qdq(&g, "o", "y", type, 0.013f, type == T_UINT8 ? 30 : -90);
+  if (keep) tb_graph_output(&g, "s", T_FLOAT, -1, NULL);
+  finish(&g, m, 4, (const int64_t[]){1, 3, 5, 7}, 13);
+  er__pbw_free(&g);
+}
+static bool self_one_lut(const er_model *m) {
+  return count_op(m, "QLut") == 1 && count_op(m, "QMul") == 0 && count_op(m, "QAdd") == 0 &&
+         no_float_ops(m, "Sigmoid") && no_float_ops(m, "Mul") && no_float_ops(m, "Add");
+}
+static bool self_two_luts(const er_model *m) {
+  return count_op(m, "QLut") == 2 && count_op(m, "QMul") == 0 && no_float_ops(m, "Mul");
+}
+
+/* An 8-bit x and a table of the same x combined by QAdd / QMul become one
+ * table, bit-identical to the graph as written. */
+static void test_self_binary(void) {
+  const int64_t x[4] = {1, 3, 5, 7};
+  for (int t = 0; t < 2; t++) {
+    int type = t ? T_INT8 : T_UINT8;
+    er_pbw m = {0}, m2 = {0}, m3 = {0};
+    self_model(&m, "Mul", type, false);
+    compare(&m, 4, x, 0, self_one_lut, "x * sigmoid(x) as one table");
+    self_model(&m2, "Add", type, false);
+    compare(&m2, 4, x, 0, self_one_lut, "x + sigmoid(x) as one table");
+    /* The sigmoid's table is also an output: it stays, next to the new one. */
+    self_model(&m3, "Mul", type, true);
+    compare(&m3, 4, x, 0, self_two_luts, "x * sigmoid(x), sigmoid(x) also an output");
+    er__pbw_free(&m);
+    er__pbw_free(&m2);
+    er__pbw_free(&m3);
+  }
+}
+
 /* ---- pools, Concat, Reshape ------------------------------------------------------ */
 
 static void pool_model(er_pbw *m, const char *op, const int64_t *pads, int type) {
@@ -660,7 +701,7 @@ static void test_int4_near_miss(void) {
 int main(int argc, char **argv) {
   static const er_test_case cases[] = {
       {"conv", test_conv},       {"gemm", test_gemm},   {"binary", test_binary},
-      {"lut", test_lut},         {"pools", test_pools}, {"movement", test_movement},
+      {"lut", test_lut},         {"self_binary", test_self_binary}, {"pools", test_pools}, {"movement", test_movement},
       {"hoist", test_hoist},     {"int4", test_int4},   {"int4_near_miss", test_int4_near_miss},
   };
   return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);
