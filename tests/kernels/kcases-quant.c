@@ -116,9 +116,9 @@ static const conv_shape conv_shapes[] = {
     {1, 19, 14, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
     /* ... and 1x1 layers on them: read in place only then (a batch of 2,
      * and stride 2, which reads one of four phase planes). */
-    {1, 40, 7, 7, 32, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, false},
-    {2, 24, 7, 7, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, false},
-    {1, 16, 14, 14, 32, 1, 1, 2, 2, 0, 0, 1, 1, 1, false, false},
+    {1, 256, 7, 7, 32, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, false},
+    {2, 128, 7, 7, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, false},
+    {1, 128, 14, 14, 32, 1, 1, 2, 2, 0, 0, 1, 1, 1, false, false},
     /* Layers that fill AMX's 32 x 32 tiles (K at least 128, padded to 64):
      * pixel tails, batches, stride 2, groups, dilation. */
     {1, 32, 9, 11, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},   /* K 288, 99 pixels */

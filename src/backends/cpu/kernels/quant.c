@@ -585,16 +585,22 @@ static void grouped_offsets(const qg_state *s, const er_window *g, int64_t *koff
  * with 3x3 taps is 63 virtual columns, 64 with the last tile, for 49
  * pixels. The transposed tile takes R <= MR real pixels (their k groups
  * read in place, as the columns are) by NR channels, so only a channel
- * count short of NR is wasted. Chosen where it computes at least a tenth
- * fewer tile elements. */
+ * count short of NR is wasted; but each of its tiles stores its bytes
+ * one by one, channel-major, which costs about as much as the products
+ * of 6 k groups. Chosen where a count of tiles times (k groups + the
+ * tile's fixed cost, 3 groups for the usual requantization, 7 for the
+ * transposed one's) comes out at least a twentieth lower (7x7 and 14x14
+ * maps of MobileNetV2 and ResNet-18 here, not their 1x1 layers with few
+ * channels on large maps). */
 static bool px_wins(const qg_state *s, const er_window *g) {
   conv_planes pl;
   planes_geometry(g, &pl);
   const int64_t mr = s->isa->mr, nr = s->isa->nr, mg = g->m / g->group, ohw = g->oh * g->ow;
   const int64_t n = pl.ws == g->ow ? ohw : (g->oh - 1) * pl.ws + g->ow;
-  const int64_t cur = (mg + mr - 1) / mr * mr * ((n + nr - 1) / nr * nr);
-  const int64_t px = (ohw + mr - 1) / mr * mr * ((mg + nr - 1) / nr * nr);
-  return px * 10 < cur * 9;
+  const int64_t groups = s->cq * g->kh * g->kw;
+  const int64_t cur = (mg + mr - 1) / mr * ((n + nr - 1) / nr) * (groups + 3);
+  const int64_t px = (ohw + mr - 1) / mr * ((mg + nr - 1) / nr) * (groups + 7);
+  return px * 20 < cur * 19;
 }
 
 typedef struct px_job {
@@ -1094,8 +1100,8 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
     const er_tensor *y = ki->out[0];
     const bool px_ok = isa->px_tile && op == QG_QCONV && yz && !any_wz && er__tensor_shape_known(x) &&
                        er__tensor_shape_known(y) && conv_geom(&ctx, s, x, y, &g);
-    s->inplace = isa->tile_ind && (khw > 1 || (px_ok && px_wins(s, &g)));
     s->cq = (cg + isa->kg - 1) / isa->kg;
+    s->inplace = isa->tile_ind && (khw > 1 || (px_ok && px_wins(s, &g)));
     /* In place: weights reordered to [m][channel group][tap][KG], zero
      * for the channels past Cg. */
     int64_t kp = s->inplace ? s->cq * khw * isa->kg : K;
