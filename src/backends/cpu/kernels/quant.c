@@ -463,6 +463,51 @@ static size_t conv_scratch_fixed(const qg_state *s, const er_window *g) {
   return grouped_scratch(s, g).total;
 }
 
+/* One row of a grouped plane with KG = 4, stride sw 1 or 2, straight
+ * from the input: column i of dst is bytes rows[t][i * sw] for t < 4 (a
+ * NULL row is zeros), XORed with flip, for i < n, 16 columns at a time.
+ * Reads up to 32 bytes past each row's last byte used and writes up to 15
+ * columns past n; false (nothing written) where a read would pass `end`. */
+static bool grouped_row4(const uint8_t *const *rows, int64_t n, int64_t sw, uint8_t flip, uint8_t *dst,
+                         const uint8_t *end) {
+#if defined(__x86_64__)
+  if (n <= 0) return true;
+  const int64_t span = sw * ((n + 15) / 16 * 16) + 16;
+  for (int t = 0; t < 4; t++)
+    if (rows[t] && rows[t] + span > end) return false;
+  const __m128i f = _mm_set1_epi8((char)flip), lowb = _mm_set1_epi16(0xff), z = _mm_setzero_si128();
+  for (int64_t i = 0; i < n; i += 16, dst += 64) {
+    __m128i v[4];
+    for (int t = 0; t < 4; t++) {
+      if (!rows[t]) {
+        v[t] = z;
+        continue;
+      }
+      const uint8_t *p = rows[t] + i * sw;
+      __m128i a = _mm_loadu_si128((const __m128i *)p);
+      if (sw == 2)
+        a = _mm_packus_epi16(_mm_and_si128(a, lowb), _mm_and_si128(_mm_loadu_si128((const __m128i *)(p + 16)), lowb));
+      v[t] = _mm_xor_si128(a, f);
+    }
+    __m128i ab0 = _mm_unpacklo_epi8(v[0], v[1]), ab1 = _mm_unpackhi_epi8(v[0], v[1]);
+    __m128i cd0 = _mm_unpacklo_epi8(v[2], v[3]), cd1 = _mm_unpackhi_epi8(v[2], v[3]);
+    _mm_storeu_si128((__m128i *)dst + 0, _mm_unpacklo_epi16(ab0, cd0));
+    _mm_storeu_si128((__m128i *)dst + 1, _mm_unpackhi_epi16(ab0, cd0));
+    _mm_storeu_si128((__m128i *)dst + 2, _mm_unpacklo_epi16(ab1, cd1));
+    _mm_storeu_si128((__m128i *)dst + 3, _mm_unpackhi_epi16(ab1, cd1));
+  }
+  return true;
+#else
+  ER_UNUSED(rows);
+  ER_UNUSED(n);
+  ER_UNUSED(sw);
+  ER_UNUSED(flip);
+  ER_UNUSED(dst);
+  ER_UNUSED(end);
+  return false;
+#endif
+}
+
 static void build_grouped(const qg_state *s, const er_window *g, const uint8_t *x, uint8_t *scratch) {
   conv_planes pl;
   planes_geometry(g, &pl);
@@ -508,6 +553,18 @@ static void build_grouped(const qg_state *s, const er_window *g, const uint8_t *
             continue;
           }
           const uint8_t *rows[4] = {NULL, NULL, NULL, NULL};
+          if (kg == 4 && g->sw <= 2) {
+            /* The whole row in one pass over the input (short rows paid
+             * for a gather and an interleave call each, and their
+             * tails); what it writes past hi is padding written below,
+             * or the next row, written after it. */
+            for (int t = 0; t < lanes; t++) rows[t] = x + ((q * kg + t) * g->h + r) * g->w + lo * g->sw + px - g->pl;
+            if (grouped_row4(rows, hi - lo, g->sw, s->x_flip, d + lo * kg, x + cg * g->h * g->w)) {
+              memcpy(d, padrow, (size_t)(lo * kg));
+              memcpy(d + hi * kg, padrow + hi * kg, (size_t)((ws - hi) * kg));
+              continue;
+            }
+          }
           for (int t = 0; t < lanes; t++) {
             const uint8_t *src = x + ((q * kg + t) * g->h + r) * g->w;
             if (pl.direct || g->sw == 1) {
