@@ -574,9 +574,49 @@ static void dequantize(const uint8_t *x, bool is_signed, float *y, int64_t n, fl
 /* QAdd, QMul                                                                */
 /* ======================================================================== */
 
+/* The common case of qbinary, two operands of one signedness read
+ * element by element, mul and the signedness fixed: two vectors per
+ * iteration, clamped in float to [lo - yz, hi - yz] before rounding (the
+ * same integers as rounding then clamping, integer bounds; NaN is 0 first,
+ * as in quant_vec) and stored as one. Returns the elements done. */
+static inline __attribute__((always_inline)) int64_t qbinary_pairs(const uint8_t *a, float as, int32_t az,
+                                                                 const uint8_t *b, float bs, int32_t bz, uint8_t *y,
+                                                                 int64_t n, float ys, int32_t yz, int32_t lo,
+                                                                 int32_t hi, const bool mul, const bool sgn) {
+  const vf vas = f_set(as), vbs = f_set(bs), vys = f_set(ys);
+  const vf flo = f_set((float)(lo - yz)), fhi = f_set((float)(hi - yz));
+  const vi vaz = i_set(az), vbz = i_set(bz), z = i_set(yz);
+  const bool out_signed = lo < 0;
+  int64_t i = 0;
+  for (; i + 2 * VL <= n; i += 2 * VL) {
+    vi r[2];
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; k++) {
+      vf fa = f_mul(i2f(i_sub(i_ld8(a + i + k * VL, sgn), vaz)), vas);
+      vf fb = f_mul(i2f(i_sub(i_ld8(b + i + k * VL, sgn), vbz)), vbs);
+      vf q = f_nan_to_zero(f_div(mul ? f_mul(fa, fb) : f_add(fa, fb), vys));
+      r[k] = i_add(f2i_rhe(f_min(f_max(q, flo), fhi)), z);
+    }
+    st8x2(y + i, r[0], r[1], out_signed);
+  }
+  return i;
+}
+
 static void qbinary(const uint8_t *a, bool a_signed, int a_step, float as, int32_t az, const uint8_t *b, bool b_signed,
                     int b_step, float bs, int32_t bz, uint8_t *y, int64_t n, float ys, int32_t yz, int32_t lo,
                     int32_t hi, bool mul) {
+  if (a_step && b_step && a_signed == b_signed) {
+    int64_t done;
+    if (mul) done = a_signed ? qbinary_pairs(a, as, az, b, bs, bz, y, n, ys, yz, lo, hi, true, true)
+                             : qbinary_pairs(a, as, az, b, bs, bz, y, n, ys, yz, lo, hi, true, false);
+    else done = a_signed ? qbinary_pairs(a, as, az, b, bs, bz, y, n, ys, yz, lo, hi, false, true)
+                         : qbinary_pairs(a, as, az, b, bs, bz, y, n, ys, yz, lo, hi, false, false);
+    if (done == n) return;
+    a += done;
+    b += done;
+    y += done;
+    n -= done;
+  }
   const vf vas = f_set(as), vbs = f_set(bs), vys = f_set(ys);
   const vi vaz = i_set(az), vbz = i_set(bz), z = i_set(yz), l = i_set(lo), h = i_set(hi);
   /* A repeated operand is dequantized once. */
