@@ -95,12 +95,15 @@ static const conv_shape conv_shapes[] = {
     {1, 40, 7, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 40, false, false},   /* depthwise 7x7, a partial channel block */
     {1, 20, 14, 14, 20, 3, 3, 2, 2, 1, 1, 1, 1, 20, false, false}, /* depthwise 14x14 stride 2 */
     {1, 17, 60, 60, 17, 3, 3, 1, 1, 1, 1, 1, 1, 17, false, false}, /* depthwise over several bands */
-    /* Depthwise planes past the channels-in-lanes limit (512 pixels),
-     * requantized as they are summed: stride 2 with an odd row, and 5x5;
-     * stride 2 just past the limit; no padding (the first row's vectors
-     * start at the input's first byte). */
+    /* Depthwise planes past the channels-in-lanes limits (400 output
+     * pixels, 1024 when strided), requantized as they are summed: stride
+     * 2 with an odd row, and 5x5; each limit just passed; no padding (the
+     * first row's vectors start at the input's first byte). Below them, in
+     * lanes: stride 2 to 23x23. */
     {1, 9, 70, 66, 9, 3, 3, 2, 2, 1, 1, 1, 1, 9, false, false},
     {1, 5, 40, 37, 5, 5, 5, 1, 1, 2, 2, 1, 1, 5, false, false},
+    {1, 10, 21, 20, 10, 3, 3, 1, 1, 1, 1, 1, 1, 10, false, false},
+    {1, 9, 65, 63, 9, 3, 3, 2, 2, 1, 1, 1, 1, 9, false, false},
     {1, 12, 45, 45, 12, 3, 3, 2, 2, 1, 1, 1, 1, 12, false, false},
     {1, 9, 32, 40, 9, 3, 3, 1, 1, 0, 0, 1, 1, 9, false, false},
     /* Too few channels for the lanes: planes whose rows are shorter than

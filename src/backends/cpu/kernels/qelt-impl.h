@@ -455,6 +455,46 @@ static void dwc_fill(const er_qdwc_args *a, int64_t r0, int64_t r1, int64_t cols
     for (int64_t xx = 0; xx < lo; xx++) f_st(row + xx * VL, zero);
     for (int64_t xx = hi; xx < cols; xx++) f_st(row + xx * VL, zero);
     const uint8_t *src = a->x + iy * a->w;
+#if defined(QE_AVX2)
+    /* Eight channels' eight pixels transposed as bytes (12 unpacks), then
+     * each pixel's eight channels converted: cheaper than converting each
+     * channel and transposing floats, whose eight vectors spilled. Channels
+     * past nc read the zero point, which converts to 0. */
+    const __m128i fill = _mm_set1_epi8((char)a->xz);
+    for (int64_t ix = 0; ix < hi - lo; ix += VL) {
+      int64_t n = hi - lo - ix < VL ? hi - lo - ix : VL;
+      __m128i bv[8];
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; c++) {
+        const uint8_t *p = src + c * hw + ix;
+        if (c >= a->nc) {
+          bv[c] = fill;
+        } else if (n == VL || p + VL <= a->x_end) {
+          bv[c] = _mm_loadl_epi64((const __m128i *)p);
+        } else {
+          uint8_t tmp[8] = {0};
+          memcpy(tmp, p, (size_t)n);
+          bv[c] = _mm_loadl_epi64((const __m128i *)tmp);
+        }
+      }
+      __m128i t0 = _mm_unpacklo_epi8(bv[0], bv[1]), t1 = _mm_unpacklo_epi8(bv[2], bv[3]);
+      __m128i t2 = _mm_unpacklo_epi8(bv[4], bv[5]), t3 = _mm_unpacklo_epi8(bv[6], bv[7]);
+      __m128i u0 = _mm_unpacklo_epi16(t0, t1), u1 = _mm_unpackhi_epi16(t0, t1);
+      __m128i u2 = _mm_unpacklo_epi16(t2, t3), u3 = _mm_unpackhi_epi16(t2, t3);
+      /* w[k]: pixels 2k and 2k + 1, eight channels each. */
+      __m128i w[4] = {_mm_unpacklo_epi32(u0, u2), _mm_unpackhi_epi32(u0, u2), _mm_unpacklo_epi32(u1, u3),
+                      _mm_unpackhi_epi32(u1, u3)};
+      float *d = row + (lo + ix) * VL;
+#pragma GCC unroll 8
+      for (int q = 0; q < 8; q++) {
+        if (q >= n) break;
+        __m128i px8 = q % 2 ? _mm_unpackhi_epi64(w[q / 2], w[q / 2]) : w[q / 2];
+        __m256i v32 = a->is_signed ? _mm256_cvtepi8_epi32(px8) : _mm256_cvtepu8_epi32(px8);
+        f_st(d + q * VL, i2f(i_sub(v32, z)));
+      }
+    }
+    ER_UNUSED(zero);
+#else
     for (int64_t ix = 0; ix < hi - lo; ix += VL) {
       int64_t n = hi - lo - ix < VL ? hi - lo - ix : VL;
       vf v[VL];
@@ -471,6 +511,7 @@ static void dwc_fill(const er_qdwc_args *a, int64_t r0, int64_t r1, int64_t cols
       for (int q = 0; q < VL; q++)
         if (q < n) f_st(d + q * VL, v[q]);
     }
+#endif
   }
 }
 
@@ -502,6 +543,8 @@ static void dw_block(const er_qdwc_args *a) {
     off_a[c] = c < a->nc ? a->off[c] : 0.0f;
   }
   const vi corr = i_ld(corr_a), zp = i_set(a->yz), lo = i_set(a->lo), hi = i_set(a->hi);
+  const bool out_signed = a->lo < 0;
+  ER_UNUSED(out_signed);
   const vf mult = f_ld(mult_a), off = f_ld(off_a);
   const vf w0 = f_ld(a->wt), w1 = f_ld(a->wt + VL), w2 = f_ld(a->wt + 2 * VL);
   const vf w3 = k3 ? f_ld(a->wt + 3 * VL) : w0, w4 = k3 ? f_ld(a->wt + 4 * VL) : w0, w5 = k3 ? f_ld(a->wt + 5 * VL) : w0;
@@ -538,14 +581,41 @@ static void dw_block(const er_qdwc_args *a) {
       }
       /* Requantized after the group's sums, not per pixel: the FMA loop
        * then keeps its weights in registers. */
+      uint8_t *y = a->y + oy0 * a->ow + p0;
+#if defined(QE_AVX2)
+      /* Narrowed to bytes per pixel (the values are within the output
+       * type, so the packs do not saturate them), then transposed as bytes:
+       * w[k] holds channels 2k and 2k + 1, eight pixels each. */
+      __m128i pk[4];
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; k++) {
+        vi q0 = dwc_requant(f_ld(sums + 2 * k * VL), corr, mult, off, zp, lo, hi);
+        vi q1 = dwc_requant(f_ld(sums + (2 * k + 1) * VL), corr, mult, off, zp, lo, hi);
+        __m128i h0 = _mm_packs_epi32(_mm256_castsi256_si128(q0), _mm256_extracti128_si256(q0, 1));
+        __m128i h1 = _mm_packs_epi32(_mm256_castsi256_si128(q1), _mm256_extracti128_si256(q1, 1));
+        __m128i by = out_signed ? _mm_packs_epi16(h0, h1) : _mm_packus_epi16(h0, h1);
+        pk[k] = _mm_unpacklo_epi8(by, _mm_srli_si128(by, 8));
+      }
+      __m128i u0 = _mm_unpacklo_epi16(pk[0], pk[1]), u1 = _mm_unpackhi_epi16(pk[0], pk[1]);
+      __m128i u2 = _mm_unpacklo_epi16(pk[2], pk[3]), u3 = _mm_unpackhi_epi16(pk[2], pk[3]);
+      __m128i w[4] = {_mm_unpacklo_epi32(u0, u2), _mm_unpackhi_epi32(u0, u2), _mm_unpacklo_epi32(u1, u3),
+                      _mm_unpackhi_epi32(u1, u3)};
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; c++) {
+        if (c >= a->nc) break;
+        __m128i ch = c % 2 ? _mm_unpackhi_epi64(w[c / 2], w[c / 2]) : w[c / 2];
+        if (n == VL) _mm_storel_epi64((__m128i *)(y + c * ohw), ch);
+        else er__store_low_bytes(y + c * ohw, (uint64_t)_mm_cvtsi128_si64(ch), (int)n);
+      }
+#else
       vf t[VL];
 #pragma GCC unroll 16
       for (int q = 0; q < VL; q++) t[q] = QE_CAST_F(dwc_requant(f_ld(sums + q * VL), corr, mult, off, zp, lo, hi));
       v_transpose(t);
-      uint8_t *y = a->y + oy0 * a->ow + p0;
 #pragma GCC unroll 16
       for (int c = 0; c < VL; c++)
         if (c < a->nc) st8_part(y + c * ohw, QE_CAST_I(t[c]), n);
+#endif
     }
   }
 }

@@ -811,11 +811,17 @@ static int64_t dwc_band_rows(const qg_state *s, const er_window *g) {
 
 /* Channels in lanes pays for its transposes where planes are small (a
  * plane at a time costs more in set-up than in arithmetic there); larger
- * planes run a plane at a time (measured on AVX2 with MobileNetV2's
- * layers: 7x7 outputs faster in lanes, 14x14 and up not). */
-#define DWC_MAX_PIXELS 100
+ * planes run a plane at a time. Strided layers convert sh * sw input
+ * pixels per output pixel into planes, so lanes pay longer for them
+ * (measured on AVX2 with MobileNetV2's layers: stride 1 faster in lanes
+ * up to 14x14 outputs, even at 28x28, slower at 56x56; stride 2 faster
+ * in lanes at 28x28 outputs, slower at 56x56). */
+#define DWC_MAX_PIXELS 400
+#define DWC_MAX_PIXELS_STRIDED 1024
 
-static bool dwc_use(const qg_state *s, const er_window *g) { return s->dwc_w && g->oh * g->ow <= DWC_MAX_PIXELS; }
+static bool dwc_use(const qg_state *s, const er_window *g) {
+  return s->dwc_w && g->oh * g->ow <= (g->sh * g->sw > 1 ? DWC_MAX_PIXELS_STRIDED : DWC_MAX_PIXELS);
+}
 
 /* One worker's planes, sums and tap pointers, or its band. */
 static size_t dw_slot_bytes(const qg_state *s, const er_window *g) {
