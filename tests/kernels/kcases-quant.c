@@ -541,6 +541,11 @@ static const pool_shape pool_shapes[] = {
     {1, 3, 9, 70, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, false, false, false},
     {1, 2, 35, 37, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, true, false, false},
     {1, 2, 4, 4200, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, false, false},
+    /* ... and rows of 16 to 31 bytes (two overlapping 16-byte vectors):
+     * SqueezeNet's 27x27 pool, 2 wide with ceil_mode, padded. */
+    {1, 3, 27, 27, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, false, false, false},
+    {1, 2, 11, 21, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, true, false, false},
+    {1, 2, 19, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, false, false},
 };
 
 static void pool_attrs(kcase *c, const pool_shape *s, bool dilations) {

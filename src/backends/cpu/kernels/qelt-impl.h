@@ -823,7 +823,7 @@ static void max_plane_s2(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int
   const __m256i padv = _mm256_set1_epi8((char)pad);
   /* The last block reads up to 2 * (ow rounded up to 16) - pl + 34. */
   const int64_t span = (pl + 2 * ((ow + 15) / 16 * 16) + 34 + 31) / 32 * 32;
-  if (w >= 32 && pl + w <= span && 4 * span <= QE_S2_BUF) {
+  if (w >= 16 && pl + w <= span && 4 * span <= QE_S2_BUF) {
     /* Strips of output rows: first each row's max over the window's rows
      * into a buffer padded on both sides (one store per 32 bytes, the
      * tail by one overlapping vector), then the blocks from the buffer.
@@ -837,6 +837,23 @@ static void max_plane_s2(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int
       for (int64_t r = 0; r < rows; r++) {
         const int64_t iy0 = (oy0 + r) * sh - pt;
         uint8_t *d = vr + r * span + pl;
+        if (w < 32) {
+          /* Rows of 16 to 31 bytes (27x27 planes): two overlapping
+           * 16-byte vectors, read inside the row. */
+          for (int64_t i = 0;; i += 16) {
+            if (i + 16 > w) i = w - 16;
+            __m128i v = _mm256_castsi256_si128(padv);
+            for (int64_t ky = 0; ky < kh; ky++) {
+              int64_t iy = iy0 + ky * dh;
+              if (iy < 0 || iy >= h) continue;
+              __m128i q = _mm_loadu_si128((const __m128i *)(x + iy * w + i));
+              v = is_signed ? _mm_max_epi8(v, q) : _mm_max_epu8(v, q);
+            }
+            _mm_storeu_si128((__m128i *)(d + i), v);
+            if (i + 16 >= w) break;
+          }
+          continue;
+        }
         for (int64_t i = 0;; i += 32) {
           if (i + 32 > w) i = w - 32;
           __m256i v = padv;
