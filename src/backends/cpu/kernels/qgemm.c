@@ -84,13 +84,7 @@ static inline __attribute__((always_inline)) void interleave(int kg, int nr, con
       __m128i b = rows[1] ? _mm_xor_si128(_mm_loadu_si128((const __m128i *)(rows[1] + j)), f) : z;
       __m128i c = rows[2] ? _mm_xor_si128(_mm_loadu_si128((const __m128i *)(rows[2] + j)), f) : z;
       __m128i d = rows[3] ? _mm_xor_si128(_mm_loadu_si128((const __m128i *)(rows[3] + j)), f) : z;
-      __m128i ab0 = _mm_unpacklo_epi8(a, b), ab1 = _mm_unpackhi_epi8(a, b);
-      __m128i cd0 = _mm_unpacklo_epi8(c, d), cd1 = _mm_unpackhi_epi8(c, d);
-      __m128i *o = (__m128i *)(dst + j * 4);
-      _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(ab0, cd0));
-      _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(ab0, cd0));
-      _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(ab1, cd1));
-      _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(ab1, cd1));
+      er__store_interleaved4(dst + j * 4, a, b, c, d);
       if (sums) {
         /* The columns' sums of the four (flipped, unsigned) bytes: 16-bit
          * lanes hold them (at most 1020), added into the int32 sums. A
@@ -121,12 +115,7 @@ static inline __attribute__((always_inline)) void interleave(int kg, int nr, con
       __m128i v[4];
       for (int i = 0; i < 4; i++)
         v[i] = part[i] ? _mm_xor_si128(_mm_loadu_si128((const __m128i *)part[i]), f) : _mm_setzero_si128();
-      __m128i ab0 = _mm_unpacklo_epi8(v[0], v[1]), ab1 = _mm_unpackhi_epi8(v[0], v[1]);
-      __m128i cd0 = _mm_unpacklo_epi8(v[2], v[3]), cd1 = _mm_unpackhi_epi8(v[2], v[3]);
-      _mm_storeu_si128((__m128i *)out + 0, _mm_unpacklo_epi16(ab0, cd0));
-      _mm_storeu_si128((__m128i *)out + 1, _mm_unpackhi_epi16(ab0, cd0));
-      _mm_storeu_si128((__m128i *)out + 2, _mm_unpacklo_epi16(ab1, cd1));
-      _mm_storeu_si128((__m128i *)out + 3, _mm_unpackhi_epi16(ab1, cd1));
+      er__store_interleaved4(out, v[0], v[1], v[2], v[3]);
       memcpy(dst + j * 4, out, (size_t)m * 4);
       if (sums)
         for (int t = 0; t < m; t++)
@@ -197,12 +186,7 @@ void er__qgemm_interleave_panels(int kg, int nr, const uint8_t *const *rows, int
       __m128i *o = (__m128i *)(dst + (size_t)q * panel_bytes);
       __m128i lo, hi;
       if (kg == 4) {
-        __m128i ab0 = _mm_unpacklo_epi8(v[0], v[1]), ab1 = _mm_unpackhi_epi8(v[0], v[1]);
-        __m128i cd0 = _mm_unpacklo_epi8(v[2], v[3]), cd1 = _mm_unpackhi_epi8(v[2], v[3]);
-        _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(ab0, cd0));
-        _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(ab0, cd0));
-        _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(ab1, cd1));
-        _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(ab1, cd1));
+        er__store_interleaved4((uint8_t *)o, v[0], v[1], v[2], v[3]);
         if (!sums) continue;
         lo = _mm_add_epi16(_mm_add_epi16(_mm_unpacklo_epi8(v[0], z), _mm_unpacklo_epi8(v[1], z)),
                            _mm_add_epi16(_mm_unpacklo_epi8(v[2], z), _mm_unpacklo_epi8(v[3], z)));

@@ -240,6 +240,21 @@ size_t er__qgemm_scratch_bytes(const er_qgemm_problem *p);
  * er__qgemm_scratch_bytes(p), 64-byte aligned). */
 void er__qgemm_run(const er_qgemm_problem *p, er_thread_pool *pool, void *scratch, int slots);
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+/* Bytes j of a, b, c, d as column j's 4 bytes, for 16 columns (64 bytes at
+ * dst): one k group (KG = 4) of 16 columns from 4 rows. */
+static inline void er__store_interleaved4(uint8_t *dst, __m128i a, __m128i b, __m128i c, __m128i d) {
+  __m128i ab0 = _mm_unpacklo_epi8(a, b), ab1 = _mm_unpackhi_epi8(a, b);
+  __m128i cd0 = _mm_unpacklo_epi8(c, d), cd1 = _mm_unpackhi_epi8(c, d);
+  __m128i *o = (__m128i *)(void *)dst;
+  _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(ab0, cd0));
+  _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(ab0, cd0));
+  _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(ab1, cd1));
+  _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(ab1, cd1));
+}
+#endif
+
 /* Stores the low n (< 8) bytes of b at p, 4, 2 and 1 at a time (partial
  * output runs of the x86 kernels without masked stores). */
 static inline void er__store_low_bytes(uint8_t *p, uint64_t b, int n) {

@@ -489,12 +489,7 @@ static bool grouped_row4(const uint8_t *const *rows, int64_t n, int64_t sw, uint
         a = _mm_packus_epi16(_mm_and_si128(a, lowb), _mm_and_si128(_mm_loadu_si128((const __m128i *)(p + 16)), lowb));
       v[t] = _mm_xor_si128(a, f);
     }
-    __m128i ab0 = _mm_unpacklo_epi8(v[0], v[1]), ab1 = _mm_unpackhi_epi8(v[0], v[1]);
-    __m128i cd0 = _mm_unpacklo_epi8(v[2], v[3]), cd1 = _mm_unpackhi_epi8(v[2], v[3]);
-    _mm_storeu_si128((__m128i *)dst + 0, _mm_unpacklo_epi16(ab0, cd0));
-    _mm_storeu_si128((__m128i *)dst + 1, _mm_unpackhi_epi16(ab0, cd0));
-    _mm_storeu_si128((__m128i *)dst + 2, _mm_unpacklo_epi16(ab1, cd1));
-    _mm_storeu_si128((__m128i *)dst + 3, _mm_unpackhi_epi16(ab1, cd1));
+    er__store_interleaved4(dst, v[0], v[1], v[2], v[3]);
   }
   return true;
 #else
