@@ -46,6 +46,13 @@ static const bconv_spec conv_specs[] = {
     {1, 16, 8, 10, 24, 3, 2, 1, 2, 1, 1, {1, 0, 0, 1}, false, false, NULL},   /* asymmetric */
     {1, 12, 9, 10, 16, 3, 3, 2, 2, 1, 1, {0, 0, 0, 0}, false, false, "SAME_UPPER"},
     {1, 16, 6, 6, 16, 5, 5, 1, 1, 1, 1, {2, 2, 2, 2}, false, false, NULL},
+    /* Dense layers that take 3-block work units on AVX2 (3 x 4 tiles):
+     * oww_embedding's 1x3 and 3x1 layers, and last groups of 1 and 2
+     * blocks over rows of 9 and 11 pixels. */
+    {1, 24, 6, 32, 24, 1, 3, 1, 1, 1, 1, {0, 1, 0, 1}, false, false, NULL},
+    {1, 72, 10, 8, 72, 3, 1, 1, 1, 1, 1, {0, 0, 0, 0}, false, false, NULL},
+    {1, 16, 6, 9, 56, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, false, false, NULL},
+    {1, 8, 5, 11, 40, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, false, false, NULL},
     /* Stems reading a planar image. */
     {1, 3, 17, 30, 16, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, false, true, NULL},
     {2, 3, 12, 12, 24, 7, 7, 2, 2, 1, 1, {3, 3, 3, 3}, false, true, NULL},
