@@ -62,6 +62,14 @@ void tb_attr_int(er_pbw *attrs, const char *name, int64_t v) {
   er__pbw_free(&a);
 }
 
+void tb_attr_string(er_pbw *attrs, const char *name, const char *v) {
+  er_pbw a = {0};
+  attr_begin(&a, name, 3);
+  tb_str(&a, 4, v);
+  tb_embed(attrs, 5, &a);
+  er__pbw_free(&a);
+}
+
 void tb_attr_float(er_pbw *attrs, const char *name, float v) {
   er_pbw a = {0};
   attr_begin(&a, name, 1);

@@ -24,6 +24,7 @@ void tb_value_info(er_pbw *w, const char *name, int elem, int rank, const int64_
  * call adds one NodeProto.attribute field). */
 void tb_attr_int(er_pbw *attrs, const char *name, int64_t v);
 void tb_attr_float(er_pbw *attrs, const char *name, float v);
+void tb_attr_string(er_pbw *attrs, const char *name, const char *v);
 void tb_attr_ints(er_pbw *attrs, const char *name, const int64_t *v, int n);
 void tb_attr_graph(er_pbw *attrs, const char *name, const er_pbw *graph);
 void tb_attr_tensor(er_pbw *attrs, const char *name, const er_pbw *tensor);

@@ -818,9 +818,74 @@ static void test_runs_round_to_nearest(void) {
 #endif
 }
 
+/* Pad with trailing axes left alone (oww_embedding pads W of [N, H, W, 1]),
+ * which run as rows of whole trailing blocks: every mode, pads and a crop
+ * on the leading axes, against the index rule computed here. */
+static int64_t pad_index(const char *mode, int64_t o, int64_t before, int64_t len) {
+  int64_t i = o - before;
+  if (i >= 0 && i < len) return i;
+  if (strcmp(mode, "constant") == 0) return -1;
+  if (strcmp(mode, "edge") == 0) return i < 0 ? 0 : len - 1;
+  int64_t period = 2 * (len - 1); /* reflect */
+  i = ((i % period) + period) % period;
+  return i >= len ? period - i : i;
+}
+
+static void test_pad_trailing_axes(void) {
+  static const char *const modes[] = {"constant", "edge", "reflect"};
+  const int64_t xd[4] = {2, 3, 4, 2}, pd[1] = {8};
+  /* begin: axis 1 by 2, axis 2 by 1; end: axis 1 by 1, axis 2 by 2. */
+  const int64_t pads[8] = {0, 2, 1, 0, 0, 1, 2, 0};
+  const int64_t yd[4] = {2, 6, 7, 2};
+  float xv[48];
+  for (int i = 0; i < 48; i++) xv[i] = (float)i;
+  for (int mi = 0; mi < 3; mi++) {
+    er_pbw g = {0}, m = {0}, pt = {0}, cv = {0}, attrs = {0};
+    const float seven = 7.0f;
+    tb_tensor(&pt, "pads", 7, 1, pd, pads, sizeof pads);
+    tb_tensor(&cv, "cv", 1, 0, NULL, &seven, sizeof seven);
+    tb_graph_initializer(&g, &pt);
+    tb_graph_initializer(&g, &cv);
+    tb_attr_string(&attrs, "mode", modes[mi]);
+    tb_node(&g, "Pad", "pad", (const char *const[]){"x", "pads", mi == 0 ? "cv" : "", NULL},
+            (const char *const[]){"y", NULL}, &attrs);
+    tb_graph_input(&g, "x", 1, 4, xd);
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    tb_model(&m, 8, 13, &g);
+    er_model *model = NULL;
+    er_session *s = NULL;
+    er_tensor *x = NULL, *y = NULL;
+    CHECK_STATUS(er_model_load_buffer(m.buf, m.len, NULL, NULL, &model), ER_STATUS_OK);
+    CHECK_STATUS(model ? er_session_create(model, NULL, &s) : ER_STATUS_INVALID_ARGUMENT, ER_STATUS_OK);
+    er_tensor_wrap(ER_DTYPE_FLOAT, 4, xd, xv, sizeof xv, &x);
+    er_named_tensor in = {"x", x};
+    CHECK_STATUS(s ? er_session_run(s, &in, 1, NULL, 1, &y) : ER_STATUS_INVALID_ARGUMENT, ER_STATUS_OK);
+    int64_t wrong = 0;
+    for (int64_t a = 0; y && a < yd[0]; a++)
+      for (int64_t b = 0; b < yd[1]; b++)
+        for (int64_t c = 0; c < yd[2]; c++)
+          for (int64_t d = 0; d < yd[3]; d++) {
+            int64_t sb = pad_index(modes[mi], b, 2, 3), sc = pad_index(modes[mi], c, 1, 4);
+            float want = sb < 0 || sc < 0 ? seven : xv[((a * 3 + sb) * 4 + sc) * 2 + d];
+            wrong += ((const float *)er_tensor_cdata(y))[((a * 6 + b) * 7 + c) * 2 + d] != want;
+          }
+    CHECK(y && er_tensor_count(y) == 2 * 6 * 7 * 2 && wrong == 0);
+    er_tensor_free(y);
+    er_tensor_free(x);
+    er_session_free(s);
+    er_model_free(model);
+    er__pbw_free(&attrs);
+    er__pbw_free(&cv);
+    er__pbw_free(&pt);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+  }
+}
+
 int main(int argc, char **argv) {
   static const er_test_case cases[] = {
       {"status_names", test_status_names},
+      {"pad_trailing_axes", test_pad_trailing_axes},
       {"error_is_per_thread", test_error_is_per_thread},
       {"half", test_half},
       {"float8", test_float8},
