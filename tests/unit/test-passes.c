@@ -1034,13 +1034,16 @@ static void test_blocked_split(void) {
 
 /* Islands: a lone small convolution between planar ops is not worth its
  * conversions and stays planar; a lone large one (5x5, 64 channels) is
- * converted; a 3x3 layer the planar Winograd kernel takes stays planar. */
+ * converted; a 3x3 layer the planar Winograd kernel takes stays planar:
+ * 64 -> 64, and uneven ones with C * M / (C + M) >= 32 (48 -> 192 and
+ * 192 -> 48); 40 -> 96 (28) and 32 -> 32 (16) are converted. */
 static void test_blocked_islands(void) {
   if (er__cpu_layout_block() == 0) return;
   struct {
     int64_t c, hw, m, k;
     bool blocked;
-  } cases[] = {{4, 8, 8, 1, false}, {64, 14, 64, 5, true}, {64, 32, 64, 3, false}};
+  } cases[] = {{4, 8, 8, 1, false},    {64, 14, 64, 5, true},  {64, 32, 64, 3, false}, {48, 16, 192, 3, false},
+               {192, 16, 48, 3, false}, {40, 16, 96, 3, true}, {32, 20, 32, 3, true}};
   for (size_t i = 0; i < ER_ARRAY_LEN(cases); i++) {
     er_pbw g = {0}, m = {0}, a = {0};
     add_weight(&g, "W", 4, (const int64_t[]){cases[i].m, cases[i].c, cases[i].k, cases[i].k}, 0.1f, 0);
