@@ -44,23 +44,32 @@ void er__qgemm_pack_rows(const er_qgemm_isa *isa, const er_qsrc *src, int64_t r0
   const int64_t groups = er__qgemm_kgroups(isa, k);
   size_t bytes = er__qgemm_row_panel_bytes(isa, k);
   memset(dst, 0, bytes);
+  /* By k groups, without a division per element: the 64-bit q / kg and
+   * q % kg were most of packing a DynamicQuantizeLSTM step's one row (2.2
+   * us for 512 bytes on a Zen 3 EPYC). */
+  const int64_t ks = src->ks;
+  const uint8_t flip = src->flip;
   for (int r = 0; r < rows; r++) {
     const uint8_t *s = src->data + (r0 + r) * src->rs;
     int32_t sum = 0;
-    if (isa->row_bytes == 1) {
-      uint8_t *d = (uint8_t *)dst + r * kg;
-      for (int64_t q = 0; q < k; q++) {
-        uint8_t v = (uint8_t)(s[q * src->ks] ^ src->flip);
-        d[(q / kg) * mr * kg + q % kg] = v;
-        sum += src->is_weights ? (int8_t)v : v;
-      }
-    } else {
-      int16_t *d = (int16_t *)dst + r * kg;
-      for (int64_t q = 0; q < k; q++) {
-        uint8_t v = (uint8_t)(s[q * src->ks] ^ src->flip);
-        int16_t w = src->is_weights ? (int16_t)(int8_t)v : (int16_t)v;
-        d[(q / kg) * mr * kg + q % kg] = w;
-        sum += w;
+    for (int64_t q0 = 0, g = 0; q0 < k; q0 += kg, g++) {
+      const int n = k - q0 < kg ? (int)(k - q0) : kg;
+      const uint8_t *sq = s + q0 * ks;
+      if (isa->row_bytes == 1) {
+        uint8_t *d = (uint8_t *)dst + (g * mr + r) * kg;
+        for (int i = 0; i < n; i++) {
+          uint8_t v = (uint8_t)(sq[i * ks] ^ flip);
+          d[i] = v;
+          sum += src->is_weights ? (int8_t)v : v;
+        }
+      } else {
+        int16_t *d = (int16_t *)dst + (g * mr + r) * kg;
+        for (int i = 0; i < n; i++) {
+          uint8_t v = (uint8_t)(sq[i * ks] ^ flip);
+          int16_t w = src->is_weights ? (int16_t)(int8_t)v : (int16_t)v;
+          d[i] = w;
+          sum += w;
+        }
       }
     }
     if (sums) sums[r] = sum;
