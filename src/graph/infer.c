@@ -277,13 +277,20 @@ er_status er__graph_infer(er_graph *g, bool fold) {
     if ((size_t)g->nodes[i].n_outputs > width) width = (size_t)g->nodes[i].n_outputs;
   }
   bool *dead = calloc((size_t)g->n_nodes + 1, 1);
+  /* Partly known shape vectors, by value id (shapevals.c). */
+  int32_t n_tab = g->n_values;
+  er_shape_vals *tab = malloc(((size_t)n_tab + 1) * sizeof *tab);
   in_t = malloc(width * sizeof *in_t);
   out_t = malloc(width * sizeof *out_t);
   inp = malloc(width * sizeof *inp);
   outp = malloc(width * sizeof *outp);
-  if (!dead || !in_t || !out_t || !inp || !outp) {
+  if (!dead || !tab || !in_t || !out_t || !inp || !outp) {
     st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory checking graph '%s'", g->name);
     goto done;
+  }
+  for (int32_t v = 0; v < n_tab; v++) {
+    tab[v].n = -1;
+    tab[v].known = 0;
   }
   /* Captured values take what the enclosing graph knows now. */
   if (g->parent) {
@@ -353,6 +360,9 @@ er_status er__graph_infer(er_graph *g, bool fold) {
     er_kctx ctx = {node, node->n_inputs, inp, node->n_outputs, outp, true, NULL, g};
     st = node->op->check(&ctx);
     if (st != ER_STATUS_OK) goto done;
+    bool in_tab = g->n_values == n_tab;
+    if (in_tab && node->n_outputs > 0 && node->outputs[0] >= 0)
+      er__shape_vals_refine(node, (const er_tensor *const *)inp, tab, &out_t[0]);
     for (int k = 0; k < node->n_outputs; k++) {
       if (node->outputs[k] < 0) continue;
       er_value *v = &g->values[node->outputs[k]];
@@ -379,6 +389,8 @@ er_status er__graph_infer(er_graph *g, bool fold) {
       }
       er__tensor_set(&v->info, o->dtype, o->rank, o->rank > 0 ? o->dims : NULL);
     }
+    if (in_tab && node->n_outputs > 0 && node->outputs[0] >= 0)
+      er__shape_vals_propagate(node, (const er_tensor *const *)inp, &g->values[node->outputs[0]].info, tab);
     bool foldable = fold && !(node->op->flags & ER_OP_NO_FOLD) && !node_has_subgraph(node) &&
                     !folded_by_qdq_pass(g, node) &&
                     (all_const || (reads_shape_only(node) && shapes_known));
@@ -394,6 +406,7 @@ er_status er__graph_infer(er_graph *g, bool fold) {
   if (fold) st = compact(g, dead);
 done:
   free(dead);
+  free(tab);
   free(in_t);
   free(out_t);
   free(inp);

@@ -226,6 +226,26 @@ er_status er__graph_bind_ops(er_graph *g);
  * all constants when `fold` is set. */
 er_status er__graph_infer(er_graph *g, bool fold);
 
+/* Entries of a small integer vector known at load although the vector is
+ * not a constant (shapevals.c): v[i] holds when bit i of `known` is set;
+ * n = -1 when nothing is known. */
+typedef struct er_shape_vals {
+  int64_t v[ER_MAX_RANK];
+  int8_t n;
+  uint8_t known;
+} er_shape_vals;
+
+/* What `node` (checked; out0 its first output's type and shape) makes of
+ * its inputs' known entries, into tab[node->outputs[0]]. tab is indexed by
+ * value id; in[] are the node's inputs as the check saw them. */
+void er__shape_vals_propagate(const er_node *node, const er_tensor *const *in, const er_tensor *out0,
+                              er_shape_vals *tab);
+/* Fills dims of `out` (the node's first output) that its check left
+ * unknown from partly known requested shapes (Reshape, Resize sizes,
+ * Expand, ConstantOfShape). */
+void er__shape_vals_refine(const er_node *node, const er_tensor *const *in, const er_shape_vals *tab,
+                           er_tensor *out);
+
 /* Graph rewrites (passes.c). Neither changes what a caller can observe
  * beyond float rounding.
  * Basic, at model load (optimize >= 2), for every backend: Identity and

@@ -882,10 +882,133 @@ static void test_pad_trailing_axes(void) {
   }
 }
 
+/* ---- partly known shape vectors ------------------------------------------ */
+
+/* A shape computed from Shape at run time still tells its known entries at
+ * load: Resize(x, sizes = Concat(Shape(x)[0:2], Shape(x)[2:4] * 2)) keeps
+ * x's 6 channels, and so do a Reshape, an Expand and a ConstantOfShape fed
+ * by Gather and Cast of the same Shape. A Resize whose aspect-ratio policy
+ * rescales every axis (not_larger) leaves the channels unknown. Each
+ * output's run-time shape must match what load said. */
+static void test_shape_values(void) {
+  er_pbw g = {0}, m = {0}, t[6] = {{0}}, a_cat = {0}, a_nl = {0}, a_i64 = {0}, a_f32 = {0}, a_nn = {0};
+  const int64_t xd[4] = {-1, 6, -2, -3}, one[1] = {1}, three_d[1] = {3};
+  const int64_t i0[1] = {0}, i1[1] = {1}, i2[1] = {2}, i4[1] = {4}, i2v = 2, im1[1] = {-1};
+  tb_tensor(&t[0], "zero", 7, 1, one, i0, sizeof i0);
+  tb_tensor(&t[1], "two", 7, 1, one, i2, sizeof i2);
+  tb_tensor(&t[2], "four", 7, 1, one, i4, sizeof i4);
+  tb_tensor(&t[3], "k2", 7, 0, NULL, &i2v, sizeof i2v);
+  tb_tensor(&t[4], "m1", 7, 1, one, im1, sizeof im1);
+  tb_tensor(&t[5], "v3", 1, 1, three_d, (const float[]){1.0f, 2.0f, 3.0f}, 12);
+  for (int k = 0; k < 6; k++) tb_graph_initializer(&g, &t[k]);
+  tb_attr_int(&a_cat, "axis", 0);
+  tb_attr_string(&a_nl, "keep_aspect_ratio_policy", "not_larger");
+  tb_attr_string(&a_nn, "mode", "nearest");
+  tb_attr_int(&a_i64, "to", 7);
+  tb_attr_int(&a_f32, "to", 1);
+  tb_node(&g, "Shape", "shape", (const char *const[]){"x", NULL}, (const char *const[]){"s", NULL}, NULL);
+  tb_node(&g, "Slice", "nc", (const char *const[]){"s", "zero", "two", NULL}, (const char *const[]){"nc", NULL}, NULL);
+  tb_node(&g, "Slice", "hw", (const char *const[]){"s", "two", "four", NULL}, (const char *const[]){"hw", NULL}, NULL);
+  tb_node(&g, "Mul", "hw2", (const char *const[]){"hw", "k2", NULL}, (const char *const[]){"hw2", NULL}, NULL);
+  tb_node(&g, "Concat", "sizes", (const char *const[]){"nc", "hw2", NULL}, (const char *const[]){"sizes", NULL}, &a_cat);
+  tb_node(&g, "Resize", "up", (const char *const[]){"x", "", "", "sizes", NULL}, (const char *const[]){"y_up", NULL},
+          &a_nn);
+  tb_node(&g, "Resize", "fit", (const char *const[]){"x", "", "", "sizes", NULL}, (const char *const[]){"y_fit", NULL},
+          &a_nl);
+  /* [C, -1] through a float round trip of Shape(x)[1]. */
+  tb_node(&g, "Gather", "c", (const char *const[]){"s", "one_i", NULL}, (const char *const[]){"c", NULL}, NULL);
+  tb_node(&g, "Cast", "cf", (const char *const[]){"c", NULL}, (const char *const[]){"cf", NULL}, &a_f32);
+  tb_node(&g, "Cast", "ci", (const char *const[]){"cf", NULL}, (const char *const[]){"ci", NULL}, &a_i64);
+  tb_node(&g, "Concat", "rs", (const char *const[]){"ci", "m1", NULL}, (const char *const[]){"rs", NULL}, &a_cat);
+  tb_node(&g, "Reshape", "flat", (const char *const[]){"x", "rs", NULL}, (const char *const[]){"y_flat", NULL}, NULL);
+  /* Expand of a [3] vector by [C, 1, 1]: [C, 1, 3]. */
+  tb_node(&g, "Concat", "es", (const char *const[]){"ci", "one_v", "one_v", NULL}, (const char *const[]){"es", NULL},
+          &a_cat);
+  tb_node(&g, "Expand", "ex", (const char *const[]){"v3", "es", NULL}, (const char *const[]){"y_ex", NULL}, NULL);
+  /* ConstantOfShape([C, H]). */
+  tb_node(&g, "Gather", "h", (const char *const[]){"s", "two_i", NULL}, (const char *const[]){"h", NULL}, NULL);
+  tb_node(&g, "Concat", "cs", (const char *const[]){"c", "h", NULL}, (const char *const[]){"cs", NULL}, &a_cat);
+  tb_node(&g, "ConstantOfShape", "fill", (const char *const[]){"cs", NULL}, (const char *const[]){"y_fill", NULL},
+          NULL);
+  {
+    er_pbw oi = {0}, ti = {0}, ov = {0};
+    tb_tensor(&oi, "one_i", 7, 1, one, i1, sizeof i1);
+    tb_tensor(&ti, "two_i", 7, 1, one, i2, sizeof i2);
+    tb_tensor(&ov, "one_v", 7, 1, one, (const int64_t[]){1}, 8);
+    tb_graph_initializer(&g, &oi);
+    tb_graph_initializer(&g, &ti);
+    tb_graph_initializer(&g, &ov);
+    er__pbw_free(&oi);
+    er__pbw_free(&ti);
+    er__pbw_free(&ov);
+  }
+  tb_graph_input(&g, "x", 1, 4, xd);
+  static const char *const outs[] = {"y_up", "y_fit", "y_flat", "y_ex", "y_fill"};
+  for (int k = 0; k < 5; k++) tb_graph_output(&g, outs[k], 1, -1, NULL);
+  tb_model(&m, 8, 18, &g);
+  er_model *model = NULL;
+  CHECK_STATUS(er_model_load_buffer(m.buf, m.len, NULL, NULL, &model), ER_STATUS_OK);
+  /* What load knows: rank, then dims (-1 unknown). */
+  static const int64_t want[5][5] = {
+      {4, -1, 6, -1, -1}, {4, -1, -1, -1, -1}, {2, 6, -1, 0, 0}, {3, 6, 1, 3, 0}, {2, 6, -1, 0, 0}};
+  for (size_t k = 0; model && k < 5; k++) {
+    er_value_info info;
+    CHECK_STATUS(er_model_output_info(model, k, &info), ER_STATUS_OK);
+    bool ok = info.rank == want[k][0];
+    for (int d = 0; ok && d < info.rank; d++) ok = info.dims[d] == want[k][1 + d];
+    CHECK(ok);
+    if (!ok) {
+      fprintf(stderr, "  %s: rank %d dims", outs[k], info.rank);
+      for (int d = 0; d < info.rank; d++) fprintf(stderr, " %lld", (long long)info.dims[d]);
+      fprintf(stderr, "\n");
+    }
+  }
+  er_session *sess = NULL;
+  if (model) CHECK_STATUS(er_session_create(model, NULL, &sess), ER_STATUS_OK);
+  const int64_t rd[4] = {2, 6, 3, 5};
+  float xv[180];
+  for (int i = 0; i < 180; i++) xv[i] = (float)i;
+  er_tensor *x = NULL, *y[5] = {NULL};
+  er_tensor_wrap(ER_DTYPE_FLOAT, 4, rd, xv, sizeof xv, &x);
+  er_named_tensor in = {"x", x};
+  if (sess) CHECK_STATUS(er_session_run(sess, &in, 1, NULL, 5, y), ER_STATUS_OK);
+  static const int64_t got_want[5][5] = {
+      {4, 2, 6, 6, 10}, {4, 2, 6, 3, 5}, {2, 6, 30, 0, 0}, {3, 6, 1, 3, 0}, {2, 6, 3, 0, 0}};
+  for (int k = 0; sess && k < 5; k++) {
+    bool ok = y[k] && er_tensor_rank(y[k]) == got_want[k][0];
+    for (int d = 0; ok && d < got_want[k][0]; d++) ok = er_tensor_dims(y[k])[d] == got_want[k][1 + d];
+    CHECK(ok);
+  }
+  /* Nearest 2x: y_up[b, c, i, j] = x[b, c, i / 2, j / 2]. */
+  if (y[0]) {
+    const float *yv = er_tensor_cdata(y[0]);
+    int bad = 0;
+    for (int b = 0; b < 2; b++)
+      for (int c = 0; c < 6; c++)
+        for (int i = 0; i < 6; i++)
+          for (int j = 0; j < 10; j++)
+            bad += yv[((b * 6 + c) * 6 + i) * 10 + j] != xv[((b * 6 + c) * 3 + i / 2) * 5 + j / 2];
+    CHECK(bad == 0);
+  }
+  for (int k = 0; k < 5; k++) er_tensor_free(y[k]);
+  er_tensor_free(x);
+  er_session_free(sess);
+  er_model_free(model);
+  for (int k = 0; k < 6; k++) er__pbw_free(&t[k]);
+  er__pbw_free(&a_cat);
+  er__pbw_free(&a_nl);
+  er__pbw_free(&a_nn);
+  er__pbw_free(&a_i64);
+  er__pbw_free(&a_f32);
+  er__pbw_free(&g);
+  er__pbw_free(&m);
+}
+
 int main(int argc, char **argv) {
   static const er_test_case cases[] = {
       {"status_names", test_status_names},
       {"pad_trailing_axes", test_pad_trailing_axes},
+      {"shape_values", test_shape_values},
       {"error_is_per_thread", test_error_is_per_thread},
       {"half", test_half},
       {"float8", test_float8},
