@@ -226,6 +226,10 @@ er_status er__graph_bind_ops(er_graph *g);
  * all constants when `fold` is set. */
 er_status er__graph_infer(er_graph *g, bool fold);
 
+/* Moves the loop-invariant nodes of the main graph's Loop bodies in front
+ * of their Loop (hoist.c); *hoisted_out (may be NULL): how many moved. */
+er_status er__graph_hoist_loop_invariants(er_graph *g, int32_t *hoisted_out);
+
 /* Entries of a small integer vector known at load although the vector is
  * not a constant (shapevals.c): v[i] holds when bit i of `known` is set;
  * n = -1 when nothing is known. */

@@ -118,7 +118,10 @@ static er_status finish_load(struct er_model *m) {
   ER_CHECK(er__graph_expand_contrib(m->graph));
   ER_CHECK(er__graph_bind_ops(m->graph));
   ER_CHECK(er__graph_infer(m->graph, m->limits.optimize > 0));
-  if (m->limits.optimize > 1) ER_CHECK(er__graph_optimize_basic(m->graph));
+  if (m->limits.optimize > 1) {
+    ER_CHECK(er__graph_hoist_loop_invariants(m->graph, NULL));
+    ER_CHECK(er__graph_optimize_basic(m->graph));
+  }
   for (int32_t i = 0; i < m->graph->n_inputs; i++) {
     const er_value *v = &m->graph->values[m->graph->inputs[i]];
     if (v->kind == ER_VALUE_INPUT && !er__dtype_is_numeric(v->info.dtype))

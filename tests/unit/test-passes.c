@@ -1207,6 +1207,72 @@ static void test_slice_chain(void) {
   }
 }
 
+/* ---- loop-invariant nodes leave Loop bodies -------------------------------- */
+
+/* y = Loop(3 iterations, carried x passed through, carried acc = x):
+ *   p = MatMul(x, Wb)  (Wb a body constant)
+ *   q = Relu(p), r = Mul(q, G)  (G captured from the main graph)
+ *   acc' = acc + r + float(i)
+ * p, q and r read only what every iteration sees alike and move in front
+ * of the Loop; the rest reads the iteration number or acc and stays. The
+ * near miss multiplies acc instead of the passed-through x: nothing
+ * moves. */
+static void loop_model(er_pbw *m, bool near_miss) {
+  er_pbw g = {0}, b = {0}, attrs = {0}, mt = {0}, to = {0};
+  const int64_t xd[2] = {4, 3}, wd[2] = {3, 3}, gd[1] = {3}, trips = 3;
+  add_weight(&g, "G", 1, gd, 0.5f, 1.0f);
+  tb_tensor(&mt, "M", 7, 0, NULL, &trips, sizeof trips);
+  tb_graph_initializer(&g, &mt);
+  add_weight(&b, "Wb", 2, wd, 1.0f, 0.0f);
+  tb_attr_int(&to, "to", 1);
+  tb_node(&b, "MatMul", "p", (const char *const[]){near_miss ? "acc" : "xc", "Wb", NULL},
+          (const char *const[]){"p", NULL}, NULL);
+  tb_node(&b, "Relu", "q", (const char *const[]){"p", NULL}, (const char *const[]){"q", NULL}, NULL);
+  tb_node(&b, "Mul", "r", (const char *const[]){"q", "G", NULL}, (const char *const[]){"r", NULL}, NULL);
+  tb_node(&b, "Cast", "fi", (const char *const[]){"i", NULL}, (const char *const[]){"fi", NULL}, &to);
+  tb_node(&b, "Add", "s", (const char *const[]){"r", "fi", NULL}, (const char *const[]){"s", NULL}, NULL);
+  tb_node(&b, "Add", "acc2", (const char *const[]){"acc", "s", NULL}, (const char *const[]){"acc2", NULL}, NULL);
+  tb_node(&b, "Identity", "c", (const char *const[]){"cond_in", NULL}, (const char *const[]){"cond_out", NULL},
+          NULL);
+  tb_graph_input(&b, "i", 7, 0, NULL);
+  tb_graph_input(&b, "cond_in", 9, 0, NULL);
+  tb_graph_input(&b, "xc", 1, 2, xd);
+  tb_graph_input(&b, "acc", 1, 2, xd);
+  tb_graph_output(&b, "cond_out", 9, 0, NULL);
+  tb_graph_output(&b, "xc", 1, 2, xd);
+  tb_graph_output(&b, "acc2", 1, 2, xd);
+  tb_attr_graph(&attrs, "body", &b);
+  tb_node(&g, "Loop", "loop", (const char *const[]){"M", "", "x", "x", NULL}, (const char *const[]){"xf", "y", NULL},
+          &attrs);
+  tb_graph_input(&g, "x", 1, 2, xd);
+  tb_graph_output(&g, "y", 1, -1, NULL);
+  tb_model(m, 8, 13, &g);
+  er__pbw_free(&g);
+  er__pbw_free(&b);
+  er__pbw_free(&attrs);
+  er__pbw_free(&mt);
+  er__pbw_free(&to);
+}
+
+static void test_loop_invariants(void) {
+  const int64_t xd[2] = {4, 3};
+  for (int near = 0; near < 2; near++) {
+    er_pbw m = {0};
+    loop_model(&m, near != 0);
+    er_model *opt = load(&m, 2), *as_written = load(&m, -1);
+    if (opt && as_written) {
+      /* Written: the Loop alone. Hoisted: MatMul, Relu and Mul (or what
+       * the fusions make of them) in front of it. */
+      CHECK(node_count(as_written) == 1 && count_op(opt, "Loop") == 1);
+      CHECK(near ? node_count(opt) == 1 : node_count(opt) >= 2);
+      same_outputs(opt, as_written, 2, xd);
+    }
+    er_model_free(opt);
+    er_model_free(as_written);
+    er__pbw_free(&m);
+  }
+}
+
 int main(int argc, char **argv) {
   static const er_test_case cases[] = {
       {"conv_bn", test_conv_bn},
@@ -1230,6 +1296,7 @@ int main(int argc, char **argv) {
       {"blocked_mixed_concat", test_blocked_mixed_concat},
       {"blocked_islands", test_blocked_islands},
       {"blocked_split", test_blocked_split},
+      {"loop_invariants", test_loop_invariants},
   };
   return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);
 }
