@@ -87,6 +87,10 @@ static bool slice_vals(const er_node *node, const er_tensor *const *in, const er
       return false;
   }
   int64_t n = x->n, s = st[0], e = en[0], step = sp[0];
+  /* Steps past the vector's end take one entry, and i + step stays in
+   * range. */
+  if (step > n) step = n + 1;
+  if (step < -n - 1) step = -n - 1;
   if (s < 0) s += n;
   if (e < 0) e += n;
   if (step > 0) {

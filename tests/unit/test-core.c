@@ -1002,6 +1002,40 @@ static void test_shape_values(void) {
   er__pbw_free(&a_f32);
   er__pbw_free(&g);
   er__pbw_free(&m);
+
+  /* Hostile Slice steps on a shape vector load cleanly (the sanitizer
+   * build checks the index arithmetic): the largest and smallest steps
+   * from the second and last entries. */
+  static const int64_t steps[2][3] = {{1, 8, INT64_MAX}, {3, -9, INT64_MIN}};
+  for (int k = 0; k < 2; k++) {
+    er_pbw g2 = {0}, m2 = {0}, st = {0}, en = {0}, sp = {0};
+    tb_tensor(&st, "st", 7, 1, one, &steps[k][0], 8);
+    tb_tensor(&en, "en", 7, 1, one, &steps[k][1], 8);
+    tb_tensor(&sp, "sp", 7, 1, one, &steps[k][2], 8);
+    tb_graph_initializer(&g2, &st);
+    tb_graph_initializer(&g2, &en);
+    tb_graph_initializer(&g2, &sp);
+    tb_node(&g2, "Shape", "shape", (const char *const[]){"x", NULL}, (const char *const[]){"s", NULL}, NULL);
+    tb_node(&g2, "Slice", "sl", (const char *const[]){"s", "st", "en", "", "sp", NULL},
+            (const char *const[]){"v", NULL}, NULL);
+    tb_node(&g2, "ConstantOfShape", "fill", (const char *const[]){"v", NULL}, (const char *const[]){"y", NULL},
+            NULL);
+    tb_graph_input(&g2, "x", 1, 4, xd);
+    tb_graph_output(&g2, "y", 1, -1, NULL);
+    tb_model(&m2, 8, 18, &g2);
+    er_model *hm = NULL;
+    er_status hs = er_model_load_buffer(m2.buf, m2.len, NULL, NULL, &hm);
+    CHECK(hs == ER_STATUS_OK || er_last_error()[0] != '\0');
+    er_value_info info;
+    /* One entry each: x's 6 channels, then its batch (unknown). */
+    if (hm) CHECK(er_model_output_info(hm, 0, &info) == ER_STATUS_OK && info.rank == 1 && info.dims[0] == (k ? -1 : 6));
+    er_model_free(hm);
+    er__pbw_free(&st);
+    er__pbw_free(&en);
+    er__pbw_free(&sp);
+    er__pbw_free(&g2);
+    er__pbw_free(&m2);
+  }
 }
 
 int main(int argc, char **argv) {
