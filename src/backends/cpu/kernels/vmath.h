@@ -221,19 +221,4 @@ static inline vf v_act(vf x, const er_activation *a) {
   }
 }
 
-/* v_act with the cheap activations inlined: GCC leaves v_act out of line
- * (its switch holds every activation), and a call per output vector cost
- * the blocked 1x1 layers with few input channels a fifth of their time
- * (PP-LCNet's HardSwish layers too). */
-static inline __attribute__((always_inline)) vf v_act_fast(vf x, const er_activation *a) {
-  switch (a->kind) {
-    case ER_ACT_NONE: return x;
-    case ER_ACT_RELU: return v_max(v_zero(), x);
-    case ER_ACT_CLIP: return v_min(v_set(a->p[1]), v_max(v_set(a->p[0]), x));
-    case ER_ACT_HARDSWISH: return v_hardswish(x);
-    case ER_ACT_LEAKYRELU: return v_sel(v_lt(x, v_zero()), x, v_mul(x, v_set(a->p[0])));
-    default: return v_act(x, a);
-  }
-}
-
 #endif /* ER_KERNELS_VMATH_H */
