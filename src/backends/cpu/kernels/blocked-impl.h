@@ -177,6 +177,41 @@ static inline __attribute__((always_inline)) void bk_conv_tile(const er_bconv *a
   while (ky0 < kh && iy0 + ky0 * a->dh < 0) ky0++;
   while (ky1 > ky0 && iy0 + (ky1 - 1) * a->dh >= a->h) ky1--;
   const float *wg = a->wp + ob * wblock;
+  if ((MODE == 3 || MODE == 4) && R >= NB) {
+    /* A planar input (a stem: 3 lanes of 7 x 7 taps) runs the kernel's
+     * columns innermost: loops of kw steps with one pointer each for the
+     * input and the weights, instead of loops over 3 lanes with pointers
+     * set up per tap. */
+    const int64_t xs = a->dw;
+    for (int64_t cb = cb0; cb < cb1; cb++) {
+      for (int64_t ky = ky0; ky < ky1; ky++) {
+        const float *row = a->x + cb * bs + (iy0 + ky * a->dh) * rs + (ox0 * sw - a->pl);
+        const float *wrow = wg + (cb * kh + ky) * kw * wtap;
+        for (int64_t l = 0; l < lanes; l++) {
+          const float *xl = row + l * ls, *wl = wrow + l * VN;
+          for (int64_t kx = 0; kx < kw; kx++) {
+            vf wv[BK_GB_MAX];
+#pragma GCC unroll 4
+            for (int v = 0; v < BK_GB_MAX; v++)
+              if (v < NB) wv[v] = v_ld(wl + v * wblock);
+#pragma GCC unroll 16
+            for (int p = 0; p < BK_RMAX; p++) {
+              if (p < R) {
+                vf bv = v_set(xl[p * pstep]);
+#pragma GCC unroll 4
+                for (int v = 0; v < BK_GB_MAX; v++)
+                  if (v < NB) acc[p][v] = v_fma(bv, wv[v], acc[p][v]);
+              }
+            }
+            xl += xs;
+            wl += wtap;
+          }
+        }
+      }
+    }
+    bk_acc_store(a, acc, ob, oy, ox0, cb1, R, NB);
+    return;
+  }
   for (int64_t cb = cb0; cb < cb1; cb++) {
     for (int64_t ky = ky0; ky < ky1; ky++) {
       const float *row = a->x + cb * bs + (iy0 + ky * a->dh) * rs;
