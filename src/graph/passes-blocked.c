@@ -21,6 +21,8 @@
  *                     -> the same op on the blocked twins
  *   Concat over channels of blocked values, all but the last a whole
  *   number of blocks  -> Concat on axis 1 of the twins
+ *   BatchNormalization (inference, constant parameters) of a blocked
+ *   value         -> BlockedBatchNormalization
  *   Split over channels of a blocked value, every part but the last a
  *   whole number of blocks
  *                     -> Split on axis 1 of the twin, sizes in blocks
@@ -299,6 +301,27 @@ static bool eltwise_ok(const bctx *bc, const er_node *n, int64_t *channels) {
   return true;
 }
 
+/* Inference BatchNormalization of a blocked value, its four parameters
+ * constant [C] float32 vectors (DenseNet's BN and ReLU before every
+ * convolution, which otherwise took each layer's input planar and back). */
+static bool bn_ok(const bctx *bc, const er_node *n, int64_t *channels) {
+  const er_graph *g = bc->g;
+  if (!is_std(n, "BatchNormalization") || n->n_inputs != 5 || n->version < 7) return false;
+  for (int k = 1; k < n->n_outputs; k++)
+    if (n->outputs[k] >= 0) return false;
+  if (attr_i(n, "training_mode", 0) != 0 || attr_i(n, "spatial", 1) != 1) return false;
+  int32_t x = n->inputs[0];
+  if (x < 0 || bc->twin[x] < 0 || !is_f32(g, n->outputs[0])) return false;
+  int64_t c = bc->chan[bc->twin[x]];
+  if (channels_of(g, x) != c || channels_of(g, n->outputs[0]) != c) return false;
+  for (int k = 1; k < 5; k++) {
+    const er_tensor *t = const_of(g, n->inputs[k]);
+    if (!t || t->dtype != ER_DTYPE_FLOAT || t->rank != 1 || t->dims[0] != c) return false;
+  }
+  *channels = c;
+  return true;
+}
+
 /* A channel Concat with at least one blocked input, every input but the
  * last a whole number of blocks; planar inputs (known channels) are
  * converted in. Inception's blocks concatenate blocked 1x1 branches with
@@ -384,6 +407,16 @@ static er_status rewrite_conv(bctx *bc, const er_node *n, bool depthwise) {
   ER_CHECK(emit(bc, n, "BlockedConv", in, n_in, yb, extra, 2, NULL));
   g->values[y].producer = -1;
   bc->blocked_ops++;
+  return ER_STATUS_OK;
+}
+
+static er_status rewrite_bn(bctx *bc, const er_node *n, int64_t channels) {
+  int32_t in[5] = {bc->twin[n->inputs[0]], n->inputs[1], n->inputs[2], n->inputs[3], n->inputs[4]};
+  int32_t y = n->outputs[0], yb;
+  ER_CHECK(new_twin(bc, y, channels, &yb));
+  er_attr extra[1] = {int_attr("block", bc->b)};
+  ER_CHECK(emit(bc, n, "BlockedBatchNormalization", in, 5, yb, extra, 1, "spatial"));
+  bc->g->values[y].producer = -1;
   return ER_STATUS_OK;
 }
 
@@ -480,6 +513,8 @@ static er_status rewrite(bctx *bc) {
       st = rewrite_pool(bc, n);
     } else if (eltwise_ok(bc, n, &c) || concat_ok(bc, n, &c)) {
       st = rewrite_same(bc, n, c);
+    } else if (bn_ok(bc, n, &c)) {
+      st = rewrite_bn(bc, n, c);
     } else if (split_ok(bc, n, sizes)) {
       st = rewrite_split(bc, n, sizes);
     } else {
@@ -546,7 +581,7 @@ static int mark_islands(bctx *bc, bool *native, bool *used) {
     int64_t c, sizes[BLK_MAX_PARTS];
     bool conv = !bc->exclude[i] && conv_ok(bc, n, &depthwise) && !(bc->keep_planar && bc->keep_planar(g, i));
     bool pool = !conv && !bc->exclude[i] && pool_ok(bc, n);
-    bool same = !conv && !pool && (eltwise_ok(bc, n, &c) || concat_ok(bc, n, &c));
+    bool same = !conv && !pool && (eltwise_ok(bc, n, &c) || concat_ok(bc, n, &c) || bn_ok(bc, n, &c));
     if (!conv && !pool && !same && split_ok(bc, n, sizes)) {
       used[bc->twin[n->inputs[0]]] = true;
       for (int j = 0; j < n->n_outputs; j++) {

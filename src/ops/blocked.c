@@ -27,6 +27,11 @@
  *   BlockedPool(x [N,CB,H,W,B])       op = MaxPool | AveragePool |
  *                                     GlobalMaxPool | GlobalAveragePool,
  *                                     that op's attributes, block
+ *   BlockedBatchNormalization(x [N,CB,H,W,B], scale, B, mean, var)
+ *                                     epsilon, block: inference
+ *                                     BatchNormalization of C = |scale|
+ *                                     channels (DenseNet's BN before
+ *                                     each convolution)
  *
  * The reference kernels convert to planar copies, run the standard op's own
  * check and reference kernel (FusedConv's for the convolution) and convert
@@ -152,10 +157,12 @@ static er_status from_blocked_run(er_kctx *ctx) {
 
 /* ---- shadows: the standard op on planar copies ---------------------------- */
 
+#define SHADOW_MAX_IN 5
+
 typedef struct shadow {
   er_node node;
-  er_tensor in[4], out;
-  er_tensor *inp[4], *outp[1];
+  er_tensor in[SHADOW_MAX_IN], out;
+  er_tensor *inp[SHADOW_MAX_IN], *outp[1];
   er_kctx ctx;
 } shadow;
 
@@ -172,7 +179,7 @@ static er_status shadow_init(const er_kctx *ctx, const char *domain, const char 
   sh->node.op = def;
   sh->node.n_inputs = n_in;
   sh->node.n_outputs = 1;
-  for (int i = 0; i < 4; i++) sh->inp[i] = i < n_in ? &sh->in[i] : NULL;
+  for (int i = 0; i < SHADOW_MAX_IN; i++) sh->inp[i] = i < n_in ? &sh->in[i] : NULL;
   sh->outp[0] = &sh->out;
   sh->ctx = *ctx;
   sh->ctx.node = &sh->node;
@@ -185,7 +192,7 @@ static er_status shadow_init(const er_kctx *ctx, const char *domain, const char 
 }
 
 static void shadow_release(shadow *sh) {
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < SHADOW_MAX_IN; i++)
     if (sh->in[i].flags & ER_TENSOR_OWNS_DATA) er__tensor_release(&sh->in[i]);
   if (sh->out.flags & ER_TENSOR_OWNS_DATA) er__tensor_release(&sh->out);
 }
@@ -369,6 +376,66 @@ static er_status bpool_run(er_kctx *ctx) {
   return st;
 }
 
+/* ---- BlockedBatchNormalization --------------------------------------------------- */
+
+/* Inference BatchNormalization of a blocked x: the standard op (opset 15,
+ * this node's epsilon) on a planar copy; the channels are scale's. */
+static er_status bbn_shadow(er_kctx *ctx, bool data, shadow *sh, int64_t *b_out, int64_t *c_out) {
+  int64_t b, training = 0;
+  ER_CHECK(get_block(ctx, &b));
+  ER_CHECK(require_blocked(ctx, 0, b));
+  ER_CHECK(er__attr_int(ctx, "training_mode", 0, &training));
+  if (training != 0)
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "training_mode is %lld; the blocked form is inference only",
+                        (long long)training);
+  const er_tensor *x = ctx->in[0], *scale = ctx->in[1];
+  char s[160], t[160];
+  if (scale->rank != 1 || scale->dims[0] < 1)
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "scale %s must be [C] with C known",
+                        er__shape_str(scale, s, sizeof s));
+  const int64_t c = scale->dims[0];
+  if (x->rank == 5 && x->dims[1] >= 0 && x->dims[1] != blocks_of(c, b))
+    return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "input %s does not hold the %lld channels of scale %s",
+                        er__shape_str(x, s, sizeof s), (long long)c, er__shape_str(scale, t, sizeof t));
+  ER_CHECK(shadow_init(ctx, "", "BatchNormalization", 15, 5, sh));
+  ER_CHECK(shadow_unblock(sh, 0, x, c, b, data));
+  for (int i = 1; i < 5; i++) er__tensor_borrow(&sh->in[i], ctx->in[i]);
+  *b_out = b;
+  *c_out = c;
+  return ER_STATUS_OK;
+}
+
+static er_status bbn_check(er_kctx *ctx) {
+  shadow sh;
+  int64_t b, c;
+  memset(&sh, 0, sizeof sh);
+  er_status st = bbn_shadow(ctx, false, &sh, &b, &c);
+  if (st == ER_STATUS_OK) st = sh.node.op->check(&sh.ctx);
+  if (st == ER_STATUS_OK) {
+    const er_tensor *x = ctx->in[0];
+    er__set_output(ctx, 0, ER_DTYPE_FLOAT, x->rank, x->rank > 0 ? x->dims : NULL);
+  }
+  shadow_release(&sh);
+  return st;
+}
+
+static er_status bbn_run(er_kctx *ctx) {
+  shadow sh;
+  int64_t b, c;
+  memset(&sh, 0, sizeof sh);
+  er_status st = bbn_shadow(ctx, true, &sh, &b, &c);
+  sh.ctx.checking = false;
+  if (st == ER_STATUS_OK) st = sh.node.op->check(&sh.ctx);
+  if (st == ER_STATUS_OK) st = er__tensor_alloc(&sh.out, 0);
+  if (st == ER_STATUS_OK) st = sh.node.op->run(&sh.ctx);
+  if (st == ER_STATUS_OK) {
+    const er_tensor *y = &sh.out;
+    to_blocked(y->data, ctx->out[0]->data, y->dims[0], c, y->dims[2] * y->dims[3], b);
+  }
+  shadow_release(&sh);
+  return st;
+}
+
 /* ---- the table ---------------------------------------------------------------- */
 
 static const er_op_def op_to_blocked = {
@@ -392,5 +459,11 @@ static const er_op_def op_blocked_pool = {
     .check = bpool_check, .run = bpool_run,
 };
 
+static const er_op_def op_blocked_bn = {
+    .name = "BlockedBatchNormalization", .domain = ER_FUSED_DOMAIN, .min_version = 1, .max_version = 1,
+    .min_inputs = 5, .max_inputs = 5, .min_outputs = 1, .max_outputs = 1, .flags = ER_OP_WRITES_ALL,
+    .check = bbn_check, .run = bbn_run,
+};
+
 const er_op_def *const er__ops_blocked[] = {&op_to_blocked, &op_from_blocked, &op_blocked_conv, &op_blocked_pool,
-                                            NULL};
+                                            &op_blocked_bn, NULL};

@@ -1,6 +1,7 @@
 /* kcases-blocked.c - cases for the channel-blocked layout's ops
  * (ops/blocked.c): BlockedConv dense and depthwise, from blocked and planar
- * inputs, BlockedPool, ToBlocked and FromBlocked. Every case is made for
+ * inputs, BlockedPool, ToBlocked, FromBlocked and BlockedBatchNormalization.
+ * Every case is made for
  * blocks 16, 8 and 4; a kernel takes those of its ISA's vector width and
  * reports the rest as outside what it supports. Sizes sit below, at and
  * above the tiles (14 pixels on AVX-512, 6 on AVX2; 8 for depthwise),
@@ -313,10 +314,41 @@ static void gen_reorder(case_fn fn, void *arg, bool to) {
 static void gen_to_blocked(case_fn fn, void *arg) { gen_reorder(fn, arg, true); }
 static void gen_from_blocked(case_fn fn, void *arg) { gen_reorder(fn, arg, false); }
 
+/* BlockedBatchNormalization: partial last blocks, one pixel, a batch,
+ * another epsilon, shapes unknown at compile time, and parameters given at
+ * run time (outside what the kernels take: they fold them at load). */
+static void gen_bbn(case_fn fn, void *arg) {
+  static const int64_t shapes[][4] = {{1, 16, 7, 9}, {2, 20, 3, 5}, {1, 64, 1, 1}, {1, 33, 28, 28}, {1, 3, 17, 1}};
+  kcase c;
+  for (size_t bi = 0; bi < ER_ARRAY_LEN(block_sizes); bi++) {
+    int64_t b = block_sizes[bi];
+    for (size_t i = 0; i < ER_ARRAY_LEN(shapes); i++) {
+      const int64_t *sh = shapes[i], ch = sh[1];
+      for (int variant = 0; variant < 2; variant++) {
+        bool constant = !(variant == 1 && i == 4);
+        kc_begin(&c, "BlockedBatchNormalization", "com.edgerun", 1,
+                 "BlockedBatchNormalization b%lld x[%lld,%lld,%lld,%lld] v%d", (long long)b, (long long)sh[0],
+                 (long long)ch, (long long)sh[2], (long long)sh[3], variant);
+        blocked_input(&c, sh[0], ch, sh[2], sh[3], b);
+        kc_input(&c, 1, DIMS(ch), 0.5f, 2, constant);
+        kc_input(&c, 1, DIMS(ch), -1, 1, constant);
+        kc_input(&c, 1, DIMS(ch), -1, 1, constant);
+        kc_input(&c, 1, DIMS(ch), 0.1f, 3, constant);
+        kc_attr_int(&c, "block", b);
+        if (variant == 1) kc_attr_float(&c, "epsilon", 1e-3f);
+        c.dynamic = variant == 1 && i == 1;
+        c.tol = TOL_REDUCE;
+        fn(&c, arg);
+      }
+    }
+  }
+}
+
 const case_gen kcases_blocked[] = {
     {"BlockedConv", "com.edgerun", gen_bconv},
     {"BlockedPool", "com.edgerun", gen_bpool},
     {"ToBlocked", "com.edgerun", gen_to_blocked},
     {"FromBlocked", "com.edgerun", gen_from_blocked},
+    {"BlockedBatchNormalization", "com.edgerun", gen_bbn},
     {NULL, NULL, NULL},
 };

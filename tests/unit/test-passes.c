@@ -147,7 +147,9 @@ static void test_conv_bn(void) {
   er_pbw m3 = {0};
   conv_bn_model(&m3, NULL, true);
   opt = load(&m3, 2);
-  CHECK(count_op(opt, "BatchNormalization") == 1 && count_op(opt, "Conv") == 1);
+  /* (in either layout: the BN may run blocked on the conv's output) */
+  CHECK(count_op(opt, "BatchNormalization") + count_op(opt, "BlockedBatchNormalization") == 1 &&
+        count_op(opt, "Conv") + count_op(opt, "BlockedConv") == 1);
   er_model_free(opt);
   er__pbw_free(&m3);
 }
@@ -840,6 +842,51 @@ static void test_blocked_near_misses(void) {
   er__pbw_free(&rm);
 }
 
+/* DenseNet's pre-activation: Conv -> Concat -> BatchNormalization ->
+ * Relu -> Conv. The BN of the blocked Concat stays blocked (one
+ * BlockedBatchNormalization, no conversion); the near miss, whose scale
+ * is a graph input, is a planar BatchNormalization between a FromBlocked
+ * and a ToBlocked. The results agree with the graph as written. */
+static void test_blocked_batchnorm(void) {
+  if (er__cpu_layout_block() == 0) return;
+  for (int near = 0; near < 2; near++) {
+    er_pbw g = {0}, m = {0}, p1 = {0}, cat = {0};
+    add_weight(&g, "W1", 4, (const int64_t[]){16, 8, 3, 3}, 0.2f, 0);
+    add_weight(&g, "W2", 4, (const int64_t[]){12, 24, 1, 1}, 0.2f, 0);
+    if (!near) add_weight(&g, "scale", 1, (const int64_t[]){24}, 0.5f, 1.0f);
+    add_weight(&g, "bias", 1, (const int64_t[]){24}, 0.3f, 0);
+    add_weight(&g, "mean", 1, (const int64_t[]){24}, 0.3f, 0);
+    add_weight(&g, "var", 1, (const int64_t[]){24}, 0.2f, 1.0f);
+    tb_attr_ints(&p1, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+    tb_attr_int(&cat, "axis", 1);
+    tb_node(&g, "Conv", "c1", IN("x", "W1"), OUT("c1"), &p1);
+    tb_node(&g, "Concat", "cat", IN("c1", "x"), OUT("cat"), &cat);
+    tb_node(&g, "BatchNormalization", "bn", IN("cat", "scale", "bias", "mean", "var"), OUT("bn"), NULL);
+    tb_node(&g, "Relu", "r", IN("bn"), OUT("r"), NULL);
+    tb_node(&g, "Conv", "c2", IN("r", "W2"), OUT("y"), NULL);
+    tb_graph_input(&g, "x", 1, 4, (const int64_t[]){1, 8, 9, 11});
+    if (near) tb_graph_input(&g, "scale", 1, 1, (const int64_t[]){24});
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    tb_model(&m, 8, 15, &g);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
+    if (opt && plain) {
+      CHECK(count_in_layout(opt, "blocked", "BlockedBatchNormalization") == (near ? 0 : 1));
+      CHECK(count_in_layout(opt, "blocked", "BatchNormalization") == (near ? 1 : 0));
+      /* One conversion back: the output y, or for the near miss the
+       * BN's input (c2 then stays planar, a lone layer not worth two
+       * conversions). */
+      CHECK(count_in_layout(opt, "blocked", "FromBlocked") == 1);
+      if (!near) same_in_layouts(opt, plain, 4, (const int64_t[]){1, 8, 9, 11});
+    }
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+    er__pbw_free(&p1);
+    er__pbw_free(&cat);
+  }
+}
+
 /* Convolutions in groups of whole blocks (ShuffleNet's grouped 1x1
  * layers) go blocked after a dense one, with a blocked input; a near miss
  * whose groups of two channels are not whole blocks stays planar, and the
@@ -1296,6 +1343,7 @@ int main(int argc, char **argv) {
       {"blocked_mixed_concat", test_blocked_mixed_concat},
       {"blocked_islands", test_blocked_islands},
       {"blocked_split", test_blocked_split},
+      {"blocked_batchnorm", test_blocked_batchnorm},
       {"loop_invariants", test_loop_invariants},
   };
   return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);

@@ -794,9 +794,21 @@ static void bk_pad(const float *x, float *y, int64_t h, int64_t w, int64_t lanes
   }
 }
 
+static void bk_affine(const float *x, float *y, int64_t hw, const float *a, const float *b) {
+  const vf va = v_ld(a), vb = v_ld(b);
+  int64_t p = 0;
+  for (; p + 4 <= hw; p += 4) {
+    v_st(y + p * VN, v_fma(v_ld(x + p * VN), va, vb));
+    v_st(y + (p + 1) * VN, v_fma(v_ld(x + (p + 1) * VN), va, vb));
+    v_st(y + (p + 2) * VN, v_fma(v_ld(x + (p + 2) * VN), va, vb));
+    v_st(y + (p + 3) * VN, v_fma(v_ld(x + (p + 3) * VN), va, vb));
+  }
+  for (; p < hw; p++) v_st(y + p * VN, v_fma(v_ld(x + p * VN), va, vb));
+}
+
 #define BK_OPS_INIT                                                                                     \
   {                                                                                                     \
     .isa = ER_ISA_NAME, .vn = VN, .rmax = BK_RMAX, .acc = BK_ACC, .gb_max = BK_GB_MAX, .kchunk_bytes = BK_KCHUNK_BYTES, .conv = bk_conv, .dw = bk_dw,                         \
     .global_pool = bk_global_pool, .to_blocked = bk_to_blocked, .from_blocked = bk_from_blocked,         \
-    .pad = bk_pad,                                                                                      \
+    .pad = bk_pad, .affine = bk_affine,                                                                 \
   }

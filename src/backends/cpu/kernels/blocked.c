@@ -535,6 +535,99 @@ static er_status reorder_run(const er_kernel_run *kr) {
 }
 
 /* ======================================================================== */
+/* BlockedBatchNormalization                                                 */
+/* ======================================================================== */
+
+/* Per lane of every block: a = scale / sqrt(var + eps), b = B - mean * a,
+ * in double as the reference computes them; 0 and 0 past C (the padding
+ * lanes stay 0). */
+typedef struct bbn_state {
+  const er_blocked_ops *ops;
+  int64_t cb;
+  float *a, *b;               /* [cb * B] */
+} bbn_state;
+
+static bool bbn_supports(const er_kernel_info *ki, const er_blocked_ops *ops, bool isa_ok) {
+  if (!isa_ok || attr_or(ki, "block", 0) != ops->vn || ki->n_in != 5 || ki->n_out != 1) return false;
+  if (!blocked_f32(ki->in[0], ops->vn) || !er__ki_out_f32(ki) || attr_or(ki, "training_mode", 0) != 0) return false;
+  const er_tensor *scale = ki->in[1];
+  if (!scale || scale->rank != 1 || scale->dims[0] < 1) return false;
+  for (int i = 1; i < 5; i++) {
+    const er_tensor *t = ki->in[i];
+    if (!t || !t->data || t->dtype != ER_DTYPE_FLOAT || t->rank != 1 || t->dims[0] != scale->dims[0]) return false;
+  }
+  return ki->in[0]->rank != 5 || ki->in[0]->dims[1] < 0 || ki->in[0]->dims[1] == blocks(scale->dims[0], ops->vn);
+}
+
+static void bbn_release(void *state) {
+  bbn_state *s = state;
+  if (!s) return;
+  er__aligned_free(s->a);
+  free(s);
+}
+
+static er_status bbn_prepare(const er_kernel_info *ki, const er_blocked_ops *ops, void **state_out,
+                             size_t *scratch_out) {
+  const int64_t B = ops->vn, c = ki->in[1]->dims[0], cb = blocks(c, B);
+  bbn_state *s = calloc(1, sizeof *s);
+  float *ab = er__aligned_alloc((size_t)(2 * cb * B) * sizeof(float));
+  if (!s || !ab) {
+    free(s);
+    er__aligned_free(ab);
+    return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for a BlockedBatchNormalization kernel");
+  }
+  er_kctx ctx = er__ki_ctx(ki);
+  float eps = 1e-5f;
+  if (er__attr_float(&ctx, "epsilon", 1e-5f, &eps) != ER_STATUS_OK) eps = 1e-5f;
+  const float *scale = ki->in[1]->data, *bias = ki->in[2]->data, *mean = ki->in[3]->data, *var = ki->in[4]->data;
+  s->ops = ops;
+  s->cb = cb;
+  s->a = ab;
+  s->b = ab + cb * B;
+  for (int64_t ch = 0; ch < cb * B; ch++) {
+    if (ch >= c) {
+      s->a[ch] = s->b[ch] = 0.0f;
+      continue;
+    }
+    double a = (double)scale[ch] / sqrt((double)var[ch] + (double)eps);
+    s->a[ch] = (float)a;
+    s->b[ch] = (float)((double)bias[ch] - (double)mean[ch] * a);
+  }
+  *scratch_out = 0;
+  *state_out = s;
+  return ER_STATUS_OK;
+}
+
+typedef struct bbn_job {
+  const bbn_state *s;
+  const float *x;
+  float *y;
+  int64_t hw;
+} bbn_job;
+
+static void bbn_chunk(void *arg, int64_t b0, int64_t b1) {
+  const bbn_job *j = arg;
+  const int64_t B = j->s->ops->vn;
+  for (int64_t b = b0; b < b1; b++) {
+    const int64_t cb = b % j->s->cb;
+    j->s->ops->affine(j->x + b * j->hw * B, j->y + b * j->hw * B, j->hw, j->s->a + cb * B, j->s->b + cb * B);
+  }
+}
+
+static er_status bbn_run(const er_kernel_run *kr) {
+  const bbn_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *x = ctx->in[0];
+  er_tensor *y = ctx->out[0];
+  const int64_t B = s->ops->vn;
+  if (!blocked_at_run(x, (int)B) || !blocked_at_run(y, (int)B) || x->dims[1] != s->cb) return er__kr_reference(kr);
+  if (er__tensor_count(y) == 0) return ER_STATUS_OK;
+  bbn_job j = {s, x->data, y->data, x->dims[2] * x->dims[3]};
+  er__parallel_for(kr->pool, x->dims[0] * s->cb, BK_GRAIN_MACS / (j.hw * B + 1) + 1, bbn_chunk, &j);
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
 /* The kernel table                                                          */
 /* ======================================================================== */
 
@@ -552,6 +645,13 @@ static er_status reorder_run(const er_kernel_run *kr) {
   }                                                                                                        \
   static const er_cpu_kernel k_bpool_##SFX = {"f32_blocked_pool__" ISA, "BlockedPool", ER_FUSED_DOMAIN,      \
                                              bpool_supports_##SFX, bpool_prepare_##SFX, bpool_run, free};   \
+  static bool bbn_supports_##SFX(const er_kernel_info *ki) { return bbn_supports(ki, &OPS, ISA_OK(ki->cpu)); } \
+  static er_status bbn_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {                \
+    return bbn_prepare(ki, &OPS, st, scratch);                                                             \
+  }                                                                                                        \
+  static const er_cpu_kernel k_bbn_##SFX = {"f32_blocked_bn__" ISA, "BlockedBatchNormalization",            \
+                                           ER_FUSED_DOMAIN, bbn_supports_##SFX, bbn_prepare_##SFX, bbn_run,  \
+                                           bbn_release};                                                    \
   static bool to_supports_##SFX(const er_kernel_info *ki) {                                                 \
     return reorder_supports(ki, &OPS, ISA_OK(ki->cpu), true);                                               \
   }                                                                                                        \
@@ -580,11 +680,11 @@ DEFINE_BLOCKED_KERNELS(neon, "neon", er__blocked_neon, has_neon)
 
 const er_cpu_kernel *const er__kernels_blocked[] = {
 #if defined(__x86_64__) || defined(__i386__)
-    &k_bconv_avx512, &k_bpool_avx512, &k_to_avx512, &k_from_avx512,
-    &k_bconv_avx2,   &k_bpool_avx2,   &k_to_avx2,   &k_from_avx2,
+    &k_bconv_avx512, &k_bpool_avx512, &k_to_avx512, &k_from_avx512, &k_bbn_avx512,
+    &k_bconv_avx2,   &k_bpool_avx2,   &k_to_avx2,   &k_from_avx2,   &k_bbn_avx2,
 #endif
 #if defined(__aarch64__)
-    &k_bconv_neon, &k_bpool_neon, &k_to_neon, &k_from_neon,
+    &k_bconv_neon, &k_bpool_neon, &k_to_neon, &k_from_neon, &k_bbn_neon,
 #endif
     NULL,
 };

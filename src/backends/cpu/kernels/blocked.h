@@ -88,6 +88,9 @@ typedef struct er_blocked_ops {
    * y with pt / pb rows and pl / pr columns of zeros around each. */
   void (*pad)(const float *x, float *y, int64_t h, int64_t w, int64_t lanes, int64_t pt, int64_t pb, int64_t pl,
               int64_t pr, int64_t b0, int64_t b1);
+  /* y[p][0..B) = x[p][0..B) * a[0..B) + b[0..B) for the hw pixels of one
+   * block (a per-lane affine: BlockedBatchNormalization). */
+  void (*affine)(const float *x, float *y, int64_t hw, const float *a, const float *b);
 } er_blocked_ops;
 
 #if defined(__x86_64__) || defined(__i386__)
