@@ -34,6 +34,7 @@
  * its names and shapes, and the outputs change by float rounding only
  * (tests/unit/test-passes.c compares both). Subgraphs are left as
  * written. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -544,6 +545,118 @@ static er_status rewrite(bctx *bc) {
   return st;
 }
 
+/* ---- BN + activation ------------------------------------------------------------ */
+
+/* The activation a blocked elementwise node applies, for the ones
+ * BlockedBatchNormalization carries. */
+static bool blocked_act_of(const er_graph *g, const er_node *n, er_activation *act) {
+  memset(act, 0, sizeof *act);
+  if (n->n_outputs != 1 || n->outputs[0] < 0 || n->n_inputs < 1) return false;
+  if (is_std(n, "Relu")) act->kind = ER_ACT_RELU;
+  else if (is_std(n, "HardSwish")) act->kind = ER_ACT_HARDSWISH;
+  else if (is_std(n, "Sigmoid")) act->kind = ER_ACT_SIGMOID;
+  else if (is_std(n, "LeakyRelu")) {
+    const er_attr *a = er__node_attr(n, "alpha");
+    act->kind = ER_ACT_LEAKYRELU;
+    act->p[0] = a && a->type == ER_ATTR_FLOAT ? a->f : 0.01f;
+  } else if (is_std(n, "Clip") && n->version >= 11) {
+    float lim[2] = {-INFINITY, INFINITY};
+    for (int k = 1; k < 3 && k < n->n_inputs; k++) {
+      if (n->inputs[k] < 0) continue;
+      const er_tensor *t = const_of(g, n->inputs[k]);
+      if (!t || t->dtype != ER_DTYPE_FLOAT || er__tensor_count(t) != 1) return false;
+      lim[k - 1] = ((const float *)t->data)[0];
+    }
+    act->kind = ER_ACT_CLIP;
+    act->p[0] = lim[0];
+    act->p[1] = lim[1];
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/* A BlockedBatchNormalization whose output only an activation reads takes
+ * that activation (DenseNet's BN + ReLU before each layer: one pass over
+ * the growing Concat instead of two). Runs on the rewritten node list. */
+static er_status fuse_bn_activations(bctx *bc) {
+  er_graph *g = bc->g;
+  int32_t *uses = calloc((size_t)g->n_values + 1, sizeof *uses), *prod = malloc(((size_t)g->n_values + 1) * sizeof *prod);
+  bool *dead = calloc((size_t)bc->n_nodes + 1, sizeof *dead);
+  er_status st = ER_STATUS_OK;
+  if (!uses || !prod || !dead) {
+    st = ER_STATUS_OUT_OF_MEMORY;
+    goto done;
+  }
+  for (int32_t v = 0; v < g->n_values; v++) prod[v] = -1;
+  for (int32_t i = 0; i < bc->n_nodes; i++) {
+    const er_node *n = &bc->nodes[i];
+    for (int k = 0; k < n->n_inputs; k++)
+      if (n->inputs[k] >= 0) uses[n->inputs[k]]++;
+    for (int k = 0; k < n->n_outputs; k++)
+      if (n->outputs[k] >= 0) prod[n->outputs[k]] = i;
+    for (int a = 0; a < n->n_attrs; a++) {
+      const er_attr *at = &n->attrs[a];
+      int64_t cnt = at->type == ER_ATTR_GRAPH ? 1 : at->type == ER_ATTR_GRAPHS ? at->n : 0;
+      for (int64_t j = 0; j < cnt; j++) {
+        const er_graph *sg = at->type == ER_ATTR_GRAPH ? at->g : at->graphs[j];
+        for (int32_t v = 0; v < sg->n_values; v++)
+          if (sg->values[v].kind == ER_VALUE_OUTER && er__graph_same(sg->parent, g)) uses[sg->values[v].outer] += 2;
+      }
+    }
+  }
+  for (int32_t k = 0; k < g->n_outputs; k++) uses[g->outputs[k]] += 2;
+  for (int32_t i = 0; i < bc->n_nodes; i++) {
+    er_node *n = &bc->nodes[i];
+    er_activation act;
+    int32_t v = n->n_inputs > 0 ? n->inputs[0] : -1;
+    if (v < 0 || uses[v] != 1 || prod[v] < 0 || !blocked_act_of(g, n, &act)) continue;
+    er_node *p = &bc->nodes[prod[v]];
+    if (strcmp(p->op_type, "BlockedBatchNormalization") != 0 || er__node_attr(p, "activation")) continue;
+    er_attr *attrs = er__arena_array(g->arena, (size_t)p->n_attrs + 3, sizeof *attrs);
+    float *params = er__arena_array(g->arena, 2, sizeof *params);
+    int32_t *outs = er__arena_array(g->arena, 1, sizeof *outs);
+    if (!attrs || !params || !outs) {
+      st = ER_STATUS_OUT_OF_MEMORY;
+      goto done;
+    }
+    memcpy(attrs, p->attrs, (size_t)p->n_attrs * sizeof *attrs);
+    attrs[p->n_attrs] = string_attr("activation", er__act_name(act.kind));
+    int np = act.kind == ER_ACT_CLIP ? 2 : act.kind == ER_ACT_LEAKYRELU ? 1 : 0;
+    int na = p->n_attrs + 1;
+    if (np) {
+      params[0] = act.p[0];
+      params[1] = act.p[1];
+      memset(&attrs[na], 0, sizeof attrs[na]);
+      attrs[na].name = "activation_params";
+      attrs[na].type = ER_ATTR_FLOATS;
+      attrs[na].floats = params;
+      attrs[na].n = np;
+      na++;
+    }
+    p->attrs = attrs;
+    p->n_attrs = na;
+    outs[0] = n->outputs[0];
+    p->outputs = outs;
+    g->values[v].producer = -1;
+    dead[i] = true;
+  }
+  int32_t w = 0;
+  for (int32_t i = 0; i < bc->n_nodes; i++) {
+    if (dead[i]) continue;
+    bc->nodes[w] = bc->nodes[i];
+    for (int k = 0; k < bc->nodes[w].n_outputs; k++)
+      if (bc->nodes[w].outputs[k] >= 0) g->values[bc->nodes[w].outputs[k]].producer = w;
+    w++;
+  }
+  bc->n_nodes = w;
+done:
+  free(uses);
+  free(prod);
+  free(dead);
+  return st;
+}
+
 /* ---- islands ------------------------------------------------------------------ */
 
 /* A converted convolution is worth its conversions when it does at least
@@ -680,6 +793,7 @@ er_status er__graph_block_layout(er_graph *g, int block, er_keep_planar_fn keep_
   for (int32_t v = 0; v < g->n_values; v++) bc.planar[v] = g->values[v].kind != ER_VALUE_INTERMEDIATE;
   st = rewrite(&bc);
   if (st == ER_STATUS_OK && bc.blocked_ops == 0) goto done;  /* nothing changed worth keeping */
+  if (st == ER_STATUS_OK) st = fuse_bn_activations(&bc);
   if (st == ER_STATUS_OK) {
     g->nodes = bc.nodes;
     g->n_nodes = bc.n_nodes;

@@ -28,10 +28,10 @@
  *                                     GlobalMaxPool | GlobalAveragePool,
  *                                     that op's attributes, block
  *   BlockedBatchNormalization(x [N,CB,H,W,B], scale, B, mean, var)
- *                                     epsilon, block: inference
- *                                     BatchNormalization of C = |scale|
- *                                     channels (DenseNet's BN before
- *                                     each convolution)
+ *                                     epsilon, block, activation: act of
+ *                                     the inference BatchNormalization of
+ *                                     C = |scale| channels (DenseNet's BN
+ *                                     and ReLU before each convolution)
  *
  * The reference kernels convert to planar copies, run the standard op's own
  * check and reference kernel (FusedConv's for the convolution) and convert
@@ -411,6 +411,8 @@ static er_status bbn_check(er_kctx *ctx) {
   memset(&sh, 0, sizeof sh);
   er_status st = bbn_shadow(ctx, false, &sh, &b, &c);
   if (st == ER_STATUS_OK) st = sh.node.op->check(&sh.ctx);
+  er_activation act;
+  if (st == ER_STATUS_OK) st = er__act_from_node(ctx, &act);
   if (st == ER_STATUS_OK) {
     const er_tensor *x = ctx->in[0];
     er__set_output(ctx, 0, ER_DTYPE_FLOAT, x->rank, x->rank > 0 ? x->dims : NULL);
@@ -428,8 +430,12 @@ static er_status bbn_run(er_kctx *ctx) {
   if (st == ER_STATUS_OK) st = sh.node.op->check(&sh.ctx);
   if (st == ER_STATUS_OK) st = er__tensor_alloc(&sh.out, 0);
   if (st == ER_STATUS_OK) st = sh.node.op->run(&sh.ctx);
+  er_activation act;
+  if (st == ER_STATUS_OK) st = er__act_from_node(ctx, &act);
   if (st == ER_STATUS_OK) {
     const er_tensor *y = &sh.out;
+    float *yv = y->data;
+    for (int64_t i = 0, n = er__tensor_count(y); i < n; i++) yv[i] = (float)er__act_apply(&act, yv[i]);
     to_blocked(y->data, ctx->out[0]->data, y->dims[0], c, y->dims[2] * y->dims[3], b);
   }
   shadow_release(&sh);

@@ -326,9 +326,13 @@ static void gen_bbn(case_fn fn, void *arg) {
       const int64_t *sh = shapes[i], ch = sh[1];
       for (int variant = 0; variant < 2; variant++) {
         bool constant = !(variant == 1 && i == 4);
+        /* The activations rotate over the cases (none included). */
+        char act[32];
+        int a = (int)((i * 2 + (size_t)variant + bi) % (size_t)er_kcases_n_activations);
+        er_kcases_activation(a, NULL, act, sizeof act);
         kc_begin(&c, "BlockedBatchNormalization", "com.edgerun", 1,
-                 "BlockedBatchNormalization b%lld x[%lld,%lld,%lld,%lld] v%d", (long long)b, (long long)sh[0],
-                 (long long)ch, (long long)sh[2], (long long)sh[3], variant);
+                 "BlockedBatchNormalization b%lld x[%lld,%lld,%lld,%lld] v%d %s", (long long)b, (long long)sh[0],
+                 (long long)ch, (long long)sh[2], (long long)sh[3], variant, act);
         blocked_input(&c, sh[0], ch, sh[2], sh[3], b);
         kc_input(&c, 1, DIMS(ch), 0.5f, 2, constant);
         kc_input(&c, 1, DIMS(ch), -1, 1, constant);
@@ -336,6 +340,7 @@ static void gen_bbn(case_fn fn, void *arg) {
         kc_input(&c, 1, DIMS(ch), 0.1f, 3, constant);
         kc_attr_int(&c, "block", b);
         if (variant == 1) kc_attr_float(&c, "epsilon", 1e-3f);
+        er_kcases_activation(a, &c, act, sizeof act);
         c.dynamic = variant == 1 && i == 1;
         c.tol = TOL_REDUCE;
         fn(&c, arg);

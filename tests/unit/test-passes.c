@@ -844,7 +844,8 @@ static void test_blocked_near_misses(void) {
 
 /* DenseNet's pre-activation: Conv -> Concat -> BatchNormalization ->
  * Relu -> Conv. The BN of the blocked Concat stays blocked (one
- * BlockedBatchNormalization, no conversion); the near miss, whose scale
+ * BlockedBatchNormalization carrying the ReLU, no conversion); the near
+ * miss, whose scale
  * is a graph input, is a planar BatchNormalization between a FromBlocked
  * and a ToBlocked. The results agree with the graph as written. */
 static void test_blocked_batchnorm(void) {
@@ -872,6 +873,8 @@ static void test_blocked_batchnorm(void) {
     if (opt && plain) {
       CHECK(count_in_layout(opt, "blocked", "BlockedBatchNormalization") == (near ? 0 : 1));
       CHECK(count_in_layout(opt, "blocked", "BatchNormalization") == (near ? 1 : 0));
+      /* The ReLU goes into the blocked BN. */
+      CHECK(count_in_layout(opt, "blocked", "Relu") == (near ? 1 : 0));
       /* One conversion back: the output y, or for the near miss the
        * BN's input (c2 then stays planar, a lone layer not worth two
        * conversions). */

@@ -794,16 +794,29 @@ static void bk_pad(const float *x, float *y, int64_t h, int64_t w, int64_t lanes
   }
 }
 
-static void bk_affine(const float *x, float *y, int64_t hw, const float *a, const float *b) {
+static void bk_affine(const float *x, float *y, int64_t hw, const float *a, const float *b,
+                      const er_activation *act, int valid) {
   const vf va = v_ld(a), vb = v_ld(b);
-  int64_t p = 0;
-  for (; p + 4 <= hw; p += 4) {
-    v_st(y + p * VN, v_fma(v_ld(x + p * VN), va, vb));
-    v_st(y + (p + 1) * VN, v_fma(v_ld(x + (p + 1) * VN), va, vb));
-    v_st(y + (p + 2) * VN, v_fma(v_ld(x + (p + 2) * VN), va, vb));
-    v_st(y + (p + 3) * VN, v_fma(v_ld(x + (p + 3) * VN), va, vb));
+  /* Padding lanes (a partial last block) are zeroed as the convolutions
+   * zero theirs: an activation such as Sigmoid would make them nonzero. */
+#define BK_AFFINE_LOOP(EXPR)                                        \
+  for (int64_t p = 0; p < hw; p++) {                                \
+    vf o = v_fma(v_ld(x + p * VN), va, vb);                         \
+    o = (EXPR);                                                     \
+    v_st(y + p * VN, valid < VN ? bk_keep(o, valid) : o);           \
   }
-  for (; p < hw; p++) v_st(y + p * VN, v_fma(v_ld(x + p * VN), va, vb));
+  switch (act->kind) {
+    case ER_ACT_NONE: BK_AFFINE_LOOP(o); break;
+    case ER_ACT_RELU: BK_AFFINE_LOOP(v_max(v_zero(), o)); break;
+    case ER_ACT_CLIP: {
+      const vf lo = v_set(act->p[0]), hi = v_set(act->p[1]);
+      BK_AFFINE_LOOP(v_min(hi, v_max(lo, o)));
+      break;
+    }
+    case ER_ACT_HARDSWISH: BK_AFFINE_LOOP(v_hardswish(o)); break;
+    default: BK_AFFINE_LOOP(v_act(o, act)); break;
+  }
+#undef BK_AFFINE_LOOP
 }
 
 #define BK_OPS_INIT                                                                                     \

@@ -543,7 +543,8 @@ static er_status reorder_run(const er_kernel_run *kr) {
  * lanes stay 0). */
 typedef struct bbn_state {
   const er_blocked_ops *ops;
-  int64_t cb;
+  er_activation act;
+  int64_t c, cb;
   float *a, *b;               /* [cb * B] */
 } bbn_state;
 
@@ -577,10 +578,16 @@ static er_status bbn_prepare(const er_kernel_info *ki, const er_blocked_ops *ops
     return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for a BlockedBatchNormalization kernel");
   }
   er_kctx ctx = er__ki_ctx(ki);
+  if (er__act_from_node(&ctx, &s->act) != ER_STATUS_OK) {
+    free(s);
+    er__aligned_free(ab);
+    return er__error(ER_STATUS_INVALID_ATTRIBUTE, "BlockedBatchNormalization '%s': bad activation", ki->node->name);
+  }
   float eps = 1e-5f;
   if (er__attr_float(&ctx, "epsilon", 1e-5f, &eps) != ER_STATUS_OK) eps = 1e-5f;
   const float *scale = ki->in[1]->data, *bias = ki->in[2]->data, *mean = ki->in[3]->data, *var = ki->in[4]->data;
   s->ops = ops;
+  s->c = c;
   s->cb = cb;
   s->a = ab;
   s->b = ab + cb * B;
@@ -610,7 +617,9 @@ static void bbn_chunk(void *arg, int64_t b0, int64_t b1) {
   const int64_t B = j->s->ops->vn;
   for (int64_t b = b0; b < b1; b++) {
     const int64_t cb = b % j->s->cb;
-    j->s->ops->affine(j->x + b * j->hw * B, j->y + b * j->hw * B, j->hw, j->s->a + cb * B, j->s->b + cb * B);
+    const int64_t valid = j->s->c - cb * B;
+    j->s->ops->affine(j->x + b * j->hw * B, j->y + b * j->hw * B, j->hw, j->s->a + cb * B, j->s->b + cb * B,
+                      &j->s->act, valid < B ? (int)valid : (int)B);
   }
 }
 

@@ -88,9 +88,11 @@ typedef struct er_blocked_ops {
    * y with pt / pb rows and pl / pr columns of zeros around each. */
   void (*pad)(const float *x, float *y, int64_t h, int64_t w, int64_t lanes, int64_t pt, int64_t pb, int64_t pl,
               int64_t pr, int64_t b0, int64_t b1);
-  /* y[p][0..B) = x[p][0..B) * a[0..B) + b[0..B) for the hw pixels of one
-   * block (a per-lane affine: BlockedBatchNormalization). */
-  void (*affine)(const float *x, float *y, int64_t hw, const float *a, const float *b);
+  /* y[p][0..B) = act(x[p][0..B) * a[0..B) + b[0..B)) for the hw pixels of
+   * one block (a per-lane affine: BlockedBatchNormalization), lanes from
+   * `valid` on set to 0. */
+  void (*affine)(const float *x, float *y, int64_t hw, const float *a, const float *b, const er_activation *act,
+                 int valid);
 } er_blocked_ops;
 
 #if defined(__x86_64__) || defined(__i386__)
