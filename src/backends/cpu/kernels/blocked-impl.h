@@ -71,6 +71,29 @@ static inline vf bk_keep(vf x, int valid) {
   return v_sel(v_lt(v_ld(lane), v_set((float)valid)), v_zero(), x);
 }
 
+/* The activation `act` applied through MAP, a macro that maps EXPR (of
+ * the sum `o`) over a tile's sums: the switch happens once per tile, not
+ * per vector. v_act's switch per stored vector (or a call, when GCC left
+ * it out of line) cost the 1x1 layers with few input channels a fifth of
+ * their time. */
+#define BK_ACT_SWITCH(act, MAP)                                  \
+  switch ((act)->kind) {                                         \
+    case ER_ACT_NONE: MAP(o); break;                             \
+    case ER_ACT_RELU: MAP(v_max(v_zero(), o)); break;            \
+    case ER_ACT_CLIP: {                                          \
+      const vf act_lo = v_set((act)->p[0]), act_hi = v_set((act)->p[1]); \
+      MAP(v_min(act_hi, v_max(act_lo, o)));                      \
+      break;                                                     \
+    }                                                            \
+    case ER_ACT_HARDSWISH: MAP(v_hardswish(o)); break;           \
+    case ER_ACT_LEAKYRELU: {                                     \
+      const vf act_slope = v_set((act)->p[0]);                   \
+      MAP(v_sel(v_lt(o, v_zero()), o, v_mul(o, act_slope)));     \
+      break;                                                     \
+    }                                                            \
+    default: MAP(v_act(o, (act))); break;                        \
+  }
+
 /* A tile's sums start from the partial sums in y (a later pass over input
  * blocks), the bias, or zero. */
 static inline __attribute__((always_inline)) void bk_acc_init(const er_bconv *a, vf acc[BK_RMAX][BK_GB_MAX],
@@ -107,9 +130,6 @@ static inline __attribute__((always_inline)) void bk_acc_store(const er_bconv *a
       for (int p = 0; p < BK_RMAX; p++)
         if (p < R && v < NB) acc[p][v] = v_add(acc[p][v], v_ld(a->add + at0 + v * a->ybs + p * VN));
   }
-  /* The activation is chosen once per tile, not per vector: v_act's
-   * switch per stored vector (or a call, when GCC left it out of line)
-   * cost the 1x1 layers with few input channels a fifth of their time. */
 #define BK_ACC_MAP(EXPR)                                        \
   _Pragma("GCC unroll 4") for (int v = 0; v < BK_GB_MAX; v++)   \
   _Pragma("GCC unroll 16") for (int p = 0; p < BK_RMAX; p++)    \
@@ -117,22 +137,7 @@ static inline __attribute__((always_inline)) void bk_acc_store(const er_bconv *a
       vf o = acc[p][v];                                         \
       acc[p][v] = (EXPR);                                       \
     }
-  switch (a->act.kind) {
-    case ER_ACT_NONE: break;
-    case ER_ACT_RELU: BK_ACC_MAP(v_max(v_zero(), o)); break;
-    case ER_ACT_CLIP: {
-      const vf lo = v_set(a->act.p[0]), hi = v_set(a->act.p[1]);
-      BK_ACC_MAP(v_min(hi, v_max(lo, o)));
-      break;
-    }
-    case ER_ACT_HARDSWISH: BK_ACC_MAP(v_hardswish(o)); break;
-    case ER_ACT_LEAKYRELU: {
-      const vf slope = v_set(a->act.p[0]);
-      BK_ACC_MAP(v_sel(v_lt(o, v_zero()), o, v_mul(o, slope)));
-      break;
-    }
-    default: BK_ACC_MAP(v_act(o, &a->act)); break;
-  }
+  BK_ACT_SWITCH(&a->act, BK_ACC_MAP)
 #undef BK_ACC_MAP
 #pragma GCC unroll 4
   for (int v = 0; v < BK_GB_MAX; v++) {
@@ -589,28 +594,12 @@ static inline __attribute__((always_inline)) void bk_dw_tile(const er_bdw *a, in
 #pragma GCC unroll 8
       for (int p = 0; p < BK_DW_R; p++)
         if (p < R) acc[p] = v_add(acc[p], v_ld(a->add + ((cb * a->oh + oy) * a->ow + ox0 + p) * VN));
-    /* The activation chosen once per tile, as in bk_acc_store. */
 #define BK_DW_MAP(EXPR)                                            \
   _Pragma("GCC unroll 8") for (int p = 0; p < BK_DW_R; p++) if (p < R) { \
     vf o = acc[p];                                                 \
     acc[p] = (EXPR);                                               \
   }
-    switch (a->act.kind) {
-      case ER_ACT_NONE: break;
-      case ER_ACT_RELU: BK_DW_MAP(v_max(v_zero(), o)); break;
-      case ER_ACT_CLIP: {
-        const vf lo = v_set(a->act.p[0]), hi = v_set(a->act.p[1]);
-        BK_DW_MAP(v_min(hi, v_max(lo, o)));
-        break;
-      }
-      case ER_ACT_HARDSWISH: BK_DW_MAP(v_hardswish(o)); break;
-      case ER_ACT_LEAKYRELU: {
-        const vf slope = v_set(a->act.p[0]);
-        BK_DW_MAP(v_sel(v_lt(o, v_zero()), o, v_mul(o, slope)));
-        break;
-      }
-      default: BK_DW_MAP(v_act(o, &a->act)); break;
-    }
+    BK_ACT_SWITCH(&a->act, BK_DW_MAP)
 #undef BK_DW_MAP
     const int valid = (int)(a->m - cb * VN);
 #pragma GCC unroll 8
@@ -805,17 +794,7 @@ static void bk_affine(const float *x, float *y, int64_t hw, const float *a, cons
     o = (EXPR);                                                     \
     v_st(y + p * VN, valid < VN ? bk_keep(o, valid) : o);           \
   }
-  switch (act->kind) {
-    case ER_ACT_NONE: BK_AFFINE_LOOP(o); break;
-    case ER_ACT_RELU: BK_AFFINE_LOOP(v_max(v_zero(), o)); break;
-    case ER_ACT_CLIP: {
-      const vf lo = v_set(act->p[0]), hi = v_set(act->p[1]);
-      BK_AFFINE_LOOP(v_min(hi, v_max(lo, o)));
-      break;
-    }
-    case ER_ACT_HARDSWISH: BK_AFFINE_LOOP(v_hardswish(o)); break;
-    default: BK_AFFINE_LOOP(v_act(o, act)); break;
-  }
+  BK_ACT_SWITCH(act, BK_AFFINE_LOOP)
 #undef BK_AFFINE_LOOP
 }
 
