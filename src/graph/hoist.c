@@ -99,7 +99,7 @@ static er_status hoist_loop(er_graph *g, int32_t li, int32_t *moved_out) {
     h.inputs = er__arena_array(g->arena, (size_t)n->n_inputs + 1, sizeof *h.inputs);
     h.outputs = er__arena_array(g->arena, (size_t)n->n_outputs + 1, sizeof *h.outputs);
     if (!h.inputs || !h.outputs) {
-      st = ER_STATUS_OUT_OF_MEMORY;
+      st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory moving node '%s' out of a Loop body", n->name);
       goto done;
     }
     for (int k = 0; k < n->n_inputs; k++) {
@@ -153,7 +153,7 @@ static er_status hoist_loop(er_graph *g, int32_t li, int32_t *moved_out) {
   /* The main graph with them just before the Loop. */
   er_node *nodes = er__arena_array(g->arena, (size_t)(g->n_nodes + n_hoisted) + 1, sizeof *nodes);
   if (!nodes) {
-    st = ER_STATUS_OUT_OF_MEMORY;
+    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory placing %d hoisted nodes in graph '%s'", (int)n_hoisted, g->name);
     goto done;
   }
   memcpy(nodes, g->nodes, (size_t)li * sizeof *nodes);

@@ -585,7 +585,7 @@ static er_status fuse_bn_activations(bctx *bc) {
   bool *dead = calloc((size_t)bc->n_nodes + 1, sizeof *dead);
   er_status st = ER_STATUS_OK;
   if (!uses || !prod || !dead) {
-    st = ER_STATUS_OUT_OF_MEMORY;
+    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory fusing activations into blocked BatchNormalizations");
     goto done;
   }
   for (int32_t v = 0; v < g->n_values; v++) prod[v] = -1;
@@ -617,7 +617,7 @@ static er_status fuse_bn_activations(bctx *bc) {
     float *params = er__arena_array(g->arena, 2, sizeof *params);
     int32_t *outs = er__arena_array(g->arena, 1, sizeof *outs);
     if (!attrs || !params || !outs) {
-      st = ER_STATUS_OUT_OF_MEMORY;
+      st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory fusing %s into BlockedBatchNormalization '%s'", n->op_type, p->name ? p->name : "");
       goto done;
     }
     memcpy(attrs, p->attrs, (size_t)p->n_attrs * sizeof *attrs);
