@@ -1759,7 +1759,7 @@ static bool dwv_supports(const er_kernel_info *ki) {
     for (int64_t t = 0; t < taps; t++) {
       uint8_t b = ((const uint8_t *)w->data)[c * taps + t];
       int32_t v = (w_u8 ? (int32_t)b : (int32_t)(int8_t)b) - z;
-      if (v < -64 || v > 64) return false;
+      if (v < -128 || v > 127) return false;
     }
   }
   return true;
