@@ -117,6 +117,17 @@ static const conv_shape conv_shapes[] = {
     {1, 20, 14, 14, 48, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, false},
     {1, 32, 6, 6, 64, 3, 3, 1, 1, 1, 1, 1, 1, 2, false, false},
     {1, 19, 14, 14, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
+    /* ... with each pixel tail of AVX-512's 8-row transposed tile and
+     * channel panels short of 32 (the right pad makes outputs w + 1
+     * wide): 15 pixels (a tail of 7) by 40 channels, 42 (2) by 36, 9 (1)
+     * by 50, 27 (3) by 64, 45 (5) by 64, 30 (6) by 40, 20 (4) by 33. */
+    {1, 24, 3, 4, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
+    {1, 16, 6, 6, 36, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
+    {1, 40, 3, 2, 50, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
+    {1, 12, 9, 2, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
+    {1, 30, 5, 8, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
+    {1, 20, 10, 2, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
+    {1, 8, 4, 4, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
     /* ... and 1x1 layers on them: read in place only then (a batch of 2,
      * and stride 2, which reads one of four phase planes). */
     {1, 256, 7, 7, 32, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, false},

@@ -232,6 +232,134 @@ static void tile_mm(int64_t groups, const void *rows, const uint8_t *cols, int r
 }
 
 /* ======================================================================== */
+/* The transposed (pixel rows) convolution tile                              */
+/* ======================================================================== */
+
+/* Eight rows of 16 bytes (rows r < 8, channels c < 16) transposed into
+ * eight vectors of two channels each: channel 2i's 8 pixel bytes in the
+ * low half of out[i], channel 2i + 1's in the high half. */
+_Static_assert(CMR == 8 && CNV == 2, "the transposed tile's byte transpose is written for 8 x 32");
+
+static inline void transpose8x16(const __m128i *r, __m128i *out) {
+  __m128i a[8], b[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; i++) {
+    a[2 * i] = _mm_unpacklo_epi8(r[2 * i], r[2 * i + 1]);     /* c0-7: r2i r2i+1 */
+    a[2 * i + 1] = _mm_unpackhi_epi8(r[2 * i], r[2 * i + 1]); /* c8-15 */
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; h++) {
+    b[4 * h + 0] = _mm_unpacklo_epi16(a[h], a[2 + h]); /* r0-3 of c0-3 (h 0) or c8-11 (h 1) */
+    b[4 * h + 1] = _mm_unpackhi_epi16(a[h], a[2 + h]); /* c4-7 / c12-15 */
+    b[4 * h + 2] = _mm_unpacklo_epi16(a[4 + h], a[6 + h]); /* r4-7 */
+    b[4 * h + 3] = _mm_unpackhi_epi16(a[4 + h], a[6 + h]);
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
+    for (int j = 0; j < 2; j++) {
+      out[4 * h + 2 * j] = _mm_unpacklo_epi32(b[4 * h + j], b[4 * h + 2 + j]);
+      out[4 * h + 2 * j + 1] = _mm_unpackhi_epi32(b[4 * h + j], b[4 * h + 2 + j]);
+    }
+}
+
+/* R <= 8 pixels (4 activation bytes of each broadcast per k group, read
+ * in place) by 32 output channels (the weights' columns panel, two
+ * vectors): the sums start from the channels' corrections, are
+ * requantized per lane, and the 8 x 32 bytes are transposed in registers
+ * so that each channel's R pixels (consecutive in the output plane) go
+ * out in one store. */
+static inline __attribute__((always_inline)) void px_tile_body(int64_t groups, const uint8_t *const *px,
+                                                               const int64_t *koff, const uint8_t *w,
+                                                               const int32_t *corr, const float *mult_p,
+                                                               const float *off_p, const er_qepi *e, uint8_t *out,
+                                                               int64_t ldo, int ncols, const int R) {
+  const uint8_t *p[CMR];
+  __m512i acc[CMR][CNV];
+#pragma GCC unroll 8
+  for (int r = 0; r < CMR; r++) {
+    p[r] = px[r < R ? r : 0];
+#pragma GCC unroll 2
+    for (int v = 0; v < CNV; v++)
+      if (r < R) acc[r][v] = _mm512_loadu_si512((const void *)(corr + 16 * v));
+  }
+  for (int64_t q = 0; q < groups; q++, w += CNR * 4) {
+    const int64_t o = koff[q];
+    __m512i b[CNV];
+#pragma GCC unroll 2
+    for (int v = 0; v < CNV; v++) b[v] = _mm512_loadu_si512((const void *)(w + 64 * v));
+#pragma GCC unroll 8
+    for (int r = 0; r < CMR; r++) {
+      if (r < R) {
+        int32_t a;
+        memcpy(&a, p[r] + o, sizeof a);
+        const __m512i av = _mm512_set1_epi32(a);
+#pragma GCC unroll 2
+        for (int v = 0; v < CNV; v++) acc[r][v] = dpbusd(acc[r][v], av, b[v]);
+      }
+    }
+  }
+  const __m512 big = _mm512_set1_ps(1073741824.0f), nbig = _mm512_set1_ps(-1073741824.0f);
+  const __m512i zp = _mm512_set1_epi32(e->zp), lo = _mm512_set1_epi32(e->lo), hi = _mm512_set1_epi32(e->hi);
+  const __mmask16 keep = (__mmask16)((1u << R) - 1u);
+#pragma GCC unroll 2
+  for (int v = 0; v < CNV; v++) {
+    const __m512 mult = _mm512_loadu_ps(mult_p + 16 * v), off = _mm512_loadu_ps(off_p + 16 * v);
+    __m128i rows[CMR], t[CMR];
+#pragma GCC unroll 8
+    for (int r = 0; r < CMR; r++) {
+      if (r < R) {
+        __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][v]), mult, off);
+        f = _mm512_min_ps(_mm512_max_ps(f, nbig), big);
+        __m512i qv = _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        rows[r] = _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(qv, zp), lo), hi));
+      } else {
+        rows[r] = _mm_setzero_si128();
+      }
+    }
+    transpose8x16(rows, t);
+    /* t[i] holds channels 2i and 2i + 1 (low, high 8 bytes). */
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+      const int c = 16 * v + 2 * i;
+      if (c < ncols) {
+        if (R == CMR) _mm_storel_epi64((__m128i *)(out + c * ldo), t[i]);
+        else _mm_mask_storeu_epi8(out + c * ldo, keep, t[i]);
+      }
+      if (c + 1 < ncols) {
+        __m128i h = _mm_unpackhi_epi64(t[i], t[i]);
+        if (R == CMR) _mm_storel_epi64((__m128i *)(out + (c + 1) * ldo), h);
+        else _mm_mask_storeu_epi8(out + (c + 1) * ldo, keep, h);
+      }
+    }
+  }
+}
+
+#define DEFINE_PX_TILE(R)                                                                                        \
+  static void px_##R(int64_t groups, const uint8_t *const *px, const int64_t *koff, const uint8_t *w,           \
+                     const int32_t *corr, const float *mult, const float *off, const er_qepi *e, uint8_t *out,  \
+                     int64_t ldo, int ncols) {                                                                   \
+    px_tile_body(groups, px, koff, w, corr, mult, off, e, out, ldo, ncols, R);                                   \
+  }
+DEFINE_PX_TILE(1)
+DEFINE_PX_TILE(2)
+DEFINE_PX_TILE(3)
+DEFINE_PX_TILE(4)
+DEFINE_PX_TILE(5)
+DEFINE_PX_TILE(6)
+DEFINE_PX_TILE(7)
+DEFINE_PX_TILE(8)
+
+static void px_tile_conv(int64_t groups, const uint8_t *const *px, int R, const int64_t *koff, const uint8_t *w,
+                         const int32_t *corr, const float *mult, const float *off, const er_qepi *e, uint8_t *out,
+                         int64_t ldo, int ncols) {
+  static void (*const fns[])(int64_t, const uint8_t *const *, const int64_t *, const uint8_t *, const int32_t *,
+                             const float *, const float *, const er_qepi *, uint8_t *, int64_t, int) = {
+      NULL, px_1, px_2, px_3, px_4, px_5, px_6, px_7, px_8};
+  fns[R](groups, px, koff, w, corr, mult, off, e, out, ldo, ncols);
+}
+
+/* ======================================================================== */
 /* The epilogue                                                              */
 /* ======================================================================== */
 
@@ -411,5 +539,5 @@ __attribute__((target("amx-tile,amx-int8"))) static void tile_conv_amx(int64_t k
 const er_qgemm_isa er__qgemm_conv_amx = {"32x32__amx", AMR, ANR, 4, 1, tile_conv_amx, NULL, epilogue, NULL, 64, 64, NULL};
 
 const er_qgemm_isa er__qgemm_conv_avx512vnni = {"8x32__avx512vnni", CMR, CNR, 4, 1, tile_conv, tile_conv_ind, epilogue,
-                                                tile_conv_q8, 0, 0, NULL};
+                                                tile_conv_q8, 0, 0, px_tile_conv};
 const er_qgemm_isa er__qgemm_mm_avx512vnni = {"4x64__avx512vnni", 4, 64, 4, 1, tile_mm, NULL, epilogue, NULL, 0, 0, NULL};

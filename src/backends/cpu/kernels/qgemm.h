@@ -119,7 +119,7 @@ typedef struct er_qgemm_isa {
    * tile) while its columns panels keep [K / 4][NR][4] (B tiles). */
   int kpad, row_kg;
   /* (optional; convolutions read in place, ER_QEPI_Q8 per output channel,
-   * no weight zero points) The transposed tile: R <= 6 output pixels by
+   * no weight zero points) The transposed tile: R <= MR output pixels by
    * NR output channels, so that small feature maps compute no padding
    * columns and no partial pixel tiles. Pixel r's k group g is KG bytes at
    * px[r] + koff[g]; the weights are one columns panel (NR channels,
