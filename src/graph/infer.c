@@ -190,18 +190,7 @@ static er_status compact(er_graph *g, const bool *dead_in) {
         if (g->nodes[i].inputs[k] >= 0) uses[g->nodes[i].inputs[k]]++;
   for (int32_t i = 0; i < g->n_outputs; i++) uses[g->outputs[i]]++;
   /* Subgraphs may capture values of this graph. */
-  for (int32_t i = 0; i < n; i++) {
-    er_node *node = &g->nodes[i];
-    for (int a = 0; a < node->n_attrs; a++) {
-      er_attr *at = &node->attrs[a];
-      int64_t cnt = at->type == ER_ATTR_GRAPH ? 1 : at->type == ER_ATTR_GRAPHS ? at->n : 0;
-      for (int64_t j = 0; j < cnt; j++) {
-        er_graph *sg = at->type == ER_ATTR_GRAPH ? at->g : at->graphs[j];
-        for (int32_t v = 0; v < sg->n_values; v++)
-          if (sg->values[v].kind == ER_VALUE_OUTER) uses[sg->values[v].outer]++;
-      }
-    }
-  }
+  for (int32_t i = 0; i < n; i++) er__node_count_captures(g, &g->nodes[i], uses, 1);
   /* Backwards sweep: a node none of whose outputs is used is dead. Random
    * ops are kept only if used too; no op here has other side effects. */
   for (int32_t i = n - 1; i >= 0; i--) {

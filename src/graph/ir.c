@@ -388,3 +388,36 @@ done:
   free(sorted);
   return st;
 }
+
+er_status er__node_captures(const er_graph *g, const er_node *n, er_status (*fn)(void *ctx, int32_t v), void *ctx) {
+  for (int a = 0; a < n->n_attrs; a++) {
+    const er_attr *at = &n->attrs[a];
+    int64_t cnt = at->type == ER_ATTR_GRAPH ? 1 : at->type == ER_ATTR_GRAPHS ? at->n : 0;
+    for (int64_t j = 0; j < cnt; j++) {
+      const er_graph *sg = at->type == ER_ATTR_GRAPH ? at->g : at->graphs[j];
+      if (!sg->parent || !er__graph_same(sg->parent, g)) continue;
+      for (int32_t v = 0; v < sg->n_values; v++) {
+        if (sg->values[v].kind != ER_VALUE_OUTER || sg->values[v].outer < 0) continue;
+        er_status st = fn(ctx, sg->values[v].outer);
+        if (st != ER_STATUS_OK) return st;
+      }
+    }
+  }
+  return ER_STATUS_OK;
+}
+
+typedef struct count_ctx {
+  int32_t *uses;
+  int32_t weight;
+} count_ctx;
+
+static er_status count_one(void *ctx, int32_t v) {
+  count_ctx *c = ctx;
+  c->uses[v] += c->weight;
+  return ER_STATUS_OK;
+}
+
+void er__node_count_captures(const er_graph *g, const er_node *n, int32_t *uses, int32_t weight) {
+  count_ctx c = {uses, weight};
+  (void)er__node_captures(g, n, count_one, &c);
+}

@@ -210,6 +210,16 @@ static inline bool er__graph_same(const er_graph *a, const er_graph *b) {
   return a == b || (b->origin && a == b->origin);
 }
 
+/* The values of g that the subgraphs of node n (one of g's nodes)
+ * capture: fn(ctx, v) for each, once per capturing subgraph, until fn
+ * returns a status other than OK, which is returned. */
+er_status er__node_captures(const er_graph *g, const er_node *n, er_status (*fn)(void *ctx, int32_t v), void *ctx);
+
+/* Adds `weight` to uses[v] for each value v of g that a subgraph of node
+ * n captures (er__node_captures): the graph passes count captures as
+ * readers they cannot see or rewrite. */
+void er__node_count_captures(const er_graph *g, const er_node *n, int32_t *uses, int32_t weight);
+
 /* Attribute lookup; NULL when absent. */
 const er_attr *er__node_attr(const er_node *node, const char *name);
 

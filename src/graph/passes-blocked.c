@@ -179,6 +179,8 @@ static er_status need_planar(bctx *bc, int32_t v) {
   return ER_STATUS_OK;
 }
 
+static er_status need_planar_cb(void *bc, int32_t v) { return need_planar(bc, v); }
+
 /* The blocked form of v: its twin, or ToBlocked of it made now. */
 static er_status need_blocked(bctx *bc, int32_t v, int32_t *out) {
   if (bc->twin[v] >= 0) {
@@ -521,16 +523,7 @@ static er_status rewrite(bctx *bc) {
     } else {
       for (int k = 0; k < n->n_inputs && st == ER_STATUS_OK; k++) st = need_planar(bc, n->inputs[k]);
       /* Values a subgraph captures are read in planar form too. */
-      for (int a = 0; a < n->n_attrs && st == ER_STATUS_OK; a++) {
-        const er_attr *at = &n->attrs[a];
-        int64_t cnt = at->type == ER_ATTR_GRAPH ? 1 : at->type == ER_ATTR_GRAPHS ? at->n : 0;
-        for (int64_t j = 0; j < cnt && st == ER_STATUS_OK; j++) {
-          const er_graph *sg = at->type == ER_ATTR_GRAPH ? at->g : at->graphs[j];
-          for (int32_t v = 0; v < sg->n_values && st == ER_STATUS_OK; v++)
-            if (sg->values[v].kind == ER_VALUE_OUTER && er__graph_same(sg->parent, g))
-              st = need_planar(bc, sg->values[v].outer);
-        }
-      }
+      if (st == ER_STATUS_OK) st = er__node_captures(g, n, need_planar_cb, bc);
       if (st != ER_STATUS_OK) break;
       for (int k = 0; k < n->n_outputs; k++)
         if (n->outputs[k] >= 0) {
@@ -595,15 +588,7 @@ static er_status fuse_bn_activations(bctx *bc) {
       if (n->inputs[k] >= 0) uses[n->inputs[k]]++;
     for (int k = 0; k < n->n_outputs; k++)
       if (n->outputs[k] >= 0) prod[n->outputs[k]] = i;
-    for (int a = 0; a < n->n_attrs; a++) {
-      const er_attr *at = &n->attrs[a];
-      int64_t cnt = at->type == ER_ATTR_GRAPH ? 1 : at->type == ER_ATTR_GRAPHS ? at->n : 0;
-      for (int64_t j = 0; j < cnt; j++) {
-        const er_graph *sg = at->type == ER_ATTR_GRAPH ? at->g : at->graphs[j];
-        for (int32_t v = 0; v < sg->n_values; v++)
-          if (sg->values[v].kind == ER_VALUE_OUTER && er__graph_same(sg->parent, g)) uses[sg->values[v].outer] += 2;
-      }
-    }
+    er__node_count_captures(g, n, uses, 2);
   }
   for (int32_t k = 0; k < g->n_outputs; k++) uses[g->outputs[k]] += 2;
   for (int32_t i = 0; i < bc->n_nodes; i++) {

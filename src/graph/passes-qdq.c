@@ -91,15 +91,7 @@ static er_status count_uses(qctx *qc) {
     const er_node *n = &g->nodes[i];
     for (int k = 0; k < n->n_inputs; k++)
       if (n->inputs[k] >= 0) qc->uses[n->inputs[k]]++;
-    for (int a = 0; a < n->n_attrs; a++) {
-      const er_attr *at = &n->attrs[a];
-      int64_t cnt = at->type == ER_ATTR_GRAPH ? 1 : at->type == ER_ATTR_GRAPHS ? at->n : 0;
-      for (int64_t j = 0; j < cnt; j++) {
-        const er_graph *sg = at->type == ER_ATTR_GRAPH ? at->g : at->graphs[j];
-        for (int32_t v = 0; v < sg->n_values; v++)
-          if (sg->values[v].kind == ER_VALUE_OUTER) qc->uses[sg->values[v].outer] += 1000;
-      }
-    }
+    er__node_count_captures(g, n, qc->uses, 1000);
   }
   for (int32_t k = 0; k < g->n_outputs; k++) qc->uses[g->outputs[k]] += 1000;
   return ER_STATUS_OK;

@@ -202,6 +202,11 @@ static er_status put_node(er_pbw *w, const er_graph *g, const er_node *node) {
   return oom(w);
 }
 
+static er_status mark_one(void *used, int32_t v) {
+  ((bool *)used)[v] = true;
+  return ER_STATUS_OK;
+}
+
 /* Marks the values of `g` that something reads: node inputs, graph inputs
  * and outputs, and values captured by the nodes' subgraphs (the immediate
  * subgraph holds an OUTER value for every name captured through it). */
@@ -210,16 +215,7 @@ static void mark_used(const er_graph *g, bool *used) {
     const er_node *n = &g->nodes[i];
     for (int k = 0; k < n->n_inputs; k++)
       if (n->inputs[k] >= 0) used[n->inputs[k]] = true;
-    for (int a = 0; a < n->n_attrs; a++) {
-      const er_attr *at = &n->attrs[a];
-      int64_t cnt = at->type == ER_ATTR_GRAPH ? 1 : at->type == ER_ATTR_GRAPHS ? at->n : 0;
-      for (int64_t j = 0; j < cnt; j++) {
-        const er_graph *sg = at->type == ER_ATTR_GRAPH ? at->g : at->graphs[j];
-        for (int32_t v = 0; v < sg->n_values; v++)
-          if (sg->values[v].kind == ER_VALUE_OUTER && sg->values[v].outer >= 0)
-            used[sg->values[v].outer] = true;
-      }
-    }
+    (void)er__node_captures(g, n, mark_one, used);
   }
   for (int32_t i = 0; i < g->n_inputs; i++) used[g->inputs[i]] = true;
   for (int32_t i = 0; i < g->n_outputs; i++) used[g->outputs[i]] = true;
