@@ -304,6 +304,49 @@ static void g_cast(case_fn fn, void *arg) {
         fn(&c, arg);
       }
 }
+/* Comparisons: every broadcast form, float (with NaN and infinities),
+ * int32 and int64, operands drawn as small integers so that equal pairs
+ * are common; int64 across 2^32 so that a 32-bit compare would differ. */
+static void gen_compare(case_fn fn, void *arg, const char *op, int version) {
+  static const er_dtype types[] = {ER_DTYPE_FLOAT, ER_DTYPE_INT32, ER_DTYPE_INT64};
+  kcase c;
+  for (size_t t = 0; t < ER_ARRAY_LEN(types); t++)
+    for (size_t i = 0; i < ER_ARRAY_LEN(bshapes); i++) {
+      const bshape *s = &bshapes[i];
+      kc_begin(&c, op, "", version, "%s %s shape#%zu", op, er_dtype_name(types[t]), i);
+      er_tensor *a = kc_input(&c, s->ra, s->a, -3, 3, false);
+      er_tensor *b = kc_input(&c, s->rb, s->b, -3, 3, i % 2 == 1);
+      retype(a, ER_DTYPE_INT32);
+      retype(b, ER_DTYPE_INT32);
+      if (types[t] == ER_DTYPE_INT64) {
+        retype(a, ER_DTYPE_INT64);
+        retype(b, ER_DTYPE_INT64);
+        int64_t *av = a->data;
+        for (int64_t e = 0; e < er__tensor_count(a); e++) av[e] += (e % 3 == 0) ? (INT64_C(1) << 32) : 0;
+      } else if (types[t] == ER_DTYPE_FLOAT) {
+        retype(a, ER_DTYPE_FLOAT);
+        retype(b, ER_DTYPE_FLOAT);
+        kc_specials(&c, a);
+        kc_specials(&c, b);
+      }
+      c.tol = TOL_EXACT_T;
+      fn(&c, arg);
+    }
+  kc_begin(&c, op, "", version, "%s int32 [1,2048,1] vs [1,1,257] (one-hot)", op);
+  er_tensor *x = kc_input(&c, 3, DIMS(1, 2048, 1), 0, 257, false);
+  er_tensor *r = kc_input(&c, 3, DIMS(1, 1, 257), 0, 257, true);
+  retype(x, ER_DTYPE_INT32);
+  retype(r, ER_DTYPE_INT32);
+  for (int e = 0; e < 257; e++) ((int32_t *)r->data)[e] = e;
+  c.tol = TOL_EXACT_T;
+  fn(&c, arg);
+}
+static void g_equal(case_fn fn, void *arg) { gen_compare(fn, arg, "Equal", 13); }
+static void g_greater(case_fn fn, void *arg) { gen_compare(fn, arg, "Greater", 13); }
+static void g_less(case_fn fn, void *arg) { gen_compare(fn, arg, "Less", 13); }
+static void g_greater_equal(case_fn fn, void *arg) { gen_compare(fn, arg, "GreaterOrEqual", 16); }
+static void g_less_equal(case_fn fn, void *arg) { gen_compare(fn, arg, "LessOrEqual", 16); }
+
 static void g_div(case_fn fn, void *arg) { gen_binary(fn, arg, "Div", 0.5f, 5); }
 
 static void g_prelu(case_fn fn, void *arg) {
@@ -365,5 +408,10 @@ const case_gen kcases_eltwise[] = {
     {"Max", "", g_max},
     {"Min", "", g_min},
     {"Cast", "", g_cast},
+    {"Equal", "", g_equal},
+    {"Greater", "", g_greater},
+    {"Less", "", g_less},
+    {"GreaterOrEqual", "", g_greater_equal},
+    {"LessOrEqual", "", g_less_equal},
     {NULL, NULL, NULL},
 };

@@ -426,6 +426,127 @@ static const er_cpu_kernel k_i32_sub = {"i32_sub__scalar", "Sub", "", i32_suppor
 static const er_cpu_kernel k_i32_mul = {"i32_mul__scalar", "Mul", "", i32_supports, i32_prepare, i32_bin_run, free};
 
 /* ======================================================================== */
+/* Equal, Greater, Less, GreaterOrEqual, LessOrEqual                         */
+/* ======================================================================== */
+
+/* float, int32 and int64 operands: the masks exported graphs build
+ * (magika's one-hot input, Equal of [1, 2048, 1] indices against a
+ * [1, 1, 257] range, 116 us on the reference's per-element broadcast walk;
+ * sequence masks from Less). The arithmetic ops' broadcast plan, rows in
+ * blocks of vector compares, bool bytes 0/1 out. NaN
+ * compares false, as C's operators do in the reference. */
+typedef enum cmp_kind { CMPK_EQ, CMPK_GT, CMPK_LT, CMPK_GE, CMPK_LE } cmp_kind;
+
+static bool cmp_of(const char *op, int version, cmp_kind *k) {
+  /* Versions before 7 broadcast by attributes. */
+  if (version < 7) return false;
+  if (strcmp(op, "Equal") == 0) *k = CMPK_EQ;
+  else if (strcmp(op, "Greater") == 0) *k = CMPK_GT;
+  else if (strcmp(op, "Less") == 0) *k = CMPK_LT;
+  else if (strcmp(op, "GreaterOrEqual") == 0) *k = CMPK_GE;
+  else if (strcmp(op, "LessOrEqual") == 0) *k = CMPK_LE;
+  else return false;
+  return true;
+}
+
+static int cmp_type(er_dtype t) {
+  return t == ER_DTYPE_FLOAT ? 0 : t == ER_DTYPE_INT32 ? 1 : t == ER_DTYPE_INT64 ? 2 : -1;
+}
+
+static bool cmp_supports(const er_kernel_info *ki) {
+  cmp_kind k;
+  if (ki->n_in != 2 || ki->n_out != 1 || !ki->out[0] || ki->out[0]->dtype != ER_DTYPE_BOOL) return false;
+  if (!cmp_of(ki->node->op_type, ki->node->version, &k) || !ki->in[0] || !ki->in[1]) return false;
+  return ki->in[0]->dtype == ki->in[1]->dtype && cmp_type(ki->in[0]->dtype) >= 0;
+}
+
+/* The rows without vectors (CPUs without AVX2, Arm): one compare per
+ * element; cmp-avx2.c has the vector rows. */
+#define CMP_ROW(NAME, T, OP)                                                                          \
+  static void NAME(const void *av, int64_t ia, const void *bv, int64_t ib, uint8_t *restrict y, int64_t n) { \
+    const T *restrict a = av, *restrict b = bv;                                                       \
+    for (int64_t i = 0; i < n; i++) y[i] = (uint8_t)(a[ia ? i : 0] OP b[ib ? i : 0]);                 \
+  }
+#define CMP_ROWS(SFX, T)                                                                              \
+  CMP_ROW(cmp_eq_##SFX, T, ==)                                                                        \
+  CMP_ROW(cmp_gt_##SFX, T, >)                                                                         \
+  CMP_ROW(cmp_lt_##SFX, T, <)                                                                         \
+  CMP_ROW(cmp_ge_##SFX, T, >=)                                                                        \
+  CMP_ROW(cmp_le_##SFX, T, <=)
+CMP_ROWS(f32, float)
+CMP_ROWS(i32, int32_t)
+CMP_ROWS(i64, int64_t)
+
+static const er_cmp_row_fn cmp_rows_scalar[3][ER_CMP_KINDS] = {
+    {cmp_eq_f32, cmp_gt_f32, cmp_lt_f32, cmp_ge_f32, cmp_le_f32},
+    {cmp_eq_i32, cmp_gt_i32, cmp_lt_i32, cmp_ge_i32, cmp_le_i32},
+    {cmp_eq_i64, cmp_gt_i64, cmp_lt_i64, cmp_ge_i64, cmp_le_i64},
+};
+
+typedef struct cmp_job {
+  er_cmp_row_fn row;
+  size_t es;
+  const bplan *p;
+  const uint8_t *a, *b;
+  uint8_t *y;
+} cmp_job;
+
+static void cmp_chunk(void *arg, int64_t begin, int64_t end) {
+  const cmp_job *j = arg;
+  const bplan *p = j->p;
+  const int last = p->nd - 1;
+  const int64_t inner = p->dims[last];
+  for (int64_t i = begin; i < end;) {
+    int64_t row = i / inner, col = i % inner;
+    int64_t oa = col * p->sa[last], ob = col * p->sb[last], r = row;
+    for (int d = last - 1; d >= 0; d--) {
+      int64_t idx = r % p->dims[d];
+      r /= p->dims[d];
+      oa += idx * p->sa[d];
+      ob += idx * p->sb[d];
+    }
+    int64_t n = min64(inner - col, end - i);
+    j->row(j->a + (size_t)oa * j->es, p->sa[last] ? 1 : 0, j->b + (size_t)ob * j->es, p->sb[last] ? 1 : 0,
+           j->y + i, n);
+    i += n;
+  }
+}
+
+static er_status cmp_run(const er_kernel_run *kr, const er_cmp_row_fn (*rows)[ER_CMP_KINDS]) {
+  er_kctx *ctx = kr->ctx;
+  er_tensor *y = ctx->out[0];
+  if (er__tensor_count(y) == 0) return ER_STATUS_OK;
+  cmp_kind k;
+  cmp_of(ctx->node->op_type, ctx->node->version, &k);
+  const er_tensor *a = ctx->in[0], *b = ctx->in[1];
+  bplan p;
+  bplan_make(a, b, y, &p);
+  cmp_job j = {rows[cmp_type(a->dtype)][k], er_dtype_size(a->dtype), &p, a->data, b->data, y->data};
+  er__parallel_for(kr->pool, er__tensor_count(y), ELTWISE_GRAIN, cmp_chunk, &j);
+  return ER_STATUS_OK;
+}
+
+static er_status cmp_run_scalar(const er_kernel_run *kr) { return cmp_run(kr, cmp_rows_scalar); }
+
+#define CMP_KERNELS(SFX, ISA, RUN, OK)                                                                \
+  static bool cmp_supports_##SFX(const er_kernel_info *ki) { return (OK) && cmp_supports(ki); }       \
+  static const er_cpu_kernel k_equal_##SFX = {"any_equal__" ISA, "Equal", "", cmp_supports_##SFX, NULL, RUN, NULL}; \
+  static const er_cpu_kernel k_greater_##SFX = {"any_greater__" ISA, "Greater", "", cmp_supports_##SFX, NULL, RUN,  \
+                                                NULL};                                                \
+  static const er_cpu_kernel k_less_##SFX = {"any_less__" ISA, "Less", "", cmp_supports_##SFX, NULL, RUN, NULL};    \
+  static const er_cpu_kernel k_greater_equal_##SFX = {"any_greater_equal__" ISA, "GreaterOrEqual", "",              \
+                                                      cmp_supports_##SFX, NULL, RUN, NULL};           \
+  static const er_cpu_kernel k_less_equal_##SFX = {"any_less_equal__" ISA, "LessOrEqual", "", cmp_supports_##SFX,   \
+                                                   NULL, RUN, NULL};
+#define CMP_LIST(SFX) &k_equal_##SFX, &k_greater_##SFX, &k_less_##SFX, &k_greater_equal_##SFX, &k_less_equal_##SFX,
+
+#if defined(__x86_64__) || defined(__i386__)
+static er_status cmp_run_avx2(const er_kernel_run *kr) { return cmp_run(kr, er__cmp_rows_avx2); }
+CMP_KERNELS(avx2, "avx2", cmp_run_avx2, ki->cpu->avx2 && ki->cpu->fma && ki->cpu->f16c)
+#endif
+CMP_KERNELS(scalar, "scalar", cmp_run_scalar, true)
+
+/* ======================================================================== */
 /* Cast                                                                      */
 /* ======================================================================== */
 
@@ -729,5 +850,9 @@ const er_cpu_kernel *const er__kernels_eltwise[] = {
     ELTWISE_LIST(neon)
 #endif
     &k_i32_add, &k_i32_sub, &k_i32_mul, &k_cast, &k_reduce_sum, &k_reduce_mean,
+#if defined(__x86_64__) || defined(__i386__)
+    CMP_LIST(avx2)
+#endif
+    CMP_LIST(scalar)
     NULL,
 };

@@ -330,9 +330,16 @@ static inline void er__gemv_panels(const er_vec_ops *ops, const er_gemv *g, int6
   }
 }
 
+/* The comparison ops' rows (eltwise.c): n bool bytes y[i] = a[i * ia]
+ * OP b[i * ib] (ia, ib: 1 or 0), per operand type (float, int32, int64)
+ * and comparison (==, >, <, >=, <=). */
+typedef void (*er_cmp_row_fn)(const void *a, int64_t ia, const void *b, int64_t ib, uint8_t *y, int64_t n);
+#define ER_CMP_KINDS 5
+
 #if defined(__x86_64__) || defined(__i386__)
 extern const er_vec_ops er__vec_avx512;
 extern const er_vec_ops er__vec_avx2;
+extern const er_cmp_row_fn er__cmp_rows_avx2[3][ER_CMP_KINDS];
 #endif
 #if defined(__aarch64__)
 extern const er_vec_ops er__vec_neon;
