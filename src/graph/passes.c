@@ -10,11 +10,14 @@
  *   matmul_bias    MatMul + Add(bias)           -> FusedMatMul
  *   gemm/conv act  Conv/Gemm/FusedMatMul + activation -> fused activation
  *                  (Relu, Clip, Sigmoid, Tanh, HardSigmoid, HardSwish,
- *                   LeakyRelu, x*Sigmoid(x), Gelu and its Erf pattern)
+ *                   LeakyRelu, x*Sigmoid(x), Gelu and its Erf and tanh
+ *                   patterns)
  *   conv_add       Conv + Add(residual) [+ activation] -> FusedConv
  *   layernorm      ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div[/Mul/Add]
  *                  -> LayerNormalization
  *   gelu           0.5*x*(1+Erf(x/sqrt 2)) -> Gelu
+ *                  0.5*x*(1+Tanh(sqrt(2/pi)*(x+0.044715*x^3)))
+ *                  -> Gelu(approximate="tanh")
  *   hardswish      x*Clip(x+3,0,6)/6, x*HardSigmoid(x) -> HardSwish
  *   bn_affine      BatchNormalization + per-channel Mul/Add -> one
  *                  BatchNormalization
@@ -331,6 +334,136 @@ static bool gelu_of(const pass_ctx *pc, int32_t x, int32_t nodes[5], int32_t *ou
   nodes[0] = div, nodes[1] = erf, nodes[2] = add, nodes[3] = mulx, nodes[4] = last;
   *out = g->nodes[last].outputs[0];
   return true;
+}
+
+/* GELU's tanh form, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as
+ * exporters write it (PyTorch's approximate='tanh' below opset 20, JAX's
+ * and TensorFlow's approximate GELU): each product may be a tree of Muls
+ * in any order and grouping, x^3 a Pow(x, 3) or repeated factors. */
+#define GELU_TANH_MAX_NODES 16
+
+typedef struct mul_tree {
+  int nx;          /* factors that are x (Pow(x, 3) counts 3) */
+  double k;        /* product of the constant factors */
+  int32_t other;   /* the one factor that is neither, or -1 */
+  int n_other;
+  int32_t nodes[GELU_TANH_MAX_NODES];
+  int n_nodes;
+} mul_tree;
+
+/* Adds the factors of value v to t: v itself when it is x, a scalar
+ * constant or (root, or read only here) the output of a Mul or of
+ * Pow(x, 3); anything else is "the other" factor. */
+static bool mul_factors(const pass_ctx *pc, int32_t v, int32_t x, bool root, mul_tree *t, int depth) {
+  const er_graph *g = pc->g;
+  if (v == x) {
+    t->nx++;
+    return true;
+  }
+  double c = const_scalar(g, v);
+  if (!isnan(c)) {
+    t->k *= c;
+    return true;
+  }
+  int32_t p = v >= 0 ? g->values[v].producer : -1;
+  const er_node *n = p >= 0 && !pc->dead[p] ? &g->nodes[p] : NULL;
+  bool single = root || pc->uses[v] == 1;
+  if (n && single && depth > 0 && t->n_nodes < GELU_TANH_MAX_NODES) {
+    if (is_op(n, "Mul") && n->n_inputs == 2) {
+      t->nodes[t->n_nodes++] = p;
+      return mul_factors(pc, n->inputs[0], x, false, t, depth - 1) &&
+             mul_factors(pc, n->inputs[1], x, false, t, depth - 1);
+    }
+    if (is_op(n, "Pow") && n->n_inputs == 2 && n->inputs[0] == x && const_scalar(g, n->inputs[1]) == 3.0) {
+      t->nodes[t->n_nodes++] = p;
+      t->nx += 3;
+      return true;
+    }
+  }
+  if (t->n_other > 0) return false;
+  t->other = v;
+  t->n_other = 1;
+  return true;
+}
+
+static bool near(double a, double b, double rel) { return fabs(a - b) <= rel * fabs(b); }
+
+/* The tanh GELU around Tanh node `ti`: on success *x_out is its input x,
+ * nodes[] every node of the pattern (the last one produces *out). */
+static bool gelu_tanh_of(const pass_ctx *pc, int32_t ti, int32_t *x_out, int32_t *nodes, int *n_nodes,
+                         int32_t *out) {
+  const er_graph *g = pc->g;
+  const er_node *tn = &g->nodes[ti];
+  if (pc->dead[ti] || !is_op(tn, "Tanh") || tn->n_inputs != 1 || pc->uses[tn->inputs[0]] != 1) return false;
+  /* u = sqrt(2/pi) * S */
+  mul_tree tu = {0, 1.0, -1, 0, {0}, 0};
+  if (!mul_factors(pc, tn->inputs[0], -1, true, &tu, 4) || tu.n_nodes == 0 || tu.n_other != 1 ||
+      !near(tu.k, 0.7978845608028654, 1e-4))
+    return false;
+  /* S = x + 0.044715 x^3 */
+  int32_t sv = tu.other, sp = g->values[sv].producer;
+  if (sp < 0 || pc->dead[sp] || pc->uses[sv] != 1 || !is_op(&g->nodes[sp], "Add") || g->nodes[sp].n_inputs != 2)
+    return false;
+  mul_tree tc = {0, 1.0, -1, 0, {0}, 0};
+  int32_t x = -1;
+  for (int side = 0; side < 2 && x < 0; side++) {
+    int32_t cand = g->nodes[sp].inputs[side], cube = g->nodes[sp].inputs[1 - side];
+    mul_tree t = {0, 1.0, -1, 0, {0}, 0};
+    if (pc->uses[cube] == 1 && mul_factors(pc, cube, cand, true, &t, 4) && t.n_nodes > 0 && t.nx == 3 &&
+        t.n_other == 0 && near(t.k, 0.044715, 1e-4)) {
+      x = cand;
+      tc = t;
+    }
+  }
+  if (x < 0) return false;
+  /* A = 1 + tanh(u) */
+  int32_t tv = tn->outputs[0], ai = sole_consumer(pc, tv);
+  if (ai < 0 || !is_op(&g->nodes[ai], "Add") || g->nodes[ai].n_inputs != 2) return false;
+  const er_node *an = &g->nodes[ai];
+  if (const_scalar(g, an->inputs[0] == tv ? an->inputs[1] : an->inputs[0]) != 1.0) return false;
+  int32_t a = an->outputs[0];
+  /* y = 0.5 * x * A: the product tree rooted one or two Muls above A. */
+  int32_t m1 = sole_consumer(pc, a);
+  if (m1 < 0 || !is_op(&g->nodes[m1], "Mul")) return false;
+  int32_t m2 = sole_consumer(pc, g->nodes[m1].outputs[0]);
+  int32_t roots[2] = {m2 >= 0 && is_op(&g->nodes[m2], "Mul") ? m2 : -1, m1};
+  mul_tree ty = {0, 1.0, -1, 0, {0}, 0};
+  int32_t root = -1;
+  for (int r = 0; r < 2 && root < 0; r++) {
+    if (roots[r] < 0) continue;
+    mul_tree t = {0, 1.0, -1, 0, {0}, 0};
+    if (mul_factors(pc, g->nodes[roots[r]].outputs[0], x, true, &t, 3) && t.nx == 1 && t.n_other == 1 &&
+        t.other == a && near(t.k, 0.5, 1e-6)) {
+      root = roots[r];
+      ty = t;
+    }
+  }
+  if (root < 0) return false;
+  int n = 0;
+  const mul_tree *trees[3] = {&tu, &tc, &ty};
+  for (int k = 0; k < 3; k++)
+    for (int j = 0; j < trees[k]->n_nodes; j++) nodes[n++] = trees[k]->nodes[j];
+  nodes[n++] = sp;
+  nodes[n++] = ti;
+  nodes[n++] = ai;
+  /* Each node once (a tree never holds another's node: every value
+   * between them is read once). */
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
+      if (nodes[i] == nodes[j]) return false;
+  *x_out = x;
+  *n_nodes = n;
+  *out = g->nodes[root].outputs[0];
+  return true;
+}
+
+/* How many inputs of nodes[0..n) read v. */
+static int reads_of(const er_graph *g, const int32_t *nodes, int n, int32_t v) {
+  int c = 0;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < g->nodes[nodes[i]].n_inputs; k++)
+      if (g->nodes[nodes[i]].inputs[k] == v) c++;
+  return c;
 }
 
 /* ---- passes ---------------------------------------------------------------- */
@@ -802,7 +935,7 @@ static er_status pass_activation(pass_ctx *pc) {
     if (er__node_attr(n, "activation")) continue;
     int32_t y = n->outputs[0];
     er_activation act;
-    int32_t out = -1, dead[5] = {-1, -1, -1, -1, -1};
+    int32_t out = -1, dead[GELU_TANH_MAX_NODES * 3 + 3];
     int n_dead = 0;
     int32_t c = sole_consumer(pc, y);
     if (c >= 0 && activation_of(pc, c, &act, &out)) {
@@ -819,7 +952,17 @@ static er_status pass_activation(pass_ctx *pc) {
         act.kind = ER_ACT_GELU;
         for (int k = 0; k < 5; k++) dead[n_dead++] = gel[k];
       } else {
-        continue;
+        /* The tanh form, when it reads y and nothing else does. */
+        int32_t tx = -1;
+        for (int32_t t = 0; t < g->n_nodes && n_dead == 0; t++) {
+          if (pc->dead[t] || !is_op(&g->nodes[t], "Tanh")) continue;
+          int nn;
+          if (gelu_tanh_of(pc, t, &tx, dead, &nn, &out) && tx == y && reads_of(g, dead, nn, y) == pc->uses[y])
+            n_dead = nn;
+        }
+        if (n_dead == 0) continue;
+        memset(&act, 0, sizeof act);
+        act.kind = ER_ACT_GELU_TANH;
       }
     }
     if (conv) ER_CHECK(make_fused(n, "FusedConv"));
@@ -888,7 +1031,7 @@ static er_status pass_conv_add(pass_ctx *pc) {
   return ER_STATUS_OK;
 }
 
-/* Gelu from Erf primitives not preceded by a fusable producer. */
+/* Gelu from Erf or tanh primitives not preceded by a fusable producer. */
 static er_status pass_gelu(pass_ctx *pc) {
   er_graph *g = pc->g;
   for (int32_t v = 0; v < g->n_values; v++) {
@@ -902,6 +1045,31 @@ static er_status pass_gelu(pass_ctx *pc) {
     ER_CHECK(make_standard(n, "Gelu", 20));
     n->n_attrs = 0;
     for (int k = 0; k < 5; k++)
+      if (nodes[k] != last) pc->dead[nodes[k]] = true;
+    pc->changed++;
+    count_uses(pc);
+  }
+  /* The tanh form: the last node becomes Gelu(x, approximate="tanh"). */
+  for (int32_t t = 0; t < g->n_nodes; t++) {
+    int32_t nodes[GELU_TANH_MAX_NODES * 3 + 3], x, out;
+    int nn;
+    if (pc->dead[t] || !is_op(&g->nodes[t], "Tanh") || !gelu_tanh_of(pc, t, &x, nodes, &nn, &out) ||
+        !is_float32(g, x))
+      continue;
+    int32_t last = g->values[out].producer;
+    er_node *n = &g->nodes[last];
+    int32_t ins[1] = {x};
+    ER_CHECK(set_inputs(g, n, ins, 1));
+    ER_CHECK(make_standard(n, "Gelu", 20));
+    n->n_attrs = 0;
+    er_attr ap;
+    memset(&ap, 0, sizeof ap);
+    ap.name = "approximate";
+    ap.type = ER_ATTR_STRING;
+    ap.s = "tanh";
+    ap.s_len = 4;
+    ER_CHECK(add_attrs(g, n, &ap, 1));
+    for (int k = 0; k < nn; k++)
       if (nodes[k] != last) pc->dead[nodes[k]] = true;
     pc->changed++;
     count_uses(pc);

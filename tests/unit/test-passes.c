@@ -378,6 +378,73 @@ static void test_matmul_gelu(void) {
   }
 }
 
+/* x [1,5,8] -> MatMul(W [8,16]) + b -> GELU's tanh form -> y, as JAX and
+ * TensorFlow export it (variant 0: 0.044715 * h, times h twice, h + that,
+ * * sqrt(2/pi), Tanh, 1 +, 0.5 *, h *) and as PyTorch's approximate='tanh'
+ * below opset 20 does (1: Pow(h, 3), the products the other way round).
+ * Near misses: a cubic coefficient of 0.05 (2: only the bias fuses), and h
+ * also read by a Relu (3: the MatMul keeps h; a standalone Gelu). */
+static void test_matmul_gelu_tanh(void) {
+  const int64_t x[3] = {1, 5, 8}, w[2] = {8, 16}, b[1] = {16};
+  for (int variant = 0; variant < 4; variant++) {
+    er_pbw g = {0}, m = {0};
+    add_weight(&g, "W", 2, w, 0.4f, 0);
+    add_weight(&g, "b", 1, b, 0.1f, 0);
+    add_scalar(&g, "c", variant == 2 ? 0.05f : 0.044715f);
+    add_scalar(&g, "k", 0.7978845608f);
+    add_scalar(&g, "one", 1.0f);
+    add_scalar(&g, "half", 0.5f);
+    add_scalar(&g, "three", 3.0f);
+#define N(op, name, a, b2, out) \
+  tb_node(&g, op, name, (const char *const[]){a, b2, NULL}, (const char *const[]){out, NULL}, NULL)
+    tb_node(&g, "MatMul", "mm", (const char *const[]){"x", "W", NULL}, (const char *const[]){"p", NULL}, NULL);
+    N("Add", "bias", "p", "b", "h");
+    if (variant != 1) {
+      N("Mul", "m0", "c", "h", "ch");
+      N("Mul", "m1", "h", "ch", "ch2");
+      N("Mul", "m2", "h", "ch2", "ch3");
+      N("Add", "a0", "h", "ch3", "s");
+      N("Mul", "m3", "k", "s", "u");
+    } else {
+      N("Mul", "mh", "h", "half", "hh");
+      N("Pow", "pw", "h", "three", "h3");
+      N("Mul", "m2", "h3", "c", "ch3");
+      N("Add", "a0", "ch3", "h", "s");
+      N("Mul", "m3", "s", "k", "u");
+    }
+    tb_node(&g, "Tanh", "t", (const char *const[]){"u", NULL}, (const char *const[]){"t", NULL}, NULL);
+    if (variant != 1) {
+      N("Add", "a1", "one", "t", "a");
+      N("Mul", "m4", "half", "a", "ha");
+      N("Mul", "m5", "h", "ha", variant == 3 ? "gy" : "y");
+      if (variant == 3) {
+        tb_node(&g, "Relu", "r", (const char *const[]){"h", NULL}, (const char *const[]){"rh", NULL}, NULL);
+        N("Add", "a2", "gy", "rh", "y");
+      }
+    } else {
+      N("Add", "a1", "t", "one", "a");
+      N("Mul", "m5", "hh", "a", "y");
+    }
+#undef N
+    tb_graph_input(&g, "x", 1, 3, x);
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    tb_model(&m, 8, 13, &g);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
+    if (variant < 2) {
+      CHECK(node_count(opt) == 1 && count_op(opt, "FusedMatMul") == 1);
+    } else if (variant == 2) {
+      CHECK(count_op(opt, "FusedMatMul") == 1 && count_op(opt, "Tanh") == 1 && count_op(opt, "Gelu") == 0);
+    } else {
+      CHECK(count_op(opt, "FusedMatMul") == 1 && count_op(opt, "Gelu") == 1 && count_op(opt, "Tanh") == 0);
+    }
+    same_outputs(opt, plain, 3, x);
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+  }
+}
+
 static void test_layernorm(void) {
   const int64_t x[3] = {2, 3, 16}, h[1] = {16};
   for (int variant = 0; variant < 2; variant++) {
@@ -1332,6 +1399,7 @@ int main(int argc, char **argv) {
       {"conv_mul_add", test_conv_mul_add},
       {"conv_residual", test_conv_residual},
       {"matmul_gelu", test_matmul_gelu},
+      {"matmul_gelu_tanh", test_matmul_gelu_tanh},
       {"layernorm", test_layernorm},
       {"transpose_reshape", test_transpose_reshape},
       {"slice_chain", test_slice_chain},
