@@ -915,6 +915,9 @@ static void vec_unary(const er_unary *u, const float *x, float *y, int64_t n) {
       case ER_ACT_SIGMOID: UNARY_LOOP(v_sigmoid(v)); return;
       case ER_ACT_TANH: UNARY_LOOP(v_tanh(v)); return;
       case ER_ACT_GELU: UNARY_LOOP(v_gelu(v)); return;
+      case ER_ACT_GELU_TANH: UNARY_LOOP(v_gelu_tanh(v)); return;
+      case ER_ACT_SILU: UNARY_LOOP(v_silu(v)); return;
+      case ER_ACT_HARDSWISH: UNARY_LOOP(v_hardswish(v)); return;
       default: UNARY_LOOP(v_act(v, a)); return;
     }
   }
