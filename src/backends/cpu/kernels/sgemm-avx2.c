@@ -12,4 +12,4 @@
 
 /* Blocks: a 6 x 256 A panel (6 KiB) in L1, 256 x 16 B panels streaming
  * from a 256 x 512 block in L2. */
-const er_sgemm_isa er__sgemm_avx2 = {"6x16__avx2", MR, NR, 144, 256, 512, tile};
+const er_sgemm_isa er__sgemm_avx2 = {"6x16__avx2", MR, NR, 144, 256, 512, tile, SGEMM_PACK_A};

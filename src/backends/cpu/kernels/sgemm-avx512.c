@@ -14,4 +14,4 @@
 /* Blocks: a 14 x 256 A panel (14 KiB) stays in L1 while 256 x 32 B panels
  * stream from a 256 x 512 block (512 KiB) held in L2 next to the 252 x 256
  * A block. */
-const er_sgemm_isa er__sgemm_avx512 = {"14x32__avx512", MR, NR, 252, 256, 512, tile};
+const er_sgemm_isa er__sgemm_avx512 = {"14x32__avx512", MR, NR, 252, 256, 512, tile, SGEMM_PACK_A};

@@ -328,3 +328,30 @@ static void tile(const er_gemm_tile *t) {
   };
   by_rows[t->mr](t);
 }
+
+#if MR <= VN
+/* One A panel [kc][MR] from `rows` <= MR rows of a row-major A (row
+ * stride rs), lanes past `rows` zero: VN x VN blocks transposed in
+ * registers (v_transpose), each k's MR floats stored as one vector whose
+ * last VN - MR lanes spill into the next k's slot, written next; the
+ * panel's last k stores exactly MR. The plain C copy wrote each float on
+ * its own with a stride of MR (magika's [2048, 257] x [257, 64] MatMul
+ * spent a quarter of its time there). */
+static void pack_a_panel(const float *a, int64_t rs, int rows, int64_t kc, float *dst) {
+  int64_t k = 0;
+  for (; k + VN <= kc; k += VN) {
+    vf t[VN];
+    for (int i = 0; i < VN; i++) t[i] = i < rows ? v_ld(a + i * rs + k) : v_zero();
+    v_transpose(t);
+    for (int j = 0; j < VN; j++) {
+      if (k + j == kc - 1) v_st_n(dst + (k + j) * MR, t[j], MR);
+      else v_st(dst + (k + j) * MR, t[j]);
+    }
+  }
+  for (; k < kc; k++)
+    for (int i = 0; i < MR; i++) dst[k * MR + i] = i < rows ? a[i * rs + k] : 0.0f;
+}
+#define SGEMM_PACK_A pack_a_panel
+#else
+#define SGEMM_PACK_A NULL
+#endif

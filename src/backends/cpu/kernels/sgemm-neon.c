@@ -9,4 +9,4 @@
 #define NV 2
 #include "backends/cpu/kernels/sgemm-impl.h"
 
-const er_sgemm_isa er__sgemm_neon = {"8x8__neon", MR, NR, 128, 256, 512, tile};
+const er_sgemm_isa er__sgemm_neon = {"8x8__neon", MR, NR, 128, 256, 512, tile, SGEMM_PACK_A};

@@ -30,11 +30,18 @@ const er_sgemm_isa *er__sgemm_best(const er_cpu_features *cpu) {
 /* A's rows [i0, i0 + mc) and columns [k0, k0 + kc) as panels [p][kc][MR]
  * of h <= MR rows each (the rest of a panel's MR lanes zero), times
  * scale; rows past m are zero. */
-static void pack_a_block(int mr, int h, const float *a, int64_t rs, int64_t cs, int64_t m, int64_t i0,
-                         int64_t mc, int64_t k0, int64_t kc, float scale, float *dst) {
+static void pack_a_block(const er_sgemm_isa *isa, int h, const float *a, int64_t rs, int64_t cs, int64_t m,
+                         int64_t i0, int64_t mc, int64_t k0, int64_t kc, float scale, float *dst) {
+  const int mr = isa->mr;
   for (int64_t p = 0; p < mc; p += h) {
     int rows = (int)min64(h, m - (i0 + p));
     if (rows < 0) rows = 0;
+    if (isa->pack_a && cs == 1 && rs != 1 && scale == 1.0f && rows > 0) {
+      /* Row-major: the ISA's transposing copy. */
+      isa->pack_a(a + (i0 + p) * rs + k0, rs, rows, kc, dst);
+      dst += kc * mr;
+      continue;
+    }
     if (rs == 1 && scale == 1.0f && rows > 0) {
       /* A column-major view (a transposed operand, a pixel-major patch
        * matrix): the panel's rows are contiguous for each k. */
@@ -99,7 +106,7 @@ size_t er__sgemm_packed_b_floats(const er_sgemm_isa *isa, int64_t k, int64_t n) 
 
 void er__sgemm_pack_a(const er_sgemm_isa *isa, const float *a, int64_t rs, int64_t cs, int64_t m,
                       int64_t k, float scale, float *dst) {
-  pack_a_block(isa->mr, isa->mr, a, rs, cs, m, 0, round_up(m, isa->mr), 0, k, scale, dst);
+  pack_a_block(isa, isa->mr, a, rs, cs, m, 0, round_up(m, isa->mr), 0, k, scale, dst);
 }
 
 void er__sgemm_pack_b(const er_sgemm_isa *isa, const float *b, int64_t rs, int64_t cs, int64_t k,
@@ -215,7 +222,7 @@ static void sgemm_part(const er_gemm_problem *p, int64_t m0, int64_t m1, int64_t
             p->a.pack(p->a.pack_ctx, k0, kc, i0, round_up(mc, mr), abuf);
           } else {
             h = tile_height(mr, min64(mc, p->m - i0));
-            pack_a_block(mr, h, p->a.data, p->a.rs, p->a.cs, p->m, i0, mc, k0, kc, p->scale, abuf);
+            pack_a_block(isa, h, p->a.data, p->a.rs, p->a.cs, p->m, i0, mc, k0, kc, p->scale, abuf);
           }
           ap = abuf;
           a_panel = mr * kc;

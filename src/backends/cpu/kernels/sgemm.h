@@ -61,6 +61,9 @@ typedef struct er_sgemm_isa {
   int mr, nr;            /* tile rows and columns */
   int64_t mc, kc, nc;    /* block sizes: multiples of mr / any / multiples of nr */
   er_gemm_tile_fn tile;
+  /* (optional) One A panel [kc][mr] from rows <= mr rows of a row-major A
+   * (row stride rs, unit column stride, no scale), lanes past rows zero. */
+  void (*pack_a)(const float *a, int64_t rs, int rows, int64_t kc, float *dst);
 } er_sgemm_isa;
 
 #if defined(__x86_64__) || defined(__i386__)

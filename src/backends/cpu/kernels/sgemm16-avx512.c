@@ -15,4 +15,4 @@
 
 /* Blocks as for 14 x 32: a 16 x 256 A panel (16 KiB) in L1, 256 x 16 B
  * panels from a 256 x 512 block in L2. */
-const er_sgemm_isa er__sgemm_avx512_16 = {"16x16__avx512", MR, NR, 256, 256, 512, tile};
+const er_sgemm_isa er__sgemm_avx512_16 = {"16x16__avx512", MR, NR, 256, 256, 512, tile, SGEMM_PACK_A};
