@@ -1031,37 +1031,17 @@ static er_status pass_conv_add(pass_ctx *pc) {
   return ER_STATUS_OK;
 }
 
-/* Gelu from Erf or tanh primitives not preceded by a fusable producer. */
-static er_status pass_gelu(pass_ctx *pc) {
+/* The node producing `out` becomes Gelu(x) (approximate="tanh" when
+ * tanh); the other nodes[0..n) die. */
+static er_status become_gelu(pass_ctx *pc, int32_t x, int32_t out, const int32_t *nodes, int n_nodes, bool tanh) {
   er_graph *g = pc->g;
-  for (int32_t v = 0; v < g->n_values; v++) {
-    int32_t nodes[5], out;
-    if (!is_float32(g, v) || !gelu_of(pc, v, nodes, &out)) continue;
-    /* The last Mul becomes Gelu(x); the other four die. */
-    int32_t last = g->values[out].producer;
-    er_node *n = &g->nodes[last];
-    int32_t ins[1] = {v};
-    ER_CHECK(set_inputs(g, n, ins, 1));
-    ER_CHECK(make_standard(n, "Gelu", 20));
-    n->n_attrs = 0;
-    for (int k = 0; k < 5; k++)
-      if (nodes[k] != last) pc->dead[nodes[k]] = true;
-    pc->changed++;
-    count_uses(pc);
-  }
-  /* The tanh form: the last node becomes Gelu(x, approximate="tanh"). */
-  for (int32_t t = 0; t < g->n_nodes; t++) {
-    int32_t nodes[GELU_TANH_MAX_NODES * 3 + 3], x, out;
-    int nn;
-    if (pc->dead[t] || !is_op(&g->nodes[t], "Tanh") || !gelu_tanh_of(pc, t, &x, nodes, &nn, &out) ||
-        !is_float32(g, x))
-      continue;
-    int32_t last = g->values[out].producer;
-    er_node *n = &g->nodes[last];
-    int32_t ins[1] = {x};
-    ER_CHECK(set_inputs(g, n, ins, 1));
-    ER_CHECK(make_standard(n, "Gelu", 20));
-    n->n_attrs = 0;
+  int32_t last = g->values[out].producer;
+  er_node *n = &g->nodes[last];
+  int32_t ins[1] = {x};
+  ER_CHECK(set_inputs(g, n, ins, 1));
+  ER_CHECK(make_standard(n, "Gelu", 20));
+  n->n_attrs = 0;
+  if (tanh) {
     er_attr ap;
     memset(&ap, 0, sizeof ap);
     ap.name = "approximate";
@@ -1069,10 +1049,27 @@ static er_status pass_gelu(pass_ctx *pc) {
     ap.s = "tanh";
     ap.s_len = 4;
     ER_CHECK(add_attrs(g, n, &ap, 1));
-    for (int k = 0; k < nn; k++)
-      if (nodes[k] != last) pc->dead[nodes[k]] = true;
-    pc->changed++;
-    count_uses(pc);
+  }
+  for (int k = 0; k < n_nodes; k++)
+    if (nodes[k] != last) pc->dead[nodes[k]] = true;
+  pc->changed++;
+  count_uses(pc);
+  return ER_STATUS_OK;
+}
+
+/* Gelu from Erf or tanh primitives not preceded by a fusable producer. */
+static er_status pass_gelu(pass_ctx *pc) {
+  er_graph *g = pc->g;
+  for (int32_t v = 0; v < g->n_values; v++) {
+    int32_t nodes[5], out;
+    if (is_float32(g, v) && gelu_of(pc, v, nodes, &out)) ER_CHECK(become_gelu(pc, v, out, nodes, 5, false));
+  }
+  for (int32_t t = 0; t < g->n_nodes; t++) {
+    int32_t nodes[GELU_TANH_MAX_NODES * 3 + 3], x, out;
+    int nn;
+    if (!pc->dead[t] && is_op(&g->nodes[t], "Tanh") && gelu_tanh_of(pc, t, &x, nodes, &nn, &out) &&
+        is_float32(g, x))
+      ER_CHECK(become_gelu(pc, x, out, nodes, nn, true));
   }
   return ER_STATUS_OK;
 }

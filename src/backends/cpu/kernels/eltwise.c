@@ -254,15 +254,22 @@ typedef struct bin_job {
   float *y;
 } bin_job;
 
-static void bin_chunk(void *arg, int64_t begin, int64_t end) {
-  const bin_job *j = arg;
-  const bplan *p = j->p;
-  int last = p->nd - 1;
-  int64_t inner = p->dims[last];
+/* Walks output elements [begin, end) in runs along the inner axis:
+ * row(ctx, oa, ia, ob, ib, i, n) for n elements from output element i, a's
+ * element oa (stride ia: 1 or 0) and b's ob (ib). The rows that follow
+ * along the next axis out step their offsets (a blocked squeeze-excite Mul
+ * is [N * C/16][H * W][16]: one short run per pixel, where re-deriving each
+ * row's offsets cost more than the products). */
+typedef void (*bplan_row_fn)(const void *ctx, int64_t oa, int64_t ia, int64_t ob, int64_t ib, int64_t i, int64_t n);
+
+static inline __attribute__((always_inline)) void bplan_walk(const bplan *p, int64_t begin, int64_t end, bplan_row_fn row,
+                                                              const void *ctx) {
+  const int last = p->nd - 1;
+  const int64_t inner = p->dims[last], ia = p->sa[last] ? 1 : 0, ib = p->sb[last] ? 1 : 0;
   int64_t i = begin;
   while (i < end) {
-    int64_t row = i / inner, col = i % inner;
-    int64_t oa = col * p->sa[last], ob = col * p->sb[last], r = row, mid = 0;
+    int64_t r = i / inner, col = i % inner;
+    int64_t oa = col * p->sa[last], ob = col * p->sb[last], mid = 0;
     for (int d = last - 1; d >= 0; d--) {
       int64_t idx = r % p->dims[d];
       if (d == last - 1) mid = idx;
@@ -270,21 +277,27 @@ static void bin_chunk(void *arg, int64_t begin, int64_t end) {
       oa += idx * p->sa[d];
       ob += idx * p->sb[d];
     }
-    /* The rows that follow along the next axis out, by stepping offsets
-     * (a blocked squeeze-excite Mul is [N * C/16][H * W][16]: one short run
-     * per pixel, where re-deriving each row's offsets cost more than the
-     * products). */
     const int64_t sa2 = last > 0 ? p->sa[last - 1] : 0, sb2 = last > 0 ? p->sb[last - 1] : 0;
     const int64_t rows = last > 0 ? p->dims[last - 1] : 1;
     do {
       int64_t n = min64(inner - col, end - i);
-      j->ops->binary(j->op, j->a + oa, p->sa[last] ? 1 : 0, j->b + ob, p->sb[last] ? 1 : 0, j->y + i, n);
+      row(ctx, oa, ia, ob, ib, i, n);
       i += n;
       oa += sa2 - col * p->sa[last];
       ob += sb2 - col * p->sb[last];
       col = 0;
     } while (i < end && ++mid < rows);
   }
+}
+
+static inline void bin_row(const void *ctx, int64_t oa, int64_t ia, int64_t ob, int64_t ib, int64_t i, int64_t n) {
+  const bin_job *j = ctx;
+  j->ops->binary(j->op, j->a + oa, ia, j->b + ob, ib, j->y + i, n);
+}
+
+static void bin_chunk(void *arg, int64_t begin, int64_t end) {
+  const bin_job *j = arg;
+  bplan_walk(j->p, begin, end, bin_row, j);
 }
 
 static void bin_pair(const er_kernel_run *kr, er_binop op, const er_tensor *a, const er_tensor *b, er_tensor *y) {
@@ -389,24 +402,14 @@ static void i32_run_row(er_binop op, const int32_t *a, int64_t ia, const int32_t
   else i32_mul_row(a, ia, b, ib, y, n);
 }
 
+static inline void i32_row(const void *ctx, int64_t oa, int64_t ia, int64_t ob, int64_t ib, int64_t i, int64_t n) {
+  const i32_job *j = ctx;
+  i32_run_row(j->op, j->a + oa, ia, j->b + ob, ib, j->y + i, n);
+}
+
 static void i32_chunk(void *arg, int64_t begin, int64_t end) {
   const i32_job *j = arg;
-  const bplan *p = j->p;
-  const int last = p->nd - 1;
-  const int64_t inner = p->dims[last];
-  for (int64_t i = begin; i < end;) {
-    int64_t row = i / inner, col = i % inner;
-    int64_t oa = col * p->sa[last], ob = col * p->sb[last], r = row;
-    for (int d = last - 1; d >= 0; d--) {
-      int64_t idx = r % p->dims[d];
-      r /= p->dims[d];
-      oa += idx * p->sa[d];
-      ob += idx * p->sb[d];
-    }
-    int64_t n = min64(inner - col, end - i);
-    i32_run_row(j->op, j->a + oa, p->sa[last] ? 1 : 0, j->b + ob, p->sb[last] ? 1 : 0, j->y + i, n);
-    i += n;
-  }
+  bplan_walk(j->p, begin, end, i32_row, j);
 }
 
 static er_status i32_bin_run(const er_kernel_run *kr) {
@@ -491,25 +494,14 @@ typedef struct cmp_job {
   uint8_t *y;
 } cmp_job;
 
+static inline void cmp_row(const void *ctx, int64_t oa, int64_t ia, int64_t ob, int64_t ib, int64_t i, int64_t n) {
+  const cmp_job *j = ctx;
+  j->row(j->a + (size_t)oa * j->es, ia, j->b + (size_t)ob * j->es, ib, j->y + i, n);
+}
+
 static void cmp_chunk(void *arg, int64_t begin, int64_t end) {
   const cmp_job *j = arg;
-  const bplan *p = j->p;
-  const int last = p->nd - 1;
-  const int64_t inner = p->dims[last];
-  for (int64_t i = begin; i < end;) {
-    int64_t row = i / inner, col = i % inner;
-    int64_t oa = col * p->sa[last], ob = col * p->sb[last], r = row;
-    for (int d = last - 1; d >= 0; d--) {
-      int64_t idx = r % p->dims[d];
-      r /= p->dims[d];
-      oa += idx * p->sa[d];
-      ob += idx * p->sb[d];
-    }
-    int64_t n = min64(inner - col, end - i);
-    j->row(j->a + (size_t)oa * j->es, p->sa[last] ? 1 : 0, j->b + (size_t)ob * j->es, p->sb[last] ? 1 : 0,
-           j->y + i, n);
-    i += n;
-  }
+  bplan_walk(j->p, begin, end, cmp_row, j);
 }
 
 static er_status cmp_run(const er_kernel_run *kr, const er_cmp_row_fn (*rows)[ER_CMP_KINDS]) {
