@@ -106,6 +106,7 @@ static void x86_features(report *r) {
   if ((a71 & (1u << 4)) && ymm) add_feature(r, "AVX-VNNI");
   if ((b7 & (1u << 16)) && zmm) add_feature(r, "AVX-512F");
   if ((b7 & (1u << 30)) && zmm) add_feature(r, "AVX-512BW");
+  if ((c7 & (1u << 1)) && zmm) add_feature(r, "AVX-512-VBMI");
   if ((c7 & (1u << 11)) && zmm) add_feature(r, "AVX-512-VNNI");
   if ((a71 & (1u << 5)) && zmm) add_feature(r, "AVX-512-BF16");
   if ((d7 & (1u << 23)) && zmm) add_feature(r, "AVX-512-FP16");

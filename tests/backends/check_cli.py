@@ -132,6 +132,17 @@ def devices(er, work, opencl_ok):
     r = run([er, "devices", "--json"])
     d = json.loads(r.stdout)
     check(r.returncode == 0 and d["cpu"]["cores_online"] >= 1 and d["memory"]["total_bytes"] > 0, "devices --json")
+    # The ISA features the kernels are chosen by agree with the Linux
+    # kernel's view in /proc/cpuinfo (x86).
+    try:
+        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
+    except (OSError, StopIteration):
+        flags = None
+    if flags is not None and d["cpu"]["arch"] == "x86_64":
+        for flag, name in (("avx2", "AVX2"), ("avx512f", "AVX-512F"), ("avx512vbmi", "AVX-512-VBMI"),
+                           ("avx512_vnni", "AVX-512-VNNI")):
+            check((flag in flags) == (name in d["cpu"]["features"]),
+                  f"devices lists {name} exactly when /proc/cpuinfo has {flag}")
     names = [b["name"] for b in d["backends"]]
     check(names[:3] == ["cpu", "opencl", "cuda"], f"built-in backends listed: {names}")
     cuda = next(b for b in d["backends"] if b["name"] == "cuda")
