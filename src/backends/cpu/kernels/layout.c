@@ -12,8 +12,10 @@
  * map to the same input row (every upsampling). */
 #include "backends/cpu/kernels/kernel-groups.h"
 #include "backends/cpu/kernels/kutil.h"
+#include "backends/cpu/kernels/vec.h"
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* Bytes of copying below which a second thread is not worth waking. */
 #define LAYOUT_GRAIN_BYTES (INT64_C(1) << 16)
@@ -91,6 +93,8 @@ typedef struct tr_job {
   const unsigned char *x;
   unsigned char *y;
   int64_t outer;          /* iterations of the outer loop */
+  int64_t a_parts;        /* 2-D steps: parts of the a axis per outer index */
+  bool avx2;              /* 4-byte 2-D steps through er__transpose32_avx2 */
 } tr_job;
 
 /* Offsets of outer index o over the axes other than `skip1`, `skip2`
@@ -137,22 +141,38 @@ DEFINE_TILE(uint64_t)
 
 /* The input's innermost axis is output axis q, not the last: one 2-D
  * transpose (axes q and last) per outer index. */
+/* Rows of the a axis per unit of a 2-D step's split: a lone large
+ * transpose (outer 1: magika's [512, 508] one) splits over the workers
+ * along a. */
+#define TR_A_PART 64
+
 static void tr_2d(void *arg, int64_t begin, int64_t end) {
   const tr_job *j = arg;
   const tr_plan *p = j->p;
   int last = p->nd - 1, q = p->q;
   int64_t na = p->dims[q], nb = p->dims[last];
-  for (int64_t o = begin; o < end; o++) {
+  for (int64_t u = begin; u < end; u++) {
+    int64_t o = u / j->a_parts, a_lo = u % j->a_parts * TR_A_PART;
+    int64_t n_a = min64(TR_A_PART, na - a_lo);
     int64_t io, oo;
     outer_offsets(p, o, q, last, &io, &oo);
-    const unsigned char *in = j->x + (size_t)io * p->es;
-    unsigned char *out = j->y + (size_t)oo * p->es;
     /* out[a, b] at out + (a * os_q + b), in[a, b] at in + (a + b * is_last). */
+    const unsigned char *in = j->x + (size_t)(io + a_lo * p->is[q]) * p->es;
+    unsigned char *out = j->y + (size_t)(oo + a_lo * p->os[q]) * p->es;
     switch (p->es) {
-      case 1: tile_uint8_t((const uint8_t *)in, 1, p->is[last], (uint8_t *)out, p->os[q], na, nb); break;
-      case 2: tile_uint16_t((const uint16_t *)(const void *)in, 1, p->is[last], (uint16_t *)(void *)out, p->os[q], na, nb); break;
-      case 4: tile_uint32_t((const uint32_t *)(const void *)in, 1, p->is[last], (uint32_t *)(void *)out, p->os[q], na, nb); break;
-      default: tile_uint64_t((const uint64_t *)(const void *)in, 1, p->is[last], (uint64_t *)(void *)out, p->os[q], na, nb); break;
+      case 1: tile_uint8_t((const uint8_t *)in, 1, p->is[last], (uint8_t *)out, p->os[q], n_a, nb); break;
+      case 2: tile_uint16_t((const uint16_t *)(const void *)in, 1, p->is[last], (uint16_t *)(void *)out, p->os[q], n_a, nb); break;
+      case 4:
+#if defined(__x86_64__) || defined(__i386__)
+        if (j->avx2) {
+          er__transpose32_avx2((const uint32_t *)(const void *)in, p->is[last], (uint32_t *)(void *)out, p->os[q], n_a,
+                               nb);
+          break;
+        }
+#endif
+        tile_uint32_t((const uint32_t *)(const void *)in, 1, p->is[last], (uint32_t *)(void *)out, p->os[q], n_a, nb);
+        break;
+      default: tile_uint64_t((const uint64_t *)(const void *)in, 1, p->is[last], (uint64_t *)(void *)out, p->os[q], n_a, nb); break;
     }
   }
 }
@@ -167,7 +187,7 @@ static bool tr_supports(const er_kernel_info *ki, bool isa_ok) {
   return read_perm(&ctx, x->rank, perm);
 }
 
-static er_status tr_run(const er_kernel_run *kr) {
+static er_status tr_run_isa(const er_kernel_run *kr, bool avx2) {
   er_kctx *ctx = kr->ctx;
   const er_tensor *x = ctx->in[0];
   int perm[ER_MAX_RANK];
@@ -176,7 +196,7 @@ static er_status tr_run(const er_kernel_run *kr) {
   if (n == 0) return ER_STATUS_OK;
   tr_plan p;
   tr_plan_make(x, perm, &p);
-  tr_job j = {&p, x->data, ctx->out[0]->data, 0};
+  tr_job j = {&p, x->data, ctx->out[0]->data, 0, 1, avx2};
   int last = p.nd - 1;
   if (p.is[last] == 1) {
     j.outer = n / p.dims[last];
@@ -184,8 +204,9 @@ static er_status tr_run(const er_kernel_run *kr) {
     er__parallel_for(kr->pool, j.outer, max64(1, LAYOUT_GRAIN_BYTES / max64(1, row_bytes)), tr_rows, &j);
   } else {
     j.outer = n / (p.dims[last] * p.dims[p.q]);
-    int64_t block = p.dims[last] * p.dims[p.q] * (int64_t)p.es;
-    er__parallel_for(kr->pool, j.outer, max64(1, LAYOUT_GRAIN_BYTES / max64(1, block)), tr_2d, &j);
+    j.a_parts = (p.dims[p.q] + TR_A_PART - 1) / TR_A_PART;
+    int64_t block = min64(p.dims[p.q], TR_A_PART) * p.dims[last] * (int64_t)p.es;
+    er__parallel_for(kr->pool, j.outer * j.a_parts, max64(1, LAYOUT_GRAIN_BYTES / max64(1, block)), tr_2d, &j);
   }
   return ER_STATUS_OK;
 }
@@ -517,6 +538,13 @@ static er_status rsl_run(const er_kernel_run *kr) {
 
 /* Plain C (copies and index maps): ISA "scalar", there on every CPU. */
 static bool tr_supports_any(const er_kernel_info *ki) { return tr_supports(ki, true); }
+static er_status tr_run(const er_kernel_run *kr) { return tr_run_isa(kr, false); }
+#if defined(__x86_64__) || defined(__i386__)
+static bool tr_supports_avx2(const er_kernel_info *ki) { return tr_supports(ki, ki->cpu->avx2); }
+static er_status tr_run_avx2(const er_kernel_run *kr) { return tr_run_isa(kr, true); }
+static const er_cpu_kernel k_transpose_avx2 = {"x_transpose__avx2", "Transpose", "", tr_supports_avx2, NULL,
+                                               tr_run_avx2, NULL};
+#endif
 static bool rs_supports_any(const er_kernel_info *ki) { return rs_supports(ki, false); }
 static bool rsl_supports(const er_kernel_info *ki) { return rs_supports(ki, true); }
 static er_status rsl_prepare(const er_kernel_info *ki, void **state_out, size_t *scratch_out) {
@@ -667,6 +695,9 @@ static const er_cpu_kernel k_concat = {"any_concat__scalar", "Concat", "", conca
 const er_cpu_kernel *const er__kernels_layout[] = {
     &k_concat,
     &k_slice,
+#if defined(__x86_64__) || defined(__i386__)
+    &k_transpose_avx2,
+#endif
     &k_transpose,
     &k_resize,
     &k_upsample,
