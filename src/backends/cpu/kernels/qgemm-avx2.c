@@ -396,9 +396,7 @@ DEFINE_PX_TILE(6)
 static void px_tile_conv7(int64_t groups, const uint8_t *const *px, int R, const int64_t *koff, const uint8_t *w,
                           const int32_t *corr, const float *mult, const float *off, const er_qepi *e, uint8_t *out,
                           int64_t ldo, int ncols) {
-  static void (*const fns[])(int64_t, const uint8_t *const *, const int64_t *, const uint8_t *, const int32_t *,
-                             const float *, const float *, const er_qepi *, uint8_t *, int64_t, int) = {
-      NULL, px_tile7_1, px_tile7_2, px_tile7_3, px_tile7_4, px_tile7_5, px_tile7_6};
+  static const er_qpx_rows_fn fns[] = {NULL, px_tile7_1, px_tile7_2, px_tile7_3, px_tile7_4, px_tile7_5, px_tile7_6};
   fns[R](groups, px, koff, w, corr, mult, off, e, out, ldo, ncols);
 }
 

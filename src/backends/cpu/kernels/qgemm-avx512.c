@@ -353,9 +353,7 @@ DEFINE_PX_TILE(8)
 static void px_tile_conv(int64_t groups, const uint8_t *const *px, int R, const int64_t *koff, const uint8_t *w,
                          const int32_t *corr, const float *mult, const float *off, const er_qepi *e, uint8_t *out,
                          int64_t ldo, int ncols) {
-  static void (*const fns[])(int64_t, const uint8_t *const *, const int64_t *, const uint8_t *, const int32_t *,
-                             const float *, const float *, const er_qepi *, uint8_t *, int64_t, int) = {
-      NULL, px_1, px_2, px_3, px_4, px_5, px_6, px_7, px_8};
+  static const er_qpx_rows_fn fns[] = {NULL, px_1, px_2, px_3, px_4, px_5, px_6, px_7, px_8};
   fns[R](groups, px, koff, w, corr, mult, off, e, out, ldo, ncols);
 }
 

@@ -92,6 +92,12 @@ typedef struct er_qseg {
  * columns wide: NR / 2 + 1 runs). */
 #define ER_QGEMM_MAX_SEGS (ER_QGEMM_MAX_NR / 2 + 2)
 
+/* One row count's copy of an ISA's transposed tile (px_tile below, R
+ * fixed): the tables px_tile dispatches through. */
+typedef void (*er_qpx_rows_fn)(int64_t kgroups, const uint8_t *const *px, const int64_t *koff, const uint8_t *w,
+                               const int32_t *corr, const float *mult, const float *off, const er_qepi *e,
+                               uint8_t *out, int64_t ldo, int ncols);
+
 /* One ISA: its tile shapes and functions. The microkernel computes
  * acc[r][j] = sum over k of rows[k][r] * cols[k][j] for r < rows, all NR
  * columns, with the rows side signed (weights: `w_rows` = 1) or unsigned
