@@ -464,7 +464,13 @@ class LoadUnload(unittest.TestCase):
             # 400 while unloaded, 503 (with Retry-After) while loading.
             self.assertTrue(set(statuses) <= {200, 400, 503}, set(statuses))
             self.assertIn(200, statuses)
-            self.assertLessEqual(max(fds) - min(fds), 2, fds)
+            # A descriptor leak raises the floor: the fewest open descriptors
+            # in the last ten samples stays within one of the fewest in the
+            # first ten. Not max - min over all samples: the request
+            # connections the server is still closing at one sample come and
+            # go (a clean run on a loaded CI host saw 12..15).
+            self.assertLessEqual(min(fds[-10:]), min(fds[:10]) + 1, fds)
+            self.assertLessEqual(max(fds) - min(fds), 6, fds)
             assert_flat(self, rss, "load/unload", srv)
             self.assertEqual(srv.stop(), 0, srv.stderr[-3000:])
         finally:
