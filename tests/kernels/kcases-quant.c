@@ -557,6 +557,16 @@ static const pool_shape pool_shapes[] = {
     {1, 3, 27, 27, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1, false, false, false},
     {1, 2, 11, 21, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, true, false, false},
     {1, 2, 19, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, false, false},
+    /* Inception-v2's pools: 3x3 stride 1 over maps narrower than a vector
+     * (rows all tail), and a 7x7 window covering the whole map. */
+    {1, 24, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false, false},
+    {1, 40, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false, false},
+    {1, 33, 7, 7, 7, 7, 1, 1, 0, 0, 0, 0, 1, 1, false, false, false},
+    /* Rows of exactly 32 padded columns (the AVX-512 narrow average's
+     * limit: two vectors), one past it, and a tall window at row stride 2. */
+    {1, 5, 28, 28, 5, 5, 1, 1, 2, 2, 2, 2, 1, 1, false, false, false},
+    {1, 3, 9, 31, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false, false},
+    {1, 4, 15, 20, 6, 13, 2, 1, 2, 5, 3, 4, 1, 1, true, false, false},
 };
 
 static void pool_attrs(kcase *c, const pool_shape *s, bool dilations) {

@@ -733,6 +733,15 @@ static void max_u8(uint8_t *y, const uint8_t *x, int64_t n, bool is_signed) {
 static void sum_u8(int32_t *acc, const uint8_t *x, int64_t n, bool is_signed) {
   int64_t i = 0;
   for (; i + VL <= n; i += VL) i_st(acc + i, i_add(i_ld(acc + i), i_ld8(x + i, is_signed)));
+#if defined(QE_MASKED)
+  /* A masked last vector: the pools of 7x7 and 14x14 maps are mostly
+   * tails. */
+  if (i < n) {
+    int64_t r = n - i;
+    i_st_n(acc + i, i_add(_mm512_maskz_loadu_epi32(mask16(r), acc + i), i_ld8_n(x + i, r, is_signed)), r);
+    return;
+  }
+#endif
   for (; i < n; i++) acc[i] += ld8(x + i, is_signed);
 }
 
@@ -1017,27 +1026,40 @@ static void lut(const uint8_t *x, uint8_t flip, const uint8_t *table, uint8_t *y
   for (; i < n; i++) y[i] = table[(uint8_t)(x[i] ^ flip)];
 }
 
-static void avg_quant(const int32_t *vs, int64_t n, int32_t sub, const double *cnt, float mult, int32_t yz,
+/* One vector of averages: (vs - sub) / cnt, requantized (see avg_quant
+ * in qelt.h for why one float division matches the reference's double
+ * one). */
+static inline vi avg_vec(const int32_t *vs, const float *cnt, vi sb, vf m, vi z, vi l, vi h) {
+  vf avg = f_div(i2f(i_sub(i_ld(vs), sb)), f_ld(cnt));
+  return quant_vec(f_mul(avg, m), z, l, h);
+}
+
+static void avg_quant(const int32_t *vs, int64_t n, int32_t sub, const float *cnt, float mult, int32_t yz,
                       int32_t lo, int32_t hi, uint8_t *y) {
   const vf m = f_set(mult);
   const vi z = i_set(yz), l = i_set(lo), h = i_set(hi), sb = i_set(sub);
   int64_t i = 0;
-  for (; i + VL <= n; i += VL) {
-    vi s = i_sub(i_ld(vs + i), sb);
-#if defined(QE_AVX512)
-    __m512d d0 = _mm512_div_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(s)), _mm512_loadu_pd(cnt + i));
-    __m512d d1 = _mm512_div_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(s, 1)), _mm512_loadu_pd(cnt + i + 8));
-    vf avg = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(d0)), _mm512_cvtpd_ps(d1), 1);
+  for (; i + VL <= n; i += VL) st8(y + i, avg_vec(vs + i, cnt + i, sb, m, z, l, h));
+  if (i < n) {
+    /* The last part vector with the same arithmetic: the rows of 7x7 and
+     * 14x14 maps are all tail. */
+#if defined(QE_MASKED)
+    /* Masked: copies through the stack stalled on store forwarding. */
+    __mmask16 k = mask16(n - i);
+    vf avg = f_div(i2f(i_sub(_mm512_maskz_loadu_epi32(k, vs + i), sb)), _mm512_mask_loadu_ps(f_set(1.0f), k, cnt + i));
+    _mm512_mask_cvtepi32_storeu_epi8(y + i, k, quant_vec(f_mul(avg, m), z, l, h));
 #else
-    __m256d d0 = _mm256_div_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(s)), _mm256_loadu_pd(cnt + i));
-    __m256d d1 = _mm256_div_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(s, 1)), _mm256_loadu_pd(cnt + i + 4));
-    vf avg = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps(d0)), _mm256_cvtpd_ps(d1), 1);
+    int32_t vs_tail[VL];
+    float cnt_tail[VL];
+    uint8_t y_tail[VL];
+    int64_t r = n - i;
+    for (int64_t t = 0; t < VL; t++) {
+      vs_tail[t] = t < r ? vs[i + t] : sub;
+      cnt_tail[t] = t < r ? cnt[i + t] : 1.0f;
+    }
+    st8(y_tail, avg_vec(vs_tail, cnt_tail, sb, m, z, l, h));
+    memcpy(y + i, y_tail, (size_t)r);
 #endif
-    st8(y + i, quant_vec(f_mul(avg, m), z, l, h));
-  }
-  for (; i < n; i++) {
-    float avg = (float)((double)(vs[i] - sub) / cnt[i]);
-    y[i] = (uint8_t)quant_one(avg * mult, yz, lo, hi);
   }
 }
 
@@ -1103,6 +1125,80 @@ static void block_fma(const float *a, int64_t lda, int mr, const float *w, int64
   }
 }
 
+#if defined(QE_AVX512)
+/* avg_plane_narrow (qelt.h): per output row, the window's input rows
+ * summed in two int32 vectors (padded columns 0-31, each input row one
+ * masked load at column -pl, padding lanes starting at the zero point
+ * times the rows it stands for), then the kw shifted copies of that row
+ * (valignd) added, divided and requantized in registers. Rows of 7x7 and
+ * 14x14 maps went through buffers with masked stores and loads before,
+ * which stall on store forwarding. */
+static void avg_plane_narrow(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t kh, int64_t sh,
+                             int64_t dh, int64_t kw, int64_t oh, int64_t ow, bool is_signed, int32_t xz, int32_t sub,
+                             const float *cnt, float mult, int32_t yz, int32_t lo, int32_t hi, uint8_t *y) {
+  const int64_t hn = ow + kw - 1;
+  /* Input columns [0, cols) are padded columns pl ...; lanes of the row
+   * that hold them. */
+  const int64_t cols = w < hn - pl ? w : hn - pl;
+  const uint32_t in_bits = (uint32_t)((cols >= 32 ? ~(uint64_t)0 : (((uint64_t)1 << cols) - 1)) << pl);
+  const __mmask16 in_lo = (__mmask16)in_bits, in_hi = (__mmask16)(in_bits >> 16);
+  const __mmask32 load_mask = (__mmask32)in_bits;
+  const __mmask16 out_lo = mask16(ow < 16 ? ow : 16), out_hi = mask16(ow > 16 ? ow - 16 : 0);
+  const vf m = f_set(mult), one = f_set(1.0f);
+  const vi z = i_set(yz), l = i_set(lo), hv = i_set(hi), sb = i_set(sub), zero = _mm512_setzero_si512();
+  for (int64_t oy = 0; oy < oh; oy++) {
+    int64_t rows_in = 0;
+    for (int64_t ky = 0; ky < kh; ky++) {
+      int64_t iy = oy * sh - pt + ky * dh;
+      rows_in += iy >= 0 && iy < h;
+    }
+    /* Padding columns stand for kh zero points, input columns for the
+     * kh - rows_in rows of padding above or below. */
+    const vi pad_col = i_set((int32_t)kh * xz), in_col = i_set((int32_t)(kh - rows_in) * xz);
+    vi a0 = _mm512_mask_mov_epi32(pad_col, in_lo, in_col), a1 = _mm512_mask_mov_epi32(pad_col, in_hi, in_col);
+    for (int64_t ky = 0; ky < kh; ky++) {
+      int64_t iy = oy * sh - pt + ky * dh;
+      if (iy < 0 || iy >= h) continue;
+      /* Lanes outside the input are masked off and not read. */
+      __m256i b = _mm256_maskz_loadu_epi8(load_mask, x + iy * w - pl);
+      __m128i b0 = _mm256_castsi256_si128(b), b1 = _mm256_extracti128_si256(b, 1);
+      a0 = i_add(a0, is_signed ? _mm512_cvtepi8_epi32(b0) : _mm512_cvtepu8_epi32(b0));
+      a1 = i_add(a1, is_signed ? _mm512_cvtepi8_epi32(b1) : _mm512_cvtepu8_epi32(b1));
+    }
+    vi s0 = a0, s1 = a1;
+    for (int64_t t = 1; t < kw; t++) {
+      /* valignd takes its shift as an immediate. */
+      __m512i r0, r1;
+      switch (t) {
+#define AVG_SHIFT(T)                                  \
+  case T:                                             \
+    r0 = _mm512_alignr_epi32(a1, a0, T);              \
+    r1 = _mm512_alignr_epi32(zero, a1, T);            \
+    break;
+        AVG_SHIFT(1) AVG_SHIFT(2) AVG_SHIFT(3) AVG_SHIFT(4) AVG_SHIFT(5) AVG_SHIFT(6) AVG_SHIFT(7) AVG_SHIFT(8)
+        AVG_SHIFT(9) AVG_SHIFT(10) AVG_SHIFT(11) AVG_SHIFT(12) AVG_SHIFT(13) AVG_SHIFT(14) AVG_SHIFT(15)
+#undef AVG_SHIFT
+        default: /* kw <= 16 (the caller's bound) */
+          r0 = r1 = zero;
+          break;
+      }
+      s0 = i_add(s0, r0);
+      s1 = i_add(s1, r1);
+    }
+    const float *c = cnt + oy * ow;
+    vf q0 = f_div(i2f(i_sub(s0, sb)), _mm512_mask_loadu_ps(one, out_lo, c));
+    _mm512_mask_cvtepi32_storeu_epi8(y + oy * ow, out_lo, quant_vec(f_mul(q0, m), z, l, hv));
+    if (ow > 16) {
+      vf q1 = f_div(i2f(i_sub(s1, sb)), _mm512_mask_loadu_ps(one, out_hi, c + 16));
+      _mm512_mask_cvtepi32_storeu_epi8(y + oy * ow + 16, out_hi, quant_vec(f_mul(q1, m), z, l, hv));
+    }
+  }
+}
+#define QE_AVG_PLANE_NARROW avg_plane_narrow
+#else
+#define QE_AVG_PLANE_NARROW NULL
+#endif
+
 const er_qelt_ops QE_OPS = {QE_NAME, dw_planes, dw_plane, quantize,  dequantize, qbinary,       max_u8,   sum_u8,
                             gather2, lut,       avg_quant, BNR,      block_dequant, block_fma, VL, dw_block, sum_bytes,
-                            QE_MAX_PLANE_S2};
+                            QE_MAX_PLANE_S2, QE_AVG_PLANE_NARROW};

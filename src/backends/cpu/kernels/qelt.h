@@ -131,8 +131,15 @@ typedef struct er_qelt_ops {
   /* y[i] = table[x[i] ^ flip] over n bytes (table: 256 entries). */
   void (*lut)(const uint8_t *x, uint8_t flip, const uint8_t *table, uint8_t *y, int64_t n);
   /* Average-pool requantization over n outputs: y[i] = clamp(rhe((float)
-   * ((double)(vs[i] - sub) / cnt[i]) * mult) + yz, lo, hi). */
-  void (*avg_quant)(const int32_t *vs, int64_t n, int32_t sub, const double *cnt, float mult, int32_t yz, int32_t lo,
+   * ((double)(vs[i] - sub) / cnt[i]) * mult) + yz, lo, hi), the
+   * reference's double division, computed as one float division: for
+   * |vs[i] - sub| and cnt[i] below 2^24 (exact in float), rounding the
+   * double quotient to float gives the correctly rounded float quotient
+   * (double rounding is innocuous for division when the wider format has
+   * at least 2p + 2 bits, 53 >= 2 * 24 + 2: S. Figueroa, "When is double
+   * rounding innocuous?", SIGNUM Newsletter 1995). Callers keep to that
+   * bound. */
+  void (*avg_quant)(const int32_t *vs, int64_t n, int32_t sub, const float *cnt, float mult, int32_t yz, int32_t lo,
                     int32_t hi, uint8_t *y);
   int block_nr;
   void (*block_dequant)(const uint8_t *nib, int64_t kn, bool is_signed, const float *zp, const float *scale,
@@ -149,6 +156,13 @@ typedef struct er_qelt_ops {
    * input element. */
   void (*max_plane_s2)(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t kh, int64_t sh,
                        int64_t dh, int64_t kw, int64_t oh, int64_t ow, bool is_signed, uint8_t *y);
+  /* (optional) AveragePool of one plane, column stride and dilation 1,
+   * rows of ow + kw - 1 <= 32 padded columns: y = avg_quant's value of
+   * (window sum - sub) / cnt[oy * ow + ox], with padding read as xz;
+   * every window holds an input row. */
+  void (*avg_plane_narrow)(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t kh, int64_t sh,
+                           int64_t dh, int64_t kw, int64_t oh, int64_t ow, bool is_signed, int32_t xz, int32_t sub,
+                           const float *cnt, float mult, int32_t yz, int32_t lo, int32_t hi, uint8_t *y);
 } er_qelt_ops;
 
 #if defined(__x86_64__) || defined(__i386__)

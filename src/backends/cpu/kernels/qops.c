@@ -487,9 +487,12 @@ static size_t maxrow_bytes(const pool_geom *p) {
 /* A worker's planes, then (64-byte aligned) the running max and sums. */
 static size_t pool_planes_bytes(const pool_geom *p) { return (size_t)(p->g.sh * p->g.sw * p->hs * p->ws + 63) / 64 * 64; }
 
+/* The divisors of a whole output plane for avg_plane_narrow (floats). */
+static size_t cnt_plane_bytes(const pool_geom *p) { return (size_t)(p->g.oh * p->g.ow + 15) / 16 * 64; }
+
 static size_t pool_slot_bytes(const pool_geom *p) {
   return pool_planes_bytes(p) + ((size_t)p->len + 63) / 64 * 64 + (size_t)((p->len + 15) / 16 * 16) * sizeof(int32_t) +
-         (size_t)p->g.ow * sizeof(double) + 64 + maxrow_bytes(p);
+         (size_t)p->g.ow * sizeof(float) + 64 + maxrow_bytes(p) + cnt_plane_bytes(p);
 }
 
 typedef struct pool_job {
@@ -550,6 +553,13 @@ static void max_rows(const pool_job *j, const uint8_t *xc, uint8_t *yc, uint8_t 
   }
 }
 
+/* Windows avg_plane_narrow takes (qelt.h). */
+static bool avg_narrow(const pool_job *j) {
+  const er_window *g = &j->p->g;
+  return j->avg && !j->global && j->ops->avg_plane_narrow && g->sw == 1 && g->dw == 1 && g->kw <= 16 &&
+         g->ow + g->kw - 1 <= 32;
+}
+
 static void pool_chunk(void *arg, int64_t begin, int64_t end) {
   const pool_job *j = arg;
   const pool_geom *p = j->p;
@@ -559,6 +569,12 @@ static void pool_chunk(void *arg, int64_t begin, int64_t end) {
     uint8_t *planes = j->scratch + (size_t)ch * j->slot;
     uint8_t *vmax = planes + pool_planes_bytes(p);
     int32_t *vsum = (int32_t *)(vmax + (p->len + 63) / 64 * 64);
+    /* avg_plane_narrow's divisors, at the end of the slot. */
+    float *cnt_plane = (float *)(planes + j->slot - cnt_plane_bytes(p));
+    bool narrow = avg_narrow(j);
+    if (narrow)
+      for (int64_t oy = 0; oy < g->oh; oy++)
+        for (int64_t ox = 0; ox < g->ow; ox++) cnt_plane[oy * g->ow + ox] = (float)(j->cy[oy] * j->cx[ox]);
     for (int64_t c = g->c * ch / j->chunks; c < g->c * (ch + 1) / j->chunks; c++) {
       const uint8_t *xc = j->x + c * g->h * g->w;
       uint8_t *yc = j->y + c * ohw;
@@ -569,6 +585,11 @@ static void pool_chunk(void *arg, int64_t begin, int64_t end) {
         total -= (int64_t)j->xz * n;
         float avg = (float)((double)total / (double)n);
         yc[0] = (uint8_t)er__q_clamp(er__q_rhe(avg * j->mult) + j->yz, j->lo, j->hi);
+        continue;
+      }
+      if (narrow) {
+        j->ops->avg_plane_narrow(xc, g->h, g->w, g->pt, g->pl, g->kh, g->sh, g->dh, g->kw, g->oh, g->ow, j->is_signed,
+                                 j->xz, (int32_t)(ntaps * j->xz), cnt_plane, j->mult, j->yz, j->lo, j->hi, yc);
         continue;
       }
       uint8_t pad = j->avg ? (uint8_t)j->xz : j->is_signed ? 0x80 : 0x00;
@@ -593,15 +614,18 @@ static void pool_chunk(void *arg, int64_t begin, int64_t end) {
         j->ops->sum_u8(vsum, tap_run(p, planes, t / g->kw, t % g->kw), p->len, j->is_signed);
       /* Padding holds the zero point: sum (x - x_zp) = sum - taps * x_zp
        * (exact in int32: at most taps * 255 in magnitude). */
-      double *cnt = (double *)(vsum + (p->len + 15) / 16 * 16);
+      float *cnt = (float *)(vsum + (p->len + 15) / 16 * 16);
       for (int64_t oy = 0; oy < g->oh; oy++) {
-        for (int64_t ox = 0; ox < g->ow; ox++) cnt[ox] = (double)(j->cy[oy] * j->cx[ox]);
+        for (int64_t ox = 0; ox < g->ow; ox++) cnt[ox] = (float)(j->cy[oy] * j->cx[ox]);
         j->ops->avg_quant(vsum + oy * p->ws, g->ow, (int32_t)(ntaps * j->xz), cnt, j->mult, j->yz, j->lo, j->hi,
                           yc + oy * g->ow);
       }
     }
   }
 }
+
+/* The most taps of an average window: 255 * taps stays below 2^24. */
+#define ER_POOL_MAX_AVG_TAPS 65536
 
 /* Tap counts (output rows + columns) a pool keeps on the stack. */
 #define POOL_STACK_COUNTS 1024
@@ -663,8 +687,19 @@ static er_status pool_run(const er_kernel_run *kr) {
   er_tensor *y = ctx->out[0];
   pool_geom p;
   if (!pool_geometry(ctx, x, y, s->global, &p)) return er__kr_reference(kr);
+  /* An average over one window that is the whole unpadded map is a
+   * global average (Inception-v2's last pool, 7x7 over 7x7: one sum per
+   * plane instead of 49 one-byte runs). */
+  bool global = s->global;
+  if (!global && s->avg && p.g.oh == 1 && p.g.ow == 1 && p.g.kh == p.g.h && p.g.kw == p.g.w && p.g.pt == 0 &&
+      p.g.pl == 0 && p.g.pb == 0 && p.g.pr == 0 && p.g.dh == 1 && p.g.dw == 1) {
+    global = true;
+    if (!pool_geometry(ctx, x, y, true, &p)) return er__kr_reference(kr);
+  }
   const er_window *g = &p.g;
   if (er__tensor_count(y) == 0) return ER_STATUS_OK;
+  /* avg_quant's float division is exact for sums below 2^24 (qelt.h). */
+  if (s->avg && !global && g->kh * g->kw > ER_POOL_MAX_AVG_TAPS) return er__kr_reference(kr);
   /* Tap counts per output row and column: inside the input, and inside
    * the declared padding (AveragePool's two divisors). Every window must
    * hold an input element, as the planes have no empty windows. */
@@ -686,11 +721,11 @@ static er_status pool_run(const er_kernel_run *kr) {
     cnt[g->oh + ox] = s->count_include_pad ? np : nv;
     if (nv == 0) empty = true;
   }
-  if (empty && !s->global) {
+  if (empty && !global) {
     if (cnt != cnt_stack) free(cnt);
     return er__kr_reference(kr);
   }
-  size_t slot = s->global ? GLOBAL_SLOT : pool_slot_bytes(&p);
+  size_t slot = global ? GLOBAL_SLOT : pool_slot_bytes(&p);
   void *scratch = NULL, *owned = NULL;
   int slots = 1;
   er_status st = er__kr_scratch(kr, slot, &scratch, &slots, &owned);
@@ -704,7 +739,7 @@ static er_status pool_run(const er_kernel_run *kr) {
   j.p = &p;
   j.is_signed = x->dtype == ER_DTYPE_INT8;
   j.avg = s->avg;
-  j.global = s->global;
+  j.global = global;
   j.cy = cnt;
   j.cx = cnt + g->oh;
   j.scratch = scratch;
@@ -715,7 +750,7 @@ static er_status pool_run(const er_kernel_run *kr) {
     j.yz = cint(ctx->in[3]);
     st = er__q_clamp_attrs(ctx, y->dtype, &j.lo, &j.hi);
   }
-  int64_t work = er__tensor_count(x) * (s->global ? 1 : g->kh * g->kw / (g->sh * g->sw) + 1);
+  int64_t work = er__tensor_count(x) * (global ? 1 : g->kh * g->kw / (g->sh * g->sw) + 1);
   j.chunks = (int)min64(min64(slots, g->c), work / QOPS_MIN_PER_WORKER > 1 ? work / QOPS_MIN_PER_WORKER : 1);
   size_t es = 1;
   for (int64_t n = 0; n < g->n && st == ER_STATUS_OK; n++) {
