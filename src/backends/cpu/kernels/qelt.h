@@ -156,6 +156,10 @@ typedef struct er_qelt_ops {
    * input element. */
   void (*max_plane_s2)(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t kh, int64_t sh,
                        int64_t dh, int64_t kw, int64_t oh, int64_t ow, bool is_signed, uint8_t *y);
+  /* (optional) MaxPool of one plane at column stride 1, ow <= 64 and
+   * kw <= 16; every window holds an input element. */
+  void (*max_plane_s1)(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int64_t pl, int64_t kh, int64_t sh,
+                       int64_t dh, int64_t kw, int64_t dw, int64_t oh, int64_t ow, bool is_signed, uint8_t *y);
   /* (optional) AveragePool of one plane, column stride and dilation 1,
    * rows of ow + kw - 1 <= 32 padded columns: y = avg_quant's value of
    * (window sum - sub) / cnt[oy * ow + ox], with padding read as xz;

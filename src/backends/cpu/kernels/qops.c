@@ -597,6 +597,11 @@ static void pool_chunk(void *arg, int64_t begin, int64_t end) {
         j->ops->max_plane_s2(xc, g->h, g->w, g->pt, g->pl, g->kh, g->sh, g->dh, g->kw, g->oh, g->ow, j->is_signed, yc);
         continue;
       }
+      if (!j->avg && j->ops->max_plane_s1 && g->sw == 1 && g->ow <= 64 && g->kw <= 16) {
+        j->ops->max_plane_s1(xc, g->h, g->w, g->pt, g->pl, g->kh, g->sh, g->dh, g->kw, g->dw, g->oh, g->ow,
+                             j->is_signed, yc);
+        continue;
+      }
       if (!j->avg && g->sw <= ER_POOL_MAX_SW) {
         max_rows(j, xc, yc, pad, planes);
         continue;
