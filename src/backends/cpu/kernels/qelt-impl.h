@@ -1078,16 +1078,9 @@ static void avg_quant(const int32_t *vs, int64_t n, int32_t sub, const float *cn
     vf avg = f_div(i2f(i_sub(_mm512_maskz_loadu_epi32(k, vs + i), sb)), _mm512_mask_loadu_ps(f_set(1.0f), k, cnt + i));
     _mm512_mask_cvtepi32_storeu_epi8(y + i, k, quant_vec(f_mul(avg, m), z, l, h));
 #else
-    int32_t vs_tail[VL];
-    float cnt_tail[VL];
-    uint8_t y_tail[VL];
-    int64_t r = n - i;
-    for (int64_t t = 0; t < VL; t++) {
-      vs_tail[t] = t < r ? vs[i + t] : sub;
-      cnt_tail[t] = t < r ? cnt[i + t] : 1.0f;
-    }
-    st8(y_tail, avg_vec(vs_tail, cnt_tail, sb, m, z, l, h));
-    memcpy(y + i, y_tail, (size_t)r);
+    /* One by one: copies through the stack stalled on store forwarding
+     * (the sums' tails were just written one by one too). */
+    for (; i < n; i++) y[i] = (uint8_t)quant_one((float)(vs[i] - sub) / cnt[i] * mult, yz, lo, hi);
 #endif
   }
 }
