@@ -34,6 +34,17 @@ static inline __attribute__((always_inline)) __m512i dpbusd(__m512i acc, __m512i
   return acc;
 }
 
+/* The Q8 requantization of f = sum * mult + off: clamp(rhe(f) + zp, lo,
+ * hi), with the clamp done on f against lo - zp and hi - zp (integers, so
+ * rounding the clamped value gives the same bytes: rhe is monotonic) and
+ * no integer clamp after. NaN takes the lower bound, as before (max_ps
+ * returns its second operand). Two instructions fewer per vector than
+ * clamping f to +-2^30, converting, and clamping the integers. */
+static inline __attribute__((always_inline)) __m512i requant(__m512 f, __m512 flo, __m512 fhi, __m512i zp) {
+  f = _mm512_min_ps(_mm512_max_ps(f, flo), fhi);
+  return _mm512_add_epi32(_mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zp);
+}
+
 static inline __attribute__((always_inline)) void tile_body(int64_t groups, const uint8_t *a, const uint8_t *b,
                                                             int32_t *acc, const int MR, const int NV, const int R,
                                                             const bool w_rows) {
@@ -125,11 +136,12 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
                                                                uint8_t *out, int64_t ldc, const er_qseg *segs,
                                                                int nseg, const int R) {
   __m512i c[CMR][CNV];
+  /* The sums start from the channels' corrections. */
 #pragma GCC unroll 16
   for (int r = 0; r < CMR; r++)
 #pragma GCC unroll 4
     for (int v = 0; v < CNV; v++)
-      if (r < R) c[r][v] = _mm512_setzero_si512();
+      if (r < R) c[r][v] = _mm512_set1_epi32(e->corr[i0 + r]);
   for (int64_t q = 0; q < groups; q++) {
     const uint8_t *bq = koff ? b + koff[q] : b + q * CNR * 4;
     __m512i bv[CNV];
@@ -147,22 +159,16 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
     }
     a += CMR * 4;
   }
-  const __m512 big = _mm512_set1_ps(1073741824.0f), nbig = _mm512_set1_ps(-1073741824.0f);
-  const __m512i zp = _mm512_set1_epi32(e->zp), lo = _mm512_set1_epi32(e->lo), hi = _mm512_set1_epi32(e->hi);
+  const __m512i zp = _mm512_set1_epi32(e->zp);
+  const __m512 flo = _mm512_set1_ps((float)(e->lo - e->zp)), fhi = _mm512_set1_ps((float)(e->hi - e->zp));
 #pragma GCC unroll 16
   for (int r = 0; r < CMR; r++) {
     if (r < R) {
-      const __m512i corr = _mm512_set1_epi32(e->corr[i0 + r]);
       const __m512 mult = _mm512_set1_ps(e->mult[i0 + r]), off = _mm512_set1_ps(e->off[i0 + r]);
       __m128i bytes[4];
 #pragma GCC unroll 4
-      for (int v = 0; v < CNV; v++) {
-        __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(c[r][v], corr)), mult, off);
-        f = _mm512_min_ps(_mm512_max_ps(f, nbig), big);
-        __m512i q = _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        q = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(q, zp), lo), hi);
-        bytes[v] = _mm512_cvtepi32_epi8(q);
-      }
+      for (int v = 0; v < CNV; v++)
+        bytes[v] = _mm512_cvtepi32_epi8(requant(_mm512_fmadd_ps(_mm512_cvtepi32_ps(c[r][v]), mult, off), flo, fhi, zp));
       uint8_t *row = out + r * ldc;
       if (nseg == 1 && segs[0].first == 0 && segs[0].len == CNR) {
 #pragma GCC unroll 4
@@ -299,8 +305,8 @@ static inline __attribute__((always_inline)) void px_tile_body(int64_t groups, c
       }
     }
   }
-  const __m512 big = _mm512_set1_ps(1073741824.0f), nbig = _mm512_set1_ps(-1073741824.0f);
-  const __m512i zp = _mm512_set1_epi32(e->zp), lo = _mm512_set1_epi32(e->lo), hi = _mm512_set1_epi32(e->hi);
+  const __m512i zp = _mm512_set1_epi32(e->zp);
+  const __m512 flo = _mm512_set1_ps((float)(e->lo - e->zp)), fhi = _mm512_set1_ps((float)(e->hi - e->zp));
   const __mmask16 keep = (__mmask16)((1u << R) - 1u);
 #pragma GCC unroll 2
   for (int v = 0; v < CNV; v++) {
@@ -309,10 +315,7 @@ static inline __attribute__((always_inline)) void px_tile_body(int64_t groups, c
 #pragma GCC unroll 8
     for (int r = 0; r < CMR; r++) {
       if (r < R) {
-        __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][v]), mult, off);
-        f = _mm512_min_ps(_mm512_max_ps(f, nbig), big);
-        __m512i qv = _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        rows[r] = _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(qv, zp), lo), hi));
+        rows[r] = _mm512_cvtepi32_epi8(requant(_mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][v]), mult, off), flo, fhi, zp));
       } else {
         rows[r] = _mm_setzero_si128();
       }
@@ -375,8 +378,8 @@ static inline void store8(uint8_t *p, __m512i q, __mmask16 m, int n) {
 /* The common case on its own: requantized 8-bit output, parameters per
  * row (convolutions), no weight zero points. */
 static void epilogue_q8_rows(const er_qepi *e, const er_qtile_out *t) {
-  const __m512 big = _mm512_set1_ps(1073741824.0f), nbig = _mm512_set1_ps(-1073741824.0f);
-  const __m512i zp = _mm512_set1_epi32(e->zp), lo = _mm512_set1_epi32(e->lo), hi = _mm512_set1_epi32(e->hi);
+  const __m512i zp = _mm512_set1_epi32(e->zp);
+  const __m512 flo = _mm512_set1_ps((float)(e->lo - e->zp)), fhi = _mm512_set1_ps((float)(e->hi - e->zp));
   for (int r = 0; r < t->rows; r++) {
     const int32_t *acc = t->acc + r * t->nr;
     uint8_t *out = (uint8_t *)t->c + (size_t)(r * t->ldc);
@@ -387,10 +390,7 @@ static void epilogue_q8_rows(const er_qepi *e, const er_qtile_out *t) {
       int n = t->cols - j < 16 ? t->cols - j : 16;
       __mmask16 m = (__mmask16)((1u << n) - 1u);
       __m512i v = _mm512_add_epi32(load_n(acc + j, m), corr);
-      __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), mult, off);
-      f = _mm512_min_ps(_mm512_max_ps(f, nbig), big);
-      __m512i q = _mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      store8(out + j, _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(q, zp), lo), hi), m, n);
+      store8(out + j, requant(_mm512_fmadd_ps(_mm512_cvtepi32_ps(v), mult, off), flo, fhi, zp), m, n);
     }
   }
 }
