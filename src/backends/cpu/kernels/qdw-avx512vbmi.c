@@ -113,6 +113,11 @@ static inline __m512i load(const uint8_t *base, int64_t at, uint64_t m, __m512i 
   return flipped ? _mm512_xor_si512(r, flip) : r;
 }
 
+/* Vectors of one channel computed together in run_window: their chains
+ * of vpdpbusd and epilogues are independent, and one vector at a time left
+ * the core waiting on each chain's latency (a 7x7 plane is four vectors). */
+#define QDW_WINDOW_BLOCK 4
+
 static inline void run_window(const er_qdwv_args *a, const epi *e, bool flipped) {
   const er_qdwv_plan *p = a->plan;
   const int64_t kg = p->g.kh * p->groups, ohw = p->g.oh * p->g.ow;
@@ -120,21 +125,34 @@ static inline void run_window(const er_qdwv_args *a, const epi *e, bool flipped)
   __m512i w[ER_QDWV_WINDOW_TAPS];
   for (int64_t t = 0; t < kg; t++) w[t] = _mm512_set1_epi32(a->wq[t]);
   const __m512i padf = flipped ? _mm512_xor_si512(padv, flip) : padv;
-  for (int64_t v = 0; v < p->nvec; v++) {
-    __m512i lo = p->m_lo[v] ? load(a->x, p->base[v], p->m_lo[v], padv, flip, flipped) : padf;
-    const uint8_t(*idx)[64] = (const uint8_t(*)[64])p->widx + v * kg;
-    __m512i acc = _mm512_setzero_si512();
-    if (p->two) {
-      __m512i hi = p->m_hi[v] ? load(a->x, p->base[v] + 64, p->m_hi[v], padv, flip, flipped) : padf;
-      for (int64_t t = 0; t < kg; t++)
-        acc = _mm512_dpbusd_epi32(acc, _mm512_permutex2var_epi8(lo, _mm512_loadu_si512((const void *)idx[t]), hi),
-                                  w[t]);
-    } else {
-      for (int64_t t = 0; t < kg; t++)
-        acc = _mm512_dpbusd_epi32(acc, _mm512_permutexvar_epi8(_mm512_loadu_si512((const void *)idx[t]), lo), w[t]);
+  for (int64_t v0 = 0; v0 < p->nvec; v0 += QDW_WINDOW_BLOCK) {
+    const int nb = p->nvec - v0 < QDW_WINDOW_BLOCK ? (int)(p->nvec - v0) : QDW_WINDOW_BLOCK;
+    __m512i lo[QDW_WINDOW_BLOCK], hi[QDW_WINDOW_BLOCK], acc[QDW_WINDOW_BLOCK];
+#pragma GCC unroll 4
+    for (int j = 0; j < QDW_WINDOW_BLOCK; j++) {
+      lo[j] = hi[j] = padf;
+      acc[j] = _mm512_setzero_si512();
+      if (j >= nb) continue;
+      const int64_t v = v0 + j;
+      lo[j] = p->m_lo[v] ? load(a->x, p->base[v], p->m_lo[v], padv, flip, flipped) : padf;
+      hi[j] = p->two && p->m_hi[v] ? load(a->x, p->base[v] + 64, p->m_hi[v], padv, flip, flipped) : padf;
     }
-    int64_t n = ohw - v * ER_QDWV_LANES < ER_QDWV_LANES ? ohw - v * ER_QDWV_LANES : ER_QDWV_LANES;
-    put(e, acc, a->y + v * ER_QDWV_LANES, n);
+    for (int64_t t = 0; t < kg; t++) {
+#pragma GCC unroll 4
+      for (int j = 0; j < QDW_WINDOW_BLOCK; j++) {
+        if (j >= nb) break;
+        const __m512i ix = _mm512_loadu_si512((const void *)p->widx[(v0 + j) * kg + t]);
+        const __m512i bytes = p->two ? _mm512_permutex2var_epi8(lo[j], ix, hi[j]) : _mm512_permutexvar_epi8(ix, lo[j]);
+        acc[j] = _mm512_dpbusd_epi32(acc[j], bytes, w[t]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < QDW_WINDOW_BLOCK; j++) {
+      if (j >= nb) break;
+      const int64_t v = v0 + j;
+      int64_t n = ohw - v * ER_QDWV_LANES < ER_QDWV_LANES ? ohw - v * ER_QDWV_LANES : ER_QDWV_LANES;
+      put(e, acc[j], a->y + v * ER_QDWV_LANES, n);
+    }
   }
 }
 
