@@ -104,6 +104,14 @@ static void gen_softmax_op(case_fn fn, void *arg, const char *op) {
   kc_input(&c, 3, DIMS(8, 128, 128), -10, 10, false);
   c.tol = *tol;
   fn(&c, arg);
+  /* Rank unknown when the kernel is chosen (SLANet+'s Softmax over a
+   * Slice of a dynamic shape): the optimized kernel must take it. */
+  kc_begin(&c, op, "", 13, "%s [2,6,40] rank unknown at load", op);
+  kc_input(&c, 3, DIMS(2, 6, 40), -20, 20, false);
+  c.tol = *tol;
+  c.unknown_rank = true;
+  c.must_take = "_softmax__";
+  fn(&c, arg);
   kc_begin(&c, op, "", 13, "%s [3,0] empty rows", op);
   kc_input(&c, 2, DIMS(3, 0), -1, 1, false);
   c.tol = *tol;

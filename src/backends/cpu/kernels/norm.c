@@ -208,14 +208,17 @@ static void softmax_chunk(void *arg, int64_t begin, int64_t end) {
     j->ops->softmax(j->x + o * j->n * j->inner, j->y + o * j->n * j->inner, j->n, j->inner, j->log);
 }
 
+/* A rank unknown at load (SLANet+'s Softmax reads a Slice of a dynamic
+ * shape) is checked when the node runs. */
 static bool softmax_supports(const er_kernel_info *ki, bool isa_ok) {
-  return isa_ok && all_f32(ki) && ki->in[0]->rank >= 1;
+  return isa_ok && all_f32(ki) && ki->in[0]->rank != 0;
 }
 
 static er_status softmax_run(const er_kernel_run *kr) {
   const norm_state *s = kr->state;
   er_kctx *ctx = kr->ctx;
   const er_tensor *x = ctx->in[0];
+  if (x->rank < 1) return er__kr_reference(kr);
   int64_t axis;
   int ax;
   ER_CHECK(er__attr_int(ctx, "axis", ctx->node->version >= 13 ? -1 : 1, &axis));
