@@ -39,10 +39,14 @@ static bool plan_window(er_qdwv_plan *p) {
    * for all, or two (127 and one). */
   int64_t lens[ER_QDWV_MAX_VECS];
   int64_t most = 0;
+  /* A plane of at most 63 bytes is one table for all (7x7 maps: one
+   * masked load per channel instead of one per vector). */
+  p->whole = g->h * g->w <= 63;
   for (int64_t v = 0; v < p->nvec; v++) {
     int64_t p0 = v * lanes, p1 = (v + 1) * lanes < ohw ? (v + 1) * lanes : ohw;
     int64_t r_lo = (p0 / g->ow) * g->sh - g->pt, r_hi = ((p1 - 1) / g->ow) * g->sh - g->pt + (g->kh - 1) * g->dh;
-    if (r_lo < 0) r_lo = 0;
+    if (r_lo < 0 || p->whole) r_lo = 0;
+    if (p->whole) r_hi = g->h - 1;
     if (r_hi > g->h - 1) r_hi = g->h - 1;
     p->base[v] = r_lo <= r_hi ? r_lo * g->w : 0;
     lens[v] = r_lo <= r_hi ? (r_hi + 1) * g->w - p->base[v] : 0;
@@ -125,6 +129,7 @@ static inline void run_window(const er_qdwv_args *a, const epi *e, bool flipped)
   __m512i w[ER_QDWV_WINDOW_TAPS];
   for (int64_t t = 0; t < kg; t++) w[t] = _mm512_set1_epi32(a->wq[t]);
   const __m512i padf = flipped ? _mm512_xor_si512(padv, flip) : padv;
+  const __m512i plane = p->whole && p->m_lo[0] ? load(a->x, 0, p->m_lo[0], padv, flip, flipped) : padf;
   for (int64_t v0 = 0; v0 < p->nvec; v0 += QDW_WINDOW_BLOCK) {
     const int nb = p->nvec - v0 < QDW_WINDOW_BLOCK ? (int)(p->nvec - v0) : QDW_WINDOW_BLOCK;
     __m512i lo[QDW_WINDOW_BLOCK], hi[QDW_WINDOW_BLOCK], acc[QDW_WINDOW_BLOCK];
@@ -134,7 +139,7 @@ static inline void run_window(const er_qdwv_args *a, const epi *e, bool flipped)
       acc[j] = _mm512_setzero_si512();
       if (j >= nb) continue;
       const int64_t v = v0 + j;
-      lo[j] = p->m_lo[v] ? load(a->x, p->base[v], p->m_lo[v], padv, flip, flipped) : padf;
+      lo[j] = p->whole ? plane : p->m_lo[v] ? load(a->x, p->base[v], p->m_lo[v], padv, flip, flipped) : padf;
       hi[j] = p->two && p->m_hi[v] ? load(a->x, p->base[v] + 64, p->m_hi[v], padv, flip, flipped) : padf;
     }
     for (int64_t t = 0; t < kg; t++) {

@@ -210,6 +210,9 @@ typedef struct er_qdwv_plan {
    * of its two tables; the indices at widx[((v * kh) + ky) * groups + g]
    * (ER_QDWV_WIDX_BYTES, owned by whoever built the plan) */
   bool two;
+  /* the whole plane in one table (h * w <= 63): every base is 0 and one
+   * load serves every vector */
+  bool whole;
   int64_t base[ER_QDWV_MAX_VECS];
   uint64_t m_lo[ER_QDWV_MAX_VECS], m_hi[ER_QDWV_MAX_VECS];
   uint8_t (*widx)[64];
