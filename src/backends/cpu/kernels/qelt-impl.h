@@ -1181,15 +1181,16 @@ static void avg_plane_narrow(const uint8_t *x, int64_t h, int64_t w, int64_t pt,
     for (int64_t ky = 0; ky < kh; ky++) {
       int64_t iy = oy * sh - pt + ky * dh;
       if (iy < 0 || iy >= h) continue;
-      /* Lanes outside the input are masked off and not read. */
+      /* Lanes outside the input are masked off and not read (integer
+       * address arithmetic: the first lanes may lie before the row). */
       if (hn <= 16) {
         /* One 16-byte load (a 32-byte one spans two cache lines more
          * often); the upper vector's lanes are never stored. */
-        __m128i b0 = _mm_maskz_loadu_epi8((__mmask16)load_mask, x + iy * w - pl);
+        __m128i b0 = _mm_maskz_loadu_epi8((__mmask16)load_mask, (const void *)((uintptr_t)(x + iy * w) - (uintptr_t)pl));
         a0 = i_add(a0, is_signed ? _mm512_cvtepi8_epi32(b0) : _mm512_cvtepu8_epi32(b0));
         continue;
       }
-      __m256i b = _mm256_maskz_loadu_epi8(load_mask, x + iy * w - pl);
+      __m256i b = _mm256_maskz_loadu_epi8(load_mask, (const void *)((uintptr_t)(x + iy * w) - (uintptr_t)pl));
       __m128i b0 = _mm256_castsi256_si128(b), b1 = _mm256_extracti128_si256(b, 1);
       a0 = i_add(a0, is_signed ? _mm512_cvtepi8_epi32(b0) : _mm512_cvtepu8_epi32(b0));
       a1 = i_add(a1, is_signed ? _mm512_cvtepi8_epi32(b1) : _mm512_cvtepu8_epi32(b1));
@@ -1254,9 +1255,9 @@ static void max_plane_s1(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int
       for (int64_t ky = 0; ky < kh; ky++) {
         int64_t iy = oy * sh - pt + ky * dh;
         if (iy < 0 || iy >= h) continue;
-        const uint8_t *row = x + iy * w - pl;
+        const uintptr_t row = (uintptr_t)(x + iy * w) - (uintptr_t)pl;
         for (int64_t kx = 0; kx < kw; kx++) {
-          __m128i v = _mm_mask_loadu_epi8(pad16, (__mmask16)tap_mask[kx], row + kx * dw);
+          __m128i v = _mm_mask_loadu_epi8(pad16, (__mmask16)tap_mask[kx], (const void *)(row + (uintptr_t)(kx * dw)));
           acc = is_signed ? _mm_max_epi8(acc, v) : _mm_max_epu8(acc, v);
         }
       }
@@ -1269,9 +1270,9 @@ static void max_plane_s1(const uint8_t *x, int64_t h, int64_t w, int64_t pt, int
     for (int64_t ky = 0; ky < kh; ky++) {
       int64_t iy = oy * sh - pt + ky * dh;
       if (iy < 0 || iy >= h) continue;
-      const uint8_t *row = x + iy * w - pl;
+      const uintptr_t row = (uintptr_t)(x + iy * w) - (uintptr_t)pl;
       for (int64_t kx = 0; kx < kw; kx++) {
-        __m512i v = _mm512_mask_loadu_epi8(padv, tap_mask[kx], row + kx * dw);
+        __m512i v = _mm512_mask_loadu_epi8(padv, tap_mask[kx], (const void *)(row + (uintptr_t)(kx * dw)));
         acc = is_signed ? _mm512_max_epi8(acc, v) : _mm512_max_epu8(acc, v);
       }
     }
