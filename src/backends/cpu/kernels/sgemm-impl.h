@@ -27,6 +27,9 @@
 #ifndef SGEMM_PF_ROWS
 #define SGEMM_PF_ROWS 32
 #endif
+#ifndef SGEMM_PF_ROWS_FEW
+#define SGEMM_PF_ROWS_FEW 96
+#endif
 
 /* Adds, scales, biases, activates and stores an accumulated tile that went
  * through memory: the general path (partial columns, first and last
@@ -153,7 +156,7 @@ static inline __attribute__((always_inline)) void tile_rows(const er_gemm_tile *
   for (int64_t k = 0; k < t->kc; k++) {
     vf bv[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NR; v += 16) __builtin_prefetch(b + SGEMM_PF_ROWS * NR + v, 0, 3);
+    for (int v = 0; v < NR; v += 16) __builtin_prefetch(b + (R < 8 ? SGEMM_PF_ROWS_FEW : SGEMM_PF_ROWS) * NR + v, 0, 3);
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++) bv[v] = v_ld(b + v * VN);
 #pragma GCC unroll 16
