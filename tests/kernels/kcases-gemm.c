@@ -11,6 +11,8 @@ static const int64_t mkn[][3] = {
     {1, 1, 1},     {1, 17, 33},   {3, 7, 65},    {12, 256, 32}, {13, 257, 33}, {11, 255, 31},
     {6, 64, 16},   {7, 3, 17},    {24, 64, 64},  {25, 300, 97}, {64, 64, 64},  {100, 600, 130},
     {1, 600, 200}, {257, 513, 65}, {30, 40, 1100}, {63, 129, 63}, {2, 1, 5},
+    /* 5 and 8 rows: the few-row product's largest row counts on AVX-512. */
+    {5, 130, 47},  {8, 96, 70},
 };
 
 /* The fused activations, in turn, with their parameters. */
@@ -39,7 +41,7 @@ static void gen_matmul(case_fn fn, void *arg) {
       c.dynamic = variant == 2;
       fn(&c, arg);
     }
-    if (m <= 4) {
+    if (m <= 8) {
       kc_begin(&c, "MatMul", "", 13, "MatMul [%lld,%lld]x[%lld,%lld] const B, rows unknown at compile time",
                (long long)m, (long long)k, (long long)k, (long long)n);
       kc_input(&c, 2, DIMS(m, k), -1, 1, false);

@@ -294,9 +294,9 @@ static void panel_gemv_chunk(void *arg, int64_t begin, int64_t end) {
 }
 
 static bool try_gemv(const er_kernel_run *kr, const mm_state *s, const er_gemm_problem *p, const mm_batch *mb) {
-  if (p->m > ER_GEMV_MAX_M || p->b.pack) return false;
+  if (p->b.pack) return false;
   if (p->b.packed) {
-    if (mb->batch != 1) return false;
+    if (mb->batch != 1 || p->m > (s->ops->vn == 16 ? ER_GEMV_ROWS_MAX_M_16 : ER_GEMV_MAX_M)) return false;
     panel_gemv_job j;
     memset(&j, 0, sizeof j);
     j.ops = s->ops;
@@ -315,7 +315,7 @@ static bool try_gemv(const er_kernel_run *kr, const mm_state *s, const er_gemm_p
     er__parallel_for(kr->pool, panels, grain, panel_gemv_chunk, &j);
     return true;
   }
-  if (p->b.cs != 1 && p->b.rs != 1) return false;
+  if (p->m > ER_GEMV_MAX_M || (p->b.cs != 1 && p->b.rs != 1)) return false;
   gemv_job j;
   memset(&j, 0, sizeof j);
   j.ops = s->ops;

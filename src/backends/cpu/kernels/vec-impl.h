@@ -1295,14 +1295,14 @@ static inline vf gemv_finish(const er_gemv *g, int64_t i, int64_t j, vf x, int n
     int n0 = j1 - j >= VN ? VN : (int)(j1 - j);                                  \
     int n1 = j1 - j - VN >= VN ? VN : (int)(j1 - j - VN);                        \
     vf acc[M][2], acc2[M][2];                                                    \
-    _Pragma("GCC unroll 4") for (int i = 0; i < M; i++) acc[i][0] = acc[i][1] = acc2[i][0] = acc2[i][1] = v_zero(); \
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) acc[i][0] = acc[i][1] = acc2[i][0] = acc2[i][1] = v_zero(); \
     const float *br = g->b + j;                                                  \
     int64_t k = 0;                                                               \
     if (K2)                                                                      \
       for (; k + 2 <= g->k; k += 2, br += 2 * g->b_rs) {                         \
         vf b0 = GEMV_LD0(br), b1 = GEMV_LD1(br);                                 \
         vf b2 = GEMV_LD0(br + g->b_rs), b3 = GEMV_LD1(br + g->b_rs);             \
-        _Pragma("GCC unroll 4") for (int i = 0; i < M; i++) {                    \
+        _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {                    \
           const float *ar = g->a + i * g->a_rs + k * g->a_cs;                    \
           vf av = v_set(ar[0]), aw = v_set(ar[g->a_cs]);                         \
           acc[i][0] = v_fma(av, b0, acc[i][0]);                                  \
@@ -1315,13 +1315,13 @@ static inline vf gemv_finish(const er_gemv *g, int64_t i, int64_t j, vf x, int n
       __builtin_prefetch(br + GEMV_PF_ROWS * g->b_rs, 0, 3);                     \
       __builtin_prefetch(br + GEMV_PF_ROWS * g->b_rs + VN, 0, 3);                \
       vf b0 = GEMV_LD0(br), b1 = GEMV_LD1(br);                                   \
-      _Pragma("GCC unroll 4") for (int i = 0; i < M; i++) {                      \
+      _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {                      \
         vf av = v_set(g->a[i * g->a_rs + k * g->a_cs]);                          \
         acc[i][0] = v_fma(av, b0, acc[i][0]);                                    \
         acc[i][1] = v_fma(av, b1, acc[i][1]);                                    \
       }                                                                          \
     }                                                                            \
-    _Pragma("GCC unroll 4") for (int i = 0; i < M; i++) {                        \
+    _Pragma("GCC unroll 8") for (int i = 0; i < M; i++) {                        \
       float *c = g->c + i * g->ldc + j;                                          \
       v_st_n(c, gemv_finish(g, i, j, v_add(acc[i][0], acc2[i][0]), n0), n0);     \
       if (n1 > 0) v_st_n(c + VN, gemv_finish(g, i, j + VN, v_add(acc[i][1], acc2[i][1]), n1), n1); \
@@ -1332,6 +1332,14 @@ static void gemv_rows1(const er_gemv *g, int64_t j0, int64_t j1) { GEMV_ROWS_BOD
 static void gemv_rows2(const er_gemv *g, int64_t j0, int64_t j1) { GEMV_ROWS_BODY(2, 0) }
 static void gemv_rows3(const er_gemv *g, int64_t j0, int64_t j1) { GEMV_ROWS_BODY(3, 0) }
 static void gemv_rows4(const er_gemv *g, int64_t j0, int64_t j1) { GEMV_ROWS_BODY(4, 0) }
+#if VN == 16
+/* 5-8 rows (ER_GEMV_ROWS_MAX_M_16): 2 x M accumulators, in registers
+ * only with AVX-512's 32. */
+static void gemv_rows5(const er_gemv *g, int64_t j0, int64_t j1) { GEMV_ROWS_BODY(5, 0) }
+static void gemv_rows6(const er_gemv *g, int64_t j0, int64_t j1) { GEMV_ROWS_BODY(6, 0) }
+static void gemv_rows7(const er_gemv *g, int64_t j0, int64_t j1) { GEMV_ROWS_BODY(7, 0) }
+static void gemv_rows8(const er_gemv *g, int64_t j0, int64_t j1) { GEMV_ROWS_BODY(8, 0) }
+#endif
 #undef GEMV_ROWS_BODY
 #undef GEMV_LD0
 #undef GEMV_LD1
@@ -1342,7 +1350,15 @@ static void gemv_rows(const er_gemv *g, int64_t j0, int64_t j1) {
     case 1: gemv_rows1(g, j0, j1); break;
     case 2: gemv_rows2(g, j0, j1); break;
     case 3: gemv_rows3(g, j0, j1); break;
+#if VN == 16
+    case 4: gemv_rows4(g, j0, j1); break;
+    case 5: gemv_rows5(g, j0, j1); break;
+    case 6: gemv_rows6(g, j0, j1); break;
+    case 7: gemv_rows7(g, j0, j1); break;
+    default: gemv_rows8(g, j0, j1); break;
+#else
     default: gemv_rows4(g, j0, j1); break;
+#endif
   }
 }
 

@@ -195,6 +195,11 @@ typedef struct er_im2col {
  * weights that are not constants: C = act(scale * A B + beta * D + bias)
  * without packing B (packing would cost as much as the product). */
 #define ER_GEMV_MAX_M 4
+/* The product of a row-major B (and along prepacked panels,
+ * er__gemv_panels) takes up to this many rows where the vectors are 16
+ * floats wide: AVX-512's 32 registers hold 2 x 8 accumulators (batched
+ * requests to a server whose fully connected weights dominate a run). */
+#define ER_GEMV_ROWS_MAX_M_16 8
 typedef struct er_gemv {
   int64_t m, n, k;
   const float *a;              /* element (i, k) at a[i * a_rs + k * a_cs] */
