@@ -159,7 +159,10 @@ static er_tensor *gemm_c(kcase *c, int shape, int64_t m, int64_t n, bool constan
 
 static void gen_gemm_common(case_fn fn, void *arg, const char *op, const char *domain, int version) {
   kcase c;
-  static const int64_t sizes[][3] = {{1, 64, 100}, {13, 257, 33}, {30, 100, 70}, {5, 3, 2}};
+  /* 2-4 rows: the few-row products on weights as stored (dot products
+   * with transB), one instance per row count. */
+  static const int64_t sizes[][3] = {{1, 64, 100}, {13, 257, 33}, {30, 100, 70}, {5, 3, 2},
+                                     {2, 129, 17}, {3, 70, 40},   {4, 33, 9}};
   char clabel[32], act[32];
   bool fused = strcmp(op, "FusedGemm") == 0;
   for (size_t s = 0; s < ER_ARRAY_LEN(sizes); s++) {
@@ -200,7 +203,8 @@ static void gen_gemm_common(case_fn fn, void *arg, const char *op, const char *d
   fn(&c, arg);
   /* Weights packed at compile time, rows known only at run time (a served
    * model's batch dimension): few rows run along the packed panels. */
-  static const int64_t rows[][3] = {{1, 1568, 64}, {2, 100, 70}, {3, 33, 31}, {4, 257, 100}, {5, 64, 33}, {1, 7, 1}};
+  static const int64_t rows[][3] = {{1, 1568, 64}, {2, 100, 70}, {3, 33, 31}, {4, 257, 100},
+                                    {5, 64, 33},   {1, 7, 1},    {6, 40, 50}, {8, 96, 33}};
   for (size_t r = 0; r < ER_ARRAY_LEN(rows); r++) {
     int64_t m = rows[r][0], k = rows[r][1], n = rows[r][2];
     int tb = r % 2 == 0;

@@ -1362,6 +1362,31 @@ static void gemv_rows(const er_gemv *g, int64_t j0, int64_t j1) {
   }
 }
 
+/* One column of gemv_dots for M rows of A (contiguous along K): M a
+ * constant in each instance, so the accumulators stay in registers (a
+ * run-time count kept them on the stack, a store per FMA). */
+static inline __attribute__((always_inline)) void dots_col(const er_gemv *g, const float *br,
+                                                           float (*out)[VN], int jj, const int M) {
+  const int64_t k = g->k;
+  vf acc[ER_GEMV_MAX_M];
+#pragma GCC unroll 4
+  for (int i = 0; i < M; i++) acc[i] = v_zero();
+  int64_t q = 0;
+  for (; q + VN <= k; q += VN) {
+    vf bv = v_ld(br + q);
+#pragma GCC unroll 4
+    for (int i = 0; i < M; i++) acc[i] = v_fma(v_ld(g->a + i * g->a_rs + q), bv, acc[i]);
+  }
+  if (q < k) {
+    int r = (int)(k - q);
+    vf bv = v_ld_n(br + q, r);
+#pragma GCC unroll 4
+    for (int i = 0; i < M; i++) acc[i] = v_fma(v_ld_n(g->a + i * g->a_rs + q, r), bv, acc[i]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < M; i++) out[i][jj] = v_hsum(acc[i]);
+}
+
 /* B transposed, stored [N, K] (b_rs == 1): each column of C is a dot
  * product along a contiguous row of B, which is read once for all rows of
  * A. */
@@ -1393,21 +1418,15 @@ static void gemv_dots(const er_gemv *g, int64_t j0, int64_t j1) {
       }
     for (; jj < nj; jj++) {
       const float *br = g->b + (jb + jj) * g->b_cs;
-      vf acc[ER_GEMV_MAX_M];
-      for (int64_t i = 0; i < m; i++) acc[i] = v_zero();
-      int64_t q = 0;
       if (g->a_cs == 1) {
-        for (; q + VN <= k; q += VN) {
-          vf bv = v_ld(br + q);
-          for (int64_t i = 0; i < m; i++) acc[i] = v_fma(v_ld(g->a + i * g->a_rs + q), bv, acc[i]);
+        switch (m) {
+          case 1: dots_col(g, br, out, jj, 1); break;
+          case 2: dots_col(g, br, out, jj, 2); break;
+          case 3: dots_col(g, br, out, jj, 3); break;
+          default: dots_col(g, br, out, jj, 4); break;
         }
-        if (q < k) {
-          int r = (int)(k - q);
-          vf bv = v_ld_n(br + q, r);
-          for (int64_t i = 0; i < m; i++) acc[i] = v_fma(v_ld_n(g->a + i * g->a_rs + q, r), bv, acc[i]);
-        }
-        for (int64_t i = 0; i < m; i++) out[i][jj] = v_hsum(acc[i]);
       } else {
+        int64_t q;
         for (int64_t i = 0; i < m; i++) {
           float sacc = 0.0f;
           for (q = 0; q < k; q++) sacc += g->a[i * g->a_rs + q * g->a_cs] * br[q];
