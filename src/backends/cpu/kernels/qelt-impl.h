@@ -1121,29 +1121,39 @@ static void block_dequant(const uint8_t *nib, int64_t kn, bool is_signed, const 
   }
 }
 
-static void block_fma(const float *a, int64_t lda, int mr, const float *w, int64_t kn, float *acc) {
+/* block_fma for MR rows, a constant in each instance: with the row count
+ * read at run time the accumulators lived on the stack (a load and a store
+ * around every FMA). */
+static inline __attribute__((always_inline)) void block_fma_rows(const float *a, int64_t lda, const float *w,
+                                                                 int64_t kn, float *acc, const int MR) {
   vf c[4][2];
-  for (int r = 0; r < 4; r++) {
-    if (r < mr) {
-      c[r][0] = f_ld(acc + r * BNR);
-      c[r][1] = f_ld(acc + r * BNR + VL);
-    }
+#pragma GCC unroll 4
+  for (int r = 0; r < MR; r++) {
+    c[r][0] = f_ld(acc + r * BNR);
+    c[r][1] = f_ld(acc + r * BNR + VL);
   }
   for (int64_t k = 0; k < kn; k++) {
     vf w0 = f_ld(w + k * BNR), w1 = f_ld(w + k * BNR + VL);
-    for (int r = 0; r < 4; r++) {
-      if (r < mr) {
-        vf av = f_set(a[r * lda + k]);
-        c[r][0] = f_fma(av, w0, c[r][0]);
-        c[r][1] = f_fma(av, w1, c[r][1]);
-      }
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; r++) {
+      vf av = f_set(a[r * lda + k]);
+      c[r][0] = f_fma(av, w0, c[r][0]);
+      c[r][1] = f_fma(av, w1, c[r][1]);
     }
   }
-  for (int r = 0; r < 4; r++) {
-    if (r < mr) {
-      f_st(acc + r * BNR, c[r][0]);
-      f_st(acc + r * BNR + VL, c[r][1]);
-    }
+#pragma GCC unroll 4
+  for (int r = 0; r < MR; r++) {
+    f_st(acc + r * BNR, c[r][0]);
+    f_st(acc + r * BNR + VL, c[r][1]);
+  }
+}
+
+static void block_fma(const float *a, int64_t lda, int mr, const float *w, int64_t kn, float *acc) {
+  switch (mr) {
+    case 1: block_fma_rows(a, lda, w, kn, acc, 1); break;
+    case 2: block_fma_rows(a, lda, w, kn, acc, 2); break;
+    case 3: block_fma_rows(a, lda, w, kn, acc, 3); break;
+    default: block_fma_rows(a, lda, w, kn, acc, 4); break;
   }
 }
 
