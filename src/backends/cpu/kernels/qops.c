@@ -487,8 +487,17 @@ static size_t maxrow_bytes(const pool_geom *p) {
 /* A worker's planes, then (64-byte aligned) the running max and sums. */
 static size_t pool_planes_bytes(const pool_geom *p) { return (size_t)(p->g.sh * p->g.sw * p->hs * p->ws + 63) / 64 * 64; }
 
-/* The divisors of a whole output plane for avg_plane_narrow (floats). */
-static size_t cnt_plane_bytes(const pool_geom *p) { return (size_t)(p->g.oh * p->g.ow + 15) / 16 * 64; }
+/* Geometry avg_plane_narrow takes (qelt.h): column stride and dilation
+ * 1, rows of at most 32 padded columns. */
+static bool narrow_geometry(const er_window *g) {
+  return g->sw == 1 && g->dw == 1 && g->kw <= 16 && g->ow + g->kw - 1 <= 32;
+}
+
+/* The divisors of a whole output plane for avg_plane_narrow (floats), in
+ * the slots of pools it may take only. */
+static size_t cnt_plane_bytes(const pool_geom *p) {
+  return narrow_geometry(&p->g) ? (size_t)(p->g.oh * p->g.ow + 15) / 16 * 64 : 0;
+}
 
 static size_t pool_slot_bytes(const pool_geom *p) {
   return pool_planes_bytes(p) + ((size_t)p->len + 63) / 64 * 64 + (size_t)((p->len + 15) / 16 * 16) * sizeof(int32_t) +
@@ -553,11 +562,9 @@ static void max_rows(const pool_job *j, const uint8_t *xc, uint8_t *yc, uint8_t 
   }
 }
 
-/* Windows avg_plane_narrow takes (qelt.h). */
+/* Pools avg_plane_narrow runs. */
 static bool avg_narrow(const pool_job *j) {
-  const er_window *g = &j->p->g;
-  return j->avg && !j->global && j->ops->avg_plane_narrow && g->sw == 1 && g->dw == 1 && g->kw <= 16 &&
-         g->ow + g->kw - 1 <= 32;
+  return j->avg && !j->global && j->ops->avg_plane_narrow && narrow_geometry(&j->p->g);
 }
 
 static void pool_chunk(void *arg, int64_t begin, int64_t end) {
