@@ -195,10 +195,11 @@ typedef struct er_im2col {
  * weights that are not constants: C = act(scale * A B + beta * D + bias)
  * without packing B (packing would cost as much as the product). */
 #define ER_GEMV_MAX_M 4
-/* The product of a row-major B (and along prepacked panels,
- * er__gemv_panels) takes up to this many rows where the vectors are 16
- * floats wide: AVX-512's 32 registers hold 2 x 8 accumulators (batched
- * requests to a server whose fully connected weights dominate a run). */
+/* The product along prepacked panels (er__gemv_panels, from gemm.c) takes
+ * up to this many rows where the vectors are 16 floats wide: AVX-512's 32
+ * registers hold 2 x 8 accumulators (batched requests to a server whose
+ * fully connected weights dominate a run). Other callers keep to
+ * ER_GEMV_MAX_M. */
 #define ER_GEMV_ROWS_MAX_M_16 8
 typedef struct er_gemv {
   int64_t m, n, k;
