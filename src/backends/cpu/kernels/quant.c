@@ -475,22 +475,34 @@ static bool grouped_row4(const uint8_t *const *rows, int64_t n, int64_t sw, uint
   const int64_t span = sw * ((n + 15) / 16 * 16) + 16;
   for (int t = 0; t < 4; t++)
     if (rows[t] && rows[t] + span > end) return false;
-  const __m128i f = _mm_set1_epi8((char)flip), lowb = _mm_set1_epi16(0xff), z = _mm_setzero_si128();
-  for (int64_t i = 0; i < n; i += 16, dst += 64) {
-    __m128i v[4];
-    for (int t = 0; t < 4; t++) {
-      if (!rows[t]) {
-        v[t] = z;
-        continue;
-      }
-      const uint8_t *p = rows[t] + i * sw;
-      __m128i a = _mm_loadu_si128((const __m128i *)p);
-      if (sw == 2)
-        a = _mm_packus_epi16(_mm_and_si128(a, lowb), _mm_and_si128(_mm_loadu_si128((const __m128i *)(p + 16)), lowb));
-      v[t] = _mm_xor_si128(a, f);
-    }
-    er__store_interleaved4(dst, v[0], v[1], v[2], v[3]);
+  /* The four rows in registers (an array of vectors indexed in a loop
+   * stayed on the stack: a store and a forwarded reload per vector); a
+   * NULL row reads row 0 and is masked to zeros. */
+  const __m128i f = _mm_set1_epi8((char)flip), lowb = _mm_set1_epi16(0xff), ones = _mm_set1_epi8(-1);
+  const uint8_t *r0 = rows[0] ? rows[0] : rows[1] ? rows[1] : rows[2] ? rows[2] : rows[3];
+  if (!r0) {
+    for (int64_t i = 0; i < n; i += 16, dst += 64) memset(dst, 0, 64);
+    return true;
   }
+  const uint8_t *r1 = rows[1] ? rows[1] : r0, *r2 = rows[2] ? rows[2] : r0, *r3 = rows[3] ? rows[3] : r0;
+  const __m128i m0 = rows[0] ? ones : _mm_setzero_si128(), m1 = rows[1] ? ones : _mm_setzero_si128(),
+                m2 = rows[2] ? ones : _mm_setzero_si128(), m3 = rows[3] ? ones : _mm_setzero_si128();
+#define ROW1(P, M) _mm_and_si128(_mm_xor_si128(_mm_loadu_si128((const __m128i *)(P)), f), M)
+#define ROW2(P, M)                                                                                           \
+  _mm_and_si128(_mm_xor_si128(_mm_packus_epi16(_mm_and_si128(_mm_loadu_si128((const __m128i *)(P)), lowb),   \
+                                               _mm_and_si128(_mm_loadu_si128((const __m128i *)(P) + 1), lowb)), \
+                              f),                                                                            \
+                M)
+  if (sw == 1) {
+    for (int64_t i = 0; i < n; i += 16, dst += 64)
+      er__store_interleaved4(dst, ROW1(r0 + i, m0), ROW1(r1 + i, m1), ROW1(r2 + i, m2), ROW1(r3 + i, m3));
+  } else {
+    for (int64_t i = 0; i < n; i += 16, dst += 64)
+      er__store_interleaved4(dst, ROW2(r0 + 2 * i, m0), ROW2(r1 + 2 * i, m1), ROW2(r2 + 2 * i, m2),
+                             ROW2(r3 + 2 * i, m3));
+  }
+#undef ROW1
+#undef ROW2
   return true;
 #else
   ER_UNUSED(rows);
@@ -653,8 +665,12 @@ static bool px_wins(const qg_state *s, const er_window *g) {
   const int64_t mr = s->isa->mr, nr = s->isa->nr, mg = g->m / g->group, ohw = g->oh * g->ow;
   const int64_t n = pl.ws == g->ow ? ohw : (g->oh - 1) * pl.ws + g->ow;
   const int64_t groups = s->cq * g->kh * g->kw;
-  const int64_t cur = (mg + mr - 1) / mr * ((n + nr - 1) / nr) * (groups + 3);
-  const int64_t px = (ohw + mr - 1) / mr * ((mg + nr - 1) / nr) * (groups + 7);
+  /* In units of one k group of a full tile's products: the current tile
+   * computes whole MR x NR tiles; the transposed one's pixel tiles are
+   * balanced (px_chunk), so its products follow the real pixel count, and
+   * each tile's epilogue (transpose, a store per channel) costs about 7. */
+  const int64_t cur = (mg + mr - 1) / mr * ((n + nr - 1) / nr) * (groups + 3) * mr;
+  const int64_t px = (mg + nr - 1) / nr * (groups * ohw + 7 * mr * ((ohw + mr - 1) / mr));
   return px * 20 < cur * 19;
 }
 
@@ -693,9 +709,13 @@ static void px_chunk(void *arg, int64_t begin, int64_t end) {
     }
     const uint8_t *w = s->pxw + (size_t)j->gi * s->px_gstride + (size_t)pn * wpanel;
     const uint8_t *px[ER_QGEMM_MAX_MR];
+    /* Pixel tiles of balanced sizes (49 pixels: seven of 7, not six of 8
+     * and one of 1, whose single row would wait on its few chains). */
+    const int64_t tiles = (ohw + mr - 1) / mr;
     int64_t oy = 0, ox = 0;
-    for (int64_t p0 = 0; p0 < ohw; p0 += mr) {
-      const int rows = (int)min64(mr, ohw - p0);
+    for (int64_t t = 0; t < tiles; t++) {
+      const int64_t p0 = ohw * t / tiles;
+      const int rows = (int)(ohw * (t + 1) / tiles - p0);
       for (int r = 0; r < rows; r++) {
         px[r] = j->planes + (size_t)(oy * pl.ws + ox) * (size_t)kg;
         if (++ox == g->ow) {
