@@ -94,6 +94,16 @@ static const conv_shape conv_shapes[] = {
     {1, 6, 19, 18, 6, 3, 3, 2, 2, 0, 0, 1, 1, 6, false, true},     /* depthwise SAME stride 2 */
     {1, 40, 7, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 40, false, false},   /* depthwise 7x7, a partial channel block */
     {1, 20, 14, 14, 20, 3, 3, 2, 2, 1, 1, 1, 1, 20, false, false}, /* depthwise 14x14 stride 2 */
+    /* Depthwise 3x3 over planes of one to three output vectors (the
+     * VBMI window loop is compiled per vector count; the right pad makes
+     * outputs w + 1 wide): 4x3, 5x6 and 6x7 maps read as one table,
+     * stride 2 from 9x9 (unpadded), 8x8 and 12x11 as two. */
+    {1, 7, 4, 3, 7, 3, 3, 1, 1, 1, 1, 1, 1, 7, false, false},
+    {1, 5, 9, 9, 5, 3, 3, 2, 2, 0, 0, 1, 1, 5, false, false},
+    {1, 9, 5, 6, 9, 3, 3, 1, 1, 1, 1, 1, 1, 9, false, false},
+    {1, 6, 6, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 6, false, false},
+    {1, 5, 8, 8, 5, 3, 3, 2, 2, 1, 1, 1, 1, 5, false, false},
+    {1, 11, 12, 11, 11, 3, 3, 2, 2, 1, 1, 1, 1, 11, false, false},
     {1, 17, 60, 60, 17, 3, 3, 1, 1, 1, 1, 1, 1, 17, false, false}, /* depthwise over several bands */
     /* Depthwise planes past the channels-in-lanes limits (400 output
      * pixels, 1024 when strided), requantized as they are summed: stride

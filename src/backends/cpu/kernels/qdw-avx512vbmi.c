@@ -98,15 +98,20 @@ typedef struct epi {
   __m512 mult, off, flo, fhi;
 } epi;
 
-/* The QConv epilogue (qgemm-avx512.c's epilogue_q8_rows), then n bytes. */
-static inline void put(const epi *e, __m512i acc, uint8_t *y, int64_t n) {
-  __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(acc, e->corr)), e->mult, e->off);
+/* Requantizes acc (the correction already in), then n bytes. */
+static inline void put_sum(const epi *e, __m512i acc, uint8_t *y, int64_t n) {
+  __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), e->mult, e->off);
   /* The clamp on f against lo - zp and hi - zp, as qgemm-avx512.c's
    * requant: the same bytes, two instructions fewer. */
   f = _mm512_min_ps(_mm512_max_ps(f, e->flo), e->fhi);
   __m512i q = _mm512_add_epi32(_mm512_cvt_roundps_epi32(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), e->zp);
   if (n == ER_QDWV_LANES) _mm_storeu_si128((__m128i *)y, _mm512_cvtepi32_epi8(q));
   else _mm_mask_storeu_epi8(y, (__mmask16)((1u << n) - 1u), _mm512_cvtepi32_epi8(q));
+}
+
+/* The QConv epilogue (qgemm-avx512.c's epilogue_q8_rows), then n bytes. */
+static inline void put(const epi *e, __m512i acc, uint8_t *y, int64_t n) {
+  put_sum(e, _mm512_add_epi32(acc, e->corr), y, n);
 }
 
 /* Input bytes at `at` under mask m, padding elsewhere, flipped. Integer
@@ -117,19 +122,26 @@ static inline __m512i load(const uint8_t *base, int64_t at, uint64_t m, __m512i 
   return flipped ? _mm512_xor_si512(r, flip) : r;
 }
 
+/* One channel's arguments. */
+typedef struct chan {
+  const uint8_t *x;
+  const int32_t *wq;
+  uint8_t *y;
+} chan;
+
 /* Vectors of one channel computed together in run_window: their chains
  * of vpdpbusd and epilogues are independent, and one vector at a time left
  * the core waiting on each chain's latency (a 7x7 plane is four vectors). */
 #define QDW_WINDOW_BLOCK 4
 
-static inline void run_window(const er_qdwv_args *a, const epi *e, bool flipped) {
+static inline void run_window(const er_qdwv_args *a, const chan *ch, const epi *e, bool flipped) {
   const er_qdwv_plan *p = a->plan;
   const int64_t kg = p->g.kh * p->groups, ohw = p->g.oh * p->g.ow;
   const __m512i flip = _mm512_set1_epi8((char)a->flip), padv = _mm512_set1_epi8((char)a->pad);
   __m512i w[ER_QDWV_WINDOW_TAPS];
-  for (int64_t t = 0; t < kg; t++) w[t] = _mm512_set1_epi32(a->wq[t]);
+  for (int64_t t = 0; t < kg; t++) w[t] = _mm512_set1_epi32(ch->wq[t]);
   const __m512i padf = flipped ? _mm512_xor_si512(padv, flip) : padv;
-  const __m512i plane = p->whole && p->m_lo[0] ? load(a->x, 0, p->m_lo[0], padv, flip, flipped) : padf;
+  const __m512i plane = p->whole && p->m_lo[0] ? load(ch->x, 0, p->m_lo[0], padv, flip, flipped) : padf;
   for (int64_t v0 = 0; v0 < p->nvec; v0 += QDW_WINDOW_BLOCK) {
     const int nb = p->nvec - v0 < QDW_WINDOW_BLOCK ? (int)(p->nvec - v0) : QDW_WINDOW_BLOCK;
     __m512i lo[QDW_WINDOW_BLOCK], hi[QDW_WINDOW_BLOCK], acc[QDW_WINDOW_BLOCK];
@@ -139,8 +151,8 @@ static inline void run_window(const er_qdwv_args *a, const epi *e, bool flipped)
       acc[j] = _mm512_setzero_si512();
       if (j >= nb) continue;
       const int64_t v = v0 + j;
-      lo[j] = p->whole ? plane : p->m_lo[v] ? load(a->x, p->base[v], p->m_lo[v], padv, flip, flipped) : padf;
-      hi[j] = p->two && p->m_hi[v] ? load(a->x, p->base[v] + 64, p->m_hi[v], padv, flip, flipped) : padf;
+      lo[j] = p->whole ? plane : p->m_lo[v] ? load(ch->x, p->base[v], p->m_lo[v], padv, flip, flipped) : padf;
+      hi[j] = p->two && p->m_hi[v] ? load(ch->x, p->base[v] + 64, p->m_hi[v], padv, flip, flipped) : padf;
     }
     for (int64_t t = 0; t < kg; t++) {
 #pragma GCC unroll 4
@@ -156,12 +168,81 @@ static inline void run_window(const er_qdwv_args *a, const epi *e, bool flipped)
       if (j >= nb) break;
       const int64_t v = v0 + j;
       int64_t n = ohw - v * ER_QDWV_LANES < ER_QDWV_LANES ? ohw - v * ER_QDWV_LANES : ER_QDWV_LANES;
-      put(e, acc[j], a->y + v * ER_QDWV_LANES, n);
+      put(e, acc[j], ch->y + v * ER_QDWV_LANES, n);
     }
   }
 }
 
-static inline void run_rows(const er_qdwv_args *a, const epi *e, bool flipped) {
+/* The window way for three tables of taps (3x3 kernels: kh 3, one group)
+ * over planes of NV <= 4 vectors, all channels in one loop: the 3 NV
+ * index vectors are loaded once, the sums start from the correction, and
+ * the shape's branches are compile-time (7x7 maps took about 100 cycles a
+ * channel through run_window, most in its per-channel setup and
+ * branches). */
+static inline __attribute__((always_inline)) void run_window3(const er_qdwv_args *a, int64_t channels, const int NV,
+                                                              const bool two, const bool whole, const bool flipped) {
+  const er_qdwv_plan *p = a->plan;
+  const int64_t hw = p->g.h * p->g.w, ohw = p->g.oh * p->g.ow;
+  const __m512i flip = _mm512_set1_epi8((char)a->flip), padv = _mm512_set1_epi8((char)a->pad);
+  const __m512i padf = flipped ? _mm512_xor_si512(padv, flip) : padv;
+  __m512i ix[4][3];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; v++)
+#pragma GCC unroll 3
+    for (int t = 0; t < 3; t++) ix[v][t] = _mm512_loadu_si512((const void *)p->widx[v * 3 + t]);
+  const int64_t nlast = ohw - (NV - 1) * ER_QDWV_LANES;
+  epi e;
+  e.zp = _mm512_set1_epi32(a->yz);
+  e.flo = _mm512_set1_ps((float)(a->lo - a->yz));
+  e.fhi = _mm512_set1_ps((float)(a->hi - a->yz));
+  for (int64_t c = 0; c < channels; c++) {
+    const uint8_t *x = a->x + c * hw;
+    const __m512i w0 = _mm512_set1_epi32(a->wq[3 * c]), w1 = _mm512_set1_epi32(a->wq[3 * c + 1]),
+                  w2 = _mm512_set1_epi32(a->wq[3 * c + 2]);
+    const __m512i corr = _mm512_set1_epi32(a->corr[c]);
+    e.mult = _mm512_set1_ps(a->mult[c]);
+    e.off = _mm512_set1_ps(a->off[c]);
+    __m512i lo[4], hi[4], acc[4];
+    const __m512i plane = whole ? load(x, 0, p->m_lo[0], padv, flip, flipped) : padf;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) {
+      lo[v] = whole ? plane : load(x, p->base[v], p->m_lo[v], padv, flip, flipped);
+      hi[v] = two ? load(x, p->base[v] + 64, p->m_hi[v], padv, flip, flipped) : padf;
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) {
+#define QDW_BYTES(T) (two ? _mm512_permutex2var_epi8(lo[v], ix[v][T], hi[v]) : _mm512_permutexvar_epi8(ix[v][T], lo[v]))
+      acc[v] = _mm512_dpbusd_epi32(corr, QDW_BYTES(0), w0);
+      acc[v] = _mm512_dpbusd_epi32(acc[v], QDW_BYTES(1), w1);
+      acc[v] = _mm512_dpbusd_epi32(acc[v], QDW_BYTES(2), w2);
+#undef QDW_BYTES
+    }
+    uint8_t *y = a->y + c * ohw;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) put_sum(&e, acc[v], y + v * ER_QDWV_LANES, v == NV - 1 ? nlast : ER_QDWV_LANES);
+  }
+}
+
+#define QDW_W3(NV)                                                                                        \
+  static void window3_##NV(const er_qdwv_args *a, int64_t channels, bool two, bool whole, bool flipped) { \
+    if (whole) {                                                                                          \
+      if (flipped) run_window3(a, channels, NV, false, true, true);                                      \
+      else run_window3(a, channels, NV, false, true, false);                                             \
+    } else if (two) {                                                                                     \
+      if (flipped) run_window3(a, channels, NV, true, false, true);                                      \
+      else run_window3(a, channels, NV, true, false, false);                                             \
+    } else if (flipped) {                                                                                 \
+      run_window3(a, channels, NV, false, false, true);                                                  \
+    } else {                                                                                              \
+      run_window3(a, channels, NV, false, false, false);                                                 \
+    }                                                                                                     \
+  }
+QDW_W3(1)
+QDW_W3(2)
+QDW_W3(3)
+QDW_W3(4)
+
+static inline void run_rows(const er_qdwv_args *a, const chan *ch, const epi *e, bool flipped) {
   const er_qdwv_plan *p = a->plan;
   const er_qdwv_geom *g = &p->g;
   const __m512i flip = _mm512_set1_epi8((char)a->flip), padv = _mm512_set1_epi8((char)a->pad);
@@ -169,14 +250,14 @@ static inline void run_rows(const er_qdwv_args *a, const epi *e, bool flipped) {
   __m512i idx[ER_QDWV_MAX_GROUPS];
   for (int gi = 0; gi < p->groups; gi++) idx[gi] = _mm512_loadu_si512((const void *)p->idx[gi]);
   const bool k3 = g->kh == 3 && p->groups == 1;
-  const __m512i w0 = _mm512_set1_epi32(a->wq[0]);
-  const __m512i w1 = k3 ? _mm512_set1_epi32(a->wq[1]) : w0, w2 = k3 ? _mm512_set1_epi32(a->wq[2]) : w0;
+  const __m512i w0 = _mm512_set1_epi32(ch->wq[0]);
+  const __m512i w1 = k3 ? _mm512_set1_epi32(ch->wq[1]) : w0, w2 = k3 ? _mm512_set1_epi32(ch->wq[2]) : w0;
   for (int64_t oy = 0; oy < g->oh; oy++) {
     const int64_t iy0 = oy * g->sh - g->pt;
-    uint8_t *y = a->y + oy * g->ow;
+    uint8_t *y = ch->y + oy * g->ow;
     if (k3 && iy0 >= 0 && iy0 + 2 * g->dh < g->h) {
       /* Three input rows, all inside the plane. */
-      const uint8_t *r0 = a->x + iy0 * g->w, *r1 = r0 + g->dh * g->w, *r2 = r1 + g->dh * g->w;
+      const uint8_t *r0 = ch->x + iy0 * g->w, *r1 = r0 + g->dh * g->w, *r2 = r1 + g->dh * g->w;
       for (int64_t v = 0; v < p->nvec; v++) {
         __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
                                           _mm512_permutexvar_epi8(idx[0], load(r0, p->start[v], p->in_row[v], padv,
@@ -195,11 +276,11 @@ static inline void run_rows(const er_qdwv_args *a, const epi *e, bool flipped) {
       __m512i acc = _mm512_setzero_si512();
       for (int64_t ky = 0; ky < g->kh; ky++) {
         int64_t iy = iy0 + ky * g->dh;
-        __m512i raw = iy >= 0 && iy < g->h ? load(a->x + iy * g->w, p->start[v], p->in_row[v], padv, flip, flipped)
+        __m512i raw = iy >= 0 && iy < g->h ? load(ch->x + iy * g->w, p->start[v], p->in_row[v], padv, flip, flipped)
                                            : padf;
         for (int gi = 0; gi < p->groups; gi++)
           acc = _mm512_dpbusd_epi32(acc, _mm512_permutexvar_epi8(idx[gi], raw),
-                                    _mm512_set1_epi32(a->wq[ky * p->groups + gi]));
+                                    _mm512_set1_epi32(ch->wq[ky * p->groups + gi]));
       }
       int64_t n = g->ow - v * ER_QDWV_LANES < ER_QDWV_LANES ? g->ow - v * ER_QDWV_LANES : ER_QDWV_LANES;
       put(e, acc, y + v * ER_QDWV_LANES, n);
@@ -207,21 +288,33 @@ static inline void run_rows(const er_qdwv_args *a, const epi *e, bool flipped) {
   }
 }
 
-void er__qdw_channel_avx512vbmi(const er_qdwv_args *a) {
+void er__qdw_channels_avx512vbmi(const er_qdwv_args *a, int64_t channels) {
+  const er_qdwv_plan *p = a->plan;
+  if (channels <= 0) return;
+  if (p->window && p->g.kh * p->groups == 3 && p->nvec >= 1 && p->nvec <= 4 && (!p->whole || p->m_lo[0])) {
+    static void (*const fns[])(const er_qdwv_args *, int64_t, bool, bool, bool) = {window3_1, window3_2, window3_3,
+                                                                                    window3_4};
+    fns[p->nvec - 1](a, channels, p->two, p->whole, a->flip != 0);
+    return;
+  }
+  const int64_t hw = p->g.h * p->g.w, ohw = p->g.oh * p->g.ow, kg = p->g.kh * p->groups;
   epi e;
-  e.corr = _mm512_set1_epi32(a->corr);
   e.zp = _mm512_set1_epi32(a->yz);
-  e.mult = _mm512_set1_ps(a->mult);
-  e.off = _mm512_set1_ps(a->off);
   e.flo = _mm512_set1_ps((float)(a->lo - a->yz));
   e.fhi = _mm512_set1_ps((float)(a->hi - a->yz));
-  /* Two copies of each loop: with and without the int8 flip. */
-  if (a->plan->window) {
-    if (a->flip) run_window(a, &e, true);
-    else run_window(a, &e, false);
-  } else if (a->flip) {
-    run_rows(a, &e, true);
-  } else {
-    run_rows(a, &e, false);
+  for (int64_t c = 0; c < channels; c++) {
+    const chan ch = {a->x + c * hw, a->wq + c * kg, a->y + c * ohw};
+    e.corr = _mm512_set1_epi32(a->corr[c]);
+    e.mult = _mm512_set1_ps(a->mult[c]);
+    e.off = _mm512_set1_ps(a->off[c]);
+    /* Two copies of each loop: with and without the int8 flip. */
+    if (p->window) {
+      if (a->flip) run_window(a, &ch, &e, true);
+      else run_window(a, &ch, &e, false);
+    } else if (a->flip) {
+      run_rows(a, &ch, &e, true);
+    } else {
+      run_rows(a, &ch, &e, false);
+    }
   }
 }

@@ -222,21 +222,22 @@ typedef struct er_qdwv_plan {
 
 typedef struct er_qdwv_args {
   const er_qdwv_plan *plan;
-  const uint8_t *x;          /* the channel's input plane [h, w] */
+  const uint8_t *x;          /* the first channel's input plane [h, w]; planes h * w apart */
   uint8_t flip;              /* XORed into every input byte (0x80: int8 input) */
   uint8_t pad;               /* a padded input byte, as stored (the zero point) */
-  const int32_t *wq;         /* [kh][groups] 4 int8 weights each (0 past kw) */
-  int32_t corr;              /* bias - (padded byte after flip) * sum of weights */
-  float mult, off;
+  const int32_t *wq;         /* per channel [kh][groups] 4 int8 weights each (0 past kw) */
+  const int32_t *corr;       /* per channel: bias - (padded byte after flip) * sum of weights */
+  const float *mult, *off;   /* per channel */
   int32_t yz, lo, hi;
-  uint8_t *y;                /* the channel's output plane [oh, ow] */
+  uint8_t *y;                /* the first channel's output plane [oh, ow]; planes oh * ow apart */
 } er_qdwv_args;
 
 /* Fills the plan for a shape: the window way when it fits and widx (NULL
  * or ER_QDWV_WIDX_BYTES) is given, else rows; false when neither does. */
 #if defined(__x86_64__) || defined(__i386__)
 bool er__qdwv_plan_build(er_qdwv_plan *p, const er_qdwv_geom *g, int groups, uint8_t (*widx)[64]);
-void er__qdw_channel_avx512vbmi(const er_qdwv_args *a);
+/* Channels [0, channels) of a. */
+void er__qdw_channels_avx512vbmi(const er_qdwv_args *a, int64_t channels);
 #endif
 
 #endif /* ER_KERNELS_QELT_H */

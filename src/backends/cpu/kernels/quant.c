@@ -960,16 +960,20 @@ static void dwv_chunk(void *arg, int64_t begin, int64_t end) {
   const dwv_job *j = arg;
   const qg_state *s = j->s;
   const er_window *g = j->g;
-  er_qdwv_args a = {j->plan, NULL, s->x_flip, s->x_pad, NULL, 0, 0.0f, 0.0f, s->epi.zp, s->epi.lo, s->epi.hi, NULL};
-  for (int64_t c = g->c * begin / j->chunks; c < g->c * end / j->chunks; c++) {
-    a.x = j->x + c * g->h * g->w;
-    a.wq = s->dwv_wq + c * g->kh * s->dwv_groups;
-    a.corr = s->dwv_corr[c];
-    a.mult = s->mult[c];
-    a.off = s->off[c];
-    a.y = j->y + c * g->oh * g->ow;
-    er__qdw_channel_avx512vbmi(&a);
-  }
+  const int64_t c0 = g->c * begin / j->chunks, c1 = g->c * end / j->chunks;
+  er_qdwv_args a = {j->plan,
+                    j->x + c0 * g->h * g->w,
+                    s->x_flip,
+                    s->x_pad,
+                    s->dwv_wq + c0 * g->kh * s->dwv_groups,
+                    s->dwv_corr + c0,
+                    s->mult + c0,
+                    s->off + c0,
+                    s->epi.zp,
+                    s->epi.lo,
+                    s->epi.hi,
+                    j->y + c0 * g->oh * g->ow};
+  er__qdw_channels_avx512vbmi(&a, c1 - c0);
 }
 
 /* The VBMI path, when a plan fits the shape (false: it does not). */
