@@ -104,6 +104,10 @@ static const conv_shape conv_shapes[] = {
     {1, 6, 6, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 6, false, false},
     {1, 5, 8, 8, 5, 3, 3, 2, 2, 1, 1, 1, 1, 5, false, false},
     {1, 11, 12, 11, 11, 3, 3, 2, 2, 1, 1, 1, 1, 11, false, false},
+    /* ... and of more than four vectors, four at a time and a tail of
+     * one or two: 8x9 and 9x9 maps (one table per vector). */
+    {1, 6, 8, 9, 6, 3, 3, 1, 1, 1, 1, 1, 1, 6, false, false},
+    {1, 5, 9, 9, 5, 3, 3, 1, 1, 1, 1, 1, 1, 5, false, false},
     {1, 17, 60, 60, 17, 3, 3, 1, 1, 1, 1, 1, 1, 17, false, false}, /* depthwise over several bands */
     /* Depthwise planes past the channels-in-lanes limits (400 output
      * pixels, 1024 when strided), requantized as they are summed: stride

@@ -223,6 +223,77 @@ static inline __attribute__((always_inline)) void run_window3(const er_qdwv_args
   }
 }
 
+/* The same for planes of more vectors, four at a time with their index
+ * vectors read from the plan (L1), the last one to three vectors after
+ * (14x14 and 28x28 maps: 13 and 49 vectors). */
+static inline __attribute__((always_inline)) void window3_block(const er_qdwv_plan *p, const uint8_t *x, uint8_t *y,
+                                                                int64_t v0, const int NB, int64_t nlast,
+                                                                __m512i w0, __m512i w1, __m512i w2, __m512i corr,
+                                                                const epi *e, __m512i padv, __m512i flip,
+                                                                const bool two, const bool flipped) {
+  const __m512i padf = flipped ? _mm512_xor_si512(padv, flip) : padv;
+  __m512i lo[4], hi[4], acc[4];
+#pragma GCC unroll 4
+  for (int j = 0; j < NB; j++) {
+    lo[j] = load(x, p->base[v0 + j], p->m_lo[v0 + j], padv, flip, flipped);
+    hi[j] = two ? load(x, p->base[v0 + j] + 64, p->m_hi[v0 + j], padv, flip, flipped) : padf;
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < NB; j++) {
+    const uint8_t(*ix)[64] = p->widx + (v0 + j) * 3;
+#define QDW_BYTES(T)                                                                                     \
+  (two ? _mm512_permutex2var_epi8(lo[j], _mm512_loadu_si512((const void *)ix[T]), hi[j])                 \
+       : _mm512_permutexvar_epi8(_mm512_loadu_si512((const void *)ix[T]), lo[j]))
+    acc[j] = _mm512_dpbusd_epi32(corr, QDW_BYTES(0), w0);
+    acc[j] = _mm512_dpbusd_epi32(acc[j], QDW_BYTES(1), w1);
+    acc[j] = _mm512_dpbusd_epi32(acc[j], QDW_BYTES(2), w2);
+#undef QDW_BYTES
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < NB; j++)
+    put_sum(e, acc[j], y + (v0 + j) * ER_QDWV_LANES, v0 + j == p->nvec - 1 ? nlast : ER_QDWV_LANES);
+}
+
+static inline __attribute__((always_inline)) void run_window3_many(const er_qdwv_args *a, int64_t channels,
+                                                                   const bool two, const bool flipped) {
+  const er_qdwv_plan *p = a->plan;
+  const int64_t hw = p->g.h * p->g.w, ohw = p->g.oh * p->g.ow, full = p->nvec / 4 * 4;
+  const int64_t nlast = ohw - (p->nvec - 1) * ER_QDWV_LANES;
+  const __m512i flip = _mm512_set1_epi8((char)a->flip), padv = _mm512_set1_epi8((char)a->pad);
+  epi e;
+  e.zp = _mm512_set1_epi32(a->yz);
+  e.flo = _mm512_set1_ps((float)(a->lo - a->yz));
+  e.fhi = _mm512_set1_ps((float)(a->hi - a->yz));
+  for (int64_t c = 0; c < channels; c++) {
+    const uint8_t *x = a->x + c * hw;
+    uint8_t *y = a->y + c * ohw;
+    const __m512i w0 = _mm512_set1_epi32(a->wq[3 * c]), w1 = _mm512_set1_epi32(a->wq[3 * c + 1]),
+                  w2 = _mm512_set1_epi32(a->wq[3 * c + 2]);
+    const __m512i corr = _mm512_set1_epi32(a->corr[c]);
+    e.mult = _mm512_set1_ps(a->mult[c]);
+    e.off = _mm512_set1_ps(a->off[c]);
+    for (int64_t v0 = 0; v0 < full; v0 += 4)
+      window3_block(p, x, y, v0, 4, nlast, w0, w1, w2, corr, &e, padv, flip, two, flipped);
+    switch (p->nvec - full) {
+      case 1: window3_block(p, x, y, full, 1, nlast, w0, w1, w2, corr, &e, padv, flip, two, flipped); break;
+      case 2: window3_block(p, x, y, full, 2, nlast, w0, w1, w2, corr, &e, padv, flip, two, flipped); break;
+      case 3: window3_block(p, x, y, full, 3, nlast, w0, w1, w2, corr, &e, padv, flip, two, flipped); break;
+      default: break;
+    }
+  }
+}
+
+static void window3_many(const er_qdwv_args *a, int64_t channels, bool two, bool flipped) {
+  if (two) {
+    if (flipped) run_window3_many(a, channels, true, true);
+    else run_window3_many(a, channels, true, false);
+  } else if (flipped) {
+    run_window3_many(a, channels, false, true);
+  } else {
+    run_window3_many(a, channels, false, false);
+  }
+}
+
 #define QDW_W3(NV)                                                                                        \
   static void window3_##NV(const er_qdwv_args *a, int64_t channels, bool two, bool whole, bool flipped) { \
     if (whole) {                                                                                          \
@@ -295,6 +366,10 @@ void er__qdw_channels_avx512vbmi(const er_qdwv_args *a, int64_t channels) {
     static void (*const fns[])(const er_qdwv_args *, int64_t, bool, bool, bool) = {window3_1, window3_2, window3_3,
                                                                                     window3_4};
     fns[p->nvec - 1](a, channels, p->two, p->whole, a->flip != 0);
+    return;
+  }
+  if (p->window && p->g.kh * p->groups == 3 && !p->whole) {
+    window3_many(a, channels, p->two, a->flip != 0);
     return;
   }
   const int64_t hw = p->g.h * p->g.w, ohw = p->g.oh * p->g.ow, kg = p->g.kh * p->groups;
