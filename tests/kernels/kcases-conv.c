@@ -51,6 +51,11 @@ static const conv_spec specs[] = {
     {1, 8, 30, 1, 12, 3, 1, 1, 1, 2, 1, {2, 0, 2, 0}, 2, NULL},       /* dilation, groups */
     {1, 64, 100, 1, 40, 5, 1, 1, 1, 1, 1, {2, 0, 2, 0}, 1, NULL},
     {1, 6, 20, 1, 8, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 1, NULL},        /* pads left and right: a column */
+    /* wide windows at a stride past 2 (im2col by 16 taps and a
+     * transpose where a block's taps are inside every window): a 1-D
+     * STFT-like layer, and 2-D with pads that leave some blocks outside */
+    {1, 1, 1, 2000, 40, 1, 64, 1, 9, 1, 1, {0, 0, 0, 0}, 1, NULL},
+    {1, 2, 5, 100, 24, 2, 40, 1, 3, 1, 1, {1, 5, 0, 3}, 1, NULL},
     /* depthwise */
     {1, 33, 7, 7, 33, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 33, NULL},
     {1, 32, 15, 16, 32, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 32, NULL},

@@ -1217,6 +1217,42 @@ static inline void put_values(panel_cursor *pc, const float *src, int64_t stride
   }
 }
 
+/* VN consecutive taps kx .. kx + VN - 1 of kernel row ky of channel c as
+ * VN rows of the panels, when every pixel's window row holds all of them
+ * (dilation 1, no padding met): per VN pixels, VN loads of VN contiguous
+ * floats and a transpose. Wide strided windows (an STFT as a 1-D
+ * convolution: 512 taps at stride 160) went element by element. */
+static inline bool im2col_taps_inside(const er_window *g, int64_t ky, int64_t kx) {
+  const int64_t xoff = kx - g->pl, y0 = ky * g->dh - g->pt;
+  return g->dw == 1 && kx + VN <= g->kw && xoff >= 0 && xoff + VN - 1 + (g->ow - 1) * g->sw < g->w && y0 >= 0 &&
+         y0 + (g->oh - 1) * g->sh < g->h;
+}
+
+static void im2col_taps_block(const er_window *g, const float *xc, int64_t ky, int64_t kx, int64_t j0, int64_t nc,
+                              int nr, int64_t kc, float *dst) {
+  const int64_t xoff = kx - g->pl, y0 = ky * g->dh - g->pt;
+  for (int64_t jj = 0; jj < nc; jj += VN) {
+    const int n = nc - jj < VN ? (int)(nc - jj) : VN;
+    vf r[VN];
+    for (int p = 0; p < VN; p++) {
+      if (p < n) {
+        const int64_t j = j0 + jj + p, oy = j / g->ow, ox = j % g->ow;
+        r[p] = v_ld(xc + (oy * g->sh + y0) * g->w + ox * g->sw + xoff);
+      } else {
+        r[p] = v_zero();
+      }
+    }
+    v_transpose(r);
+    /* Columns jj .. jj + n of the block: panel jj / nr, lane jj % nr (nr
+     * is a multiple of VN). */
+    float *d = dst + (jj / nr) * kc * nr + jj % nr;
+    for (int t = 0; t < VN; t++) {
+      if (n == VN) v_st(d + t * nr, r[t]);
+      else v_st_n(d + t * nr, r[t], n);
+    }
+  }
+}
+
 static void vec_im2col_pack(const er_im2col *ic, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float *dst) {
   const er_window *g = ic->g;
   const int nr = ic->nr;
@@ -1225,34 +1261,49 @@ static void vec_im2col_pack(const er_im2col *ic, int64_t k0, int64_t kc, int64_t
   const int64_t oy0 = j0 / ow, ox0 = j0 % ow;
   /* (c, ky, kx) of row k0, stepped along with kk. */
   int64_t c = k0 / (g->kh * g->kw), ky = (k0 / g->kw) % g->kh, kx = k0 % g->kw;
+  const bool blocks = g->sw > 2 && nr % VN == 0 && g->kw >= VN;
   for (int64_t kk = 0; kk < kc; kk++) {
-    const float *xc = ic->x + c * hw;
-    int64_t xoff = kx * g->dw - g->pl; /* ix = ox * sw + xoff */
-    int64_t lo = xoff >= 0 ? 0 : (-xoff + g->sw - 1) / g->sw;
-    int64_t hi = g->w - xoff > 0 ? (g->w - xoff + g->sw - 1) / g->sw : 0;
-    if (lo > ow) lo = ow;
-    if (hi > ow) hi = ow;
-    if (hi < lo) hi = lo;
-    panel_cursor pc = {dst + kk * nr, 0, nr, kc * nr};
-    int64_t jj = 0, oy = oy0, ox = ox0;
-    while (jj < nc) {
-      int64_t seg = ow - ox < nc - jj ? ow - ox : nc - jj;
-      int64_t iy = oy * g->sh - g->pt + ky * g->dh;
-      if (iy < 0 || iy >= g->h) {
-        put_zeros(&pc, seg);
-      } else {
-        const float *row = xc + iy * g->w;
-        int64_t a = ox > lo ? ox : lo, b = ox + seg < hi ? ox + seg : hi;
-        if (b < a) b = a;
-        put_zeros(&pc, a - ox);
-        put_values(&pc, row + a * g->sw + xoff, g->sw, b - a);
-        put_zeros(&pc, ox + seg - b);
+    if (blocks && kk + VN <= kc && im2col_taps_inside(g, ky, kx)) {
+      im2col_taps_block(g, ic->x + c * hw, ky, kx, j0, nc, nr, kc, dst + kk * nr);
+      /* The padding columns of the last panel, on each of the VN rows. */
+      if (ncp > nc) {
+        for (int t = 0; t < VN; t++) {
+          panel_cursor pc = {dst + (kk + t) * nr + (nc / nr) * kc * nr, (int64_t)(nc % nr), nr, kc * nr};
+          put_zeros(&pc, ncp - nc);
+        }
       }
-      jj += seg;
-      oy++;
-      ox = 0;
+      kk += VN - 1;
+      kx += VN - 1;
+      /* (the step below moves to the next tap) */
+    } else {
+      const float *xc = ic->x + c * hw;
+      int64_t xoff = kx * g->dw - g->pl; /* ix = ox * sw + xoff */
+      int64_t lo = xoff >= 0 ? 0 : (-xoff + g->sw - 1) / g->sw;
+      int64_t hi = g->w - xoff > 0 ? (g->w - xoff + g->sw - 1) / g->sw : 0;
+      if (lo > ow) lo = ow;
+      if (hi > ow) hi = ow;
+      if (hi < lo) hi = lo;
+      panel_cursor pc = {dst + kk * nr, 0, nr, kc * nr};
+      int64_t jj = 0, oy = oy0, ox = ox0;
+      while (jj < nc) {
+        int64_t seg = ow - ox < nc - jj ? ow - ox : nc - jj;
+        int64_t iy = oy * g->sh - g->pt + ky * g->dh;
+        if (iy < 0 || iy >= g->h) {
+          put_zeros(&pc, seg);
+        } else {
+          const float *row = xc + iy * g->w;
+          int64_t a = ox > lo ? ox : lo, b = ox + seg < hi ? ox + seg : hi;
+          if (b < a) b = a;
+          put_zeros(&pc, a - ox);
+          put_values(&pc, row + a * g->sw + xoff, g->sw, b - a);
+          put_zeros(&pc, ox + seg - b);
+        }
+        jj += seg;
+        oy++;
+        ox = 0;
+      }
+      put_zeros(&pc, ncp - nc);
     }
-    put_zeros(&pc, ncp - nc);
     if (++kx == g->kw) {
       kx = 0;
       if (++ky == g->kh) {
