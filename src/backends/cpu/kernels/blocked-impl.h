@@ -508,7 +508,7 @@ static inline __attribute__((always_inline)) void bk_dw_tile(const er_bdw *a, in
   const float *wb = a->wp ? a->wp + cb * a->kh * a->kw * VN : NULL;
   for (int64_t ky = ky0; ky < ky1; ky++) {
     const float *row = xb + (iy0 + ky * a->dh) * a->w * VN;
-    if ((inside || EDGE) && KW && !pool) {
+    if ((inside || EDGE) && KW) {
       /* Stride 1, no dilation: outputs p and p + 1 share all but one tap
        * of a row, so the row's R + KW - 1 input vectors are loaded once
        * and each serves up to KW outputs (9 loads per output vector
@@ -521,11 +521,25 @@ static inline __attribute__((always_inline)) void bk_dw_tile(const er_bdw *a, in
           xv[q] = !EDGE || (ix0 + q >= 0 && ix0 + q < a->w) ? v_ld(row + (ix0 + q) * VN) : v_zero();
 #pragma GCC unroll 5
       for (int kx = 0; kx < KW; kx++) {
-        vf wt = v_ld(wb + (ky * KW + kx) * VN);
+        vf wt = pool ? v_zero() : v_ld(wb + (ky * KW + kx) * VN);
 #pragma GCC unroll 8
         for (int p = 0; p < BK_DW_R; p++)
-          if (p < R) acc[p] = v_fma(xv[p + kx], wt, acc[p]);
+          if (p < R) acc[p] = pool ? bk_pool_step(acc[p], xv[p + kx], pool) : v_fma(xv[p + kx], wt, acc[p]);
       }
+    } else if (inside && S2 && pool) {
+      /* A stride-2 pool: outputs p and p + 1 share a tap, so the row's
+       * 2 R + S2 - 2 input vectors are loaded once (3x3 stride-2 max
+       * pools follow the stems of ResNet, SqueezeNet and Inception). */
+      const int64_t ix0 = ox0 * 2 - a->pl;
+      vf xv[2 * BK_DW_R + 3];
+#pragma GCC unroll 19
+      for (int q = 0; q < 2 * BK_DW_R + S2 - 2; q++)
+        if (q < 2 * R + S2 - 2) xv[q] = v_ld(row + (ix0 + q) * VN);
+#pragma GCC unroll 8
+      for (int p = 0; p < BK_DW_R; p++)
+        if (p < R)
+#pragma GCC unroll 5
+          for (int kx = 0; kx < S2; kx++) acc[p] = bk_pool_step(acc[p], xv[2 * p + kx], pool);
     } else if ((inside || EDGE) && S2 && !pool) {
       /* Stride 2 (MobileNet's downsampling layers): with constant offsets
        * every input load folds into its FMA; run-time strides cost these
@@ -630,13 +644,15 @@ static void bk_inside(const er_bdw *a, int64_t *lo, int64_t *hi) {
 }
 
 /* A row of a pool or of a depthwise window without constant offsets. */
+/* KW or S2 (pools only) as in bk_dw_tile, for the tiles inside. */
 static inline __attribute__((always_inline)) void bk_dw_row(const er_bdw *a, int64_t cb, int64_t oy, int64_t lo,
-                                                            int64_t hi, const int pool) {
+                                                            int64_t hi, const int pool, const int KW,
+                                                            const int S2) {
   for (int64_t ox = 0; ox < lo; ox++) bk_dw_tile(a, cb, oy, ox, 1, false, pool, 0, 0, false);
   int64_t ox = lo;
-  for (; ox + BK_DW_R <= hi; ox += BK_DW_R) bk_dw_tile(a, cb, oy, ox, BK_DW_R, true, pool, 0, 0, false);
-  for (; ox + 4 <= hi; ox += 4) bk_dw_tile(a, cb, oy, ox, 4, true, pool, 0, 0, false);
-  for (; ox < hi; ox++) bk_dw_tile(a, cb, oy, ox, 1, true, pool, 0, 0, false);
+  for (; ox + BK_DW_R <= hi; ox += BK_DW_R) bk_dw_tile(a, cb, oy, ox, BK_DW_R, true, pool, KW, S2, false);
+  for (; ox + 4 <= hi; ox += 4) bk_dw_tile(a, cb, oy, ox, 4, true, pool, KW, S2, false);
+  for (; ox < hi; ox++) bk_dw_tile(a, cb, oy, ox, 1, true, pool, KW, S2, false);
   for (ox = hi > lo ? hi : lo; ox < a->ow; ox++) bk_dw_tile(a, cb, oy, ox, 1, false, pool, 0, 0, false);
 }
 
@@ -678,6 +694,20 @@ BK_DW_FIXED(bk_dw_row_s2k3, 0, 3)
 BK_DW_FIXED(bk_dw_row_s2k5, 0, 5)
 #undef BK_DW_FIXED
 
+/* Pools (max 1, average 2) of width 3 at stride 1 or 2, undilated, with
+ * constant offsets inside; any other pool. */
+#define BK_POOL_ROW(NAME, POOL, KW, S2)                                                                   \
+  static __attribute__((noinline)) void NAME(const er_bdw *a, int64_t cb, int64_t oy, int64_t lo, int64_t hi) { \
+    bk_dw_row(a, cb, oy, lo, hi, POOL, KW, S2);                                                   \
+  }
+BK_POOL_ROW(bk_max_row_k3, 1, 3, 0)
+BK_POOL_ROW(bk_max_row_s2k3, 1, 0, 3)
+BK_POOL_ROW(bk_max_row, 1, 0, 0)
+BK_POOL_ROW(bk_avg_row_k3, 2, 3, 0)
+BK_POOL_ROW(bk_avg_row_s2k3, 2, 0, 3)
+BK_POOL_ROW(bk_avg_row, 2, 0, 0)
+#undef BK_POOL_ROW
+
 static void bk_dw(const er_bdw *a, int64_t u0, int64_t u1) {
   int64_t lo, hi;
   bk_inside(a, &lo, &hi);
@@ -691,10 +721,18 @@ static void bk_dw(const er_bdw *a, int64_t u0, int64_t u1) {
         else if (shared && a->kw == 5) bk_dw_row_k5(a, cb, oy, lo, hi);
         else if (s2 && a->kw == 3) bk_dw_row_s2k3(a, cb, oy, lo, hi);
         else if (s2 && a->kw == 5) bk_dw_row_s2k5(a, cb, oy, lo, hi);
-        else bk_dw_row(a, cb, oy, lo, hi, 0);
+        else bk_dw_row(a, cb, oy, lo, hi, 0, 0, 0);
         break;
-      case 1: bk_dw_row(a, cb, oy, lo, hi, 1); break;
-      default: bk_dw_row(a, cb, oy, lo, hi, 2); break;
+      case 1:
+        if (a->dw == 1 && a->kw == 3 && a->sw == 1) bk_max_row_k3(a, cb, oy, lo, hi);
+        else if (a->dw == 1 && a->kw == 3 && a->sw == 2) bk_max_row_s2k3(a, cb, oy, lo, hi);
+        else bk_max_row(a, cb, oy, lo, hi);
+        break;
+      default:
+        if (a->dw == 1 && a->kw == 3 && a->sw == 1) bk_avg_row_k3(a, cb, oy, lo, hi);
+        else if (a->dw == 1 && a->kw == 3 && a->sw == 2) bk_avg_row_s2k3(a, cb, oy, lo, hi);
+        else bk_avg_row(a, cb, oy, lo, hi);
+        break;
     }
   }
 }
