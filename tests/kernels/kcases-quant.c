@@ -147,6 +147,12 @@ static const conv_shape conv_shapes[] = {
     {1, 256, 7, 7, 32, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, false},
     {2, 128, 7, 7, 16, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, false},
     {1, 128, 14, 14, 32, 1, 1, 2, 2, 0, 0, 1, 1, 1, false, false},
+    /* Grouped planes from long rows: a 1x1 layer over 210 pixels, rows
+     * of 141 padded columns, and stride 2 to rows of 76; channel counts
+     * that leave rows of the last group empty. */
+    {1, 6, 3, 70, 10, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, false},
+    {1, 5, 4, 140, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
+    {1, 7, 5, 150, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, false},
     /* Layers that fill AMX's 32 x 32 tiles (K at least 128, padded to 64):
      * pixel tails, batches, stride 2, groups, dilation. */
     {1, 32, 9, 11, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},   /* K 288, 99 pixels */
