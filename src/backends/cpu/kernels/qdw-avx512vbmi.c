@@ -98,6 +98,24 @@ typedef struct epi {
   __m512 mult, off, flo, fhi;
 } epi;
 
+/* The epilogue constants every channel shares. */
+static inline epi epi_shared(const er_qdwv_args *a) {
+  epi e;
+  e.corr = _mm512_setzero_si512();
+  e.zp = _mm512_set1_epi32(a->yz);
+  e.mult = e.off = _mm512_setzero_ps();
+  e.flo = _mm512_set1_ps((float)(a->lo - a->yz));
+  e.fhi = _mm512_set1_ps((float)(a->hi - a->yz));
+  return e;
+}
+
+/* Channel c's correction, multiplier and offset into e. */
+static inline void epi_channel(epi *e, const er_qdwv_args *a, int64_t c) {
+  e->corr = _mm512_set1_epi32(a->corr[c]);
+  e->mult = _mm512_set1_ps(a->mult[c]);
+  e->off = _mm512_set1_ps(a->off[c]);
+}
+
 /* Requantizes acc (the correction already in), then n bytes. */
 static inline void put_sum(const epi *e, __m512i acc, uint8_t *y, int64_t n) {
   __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), e->mult, e->off);
@@ -191,17 +209,13 @@ static inline __attribute__((always_inline)) void run_window3(const er_qdwv_args
 #pragma GCC unroll 3
     for (int t = 0; t < 3; t++) ix[v][t] = _mm512_loadu_si512((const void *)p->widx[v * 3 + t]);
   const int64_t nlast = ohw - (NV - 1) * ER_QDWV_LANES;
-  epi e;
-  e.zp = _mm512_set1_epi32(a->yz);
-  e.flo = _mm512_set1_ps((float)(a->lo - a->yz));
-  e.fhi = _mm512_set1_ps((float)(a->hi - a->yz));
+  epi e = epi_shared(a);
   for (int64_t c = 0; c < channels; c++) {
     const uint8_t *x = a->x + c * hw;
     const __m512i w0 = _mm512_set1_epi32(a->wq[3 * c]), w1 = _mm512_set1_epi32(a->wq[3 * c + 1]),
                   w2 = _mm512_set1_epi32(a->wq[3 * c + 2]);
-    const __m512i corr = _mm512_set1_epi32(a->corr[c]);
-    e.mult = _mm512_set1_ps(a->mult[c]);
-    e.off = _mm512_set1_ps(a->off[c]);
+    epi_channel(&e, a, c);
+    const __m512i corr = e.corr;
     __m512i lo[4], hi[4], acc[4];
     const __m512i plane = whole ? load(x, 0, p->m_lo[0], padv, flip, flipped) : padf;
 #pragma GCC unroll 4
@@ -260,18 +274,14 @@ static inline __attribute__((always_inline)) void run_window3_many(const er_qdwv
   const int64_t hw = p->g.h * p->g.w, ohw = p->g.oh * p->g.ow, full = p->nvec / 4 * 4;
   const int64_t nlast = ohw - (p->nvec - 1) * ER_QDWV_LANES;
   const __m512i flip = _mm512_set1_epi8((char)a->flip), padv = _mm512_set1_epi8((char)a->pad);
-  epi e;
-  e.zp = _mm512_set1_epi32(a->yz);
-  e.flo = _mm512_set1_ps((float)(a->lo - a->yz));
-  e.fhi = _mm512_set1_ps((float)(a->hi - a->yz));
+  epi e = epi_shared(a);
   for (int64_t c = 0; c < channels; c++) {
     const uint8_t *x = a->x + c * hw;
     uint8_t *y = a->y + c * ohw;
     const __m512i w0 = _mm512_set1_epi32(a->wq[3 * c]), w1 = _mm512_set1_epi32(a->wq[3 * c + 1]),
                   w2 = _mm512_set1_epi32(a->wq[3 * c + 2]);
-    const __m512i corr = _mm512_set1_epi32(a->corr[c]);
-    e.mult = _mm512_set1_ps(a->mult[c]);
-    e.off = _mm512_set1_ps(a->off[c]);
+    epi_channel(&e, a, c);
+    const __m512i corr = e.corr;
     for (int64_t v0 = 0; v0 < full; v0 += 4)
       window3_block(p, x, y, v0, 4, nlast, w0, w1, w2, corr, &e, padv, flip, two, flipped);
     switch (p->nvec - full) {
@@ -373,15 +383,10 @@ void er__qdw_channels_avx512vbmi(const er_qdwv_args *a, int64_t channels) {
     return;
   }
   const int64_t hw = p->g.h * p->g.w, ohw = p->g.oh * p->g.ow, kg = p->g.kh * p->groups;
-  epi e;
-  e.zp = _mm512_set1_epi32(a->yz);
-  e.flo = _mm512_set1_ps((float)(a->lo - a->yz));
-  e.fhi = _mm512_set1_ps((float)(a->hi - a->yz));
+  epi e = epi_shared(a);
   for (int64_t c = 0; c < channels; c++) {
     const chan ch = {a->x + c * hw, a->wq + c * kg, a->y + c * ohw};
-    e.corr = _mm512_set1_epi32(a->corr[c]);
-    e.mult = _mm512_set1_ps(a->mult[c]);
-    e.off = _mm512_set1_ps(a->off[c]);
+    epi_channel(&e, a, c);
     /* Two copies of each loop: with and without the int8 flip. */
     if (p->window) {
       if (a->flip) run_window(a, &ch, &e, true);
