@@ -643,8 +643,8 @@ static void bk_inside(const er_bdw *a, int64_t *lo, int64_t *hi) {
   *hi = h;
 }
 
-/* A row of a pool or of a depthwise window without constant offsets. */
-/* KW or S2 (pools only) as in bk_dw_tile, for the tiles inside. */
+/* A row of a pool or of a depthwise window without constant offsets;
+ * KW or S2 (pools only) as in bk_dw_tile, for the tiles inside. */
 static inline __attribute__((always_inline)) void bk_dw_row(const er_bdw *a, int64_t cb, int64_t oy, int64_t lo,
                                                             int64_t hi, const int pool, const int KW,
                                                             const int S2) {
@@ -723,16 +723,14 @@ static void bk_dw(const er_bdw *a, int64_t u0, int64_t u1) {
         else if (s2 && a->kw == 5) bk_dw_row_s2k5(a, cb, oy, lo, hi);
         else bk_dw_row(a, cb, oy, lo, hi, 0, 0, 0);
         break;
-      case 1:
-        if (a->dw == 1 && a->kw == 3 && a->sw == 1) bk_max_row_k3(a, cb, oy, lo, hi);
-        else if (a->dw == 1 && a->kw == 3 && a->sw == 2) bk_max_row_s2k3(a, cb, oy, lo, hi);
-        else bk_max_row(a, cb, oy, lo, hi);
+      default: {
+        /* [max, average][3x3 stride 1, 3x3 stride 2, other] */
+        static void (*const pool_rows[2][3])(const er_bdw *, int64_t, int64_t, int64_t, int64_t) = {
+            {bk_max_row_k3, bk_max_row_s2k3, bk_max_row}, {bk_avg_row_k3, bk_avg_row_s2k3, bk_avg_row}};
+        const int shape = a->dw == 1 && a->kw == 3 && (a->sw == 1 || a->sw == 2) ? (int)a->sw - 1 : 2;
+        pool_rows[a->pool == 1 ? 0 : 1][shape](a, cb, oy, lo, hi);
         break;
-      default:
-        if (a->dw == 1 && a->kw == 3 && a->sw == 1) bk_avg_row_k3(a, cb, oy, lo, hi);
-        else if (a->dw == 1 && a->kw == 3 && a->sw == 2) bk_avg_row_s2k3(a, cb, oy, lo, hi);
-        else bk_avg_row(a, cb, oy, lo, hi);
-        break;
+      }
     }
   }
 }
