@@ -1138,14 +1138,16 @@ er_status er__session_run_observed(er_session *s, const er_named_tensor *inputs,
       break;
     }
     /* Each requested output is moved out when this run owns it and no
-     * later request names it again; otherwise copied. */
+     * later request reads the same value again (two requests, or two graph
+     * outputs of one value); otherwise copied. */
     bool again = false;
     for (size_t j = i + 1; j < n_outputs; j++)
-      if (c->want[j] == c->want[i]) again = true;
+      if (g->outputs[c->want[j]] == g->outputs[c->want[i]]) again = true;
     if ((r->flags & ER_TENSOR_OWNS_DATA) && !again) {
       *t = *r;
       r->flags &= ~(uint32_t)ER_TENSOR_OWNS_DATA;
       r->data = NULL;
+      r->nbytes = 0;
     } else if ((st = er__tensor_copy(t, r)) != ER_STATUS_OK) {
       free(t);
       break;

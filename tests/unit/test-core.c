@@ -322,6 +322,46 @@ static void test_session_api(void) {
   er_model_free(m);
 }
 
+/* A graph may list one value as two outputs: each result gets its own
+ * copy (the first used to be moved out, leaving the second to copy from a
+ * freed buffer; found by fuzz-load). */
+static void test_duplicate_graph_outputs(void) {
+  er_pbw g = {0}, mb = {0};
+  const int64_t dims[2] = {1, 4};
+  tb_str(&g, 2, "dup_graph");
+  tb_node(&g, "Relu", "relu", (const char *const[]){"x", NULL}, (const char *const[]){"y", NULL}, NULL);
+  tb_graph_input(&g, "x", 1, 2, dims);
+  tb_graph_output(&g, "y", 1, 2, dims);
+  tb_graph_output(&g, "y", 1, 2, dims);
+  tb_model(&mb, 8, 13, &g);
+  er_model *m = NULL;
+  CHECK_STATUS(er_model_load_buffer(mb.buf, mb.len, NULL, NULL, &m), ER_STATUS_OK);
+  er__pbw_free(&g);
+  er__pbw_free(&mb);
+  if (!m) return;
+  er_session *s = NULL;
+  CHECK_STATUS(er_session_create(m, NULL, &s), ER_STATUS_OK);
+  float xin[4] = {-1, 2, -3, 4};
+  er_tensor *x;
+  er_tensor_wrap(ER_DTYPE_FLOAT, 2, dims, xin, sizeof xin, &x);
+  er_named_tensor in = {"x", x};
+  for (int round = 0; round < 2; round++) {
+    er_tensor *y[2] = {NULL, NULL};
+    CHECK_STATUS(er_session_run(s, &in, 1, NULL, 2, y), ER_STATUS_OK);
+    for (int k = 0; k < 2; k++) {
+      const float *yv = y[k] ? er_tensor_cdata(y[k]) : NULL;
+      CHECK(yv != NULL);
+      if (yv) CHECK(yv[0] == 0 && yv[1] == 2 && yv[2] == 0 && yv[3] == 4);
+    }
+    CHECK(!y[0] || !y[1] || er_tensor_cdata(y[0]) != er_tensor_cdata(y[1]));
+    er_tensor_free(y[0]);
+    er_tensor_free(y[1]);
+  }
+  er_tensor_free(x);
+  er_session_free(s);
+  er_model_free(m);
+}
+
 typedef struct run_job {
   er_session *s;
   int seed;
@@ -1054,6 +1094,7 @@ int main(int argc, char **argv) {
       {"tensor_files", test_tensor_files},
       {"model_info", test_model_info},
       {"session_api", test_session_api},
+      {"duplicate_graph_outputs", test_duplicate_graph_outputs},
       {"concurrent_runs", test_concurrent_runs},
       {"fix_dims", test_fix_dims},
       {"views_share_memory", test_views_share_memory},
