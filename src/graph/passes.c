@@ -1104,7 +1104,9 @@ static er_status pass_layernorm(pass_ctx *pc) {
     int32_t x = rm->n_inputs ? rm->inputs[0] : -1;
     if (x < 0 || !is_float32(g, x) || g->values[x].info.rank < 1) continue;
     int rank = g->values[x].info.rank;
-    if (!reduce_last_axis(g, rm, rank) || pc->uses[x] != 2) continue;
+    /* x may have readers beyond the ReduceMean and the Sub (a pre-norm
+     * residual): the fused node reads x as they do. */
+    if (!reduce_last_axis(g, rm, rank) || pc->uses[x] < 2) continue;
     int32_t sub = sole_consumer(pc, rm->outputs[0]);
     if (sub < 0 || !is_op(&g->nodes[sub], "Sub") || g->nodes[sub].inputs[0] != x ||
         g->nodes[sub].inputs[1] != rm->outputs[0])

@@ -445,15 +445,19 @@ static void test_matmul_gelu_tanh(void) {
   }
 }
 
+/* Variants: 0 the plain pattern; 1 near miss, reduces over axis 1; 2 x
+ * also read by a residual Add after the norm, as pre-norm transformers
+ * (ViT, GPT-2) export it; 3 near miss, the centred d also read by the
+ * residual Add. */
 static void test_layernorm(void) {
   const int64_t x[3] = {2, 3, 16}, h[1] = {16};
-  for (int variant = 0; variant < 2; variant++) {
+  for (int variant = 0; variant < 4; variant++) {
     er_pbw g = {0}, m = {0}, ra = {0};
     add_weight(&g, "gamma", 1, h, 0.2f, 1);
     add_weight(&g, "beta", 1, h, 0.1f, 0);
     add_scalar(&g, "two", 2.0f);
     add_scalar(&g, "eps", 1e-5f);
-    tb_attr_ints(&ra, "axes", (const int64_t[]){variant == 0 ? -1 : 1}, 1);
+    tb_attr_ints(&ra, "axes", (const int64_t[]){variant == 1 ? 1 : -1}, 1);
     tb_node(&g, "ReduceMean", "rm1", (const char *const[]){"x", NULL}, (const char *const[]){"mean", NULL}, &ra);
     tb_node(&g, "Sub", "sub", (const char *const[]){"x", "mean", NULL}, (const char *const[]){"d", NULL}, NULL);
     tb_node(&g, "Pow", "pow", (const char *const[]){"d", "two", NULL}, (const char *const[]){"d2", NULL}, NULL);
@@ -462,13 +466,17 @@ static void test_layernorm(void) {
     tb_node(&g, "Sqrt", "sq", (const char *const[]){"ve", NULL}, (const char *const[]){"sd", NULL}, NULL);
     tb_node(&g, "Div", "div", (const char *const[]){"d", "sd", NULL}, (const char *const[]){"n", NULL}, NULL);
     tb_node(&g, "Mul", "mg", (const char *const[]){"n", "gamma", NULL}, (const char *const[]){"ng", NULL}, NULL);
-    tb_node(&g, "Add", "ab", (const char *const[]){"ng", "beta", NULL}, (const char *const[]){"y", NULL}, NULL);
+    tb_node(&g, "Add", "ab", (const char *const[]){"ng", "beta", NULL},
+            (const char *const[]){variant >= 2 ? "ln" : "y", NULL}, NULL);
+    if (variant >= 2)
+      tb_node(&g, "Add", "res", (const char *const[]){"ln", variant == 2 ? "x" : "d", NULL},
+              (const char *const[]){"y", NULL}, NULL);
     tb_graph_input(&g, "x", 1, 3, x);
     tb_graph_output(&g, "y", 1, -1, NULL);
     tb_model(&m, 8, 13, &g);
     er_model *opt = load(&m, 2), *plain = load(&m, -1);
     if (variant == 0) CHECK(node_count(opt) == 1 && count_op(opt, "LayerNormalization") == 1);
-    /* Near miss: reduces over axis 1, not the last axis. */
+    else if (variant == 2) CHECK(node_count(opt) == 2 && count_op(opt, "LayerNormalization") == 1);
     else CHECK(count_op(opt, "LayerNormalization") == 0 && count_op(opt, "ReduceMean") == 2);
     same_outputs(opt, plain, 3, x);
     er_model_free(opt);
