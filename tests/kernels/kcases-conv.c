@@ -77,6 +77,10 @@ static const conv_spec specs[] = {
     {1, 4, 70, 66, 4, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, 4, NULL},       /* plane past the direct kernel's size */
     {1, 3, 67, 80, 3, 5, 5, 2, 2, 1, 1, {2, 2, 2, 2}, 3, NULL},       /* 5x5 stride 2, direct */
     {1, 2, 131, 133, 2, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, 2, NULL},     /* stride 2 past the direct kernel's size */
+    /* Pads wider than the image and the window (found by fuzz-load): the
+     * im2col column blocks end inside a row's left padding. */
+    {2, 1, 7, 5, 9, 3, 3, 1, 1, 1, 1, {1, 117, 64, 1}, 1, NULL},
+    {1, 2, 4, 3, 5, 2, 2, 1, 2, 1, 1, {9, 40, 3, 29}, 1, NULL},
 };
 
 static void add_conv_attrs(kcase *c, const conv_spec *s, bool one_d) {

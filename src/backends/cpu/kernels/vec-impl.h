@@ -1292,7 +1292,10 @@ static void vec_im2col_pack(const er_im2col *ic, int64_t k0, int64_t kc, int64_t
           put_zeros(&pc, seg);
         } else {
           const float *row = xc + iy * g->w;
+          /* [a, b): the segment's columns inside the row; a segment may
+           * end before lo (a left padding wider than the window). */
           int64_t a = ox > lo ? ox : lo, b = ox + seg < hi ? ox + seg : hi;
+          if (a > ox + seg) a = ox + seg;
           if (b < a) b = a;
           put_zeros(&pc, a - ox);
           put_values(&pc, row + a * g->sw + xoff, g->sw, b - a);
