@@ -32,6 +32,12 @@
  *                                     the inference BatchNormalization of
  *                                     C = |scale| channels (DenseNet's BN
  *                                     and ReLU before each convolution)
+ *   BlockedResize(x [N,CB,H,W,B], [roi], [scales], [sizes])
+ *                                     Resize's attributes, opset (the
+ *                                     Resize version whose inputs and
+ *                                     rules these are), block: a Resize
+ *                                     that keeps N and C (YOLO and FPN
+ *                                     upsampling); every lane is resized
  *
  * The reference kernels convert to planar copies, run the standard op's own
  * check and reference kernel (FusedConv's for the convolution) and convert
@@ -442,6 +448,91 @@ static er_status bbn_run(er_kctx *ctx) {
   return st;
 }
 
+/* ---- BlockedResize ------------------------------------------------------------- */
+
+enum { BR_MIN_OPSET = 10, BR_MAX_OPSET = 19 };
+
+/* The standard Resize of this node's opset over a planar copy of every
+ * lane (CB * B channels): sizes, when given, get that channel count too. */
+static er_status bresize_shadow(er_kctx *ctx, bool data, shadow *sh, int64_t *b_out) {
+  int64_t b, opset;
+  ER_CHECK(get_block(ctx, &b));
+  ER_CHECK(require_blocked(ctx, 0, b));
+  ER_CHECK(er__attr_int(ctx, "opset", 0, &opset));
+  if (opset < BR_MIN_OPSET || opset > BR_MAX_OPSET)
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "opset is %lld; it must name Resize %d to %d",
+                        (long long)opset, BR_MIN_OPSET, BR_MAX_OPSET);
+  int max_in = opset == 10 ? 2 : 4;
+  if (ctx->n_in > max_in)
+    return er__op_error(ctx, ER_STATUS_INVALID_ARGUMENT, "%d inputs; Resize %lld takes at most %d", ctx->n_in,
+                        (long long)opset, max_in);
+  ER_CHECK(shadow_init(ctx, "", "Resize", (int)opset, ctx->n_in, sh));
+  const er_tensor *x = ctx->in[0];
+  int64_t lanes = x->rank == 5 && x->dims[1] >= 0 ? x->dims[1] * b : -1;
+  ER_CHECK(shadow_unblock(sh, 0, x, lanes, b, data));
+  for (int i = 1; i < ctx->n_in; i++) {
+    const er_tensor *t = er__in(ctx, i);
+    if (!t) {
+      sh->inp[i] = NULL;
+      continue;
+    }
+    er__tensor_borrow(&sh->in[i], t);
+  }
+  const er_tensor *sizes = opset >= 11 ? er__in(ctx, 3) : NULL;
+  if (sizes && sizes->data && sizes->dtype == ER_DTYPE_INT64 && sizes->rank == 1 && sizes->dims[0] == 4 &&
+      lanes >= 0) {
+    er_tensor *t = &sh->in[3];
+    er__tensor_set(t, ER_DTYPE_INT64, 1, sizes->dims);
+    ER_CHECK(er__tensor_alloc_raw(t, 0));
+    memcpy(t->data, sizes->data, 4 * sizeof(int64_t));
+    ((int64_t *)t->data)[1] = lanes;
+  }
+  *b_out = b;
+  return ER_STATUS_OK;
+}
+
+static er_status bresize_check(er_kctx *ctx) {
+  shadow sh;
+  int64_t b;
+  memset(&sh, 0, sizeof sh);
+  er_status st = bresize_shadow(ctx, false, &sh, &b);
+  if (st == ER_STATUS_OK) st = sh.node.op->check(&sh.ctx);
+  if (st == ER_STATUS_OK) {
+    const er_tensor *y = &sh.out, *x = ctx->in[0];
+    char s1[160], s2[160];
+    if (y->rank == 4 && x->rank == 5 && ((y->dims[0] >= 0 && x->dims[0] >= 0 && y->dims[0] != x->dims[0]) ||
+                                         (y->dims[1] >= 0 && x->dims[1] >= 0 && y->dims[1] != x->dims[1] * b)))
+      st = er__op_error(ctx, ER_STATUS_INVALID_ARGUMENT,
+                        "output %s of input %s: the blocked form resizes only the height and width",
+                        er__shape_str(y, s1, sizeof s1), er__shape_str(x, s2, sizeof s2));
+    else if (y->rank == 4 && x->rank == 5) {
+      int64_t d[5] = {x->dims[0], x->dims[1], y->dims[2], y->dims[3], b};
+      er__set_output(ctx, 0, ER_DTYPE_FLOAT, 5, d);
+    } else {
+      er__set_output(ctx, 0, ER_DTYPE_FLOAT, -1, NULL);
+    }
+  }
+  shadow_release(&sh);
+  return st;
+}
+
+static er_status bresize_run(er_kctx *ctx) {
+  shadow sh;
+  int64_t b;
+  memset(&sh, 0, sizeof sh);
+  er_status st = bresize_shadow(ctx, true, &sh, &b);
+  sh.ctx.checking = false;
+  if (st == ER_STATUS_OK) st = sh.node.op->check(&sh.ctx);
+  if (st == ER_STATUS_OK) st = er__tensor_alloc(&sh.out, 0);
+  if (st == ER_STATUS_OK) st = sh.node.op->run(&sh.ctx);
+  if (st == ER_STATUS_OK) {
+    const er_tensor *y = &sh.out;
+    to_blocked(y->data, ctx->out[0]->data, y->dims[0], y->dims[1], y->dims[2] * y->dims[3], b);
+  }
+  shadow_release(&sh);
+  return st;
+}
+
 /* ---- the table ---------------------------------------------------------------- */
 
 static const er_op_def op_to_blocked = {
@@ -471,5 +562,11 @@ static const er_op_def op_blocked_bn = {
     .check = bbn_check, .run = bbn_run,
 };
 
+static const er_op_def op_blocked_resize = {
+    .name = "BlockedResize", .domain = ER_FUSED_DOMAIN, .min_version = 1, .max_version = 1,
+    .min_inputs = 1, .max_inputs = 4, .min_outputs = 1, .max_outputs = 1, .flags = ER_OP_WRITES_ALL,
+    .check = bresize_check, .run = bresize_run,
+};
+
 const er_op_def *const er__ops_blocked[] = {&op_to_blocked, &op_from_blocked, &op_blocked_conv, &op_blocked_pool,
-                                            &op_blocked_bn, NULL};
+                                            &op_blocked_bn, &op_blocked_resize, NULL};

@@ -1,6 +1,7 @@
 /* kcases-blocked.c - cases for the channel-blocked layout's ops
  * (ops/blocked.c): BlockedConv dense and depthwise, from blocked and planar
- * inputs, BlockedPool, ToBlocked, FromBlocked and BlockedBatchNormalization.
+ * inputs, BlockedPool, ToBlocked, FromBlocked, BlockedBatchNormalization and
+ * BlockedResize.
  * Every case is made for
  * blocks 16, 8 and 4; a kernel takes those of its ISA's vector width and
  * reports the rest as outside what it supports. Sizes sit below, at and
@@ -355,11 +356,70 @@ static void gen_bbn(case_fn fn, void *arg) {
   }
 }
 
+/* BlockedResize: nearest over height and width as the YOLO and FPN necks
+ * upsample (2x, default modes and asymmetric/floor), fractional and
+ * shrinking factors, every coordinate rule the kernel takes, sizes given
+ * with channels that are not whole blocks (the reference's planar copy
+ * holds every lane), a batch, Resize 10, 11 and 13, and shapes unknown at
+ * compile time. */
+typedef struct bresize_spec {
+  int64_t n, c, h, w;
+  float fh, fw;
+  bool sizes;
+  int opset;
+  const char *coord, *round;
+} bresize_spec;
+
+static const bresize_spec resize_specs[] = {
+    {1, 24, 7, 9, 2, 2, false, 13, NULL, NULL},
+    {1, 16, 10, 10, 2, 2, true, 11, "asymmetric", "floor"},
+    {1, 12, 7, 9, 2, 2, true, 13, "asymmetric", "floor"},
+    {2, 20, 5, 6, 1.7f, 0.6f, false, 13, "align_corners", "ceil"},
+    {1, 40, 8, 10, 0.5f, 0.5f, false, 13, "tf_half_pixel_for_nn", "round_prefer_ceil"},
+    {1, 8, 5, 6, 2, 3, false, 10, NULL, NULL},
+    {1, 32, 9, 7, 3, 1.5f, true, 13, "pytorch_half_pixel", "round_prefer_floor"},
+};
+
+static void gen_bresize(case_fn fn, void *arg) {
+  kcase c;
+  for (size_t bi = 0; bi < ER_ARRAY_LEN(block_sizes); bi++) {
+    int64_t b = block_sizes[bi];
+    for (size_t i = 0; i < ER_ARRAY_LEN(resize_specs); i++) {
+      const bresize_spec *r = &resize_specs[i];
+      kc_begin(&c, "BlockedResize", "com.edgerun", 1, "BlockedResize b%lld x[%lld,%lld,%lld,%lld] %gx%g %s opset %d %s %s",
+               (long long)b, (long long)r->n, (long long)r->c, (long long)r->h, (long long)r->w, r->fh, r->fw,
+               r->sizes ? "sizes" : "scales", r->opset, r->coord ? r->coord : "-", r->round ? r->round : "-");
+      blocked_input(&c, r->n, r->c, r->h, r->w, b);
+      if (r->opset >= 11) kc_input_none(&c); /* roi */
+      if (r->sizes) {
+        kc_input_none(&c);
+        int64_t sz[4] = {r->n, r->c, (int64_t)((float)r->h * r->fh), (int64_t)((float)r->w * r->fw)};
+        kc_input_i64(&c, 1, DIMS(4), sz, true);
+      } else {
+        er_tensor *t = kc_input(&c, 1, DIMS(4), 0, 0, true);
+        float *d = t->data;
+        d[0] = d[1] = 1.0f;
+        d[2] = r->fh;
+        d[3] = r->fw;
+      }
+      kc_attr_int(&c, "block", b);
+      kc_attr_int(&c, "opset", r->opset);
+      kc_attr_string(&c, "mode", "nearest");
+      if (r->coord) kc_attr_string(&c, "coordinate_transformation_mode", r->coord);
+      if (r->round) kc_attr_string(&c, "nearest_mode", r->round);
+      c.dynamic = i == 3;
+      c.tol = TOL_EXACT_T;
+      fn(&c, arg);
+    }
+  }
+}
+
 const case_gen kcases_blocked[] = {
     {"BlockedConv", "com.edgerun", gen_bconv},
     {"BlockedPool", "com.edgerun", gen_bpool},
     {"ToBlocked", "com.edgerun", gen_to_blocked},
     {"FromBlocked", "com.edgerun", gen_from_blocked},
     {"BlockedBatchNormalization", "com.edgerun", gen_bbn},
+    {"BlockedResize", "com.edgerun", gen_bresize},
     {NULL, NULL, NULL},
 };

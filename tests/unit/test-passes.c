@@ -1157,6 +1157,70 @@ static void test_blocked_split(void) {
   }
 }
 
+/* An FPN upsample: Conv (24 channels, not whole blocks on AVX-512),
+ * Sigmoid, nearest Resize, 3x3 Conv. The Resize runs on the blocked twin
+ * (BlockedResize) with scales (opset 13), sizes and an empty roi with
+ * asymmetric/floor (opset 11), and Resize 10's scales; nothing is
+ * converted but y. Near misses stay planar and agree: linear mode, and
+ * a Resize that also doubles the channels. */
+static void test_blocked_resize(void) {
+  if (er__cpu_layout_block() == 0) return;
+  static const struct {
+    int opset;
+    int form;          /* 0 scales, 1 roi + sizes, 2 Resize-10 scales */
+    const char *mode;
+    float channel_scale;
+    bool blocked;
+  } cases[] = {{13, 0, "nearest", 1, true}, {11, 1, "nearest", 1, true}, {10, 2, "nearest", 1, true},
+               {13, 0, "linear", 1, false}, {13, 0, "nearest", 2, false}};
+  for (size_t i = 0; i < ER_ARRAY_LEN(cases); i++) {
+    er_pbw g = {0}, m = {0}, p1 = {0}, rs = {0}, t = {0};
+    int64_t up = (int64_t)(24 * cases[i].channel_scale);
+    add_weight(&g, "W1", 4, (const int64_t[]){24, 16, 1, 1}, 0.3f, 0);
+    add_weight(&g, "W2", 4, (const int64_t[]){16, up, 3, 3}, 0.1f, 0);
+    tb_attr_ints(&p1, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+    tb_attr_string(&rs, "mode", cases[i].mode);
+    if (cases[i].form == 1) {
+      tb_attr_string(&rs, "coordinate_transformation_mode", "asymmetric");
+      tb_attr_string(&rs, "nearest_mode", "floor");
+      const int64_t sizes[4] = {1, up, 12, 12};
+      tb_tensor(&t, "Z", 7, 1, (const int64_t[]){4}, sizes, sizeof sizes);
+      tb_graph_initializer(&g, &t);
+      er__pbw_free(&t);
+      tb_tensor(&t, "R", 1, 1, (const int64_t[]){0}, NULL, 0);
+      tb_graph_initializer(&g, &t);
+    } else {
+      const float scales[4] = {1, cases[i].channel_scale, 2, 2};
+      tb_tensor(&t, "S", 1, 1, (const int64_t[]){4}, scales, sizeof scales);
+      tb_graph_initializer(&g, &t);
+    }
+    tb_node(&g, "Conv", "c1", IN("x", "W1"), OUT("c1"), NULL);
+    tb_node(&g, "Sigmoid", "s1", IN("c1"), OUT("s1"), NULL);
+    if (cases[i].form == 0) tb_node(&g, "Resize", "up", IN("s1", "", "S"), OUT("u"), &rs);
+    else if (cases[i].form == 1) tb_node(&g, "Resize", "up", IN("s1", "R", "", "Z"), OUT("u"), &rs);
+    else tb_node(&g, "Resize", "up", IN("s1", "S"), OUT("u"), &rs);
+    tb_node(&g, "Conv", "c2", IN("u", "W2"), OUT("y"), &p1);
+    tb_graph_input(&g, "x", 1, 4, (const int64_t[]){1, 16, 6, 6});
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    tb_model(&m, 8, cases[i].opset, &g);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
+    int to = count_in_layout(opt, "blocked", "ToBlocked"), from = count_in_layout(opt, "blocked", "FromBlocked");
+    int resized = count_in_layout(opt, "blocked", "BlockedResize");
+    bool all_blocked = resized == 1 && to == 0 && from == 1;
+    CHECK(all_blocked == cases[i].blocked);
+    if (all_blocked != cases[i].blocked)
+      fprintf(stderr, "  case %zu: %d BlockedResize, %d ToBlocked, %d FromBlocked\n", i, resized, to, from);
+    same_in_layouts(opt, plain, 4, (const int64_t[]){1, 16, 6, 6});
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+    er__pbw_free(&p1);
+    er__pbw_free(&rs);
+    er__pbw_free(&t);
+  }
+}
+
 /* Islands: a lone small convolution between planar ops is not worth its
  * conversions and stays planar; a lone large one (5x5, 64 channels) is
  * converted; a 3x3 layer the planar Winograd kernel takes stays planar:
@@ -1422,6 +1486,7 @@ int main(int argc, char **argv) {
       {"blocked_mixed_concat", test_blocked_mixed_concat},
       {"blocked_islands", test_blocked_islands},
       {"blocked_split", test_blocked_split},
+      {"blocked_resize", test_blocked_resize},
       {"blocked_batchnorm", test_blocked_batchnorm},
       {"loop_invariants", test_loop_invariants},
   };

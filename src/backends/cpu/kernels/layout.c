@@ -224,6 +224,8 @@ typedef struct rs_state {
   int scales_i, sizes_i;       /* input indices; -1 = not in this version */
 } rs_state;
 
+static bool rs_blocked(const er_kernel_info *ki) { return strcmp(ki->node->op_type, "BlockedResize") == 0; }
+
 /* The node's Resize / Upsample parameters, when they are ones this kernel
  * takes: nearest mode, no axes, stretch policy, no antialiasing. */
 static bool rs_params(const er_kernel_info *ki, rs_state *s, bool linear) {
@@ -234,6 +236,12 @@ static bool rs_params(const er_kernel_info *ki, rs_state *s, bool linear) {
   int64_t n_axes;
   bool upsample = strcmp(ki->node->op_type, "Upsample") == 0;
   int v = ki->node->version;
+  if (rs_blocked(ki)) {
+    /* BlockedResize: the rules of the Resize version it names. */
+    int64_t opset = 0;
+    if (er__attr_int(&ctx, "opset", 0, &opset) != ER_STATUS_OK || opset < 10 || opset > 19) return false;
+    v = (int)opset;
+  }
   if (er__attr_string(&ctx, "mode", "nearest", &mode) != ER_STATUS_OK ||
       strcmp(mode, linear ? "linear" : "nearest") != 0)
     return false;
@@ -312,7 +320,15 @@ static bool rs_elem_ok(const er_kernel_info *ki, bool linear) {
 
 static bool rs_supports(const er_kernel_info *ki, bool linear) {
   rs_state s;
-  if (!rs_elem_ok(ki, linear) || ki->in[0]->rank != 4) return false;
+  if (rs_blocked(ki)) {
+    /* Whole blocks of 4, 8 or 16 floats move as one element. */
+    const er_tensor *x = ki->in[0];
+    if (linear || !er__ki_f32(ki, 0) || !er__ki_out_f32(ki) || x->rank != 5 ||
+        (x->dims[4] != 4 && x->dims[4] != 8 && x->dims[4] != 16))
+      return false;
+  } else if (!rs_elem_ok(ki, linear) || ki->in[0]->rank != 4) {
+    return false;
+  }
   bool ok = rs_params(ki, &s, linear);
   er__error_clear();
   return ok;
@@ -334,7 +350,7 @@ static er_status rs_prepare(const er_kernel_info *ki, void **state_out, size_t *
 typedef struct rs_job {
   const void *x;
   void *y;
-  size_t es;                   /* element bytes: 1, 2, 4 or 8 */
+  size_t es;                   /* element bytes: 1, 2, 4 or 8; blocks 16, 32, 64 */
   int64_t h, w, oh, ow;
   const int64_t *mh, *mw;      /* [oh], [ow] input indices */
 } rs_job;
@@ -346,16 +362,37 @@ typedef struct rs_job {
     const T *x = src;                                                  \
     for (int64_t ox = 0; ox < ow; ox++) r[ox] = x[mw[ox]];            \
   }
+/* Blocked elements: a pixel's block of 4, 8 or 16 floats. */
+typedef struct rs_blk16 {
+  uint64_t v[2];
+} rs_blk16;
+typedef struct rs_blk32 {
+  uint64_t v[4];
+} rs_blk32;
+typedef struct rs_blk64 {
+  uint64_t v[8];
+} rs_blk64;
 RS_GATHER(uint8_t)
 RS_GATHER(uint16_t)
 RS_GATHER(uint32_t)
 RS_GATHER(uint64_t)
+RS_GATHER(rs_blk16)
+RS_GATHER(rs_blk32)
+RS_GATHER(rs_blk64)
 #undef RS_GATHER
 
 static void rs_planes(void *arg, int64_t begin, int64_t end) {
   const rs_job *j = arg;
-  void (*gather)(void *, const void *, const int64_t *, int64_t) =
-      j->es == 1 ? rs_gather_uint8_t : j->es == 2 ? rs_gather_uint16_t : j->es == 4 ? rs_gather_uint32_t : rs_gather_uint64_t;
+  void (*gather)(void *, const void *, const int64_t *, int64_t);
+  switch (j->es) {
+    case 1: gather = rs_gather_uint8_t; break;
+    case 2: gather = rs_gather_uint16_t; break;
+    case 4: gather = rs_gather_uint32_t; break;
+    case 8: gather = rs_gather_uint64_t; break;
+    case 16: gather = rs_gather_rs_blk16; break;
+    case 32: gather = rs_gather_rs_blk32; break;
+    default: gather = rs_gather_rs_blk64; break;
+  }
   const size_t in_row = (size_t)j->w * j->es, out_row = (size_t)j->ow * j->es;
   for (int64_t p = begin; p < end; p++) {
     const uint8_t *x = (const uint8_t *)j->x + (size_t)(p * j->h) * in_row;
@@ -417,7 +454,8 @@ static er_status rs_run(const er_kernel_run *kr) {
   if (!maps) return er__error(ER_STATUS_OUT_OF_MEMORY, "Resize '%s': out of memory", ctx->node->name);
   for (int64_t j = 0; j < oh; j++) maps[j] = rs_index(s, j, h, oh, scale[2], out_w[2]);
   for (int64_t j = 0; j < ow; j++) maps[oh + j] = rs_index(s, j, w, ow, scale[3], out_w[3]);
-  size_t es = er_dtype_size(x->dtype);
+  /* A blocked map [N, CB, H, W, B] is N * CB planes of blocks. */
+  size_t es = x->rank == 5 ? (size_t)x->dims[4] * sizeof(float) : er_dtype_size(x->dtype);
   rs_job job = {x->data, y->data, es, h, w, oh, ow, maps, maps + oh};
   int64_t planes = x->dims[0] * x->dims[1];
   er__parallel_for(kr->pool, planes, max64(1, LAYOUT_GRAIN_BYTES / max64(1, oh * ow * (int64_t)es)), rs_planes, &job);
@@ -554,6 +592,8 @@ static er_status rsl_prepare(const er_kernel_info *ki, void **state_out, size_t 
 static const er_cpu_kernel k_transpose = {"x_transpose__scalar", "Transpose", "", tr_supports_any, NULL, tr_run, NULL};
 static const er_cpu_kernel k_resize = {"any_resize_nearest__scalar", "Resize", "", rs_supports_any, rs_prepare, rs_run,
                                        free};
+static const er_cpu_kernel k_blocked_resize = {"f32_blocked_resize_nearest__scalar", "BlockedResize", ER_FUSED_DOMAIN,
+                                               rs_supports_any, rs_prepare, rs_run, free};
 static const er_cpu_kernel k_upsample = {"any_upsample_nearest__scalar", "Upsample", "", rs_supports_any, rs_prepare,
                                          rs_run, free};
 static const er_cpu_kernel k_resize_linear = {"f32_resize_linear__scalar", "Resize", "", rsl_supports, rsl_prepare,
@@ -700,6 +740,7 @@ const er_cpu_kernel *const er__kernels_layout[] = {
 #endif
     &k_transpose,
     &k_resize,
+    &k_blocked_resize,
     &k_upsample,
     &k_resize_linear,
     &k_upsample_linear,
