@@ -145,7 +145,7 @@ static inline __attribute__((always_inline)) vf register_act_apply(vf x, const e
   }
 }
 
-static inline __attribute__((always_inline)) void tile_rows(const er_gemm_tile *t, const int R) {
+static inline __attribute__((always_inline)) void tile_rows(const er_gemm_tile *t, const int R, const bool rowmajor) {
   vf acc[MR][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; r++)
@@ -153,6 +153,7 @@ static inline __attribute__((always_inline)) void tile_rows(const er_gemm_tile *
     for (int v = 0; v < NV; v++)
       if (r < R) acc[r][v] = v_zero();
   const float *a = t->a, *b = t->b;
+  const int64_t ars = rowmajor ? t->a_rs : 0;
   for (int64_t k = 0; k < t->kc; k++) {
     vf bv[NV];
 #pragma GCC unroll 4
@@ -162,12 +163,12 @@ static inline __attribute__((always_inline)) void tile_rows(const er_gemm_tile *
 #pragma GCC unroll 16
     for (int r = 0; r < MR; r++) {
       if (r < R) {
-        vf ar = v_set(a[r]);
+        vf ar = v_set(rowmajor ? a[r * ars] : a[r]);
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) acc[r][v] = v_fma(ar, bv[v], acc[r][v]);
       }
     }
-    a += MR;
+    a += rowmajor ? 1 : MR;
     b += NR;
   }
   if (!t->finish && !t->add && t->nr == NR && !t->c_trans) {
@@ -277,8 +278,9 @@ static inline __attribute__((always_inline)) void tile_rows(const er_gemm_tile *
   tile_epilogue(t, tmp);
 }
 
-#define DEFINE_TILE_ROWS(R) \
-  static void tile_##R(const er_gemm_tile *t) { tile_rows(t, R); }
+#define DEFINE_TILE_ROWS(R)                                                   \
+  static void tile_##R(const er_gemm_tile *t) { tile_rows(t, R, false); }     \
+  static void tile_rm_##R(const er_gemm_tile *t) { tile_rows(t, R, true); }
 DEFINE_TILE_ROWS(1)
 DEFINE_TILE_ROWS(2)
 DEFINE_TILE_ROWS(3)
@@ -329,7 +331,25 @@ static void tile(const er_gemm_tile *t) {
       tile_15, tile_16,
 #endif
   };
-  by_rows[t->mr](t);
+  static void (*const by_rows_rm[])(const er_gemm_tile *) = {
+      NULL, tile_rm_1, tile_rm_2, tile_rm_3, tile_rm_4,
+#if MR > 4
+      tile_rm_5, tile_rm_6,
+#endif
+#if MR > 6
+      tile_rm_7, tile_rm_8,
+#endif
+#if MR > 8
+      tile_rm_9, tile_rm_10, tile_rm_11, tile_rm_12,
+#endif
+#if MR > 12
+      tile_rm_13, tile_rm_14,
+#endif
+#if MR > 14
+      tile_rm_15, tile_rm_16,
+#endif
+  };
+  (t->a_rs ? by_rows_rm : by_rows)[t->mr](t);
 }
 
 #if MR <= VN

@@ -30,7 +30,10 @@
  * of a packed A micro-panel [kc][MR] and a packed B micro-panel [kc][NR]. */
 typedef struct er_gemm_tile {
   int64_t kc;
-  const float *a;        /* [kc][MR], rows >= mr are zero padding */
+  const float *a;        /* [kc][MR], rows >= mr are zero padding; or, when
+                            a_rs is set, row-major: element (r, k) at
+                            a[r * a_rs + k], rows < mr only */
+  int64_t a_rs;
   const float *b;        /* [kc][NR], columns >= nr are zero padding */
   float *c;              /* [mr, nr] at row stride ldc */
   int64_t ldc;
