@@ -145,7 +145,13 @@ static inline __attribute__((always_inline)) vf register_act_apply(vf x, const e
   }
 }
 
-static inline __attribute__((always_inline)) void tile_rows(const er_gemm_tile *t, const int R, const bool rowmajor) {
+/* R rows of the tile; A packed or row-major; NVE of the NV vectors of
+ * columns (the last panel of a product whose N leaves at most VN columns
+ * there: N = 40 on the 32-column tile ran its 8-column panel at the cost
+ * of a full one). Columns past NVE * VN are not computed; the tile stores
+ * only t->nr <= NVE * VN of them. */
+static inline __attribute__((always_inline)) void tile_rows(const er_gemm_tile *t, const int R, const bool rowmajor,
+                                                            const int NVE) {
   vf acc[MR][NV];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; r++)
@@ -159,13 +165,15 @@ static inline __attribute__((always_inline)) void tile_rows(const er_gemm_tile *
 #pragma GCC unroll 4
     for (int v = 0; v < NR; v += 16) __builtin_prefetch(b + (R < 8 ? SGEMM_PF_ROWS_FEW : SGEMM_PF_ROWS) * NR + v, 0, 3);
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; v++) bv[v] = v_ld(b + v * VN);
+    for (int v = 0; v < NV; v++)
+      if (v < NVE) bv[v] = v_ld(b + v * VN);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; r++) {
       if (r < R) {
         vf ar = v_set(rowmajor ? a[r * ars] : a[r]);
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) acc[r][v] = v_fma(ar, bv[v], acc[r][v]);
+        for (int v = 0; v < NV; v++)
+          if (v < NVE) acc[r][v] = v_fma(ar, bv[v], acc[r][v]);
       }
     }
     a += rowmajor ? 1 : MR;
@@ -278,9 +286,17 @@ static inline __attribute__((always_inline)) void tile_rows(const er_gemm_tile *
   tile_epilogue(t, tmp);
 }
 
-#define DEFINE_TILE_ROWS(R)                                                   \
-  static void tile_##R(const er_gemm_tile *t) { tile_rows(t, R, false); }     \
-  static void tile_rm_##R(const er_gemm_tile *t) { tile_rows(t, R, true); }
+#if NV > 1
+#define DEFINE_TILE_ROWS(R)                                                        \
+  static void tile_##R(const er_gemm_tile *t) { tile_rows(t, R, false, NV); }      \
+  static void tile_rm_##R(const er_gemm_tile *t) { tile_rows(t, R, true, NV); }    \
+  static void tile_1v_##R(const er_gemm_tile *t) { tile_rows(t, R, false, 1); }    \
+  static void tile_rm_1v_##R(const er_gemm_tile *t) { tile_rows(t, R, true, 1); }
+#else
+#define DEFINE_TILE_ROWS(R)                                                        \
+  static void tile_##R(const er_gemm_tile *t) { tile_rows(t, R, false, NV); }      \
+  static void tile_rm_##R(const er_gemm_tile *t) { tile_rows(t, R, true, NV); }
+#endif
 DEFINE_TILE_ROWS(1)
 DEFINE_TILE_ROWS(2)
 DEFINE_TILE_ROWS(3)
@@ -312,45 +328,53 @@ DEFINE_TILE_ROWS(16)
 #endif
 #undef DEFINE_TILE_ROWS
 
+/* The functions of one kind for 1..MR rows, indexed by rows. */
+#define TILE_TABLE(P) P##1, P##2, P##3, P##4, TILE_TABLE_6(P) TILE_TABLE_8(P) TILE_TABLE_12(P) TILE_TABLE_14(P) TILE_TABLE_16(P)
+#if MR > 4
+#define TILE_TABLE_6(P) P##5, P##6,
+#else
+#define TILE_TABLE_6(P)
+#endif
+#if MR > 6
+#define TILE_TABLE_8(P) P##7, P##8,
+#else
+#define TILE_TABLE_8(P)
+#endif
+#if MR > 8
+#define TILE_TABLE_12(P) P##9, P##10, P##11, P##12,
+#else
+#define TILE_TABLE_12(P)
+#endif
+#if MR > 12
+#define TILE_TABLE_14(P) P##13, P##14,
+#else
+#define TILE_TABLE_14(P)
+#endif
+#if MR > 14
+#define TILE_TABLE_16(P) P##15, P##16,
+#else
+#define TILE_TABLE_16(P)
+#endif
+
 static void tile(const er_gemm_tile *t) {
-  static void (*const by_rows[])(const er_gemm_tile *) = {
-      NULL, tile_1, tile_2, tile_3, tile_4,
-#if MR > 4
-      tile_5, tile_6,
+  static void (*const by_rows[])(const er_gemm_tile *) = {NULL, TILE_TABLE(tile_)};
+  static void (*const by_rows_rm[])(const er_gemm_tile *) = {NULL, TILE_TABLE(tile_rm_)};
+#if NV > 1
+  static void (*const by_rows_1v[])(const er_gemm_tile *) = {NULL, TILE_TABLE(tile_1v_)};
+  static void (*const by_rows_rm_1v[])(const er_gemm_tile *) = {NULL, TILE_TABLE(tile_rm_1v_)};
+  if (t->nr <= VN) {
+    (t->a_rs ? by_rows_rm_1v : by_rows_1v)[t->mr](t);
+    return;
+  }
 #endif
-#if MR > 6
-      tile_7, tile_8,
-#endif
-#if MR > 8
-      tile_9, tile_10, tile_11, tile_12,
-#endif
-#if MR > 12
-      tile_13, tile_14,
-#endif
-#if MR > 14
-      tile_15, tile_16,
-#endif
-  };
-  static void (*const by_rows_rm[])(const er_gemm_tile *) = {
-      NULL, tile_rm_1, tile_rm_2, tile_rm_3, tile_rm_4,
-#if MR > 4
-      tile_rm_5, tile_rm_6,
-#endif
-#if MR > 6
-      tile_rm_7, tile_rm_8,
-#endif
-#if MR > 8
-      tile_rm_9, tile_rm_10, tile_rm_11, tile_rm_12,
-#endif
-#if MR > 12
-      tile_rm_13, tile_rm_14,
-#endif
-#if MR > 14
-      tile_rm_15, tile_rm_16,
-#endif
-  };
   (t->a_rs ? by_rows_rm : by_rows)[t->mr](t);
 }
+#undef TILE_TABLE
+#undef TILE_TABLE_6
+#undef TILE_TABLE_8
+#undef TILE_TABLE_12
+#undef TILE_TABLE_14
+#undef TILE_TABLE_16
 
 #if MR <= VN
 /* One A panel [kc][MR] from `rows` <= MR rows of a row-major A (row
