@@ -15,7 +15,10 @@ edgerun); the geometric mean is over the models.
 
 Model set: ../shared/models/*, the nine ../shared/conformance/light CNNs,
 and bench/gen_bench_models.py's MobileNetV2, ResNet-18, YOLO-style detector
-and transformer encoder (written into build/bench-models).
+and transformer encoder (written into build/bench-models). --real adds the
+real models the tests fetch from pip packages, --extra the architectures of
+bench/gen_extra_models.py (EfficientNet, MobileNetV3, YOLOv8n, ViT, U-Net,
+ConvNeXt, CRNN, a keyword spotter).
 """
 import argparse
 import json
@@ -83,6 +86,8 @@ def main():
     ap.add_argument("--report", help="also write a Markdown report here")
     ap.add_argument("--real", help="also measure the real models in this folder (written by "
                     "tests/models/real_models.py --out DIR; the test suite leaves them in build/real-models)")
+    ap.add_argument("--extra", help="also measure the models in this folder (DIR/NAME/model.onnx, written by "
+                    "bench/gen_extra_models.py --out DIR), on seeded random inputs")
     args = ap.parse_args()
 
     if not os.path.exists(os.path.join(args.bench_dir, "transformer_s128", "model.onnx")):
@@ -107,6 +112,11 @@ def main():
                     t.ParseFromString(f.read())
                 specs += ["--input", "%s=%s" % (t.name, os.path.join(data, fn))]
             inputs[path] = specs
+    if args.extra:
+        for name in sorted(os.listdir(args.extra)):
+            path = os.path.join(args.extra, name, "model.onnx")
+            if os.path.exists(path):
+                models.append((name, path))
     if args.models:
         keep = set(args.models.split(","))
         models = [m for m in models if m[0] in keep]

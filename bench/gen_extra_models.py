@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""Writes extra generated models for the CPU benchmark: architectures that
+are not in compare_ort.py's model set, to see how edgerun does on networks
+it was not tuned on (random weights, real layer lists and sizes):
+
+  effnet_b0       EfficientNet-B0 at 224x224: SiLU, squeeze-excitation,
+                  3x3 and 5x5 depthwise
+  mnv3_large      MobileNetV3-Large at 224x224: HardSwish, HardSigmoid
+                  squeeze-excitation (opset 14)
+  yolov8n_640     a YOLOv8n-style detector at 640x640: C2f blocks (Split,
+                  Concat), SPPF (three 5x5 max pools), nearest 2x Resize,
+                  the DFL head (Reshape, Transpose, Softmax, 1x1 Conv)
+  vit_tiny6       ViT-Tiny with 6 layers at 224x224: 16x16 patch Conv,
+                  LayerNorm from primitives (ReduceMean, Pow, Sqrt),
+                  Erf-GELU, attention from MatMul and Softmax
+  unet_256        a U-Net at 256x256: ConvTranspose 2x2 upsampling, skip
+                  Concats
+  convnext_atto   ConvNeXt-Atto at 224x224: 7x7 depthwise, channels-last
+                  LayerNormalization and MLP (Transpose, MatMul, GELU)
+  crnn_lstm       a CRNN text recognizer: convolutions, two bidirectional
+                  LSTM layers over 64 steps, Softmax
+  kws_tcn         a keyword spotter: dilated 1-D convolutions over MFCCs
+
+    gen_extra_models.py --out build/extra-models
+    compare_ort.py --extra build/extra-models --models effnet_b0,...
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+import onnx
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "models"))
+sys.path.insert(0, HERE)
+from gen_bench_models import conv_bn  # noqa: E402
+from gen_models import FLOAT, Builder, batchnorm, conv, f32, he_normal, linear, rnn_weights, small  # noqa: E402
+
+
+def act(b, y, a):
+    if a == 'silu':
+        return b.op('Mul', y, b.op('Sigmoid', y))
+    if a == 'hswish':
+        return b.op('HardSwish', y)
+    if a == 'relu':
+        return b.op('Relu', y)
+    if a == 'hsig':
+        return b.op('HardSigmoid', y, alpha=1 / 6, beta=0.5)
+    return y
+
+
+def cba(b, x, cin, cout, k, name, stride=1, group=1, a='silu'):
+    return act(b, conv_bn(b, x, cin, cout, k, name, stride=stride, group=group, act=None), a)
+
+
+def se(b, x, c, r, name, a='silu', gate='sig'):
+    s = b.op('GlobalAveragePool', x)
+    s = act(b, conv(b, s, c, r, 1, name + '.r', pad=0), a)
+    s = conv(b, s, r, c, 1, name + '.e', pad=0)
+    s = b.op('Sigmoid', s) if gate == 'sig' else act(b, s, 'hsig')
+    return b.op('Mul', x, s)
+
+
+def head(b, y, cin, n=1000):
+    y = b.op('Flatten', b.op('GlobalAveragePool', y), axis=1)
+    w = f32(b.rng.standard_normal((n, cin)) * np.sqrt(1.0 / cin))
+    b.op('Gemm', y, b.weight('fc.w', w), b.weight('fc.b', small(b.rng, n)), transB=1, out='logits')
+    b.output('logits', FLOAT, [1, n])
+
+
+def effnet(rng):
+    b = Builder('effnet_b0', rng)
+    x = b.input('input', FLOAT, [1, 3, 224, 224])
+    y = cba(b, x, 3, 32, 3, 'stem', 2)
+    cin = 32
+    i = 0
+    for t, k, s, c, n in [(1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2), (6, 3, 2, 80, 3), (6, 5, 1, 112, 3), (6, 5, 2, 192, 4), (6, 3, 1, 320, 1)]:
+        for j in range(n):
+            st = s if j == 0 else 1
+            hid = cin * t
+            h = y
+            if t != 1:
+                h = cba(b, h, cin, hid, 1, f'b{i}.x')
+            h = cba(b, h, hid, hid, k, f'b{i}.dw', st, hid)
+            h = se(b, h, hid, max(1, cin // 4), f'b{i}.se')
+            h = conv_bn(b, h, hid, c, 1, f'b{i}.p', act=None)
+            y = b.op('Add', y, h) if st == 1 and cin == c else h
+            cin = c
+            i += 1
+    y = cba(b, y, cin, 1280, 1, 'head')
+    head(b, y, 1280)
+    return b.model(13, 'effnet')
+
+
+def mnv3(rng):
+    b = Builder('mnv3_large', rng)
+    x = b.input('input', FLOAT, [1, 3, 224, 224])
+    y = cba(b, x, 3, 16, 3, 'stem', 2, a='hswish')
+    cin = 16
+    cfg = [(3, 16, 16, 0, 'relu', 1), (3, 64, 24, 0, 'relu', 2), (3, 72, 24, 0, 'relu', 1), (5, 72, 40, 1, 'relu', 2), (5, 120, 40, 1, 'relu', 1), (5, 120, 40, 1, 'relu', 1), (3, 240, 80, 0, 'hswish', 2), (3, 200, 80, 0, 'hswish', 1), (3, 184, 80, 0, 'hswish', 1), (3, 184, 80, 0, 'hswish', 1), (3, 480, 112, 1, 'hswish', 1), (3, 672, 112, 1, 'hswish', 1), (5, 672, 160, 1, 'hswish', 2), (5, 960, 160, 1, 'hswish', 1), (5, 960, 160, 1, 'hswish', 1)]
+    for i, (k, e, c, use_se, a, s) in enumerate(cfg):
+        h = y
+        if e != cin:
+            h = cba(b, h, cin, e, 1, f'b{i}.x', a=a)
+        h = cba(b, h, e, e, k, f'b{i}.dw', s, e, a=a)
+        if use_se:
+            h = se(b, h, e, (e // 4 + 7) // 8 * 8, f'b{i}.se', a='relu', gate='hsig')
+        h = conv_bn(b, h, e, c, 1, f'b{i}.p', act=None)
+        y = b.op('Add', y, h) if s == 1 and cin == c else h
+        cin = c
+    y = cba(b, y, cin, 960, 1, 'last', a='hswish')
+    head(b, y, 960)
+    return b.model(14, 'mnv3')
+
+
+def yolov8n(rng, size=640):
+    b = Builder('yolov8n', rng)
+    x = b.input('images', FLOAT, [1, 3, size, size])
+
+    def c2f(x, cin, cout, n, name, short=True):
+        y = cba(b, x, cin, cout, 1, name + '.cv1')
+        parts = b.op('Split', y, b.const([cout // 2, cout // 2], np.int64), axis=1, n_out=2)
+        outs = list(parts)
+        h = parts[1]
+        for k in range(n):
+            t = cba(b, h, cout // 2, cout // 2, 3, f'{name}.m{k}.1')
+            t = cba(b, t, cout // 2, cout // 2, 3, f'{name}.m{k}.2')
+            h = b.op('Add', h, t) if short else t
+            outs.append(h)
+        return cba(b, b.op('Concat', *outs, axis=1), (2 + n) * cout // 2, cout, 1, name + '.cv2')
+    y = cba(b, x, 3, 16, 3, 'c0', 2)
+    y = cba(b, y, 16, 32, 3, 'c1', 2)
+    y = c2f(y, 32, 32, 1, 'c2')
+    y = cba(b, y, 32, 64, 3, 'c3', 2)
+    p3 = c2f(y, 64, 64, 2, 'c4')
+    y = cba(b, p3, 64, 128, 3, 'c5', 2)
+    p4 = c2f(y, 128, 128, 2, 'c6')
+    y = cba(b, p4, 128, 256, 3, 'c7', 2)
+    y = c2f(y, 256, 256, 1, 'c8')
+    y = cba(b, y, 256, 128, 1, 'sppf.cv1')
+    m1 = b.op('MaxPool', y, kernel_shape=[5, 5], pads=[2, 2, 2, 2], strides=[1, 1])
+    m2 = b.op('MaxPool', m1, kernel_shape=[5, 5], pads=[2, 2, 2, 2], strides=[1, 1])
+    m3 = b.op('MaxPool', m2, kernel_shape=[5, 5], pads=[2, 2, 2, 2], strides=[1, 1])
+    p5 = cba(b, b.op('Concat', y, m1, m2, m3, axis=1), 512, 256, 1, 'sppf.cv2')
+    sc = b.const([1.0, 1.0, 2.0, 2.0], np.float32)
+    up = lambda t: b.op('Resize', t, '', sc, mode='nearest')
+    h4 = c2f(b.op('Concat', up(p5), p4, axis=1), 384, 128, 1, 'c12', False)
+    h3 = c2f(b.op('Concat', up(h4), p3, axis=1), 192, 64, 1, 'c15', False)
+    d = cba(b, h3, 64, 64, 3, 'c16', 2)
+    h4b = c2f(b.op('Concat', d, h4, axis=1), 192, 128, 1, 'c18', False)
+    d = cba(b, h4b, 128, 128, 3, 'c19', 2)
+    h5 = c2f(b.op('Concat', d, p5, axis=1), 384, 256, 1, 'c21', False)
+    outs = []
+    for i, (t, c) in enumerate([(h3, 64), (h4b, 128), (h5, 256)]):
+        bx = cba(b, cba(b, t, c, 64, 3, f'd{i}.b1'), 64, 64, 3, f'd{i}.b2')
+        bx = conv(b, bx, 64, 64, 1, f'd{i}.b3', pad=0)
+        cl = cba(b, cba(b, t, c, 80, 3, f'd{i}.c1'), 80, 80, 3, f'd{i}.c2')
+        cl = conv(b, cl, 80, 80, 1, f'd{i}.c3', pad=0)
+        outs.append(b.op('Reshape', b.op('Concat', bx, cl, axis=1), b.const([1, 144, -1], np.int64)))
+    cat = b.op('Concat', *outs, axis=2)
+    bx, cl = b.op('Split', cat, b.const([64, 80], np.int64), axis=1, n_out=2)
+    d = b.op('Transpose', b.op('Reshape', bx, b.const([1, 4, 16, -1], np.int64)), perm=[0, 2, 1, 3])
+    d = b.op('Softmax', d, axis=1)
+    d = b.op('Conv', d, b.weight('dfl.w', f32(np.arange(16).reshape(1, 16, 1, 1))))
+    d = b.op('Reshape', d, b.const([1, 4, -1], np.int64))
+    b.op('Concat', d, b.op('Sigmoid', cl), axis=1, out='output0')
+    n = sum(((size // s) ** 2 for s in (8, 16, 32)))
+    b.output('output0', FLOAT, [1, 84, n])
+    return b.model(13, 'yolov8n')
+
+
+def vit(rng, layers=6, dim=192, heads=3, mlp=768):
+    b = Builder('vit_tiny', rng)
+    x = b.input('pixel_values', FLOAT, [1, 3, 224, 224])
+    y = conv(b, x, 3, dim, 16, 'patch', stride=16, pad=0)
+    y = b.op('Transpose', b.op('Reshape', y, b.const([1, dim, 196], np.int64)), perm=[0, 2, 1])
+    cls = b.weight('cls', small(rng, (1, 1, dim)))
+    y = b.op('Concat', cls, y, axis=1)
+    y = b.op('Add', y, b.weight('pos', small(rng, (1, 197, dim))))
+    hd = dim // heads
+
+    def ln(t, name):
+        m = b.op('ReduceMean', t, axes=[-1])
+        d = b.op('Sub', t, m)
+        v = b.op('ReduceMean', b.op('Pow', d, b.const(np.float32(2.0))), axes=[-1])
+        n = b.op('Div', d, b.op('Sqrt', b.op('Add', v, b.const(np.float32(1e-06)))))
+        return b.op('Add', b.op('Mul', n, b.weight(name + '.g', f32(rng.uniform(0.8, 1.2, dim)))), b.weight(name + '.b', small(rng, dim)))
+
+    def hv(t, perm):
+        return b.op('Transpose', b.op('Reshape', t, b.const([1, 197, heads, hd], np.int64)), perm=perm)
+    for l in range(layers):
+        h = ln(y, f'l{l}.ln1')
+        q = hv(linear(b, h, dim, dim, f'l{l}.q', 1.0), [0, 2, 1, 3])
+        k = hv(linear(b, h, dim, dim, f'l{l}.k', 1.0), [0, 2, 3, 1])
+        v = hv(linear(b, h, dim, dim, f'l{l}.v', 1.0), [0, 2, 1, 3])
+        p = b.op('Softmax', b.op('Mul', b.op('MatMul', q, k), b.const(np.float32(hd ** (-0.5)))), axis=-1)
+        c = b.op('Reshape', b.op('Transpose', b.op('MatMul', p, v), perm=[0, 2, 1, 3]), b.const([1, 197, dim], np.int64))
+        y = b.op('Add', y, linear(b, c, dim, dim, f'l{l}.o', 1.0))
+        h = linear(b, ln(y, f'l{l}.ln2'), dim, mlp, f'l{l}.fc1')
+        e = b.op('Erf', b.op('Div', h, b.const(np.float32(np.sqrt(2.0)))))
+        h = b.op('Mul', b.op('Mul', h, b.op('Add', e, b.const(np.float32(1.0)))), b.const(np.float32(0.5)))
+        y = b.op('Add', y, linear(b, h, mlp, dim, f'l{l}.fc2', 1.0))
+    y = ln(y, 'lnf')
+    c0 = b.op('Gather', y, b.const(np.int64(0)), axis=1)
+    w = f32(rng.standard_normal((dim, 1000)) * np.sqrt(1.0 / dim))
+    b.op('Add', b.op('MatMul', c0, b.weight('head.w', w)), b.weight('head.b', small(rng, 1000)), out='logits')
+    b.output('logits', FLOAT, [1, 1000])
+    return b.model(13, 'vit')
+
+
+def unet(rng, size=256):
+    b = Builder('unet', rng)
+    x = b.input('input', FLOAT, [1, 3, size, size])
+
+    def dbl(t, ci, co, n):
+        return cba(b, cba(b, t, ci, co, 3, n + '.1', a='relu'), co, co, 3, n + '.2', a='relu')
+    skips = []
+    y = x
+    ci = 3
+    for i, c in enumerate([16, 32, 64, 128]):
+        y = dbl(y, ci, c, f'e{i}')
+        skips.append(y)
+        y = b.op('MaxPool', y, kernel_shape=[2, 2], strides=[2, 2])
+        ci = c
+    y = dbl(y, ci, 256, 'mid')
+    ci = 256
+    for i, c in reversed(list(enumerate([16, 32, 64, 128]))):
+        w = he_normal(rng, (ci, c, 2, 2), ci * 4)
+        y = b.op('ConvTranspose', y, b.weight(f'up{i}.w', w), b.weight(f'up{i}.b', small(rng, c)), kernel_shape=[2, 2], strides=[2, 2])
+        y = dbl(b.op('Concat', y, skips[i], axis=1), 2 * c, c, f'd{i}')
+        ci = c
+    b.op('Sigmoid', conv(b, y, ci, 1, 1, 'out', pad=0), out='mask')
+    b.output('mask', FLOAT, [1, 1, size, size])
+    return b.model(13, 'unet')
+
+
+def convnext(rng):
+    b = Builder('convnext_atto', rng)
+    x = b.input('input', FLOAT, [1, 3, 224, 224])
+
+    def ln_c(t, c, name):
+        t = b.op('Transpose', t, perm=[0, 2, 3, 1])
+        t = b.op('LayerNormalization', t, b.weight(name + '.g', f32(rng.uniform(0.8, 1.2, c))), b.weight(name + '.b', small(rng, c)), axis=-1, epsilon=1e-06)
+        return b.op('Transpose', t, perm=[0, 3, 1, 2])
+    dims = [40, 80, 160, 320]
+    depths = [2, 2, 6, 2]
+    y = ln_c(conv(b, x, 3, dims[0], 4, 'stem', stride=4, pad=0), dims[0], 'stem.ln')
+    for s, (c, n) in enumerate(zip(dims, depths)):
+        if s:
+            y = conv(b, ln_c(y, dims[s - 1], f'ds{s}.ln'), dims[s - 1], c, 2, f'ds{s}', stride=2, pad=0)
+        for j in range(n):
+            h = conv(b, y, c, c, 7, f's{s}.{j}.dw', group=c)
+            h = b.op('Transpose', h, perm=[0, 2, 3, 1])
+            h = b.op('LayerNormalization', h, b.weight(f's{s}.{j}.g', f32(rng.uniform(0.8, 1.2, c))), b.weight(f's{s}.{j}.b', small(rng, c)), axis=-1, epsilon=1e-06)
+            h = linear(b, h, c, 4 * c, f's{s}.{j}.fc1')
+            e = b.op('Erf', b.op('Div', h, b.const(np.float32(np.sqrt(2.0)))))
+            h = b.op('Mul', b.op('Mul', h, b.op('Add', e, b.const(np.float32(1.0)))), b.const(np.float32(0.5)))
+            h = b.op('Mul', linear(b, h, 4 * c, c, f's{s}.{j}.fc2', 1.0), b.weight(f's{s}.{j}.gamma', f32(np.full(c, 0.1))))
+            y = b.op('Add', y, b.op('Transpose', h, perm=[0, 3, 1, 2]))
+    head(b, y, dims[-1])
+    return b.model(17, 'convnext')
+
+
+def crnn(rng):
+    b = Builder('crnn', rng)
+    x = b.input('input', FLOAT, [1, 1, 32, 256])
+    y = cba(b, x, 1, 32, 3, 'c1', a='relu')
+    y = b.op('MaxPool', y, kernel_shape=[2, 2], strides=[2, 2])
+    y = cba(b, y, 32, 64, 3, 'c2', a='relu')
+    y = b.op('MaxPool', y, kernel_shape=[2, 2], strides=[2, 2])
+    y = cba(b, y, 64, 128, 3, 'c3', a='relu')
+    y = b.op('MaxPool', y, kernel_shape=[2, 1], strides=[2, 1])
+    y = cba(b, y, 128, 128, 3, 'c4', a='relu')
+    y = b.op('MaxPool', y, kernel_shape=[4, 1], strides=[4, 1])
+    y = b.op('Transpose', b.op('Squeeze', y, b.const([2], np.int64)), perm=[2, 0, 1])
+    for l in range(2):
+        W, R, B = rnn_weights(rng, 4, 2, 128, 128 if l == 0 else 256)
+        o = b.op('LSTM', y, b.weight(f'lstm{l}.W', W), b.weight(f'lstm{l}.R', R), b.weight(f'lstm{l}.B', B), hidden_size=128, direction='bidirectional', n_out=1)
+        y = b.op('Reshape', b.op('Transpose', o, perm=[0, 2, 1, 3]), b.const([64, 1, 256], np.int64))
+    y = linear(b, y, 256, 97, 'fc', 1.0)
+    b.op('Softmax', y, axis=-1, out='probs')
+    b.output('probs', FLOAT, [64, 1, 97])
+    return b.model(13, 'crnn')
+
+
+def kws(rng):
+    b = Builder('kws_tcn', rng)
+    x = b.input('mfcc', FLOAT, [1, 40, 101])
+    y = act(b, conv(b, x, 40, 64, (3,), 'c0'), 'relu')
+    ci = 64
+    for i, (c, dl) in enumerate([(64, 1), (64, 2), (128, 4), (128, 8), (128, 1)]):
+        w = he_normal(rng, (c, ci, 3), ci * 3)
+        h = b.op('Conv', y, b.weight(f't{i}.w', w), b.weight(f't{i}.b', small(rng, c)), kernel_shape=[3], dilations=[dl], pads=[dl, dl])
+        h = act(b, batchnorm(b, h, c, f't{i}.bn'), 'relu')
+        y = b.op('Add', y, h) if ci == c else h
+        ci = c
+    y = b.op('Flatten', b.op('GlobalAveragePool', y), axis=1)
+    b.op('Gemm', y, b.weight('fc.w', he_normal(rng, (12, ci), ci)), b.weight('fc.b', small(rng, 12)), transB=1, out='logits')
+    b.output('logits', FLOAT, [1, 12])
+    return b.model(13, 'kws')
+
+
+MODELS = (("effnet_b0", effnet), ("mnv3_large", mnv3), ("yolov8n_640", yolov8n), ("vit_tiny6", vit),
+          ("unet_256", unet), ("convnext_atto", convnext), ("crnn_lstm", crnn), ("kws_tcn", kws))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    for name, build in MODELS:
+        model = build(np.random.default_rng(3))
+        onnx.checker.check_model(model)
+        d = os.path.join(args.out, name)
+        os.makedirs(d, exist_ok=True)
+        onnx.save(model, os.path.join(d, "model.onnx"))
+        print("wrote", name)
+
+
+if __name__ == "__main__":
+    main()
