@@ -12,6 +12,7 @@ const er_vec_ops er__vec_avx512 = {
     .global_pool = vec_global_pool,
     .unary = vec_unary,
     .binary = vec_binary,
+    .binary_rows = vec_binary_rows,
     .affine = vec_affine,
     .lrn = vec_lrn,
     .softmax = vec_softmax,

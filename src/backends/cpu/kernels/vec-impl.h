@@ -979,6 +979,24 @@ static void vec_binary(er_binop op, const float *a, int64_t as, const float *b, 
   }
 }
 
+#define BINARY_ROWS(OP)                                                          \
+  for (int64_t r = 0; r < rows; r++) binary_loop(OP, a + r * ars, 1, b + r * brs, 1, y + r * n, n);
+
+static void vec_binary_rows(er_binop op, const float *a, int64_t ars, const float *b, int64_t brs, float *y,
+                            int64_t n, int64_t rows) {
+  if (n <= 0) return;
+  switch (op) {
+    case ER_BINOP_ADD: BINARY_ROWS(ER_BINOP_ADD) break;
+    case ER_BINOP_SUB: BINARY_ROWS(ER_BINOP_SUB) break;
+    case ER_BINOP_MUL: BINARY_ROWS(ER_BINOP_MUL) break;
+    case ER_BINOP_DIV: BINARY_ROWS(ER_BINOP_DIV) break;
+    case ER_BINOP_PRELU: BINARY_ROWS(ER_BINOP_PRELU) break;
+    case ER_BINOP_MAX: BINARY_ROWS(ER_BINOP_MAX) break;
+    case ER_BINOP_MIN: BINARY_ROWS(ER_BINOP_MIN) break;
+  }
+}
+#undef BINARY_ROWS
+
 /* ======================================================================== */
 /* Normalization                                                             */
 /* ======================================================================== */

@@ -280,6 +280,11 @@ typedef struct er_vec_ops {
   void (*unary)(const er_unary *u, const float *x, float *y, int64_t n);
   /* y[i] = a[i * as] op b[i * bs] for i in [0, n); as and bs are 0 or 1. */
   void (*binary)(er_binop op, const float *a, int64_t as, const float *b, int64_t bs, float *y, int64_t n);
+  /* y[r * n + i] = a[r * ars + i] op b[r * brs + i] for r in [0, rows), i
+   * in [0, n): short rows, one operand's row often repeated (ars or brs
+   * 0; a blocked squeeze-excite Mul is [H * W][16] by one [16] row). */
+  void (*binary_rows)(er_binop op, const float *a, int64_t ars, const float *b, int64_t brs, float *y, int64_t n,
+                      int64_t rows);
   /* y[i] = x[i] * a + b for i in [0, n). */
   void (*affine)(const float *x, float *y, int64_t n, float a, float b);
   /* LRN of channels [c0, c1) of one image x [C, inner]: the square sum over
