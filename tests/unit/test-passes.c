@@ -1221,6 +1221,44 @@ static void test_blocked_resize(void) {
   }
 }
 
+/* MNIST's layers: a 5x5 convolution of one input channel to half a block
+ * of outputs stays planar (the direct kernel; blocked, half of every
+ * output vector would be empty lanes); the next two layers are blocked,
+ * the first reading it planar in place. The near miss, a whole block of
+ * outputs, is blocked too. */
+static void test_blocked_half_block(void) {
+  int64_t b = er__cpu_layout_block();
+  if (b == 0) return;
+  for (int near = 0; near < 2; near++) {
+    er_pbw g = {0}, m = {0}, p1 = {0}, p2 = {0};
+    int64_t m1 = near ? b : b / 2;
+    add_weight(&g, "W1", 4, (const int64_t[]){m1, 1, 5, 5}, 0.3f, 0);
+    add_weight(&g, "W2", 4, (const int64_t[]){2 * b, m1, 5, 5}, 0.1f, 0);
+    add_weight(&g, "W3", 4, (const int64_t[]){2 * b, 2 * b, 3, 3}, 0.1f, 0);
+    tb_attr_ints(&p2, "pads", (const int64_t[]){2, 2, 2, 2}, 4);
+    tb_attr_ints(&p1, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+    tb_node(&g, "Conv", "c1", IN("x", "W1"), OUT("c1"), &p2);
+    tb_node(&g, "Relu", "r1", IN("c1"), OUT("r1"), NULL);
+    tb_node(&g, "Conv", "c2", IN("r1", "W2"), OUT("c2"), &p2);
+    tb_node(&g, "Relu", "r2", IN("c2"), OUT("r2"), NULL);
+    tb_node(&g, "Conv", "c3", IN("r2", "W3"), OUT("y"), &p1);
+    tb_graph_input(&g, "x", 1, 4, (const int64_t[]){1, 1, 28, 28});
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    tb_model(&m, 8, 13, &g);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
+    int blocked = count_in_layout(opt, "blocked", "BlockedConv");
+    CHECK(blocked == (near ? 3 : 2));
+    if (blocked != (near ? 3 : 2)) fprintf(stderr, "  near %d: %d BlockedConv\n", near, blocked);
+    same_in_layouts(opt, plain, 4, (const int64_t[]){1, 1, 28, 28});
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+    er__pbw_free(&p1);
+    er__pbw_free(&p2);
+  }
+}
+
 /* Islands: a lone small convolution between planar ops is not worth its
  * conversions and stays planar; a lone large one (5x5, 64 channels) is
  * converted; a 3x3 layer the planar Winograd kernel takes stays planar:
@@ -1485,6 +1523,7 @@ int main(int argc, char **argv) {
       {"blocked_max_min", test_blocked_max_min},
       {"blocked_mixed_concat", test_blocked_mixed_concat},
       {"blocked_islands", test_blocked_islands},
+      {"blocked_half_block", test_blocked_half_block},
       {"blocked_split", test_blocked_split},
       {"blocked_resize", test_blocked_resize},
       {"blocked_batchnorm", test_blocked_batchnorm},
