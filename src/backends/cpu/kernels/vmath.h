@@ -183,10 +183,38 @@ static inline __attribute__((always_inline)) vf v_one_plus_erf(vf z) {
   return v_sel(v_isnan(z), r, z);
 }
 
-/* GELU, exact form: 0.5 x (1 + erf(x / sqrt 2)). */
+/* GELU, exact form: 0.5 x (1 + erf(x / sqrt 2)) = x Phi(x), from one
+ * erfc. With a = |x| / sqrt 2, erfc(a) = t exp(-a^2 + P(t)) for t = 1 /
+ * (1 + a / 2) (the Chebyshev fit of Numerical Recipes' erfcc, relative
+ * error below 1.2e-7 for every a >= 0), and Phi(x) is erfc(a) / 2 for
+ * x < 0, 1 - erfc(a) / 2 otherwise: no cancellation in the negative tail,
+ * where the result is tiny. a^2 = sq + err exactly (an FMA), and exp(-sq)
+ * times (1 - err) keeps sq's rounding out of the tail's relative error (as
+ * in v_erfc_big). Beyond a = 12 erfc is below the smallest float (a is
+ * clamped there). One branch instead of v_one_plus_erf's two (each lane
+ * computed both): GELU-fused MatMuls of ConvNeXt spent more in the
+ * activation than in the product. NaN stays NaN (v_min returns its NaN
+ * second operand). */
 static inline __attribute__((always_inline)) vf v_gelu(vf x) {
-  vf z = v_mul(x, v_set(0.70710678118654752f));
-  return v_mul(v_mul(v_set(0.5f), x), v_one_plus_erf(z));
+  vf a = v_min(v_set(12.0f), v_mul(v_abs(x), v_set(0.70710678118654752f)));
+  vf t = v_recip(v_fma(a, v_set(0.5f), v_set(1.0f)));
+  vf p = v_set(0.17087277f);
+  p = v_fma(p, t, v_set(-0.82215223f));
+  p = v_fma(p, t, v_set(1.48851587f));
+  p = v_fma(p, t, v_set(-1.13520398f));
+  p = v_fma(p, t, v_set(0.27886807f));
+  p = v_fma(p, t, v_set(-0.18628806f));
+  p = v_fma(p, t, v_set(0.09678418f));
+  p = v_fma(p, t, v_set(0.37409196f));
+  p = v_fma(p, t, v_set(1.00002368f));
+  p = v_fma(p, t, v_set(-1.26551223f));
+  vf sq = v_mul(a, a);
+  vf sq_err = v_fma(a, a, v_neg(sq));
+  vf e = v_exp(v_sub(p, sq));
+  e = v_fnma(e, sq_err, e);
+  vf half = v_mul(v_mul(t, e), v_set(0.5f));
+  vf phi = v_sel(v_lt(x, v_zero()), v_sub(v_set(1.0f), half), half);
+  return v_mul(x, phi);
 }
 
 /* GELU, tanh form: 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)), with exp's
