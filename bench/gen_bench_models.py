@@ -147,18 +147,24 @@ def transformer(rng):
     return b.model(17, "Transformer encoder, 2 layers, seq 128, hidden 256")
 
 
+def write_models(out, models, seed):
+    """Builds each (name, build) with a generator seeded `seed`, checks it
+    and writes OUT/name/model.onnx."""
+    for name, build in models:
+        model = build(np.random.default_rng(seed))
+        onnx.checker.check_model(model)
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        onnx.save(model, os.path.join(d, "model.onnx"))
+        print("wrote", name)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    for name, build in (("mobilenetv2_224", mobilenetv2), ("resnet18_224", resnet18),
-                        ("detector_320", detector), ("transformer_s128", transformer)):
-        model = build(np.random.default_rng(7))
-        onnx.checker.check_model(model)
-        d = os.path.join(args.out, name)
-        os.makedirs(d, exist_ok=True)
-        onnx.save(model, os.path.join(d, "model.onnx"))
-        print("wrote", name)
+    write_models(args.out, (("mobilenetv2_224", mobilenetv2), ("resnet18_224", resnet18),
+                            ("detector_320", detector), ("transformer_s128", transformer)), 7)
 
 
 if __name__ == "__main__":

@@ -29,12 +29,11 @@ import os
 import sys
 
 import numpy as np
-import onnx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "models"))
 sys.path.insert(0, HERE)
-from gen_bench_models import conv_bn  # noqa: E402
+from gen_bench_models import conv_bn, write_models  # noqa: E402
 from gen_models import FLOAT, Builder, batchnorm, conv, f32, he_normal, linear, rnn_weights, small  # noqa: E402
 
 
@@ -309,13 +308,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    for name, build in MODELS:
-        model = build(np.random.default_rng(3))
-        onnx.checker.check_model(model)
-        d = os.path.join(args.out, name)
-        os.makedirs(d, exist_ok=True)
-        onnx.save(model, os.path.join(d, "model.onnx"))
-        print("wrote", name)
+    write_models(args.out, MODELS, 3)
 
 
 if __name__ == "__main__":

@@ -218,6 +218,41 @@ static er_status shadow_unblock(shadow *sh, int i, const er_tensor *t, int64_t c
   return ER_STATUS_OK;
 }
 
+/* The shadow of an op that runs the standard op on every lane (pools,
+ * Resize): sh, and the block in *b_out. */
+typedef er_status (*lanes_shadow_fn)(er_kctx *ctx, bool data, shadow *sh, int64_t *b_out);
+
+/* The blocked output of such an op: the standard op's output y [N, C', H',
+ * W'] over x's blocks, or unknown when either shape is. */
+static void lanes_output(er_kctx *ctx, const er_tensor *y, int64_t b) {
+  const er_tensor *x = ctx->in[0];
+  if (y->rank == 4 && x->rank == 5) {
+    int64_t d[5] = {y->dims[0], x->dims[1], y->dims[2], y->dims[3], b};
+    er__set_output(ctx, 0, ER_DTYPE_FLOAT, 5, d);
+  } else {
+    er__set_output(ctx, 0, ER_DTYPE_FLOAT, -1, NULL);
+  }
+}
+
+/* Its reference run: the standard op on a planar copy of every lane, the
+ * result blocked back. */
+static er_status lanes_run(er_kctx *ctx, lanes_shadow_fn make) {
+  shadow sh;
+  int64_t b;
+  memset(&sh, 0, sizeof sh);
+  er_status st = make(ctx, true, &sh, &b);
+  sh.ctx.checking = false;
+  if (st == ER_STATUS_OK) st = sh.node.op->check(&sh.ctx);
+  if (st == ER_STATUS_OK) st = er__tensor_alloc(&sh.out, 0);
+  if (st == ER_STATUS_OK) st = sh.node.op->run(&sh.ctx);
+  if (st == ER_STATUS_OK) {
+    const er_tensor *y = &sh.out;
+    to_blocked(y->data, ctx->out[0]->data, y->dims[0], y->dims[1], y->dims[2] * y->dims[3], b);
+  }
+  shadow_release(&sh);
+  return st;
+}
+
 /* ---- BlockedConv ------------------------------------------------------------ */
 
 enum { BC_X, BC_W, BC_B, BC_ADD };
@@ -352,35 +387,12 @@ static er_status bpool_check(er_kctx *ctx) {
   memset(&sh, 0, sizeof sh);
   er_status st = bpool_shadow(ctx, false, &sh, &b);
   if (st == ER_STATUS_OK) st = sh.node.op->check(&sh.ctx);
-  if (st == ER_STATUS_OK) {
-    const er_tensor *y = &sh.out, *x = ctx->in[0];
-    if (y->rank == 4 && x->rank == 5) {
-      int64_t d[5] = {y->dims[0], x->dims[1], y->dims[2], y->dims[3], b};
-      er__set_output(ctx, 0, ER_DTYPE_FLOAT, 5, d);
-    } else {
-      er__set_output(ctx, 0, ER_DTYPE_FLOAT, -1, NULL);
-    }
-  }
+  if (st == ER_STATUS_OK) lanes_output(ctx, &sh.out, b);
   shadow_release(&sh);
   return st;
 }
 
-static er_status bpool_run(er_kctx *ctx) {
-  shadow sh;
-  int64_t b;
-  memset(&sh, 0, sizeof sh);
-  er_status st = bpool_shadow(ctx, true, &sh, &b);
-  sh.ctx.checking = false;
-  if (st == ER_STATUS_OK) st = sh.node.op->check(&sh.ctx);
-  if (st == ER_STATUS_OK) st = er__tensor_alloc(&sh.out, 0);
-  if (st == ER_STATUS_OK) st = sh.node.op->run(&sh.ctx);
-  if (st == ER_STATUS_OK) {
-    const er_tensor *y = &sh.out;
-    to_blocked(y->data, ctx->out[0]->data, y->dims[0], y->dims[1], y->dims[2] * y->dims[3], b);
-  }
-  shadow_release(&sh);
-  return st;
-}
+static er_status bpool_run(er_kctx *ctx) { return lanes_run(ctx, bpool_shadow); }
 
 /* ---- BlockedBatchNormalization --------------------------------------------------- */
 
@@ -505,33 +517,14 @@ static er_status bresize_check(er_kctx *ctx) {
       st = er__op_error(ctx, ER_STATUS_INVALID_ARGUMENT,
                         "output %s of input %s: the blocked form resizes only the height and width",
                         er__shape_str(y, s1, sizeof s1), er__shape_str(x, s2, sizeof s2));
-    else if (y->rank == 4 && x->rank == 5) {
-      int64_t d[5] = {x->dims[0], x->dims[1], y->dims[2], y->dims[3], b};
-      er__set_output(ctx, 0, ER_DTYPE_FLOAT, 5, d);
-    } else {
-      er__set_output(ctx, 0, ER_DTYPE_FLOAT, -1, NULL);
-    }
+    else
+      lanes_output(ctx, y, b);
   }
   shadow_release(&sh);
   return st;
 }
 
-static er_status bresize_run(er_kctx *ctx) {
-  shadow sh;
-  int64_t b;
-  memset(&sh, 0, sizeof sh);
-  er_status st = bresize_shadow(ctx, true, &sh, &b);
-  sh.ctx.checking = false;
-  if (st == ER_STATUS_OK) st = sh.node.op->check(&sh.ctx);
-  if (st == ER_STATUS_OK) st = er__tensor_alloc(&sh.out, 0);
-  if (st == ER_STATUS_OK) st = sh.node.op->run(&sh.ctx);
-  if (st == ER_STATUS_OK) {
-    const er_tensor *y = &sh.out;
-    to_blocked(y->data, ctx->out[0]->data, y->dims[0], y->dims[1], y->dims[2] * y->dims[3], b);
-  }
-  shadow_release(&sh);
-  return st;
-}
+static er_status bresize_run(er_kctx *ctx) { return lanes_run(ctx, bresize_shadow); }
 
 /* ---- the table ---------------------------------------------------------------- */
 
