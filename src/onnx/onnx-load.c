@@ -777,6 +777,15 @@ static er_status parse_attribute(parse_ctx *pc, er_graph *g, const er_pb_field *
                      a->name, (long long)declared);
   a->type = (er_attr_type)declared;
   if (a->type == ER_ATTR_SPARSE_TENSOR) a->type = ER_ATTR_TENSOR;
+  /* A declared type whose value field is absent: a string's absent value
+   * is protobuf's default, ""; a tensor or a graph has none to take. */
+  if (a->type == ER_ATTR_STRING && !has_s) {
+    a->s = "";
+    a->s_len = 0;
+  }
+  if ((a->type == ER_ATTR_TENSOR && !a->t) || (a->type == ER_ATTR_GRAPH && !a->g))
+    return er__error(ER_STATUS_INVALID_ATTRIBUTE, "attribute '%s' is declared a %s but holds none", a->name,
+                     a->type == ER_ATTR_TENSOR ? "tensor" : "graph");
 
   switch (a->type) {
     case ER_ATTR_FLOATS: {

@@ -842,6 +842,62 @@ static void test_contrib_qlinear(void) {
   CHECK_MSG("scale is missing");
 }
 
+/* Attributes that declare a type but carry no value (found by fuzz-load:
+ * Conv's auto_pad declared STRING without s reached strcmp as NULL). A
+ * string's absent value is protobuf's default, the empty string, so the
+ * Conv loads and runs (auto_pad "" is NOTSET); a tensor or graph has no
+ * default and is refused, naming the attribute. */
+static void test_attribute_without_value(void) {
+  static const struct {
+    const char *op, *attr;
+    int type;
+    er_status want;
+  } cases[] = {{"Conv", "auto_pad", 3, ER_STATUS_OK},
+               {"Constant", "value", 4, ER_STATUS_INVALID_ATTRIBUTE},
+               {"If", "then_branch", 5, ER_STATUS_INVALID_ATTRIBUTE}};
+  for (size_t i = 0; i < ER_ARRAY_LEN(cases); i++) {
+    er_pbw g = {0}, m = {0}, attrs = {0}, a = {0}, w = {0};
+    tb_str(&a, 1, cases[i].attr);
+    er__pbw_varint_field(&a, 20, (uint64_t)cases[i].type);
+    tb_embed(&attrs, 5, &a);
+    const int64_t xd[4] = {1, 1, 4, 4}, wd[4] = {1, 1, 3, 3};
+    if (i == 0) {
+      const float wv[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+      tb_tensor(&w, "W", 1, 4, wd, wv, sizeof wv);
+      tb_graph_initializer(&g, &w);
+      tb_node(&g, "Conv", "c", (const char *const[]){"x", "W", NULL}, (const char *const[]){"y", NULL}, &attrs);
+      tb_graph_input(&g, "x", 1, 4, xd);
+    } else if (i == 1) {
+      tb_node(&g, "Constant", "k", NULL, (const char *const[]){"y", NULL}, &attrs);
+    } else {
+      tb_node(&g, "If", "if", (const char *const[]){"x", NULL}, (const char *const[]){"y", NULL}, &attrs);
+      tb_graph_input(&g, "x", 9, 0, NULL);
+    }
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    tb_model(&m, 8, 13, &g);
+    er_model *model = NULL;
+    CHECK_STATUS(load_bytes(&m, NULL, &model), cases[i].want);
+    if (cases[i].want != ER_STATUS_OK) CHECK_MSG(cases[i].attr);
+    if (model) {
+      er_session *s = NULL;
+      CHECK_STATUS(er_session_create(model, NULL, &s), ER_STATUS_OK);
+      er_tensor *x = NULL, *y = NULL;
+      er_tensor_create(ER_DTYPE_FLOAT, 4, xd, &x);
+      er_named_tensor in = {"x", x};
+      if (s) CHECK_STATUS(er_session_run(s, &in, 1, NULL, 1, &y), ER_STATUS_OK);
+      er_tensor_free(y);
+      er_tensor_free(x);
+      er_session_free(s);
+    }
+    er_model_free(model);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+    er__pbw_free(&attrs);
+    er__pbw_free(&a);
+    er__pbw_free(&w);
+  }
+}
+
 int main(int argc, char **argv) {
   static const er_test_case cases[] = {
       {"empty", test_empty},
@@ -861,6 +917,7 @@ int main(int argc, char **argv) {
       {"versions", test_versions},
       {"wrong_declared_rank", test_wrong_declared_rank},
       {"contrib_qlinear", test_contrib_qlinear},
+      {"attribute_without_value", test_attribute_without_value},
   };
   return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);
 }
