@@ -86,6 +86,9 @@ static inline vf v_floor(vf a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NE
 static inline vf v_pow2i(vf n) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
 }
+/* x * 2^n for integer-valued n, rounded once (vscalefps: denormal and
+ * overflowing results come out as the product would). */
+static inline vf v_ldexp(vf x, vf n) { return _mm512_scalef_ps(x, n); }
 /* For positive normal x: x = m * 2^e with m in [1, 2). */
 static inline vf v_getexp(vf x) { return _mm512_getexp_ps(x); }
 static inline vf v_getmant(vf x) { return _mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_src); }
@@ -202,6 +205,11 @@ static inline vf v_round(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST
 static inline vf v_floor(vf a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC); }
 static inline vf v_pow2i(vf n) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+}
+/* x * 2^n for integer-valued n in [-252, 254]: two normal halves. */
+static inline vf v_ldexp(vf x, vf n) {
+  vf n1 = _mm256_floor_ps(_mm256_mul_ps(n, _mm256_set1_ps(0.5f)));
+  return _mm256_mul_ps(_mm256_mul_ps(x, v_pow2i(n1)), v_pow2i(_mm256_sub_ps(n, n1)));
 }
 static inline vf v_getexp(vf x) {
   __m256i e = _mm256_srli_epi32(_mm256_castps_si256(x), 23);
@@ -330,6 +338,11 @@ static inline vf v_round(vf a) { return vrndnq_f32(a); }
 static inline vf v_floor(vf a) { return vrndmq_f32(a); }
 static inline vf v_pow2i(vf n) {
   return vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23));
+}
+/* x * 2^n for integer-valued n in [-252, 254]: two normal halves. */
+static inline vf v_ldexp(vf x, vf n) {
+  vf n1 = vrndmq_f32(vmulq_f32(n, vdupq_n_f32(0.5f)));
+  return vmulq_f32(vmulq_f32(x, v_pow2i(n1)), v_pow2i(vsubq_f32(n, n1)));
 }
 static inline vf v_getexp(vf x) {
   int32x4_t e = vreinterpretq_s32_u32(vshrq_n_u32(vreinterpretq_u32_f32(x), 23));

@@ -17,8 +17,8 @@
 
 /* exp(x). x is clamped to [-104, 88.8]: below, the true result is under
  * half the smallest denormal; above, 2^128 overflows to +inf as it should.
- * The scale 2^n is applied in two halves so that denormal results and
- * n = 128 need no special case. */
+ * The scale 2^n is v_ldexp's (vscalefps on AVX-512, two halves elsewhere),
+ * so denormal results and n = 128 need no special case. */
 /* exp(x) = 2^n (1 + q): n = round(x / ln 2) into *n, and q = e^r - 1 for
  * the remainder r (|r| <= ln 2 / 2), Cephes' polynomial. */
 static inline __attribute__((always_inline)) vf v_exp_reduced(vf x, vf *n_out) {
@@ -35,13 +35,22 @@ static inline __attribute__((always_inline)) vf v_exp_reduced(vf x, vf *n_out) {
   return v_fma(p, v_mul(r, r), r);
 }
 
+/* (1 + q) 2^n for integer-valued n in [-126, 127]: one vscalefps on
+ * AVX-512, a 2^n built from its bits elsewhere. */
+static inline __attribute__((always_inline)) vf v_exp_scale(vf q, vf n) {
+#if defined(ER_SIMD_AVX512)
+  return v_ldexp(v_add(q, v_set(1.0f)), n);
+#else
+  vf s = v_pow2i(n);
+  return v_fma(q, s, s);
+#endif
+}
+
 static inline __attribute__((always_inline)) vf v_exp(vf x) {
   vf xc = v_min(v_set(88.8f), v_max(v_set(-104.0f), x));
   vf n;
   vf p = v_add(v_exp_reduced(xc, &n), v_set(1.0f));
-  vf n1 = v_floor(v_mul(n, v_set(0.5f)));
-  vf n2 = v_sub(n, n1);
-  return v_mul(v_mul(p, v_pow2i(n1)), v_pow2i(n2));
+  return v_ldexp(p, n);
 }
 
 /* log(x) for positive normal x (Cephes logf): x = m 2^e with m moved into
@@ -86,7 +95,7 @@ static inline __attribute__((always_inline)) vf v_silu(vf x) {
   vf t = v_min(v_set(80.0f), v_max(v_set(-87.0f), v_neg(x)));
   vf n;
   vf q = v_exp_reduced(t, &n);
-  vf e = v_fma(q, v_pow2i(n), v_pow2i(n));
+  vf e = v_exp_scale(q, n);
   vf y = v_mul(x, v_recip(v_add(v_set(1.0f), e)));
   return v_sel(v_lt(x, v_set(-3.4028235e38f)), y, v_set(__builtin_nanf("")));
 }
@@ -109,8 +118,7 @@ static inline __attribute__((always_inline)) vf v_tanh(vf x) {
   vf one = v_set(1.0f);
   vf n;
   vf q = v_exp_reduced(v_min(v_set(18.0f), v_add(a, a)), &n);
-  vf s2 = v_pow2i(n);
-  vf e = v_fma(q, s2, s2);
+  vf e = v_exp_scale(q, n);
   vf big = v_fnma(v_set(2.0f), v_recip(v_add(e, one)), one);
   big = v_copysign(big, x);
   return v_sel(v_lt(a, v_set(0.625f)), big, small);
@@ -210,7 +218,11 @@ static inline __attribute__((always_inline)) vf v_gelu(vf x) {
   p = v_fma(p, t, v_set(-1.26551223f));
   vf sq = v_mul(a, a);
   vf sq_err = v_fma(a, a, v_neg(sq));
-  vf e = v_exp(v_sub(p, sq));
+  /* p - sq lies in [-145.3, 0] (P(1) = 0 at a = 0; a <= 12), so exp needs
+   * neither v_exp's clamps nor more than v_ldexp's range. */
+  vf n;
+  vf q = v_exp_reduced(v_sub(p, sq), &n);
+  vf e = v_ldexp(v_add(q, v_set(1.0f)), n);
   e = v_fnma(e, sq_err, e);
   vf half = v_mul(v_mul(t, e), v_set(0.5f));
   vf phi = v_sel(v_lt(x, v_zero()), v_sub(v_set(1.0f), half), half);
@@ -230,8 +242,7 @@ static inline __attribute__((always_inline)) vf v_gelu_tanh(vf x) {
   vf t = v_min(v_set(80.0f), v_max(v_set(-87.0f), v_mul(v_set(-2.0f), u)));
   vf n;
   vf q = v_exp_reduced(t, &n);
-  vf s = v_pow2i(n);
-  vf y = v_mul(x, v_recip(v_add(v_set(1.0f), v_fma(q, s, s))));
+  vf y = v_mul(x, v_recip(v_add(v_set(1.0f), v_exp_scale(q, n))));
   return v_sel(v_lt(t, v_set(80.0f)), v_mul(x, v_zero()), y);
 }
 
