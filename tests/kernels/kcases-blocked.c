@@ -90,6 +90,11 @@ static const bconv_spec conv_specs[] = {
     {1, 24, 6, 13, 24, 5, 5, 1, 1, 1, 1, {1, 3, 1, 1}, true, false, NULL},
     {1, 16, 10, 9, 16, 5, 5, 2, 2, 1, 1, {2, 1, 2, 3}, true, false, NULL},
     {1, 8, 7, 23, 8, 3, 3, 2, 2, 1, 1, {0, 1, 1, 2}, true, false, NULL},
+    /* 7x7 at stride 1 (ConvNeXt): rows in every tile width, a row
+     * narrower than the window with asymmetric pads, no padding. */
+    {1, 40, 9, 21, 40, 7, 7, 1, 1, 1, 1, {3, 3, 3, 3}, true, false, NULL},
+    {1, 16, 6, 5, 16, 7, 7, 1, 1, 1, 1, {3, 2, 1, 4}, true, false, NULL},
+    {1, 24, 8, 15, 24, 7, 7, 1, 1, 1, 1, {0, 0, 0, 0}, true, false, NULL},
 };
 
 /* Output extent along one axis, as the Conv shape rule computes it. */
@@ -138,6 +143,7 @@ static const bconv_spec big_specs[] = {
     {1, 96, 112, 112, 96, 3, 3, 2, 2, 1, 1, {1, 1, 1, 1}, true, false, NULL},
     {1, 256, 14, 14, 256, 5, 5, 1, 1, 1, 1, {2, 2, 2, 2}, true, false, NULL},
     {1, 960, 7, 7, 960, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true, false, NULL},
+    {1, 40, 56, 56, 40, 7, 7, 1, 1, 1, 1, {3, 3, 3, 3}, true, false, NULL},      /* ConvNeXt-Atto */
 };
 
 static void gen_bconv(case_fn fn, void *arg) {

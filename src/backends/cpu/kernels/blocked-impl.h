@@ -488,7 +488,7 @@ static void bk_max_fix(const er_bdw *a, int64_t cb, int64_t oy, int64_t ox) {
 
 /* R output pixels ox0.. of row oy of block cb, every tap inside the input
  * for every pixel (interior) when `inside`, else each pixel's own taps. */
-/* KW: 3 or 5 for a stride-1, undilated depthwise window of that width
+/* KW: 3, 5 or 7 for a stride-1, undilated depthwise window of that width
  * (the shared-row path), else 0. S2: 3 or 5 for a stride-2, undilated
  * depthwise window of that width (every offset a constant), else 0. */
 /* EDGE (with KW or S2): some of the tile's taps may fall left or right of
@@ -514,12 +514,12 @@ static inline __attribute__((always_inline)) void bk_dw_tile(const er_bdw *a, in
        * and each serves up to KW outputs (9 loads per output vector
        * become about 1.5 for a 3x3 window). */
       const int64_t ix0 = ox0 - a->pl;
-      vf xv[BK_DW_R + 4];
-#pragma GCC unroll 12
+      vf xv[BK_DW_R + 6];
+#pragma GCC unroll 14
       for (int q = 0; q < BK_DW_R + KW - 1; q++)
         if (q < R + KW - 1)
           xv[q] = !EDGE || (ix0 + q >= 0 && ix0 + q < a->w) ? v_ld(row + (ix0 + q) * VN) : v_zero();
-#pragma GCC unroll 5
+#pragma GCC unroll 7
       for (int kx = 0; kx < KW; kx++) {
         vf wt = pool ? v_zero() : v_ld(wb + (ky * KW + kx) * VN);
 #pragma GCC unroll 8
@@ -690,6 +690,7 @@ static inline __attribute__((always_inline)) void bk_dw_row_fixed(const er_bdw *
   }
 BK_DW_FIXED(bk_dw_row_k3, 3, 0)
 BK_DW_FIXED(bk_dw_row_k5, 5, 0)
+BK_DW_FIXED(bk_dw_row_k7, 7, 0)
 BK_DW_FIXED(bk_dw_row_s2k3, 0, 3)
 BK_DW_FIXED(bk_dw_row_s2k5, 0, 5)
 #undef BK_DW_FIXED
@@ -719,6 +720,7 @@ static void bk_dw(const er_bdw *a, int64_t u0, int64_t u1) {
       case 0:
         if (shared && a->kw == 3) bk_dw_row_k3(a, cb, oy, lo, hi);
         else if (shared && a->kw == 5) bk_dw_row_k5(a, cb, oy, lo, hi);
+        else if (shared && a->kw == 7) bk_dw_row_k7(a, cb, oy, lo, hi);
         else if (s2 && a->kw == 3) bk_dw_row_s2k3(a, cb, oy, lo, hi);
         else if (s2 && a->kw == 5) bk_dw_row_s2k5(a, cb, oy, lo, hi);
         else bk_dw_row(a, cb, oy, lo, hi, 0, 0, 0);
