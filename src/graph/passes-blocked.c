@@ -29,6 +29,13 @@
  *   Resize, nearest, of a blocked value over height and width, constant
  *   scales or sizes
  *                     -> BlockedResize
+ *   Transpose NCHW -> NHWC (perm 0,2,3,1) of a blocked value
+ *                     -> FromBlocked of the twin, channels_last = 1
+ *   Transpose NHWC -> NCHW (perm 0,3,1,2) whose result a blocked op reads
+ *                     -> ToBlocked, channels_last = 1, making the twin
+ *                        (ConvNeXt's blocks: a depthwise convolution,
+ *                        then LayerNorm and an MLP on channels-last
+ *                        rows, back for the residual Add)
  *
  * Any other reader of a value that exists only blocked, and every graph
  * output, gets its planar form back through FromBlocked, made once, just
@@ -417,6 +424,42 @@ static bool resize_ok(const bctx *bc, const er_node *n) {
   return true;
 }
 
+/* A Transpose of a rank-4 value by exactly `perm`. */
+static bool transpose_by(const er_node *n, const int64_t perm[4]) {
+  if (!is_std(n, "Transpose") || n->n_inputs != 1 || n->n_outputs != 1 || n->inputs[0] < 0 || n->outputs[0] < 0)
+    return false;
+  const er_attr *a = er__node_attr(n, "perm");
+  if (!a || a->type != ER_ATTR_INTS || a->n != 4) return false;
+  for (int k = 0; k < 4; k++)
+    if (a->ints[k] != perm[k]) return false;
+  return true;
+}
+
+/* NCHW -> NHWC of a value with a blocked twin: FromBlocked straight to
+ * channels-last. */
+static bool to_nhwc_ok(const bctx *bc, const er_node *n) {
+  static const int64_t perm[4] = {0, 2, 3, 1};
+  if (!transpose_by(n, perm)) return false;
+  const er_graph *g = bc->g;
+  int32_t x = n->inputs[0], y = n->outputs[0];
+  int64_t c = channels_of(g, x);
+  const er_tensor *yi = &g->values[y].info;
+  return c > 0 && bc->twin[x] >= 0 && bc->chan[bc->twin[x]] == c && is_f32(g, y) && yi->rank == 4 &&
+         yi->dims[3] == c;
+}
+
+/* NHWC -> NCHW of a float32 value with known channels: ToBlocked from
+ * channels-last makes the result's twin (the island rule keeps it only
+ * when a blocked op reads that twin). */
+static bool from_nhwc_ok(const bctx *bc, const er_node *n) {
+  static const int64_t perm[4] = {0, 3, 1, 2};
+  if (!transpose_by(n, perm)) return false;
+  const er_graph *g = bc->g;
+  int32_t x = n->inputs[0];
+  const er_tensor *xi = &g->values[x].info;
+  return is_f32(g, x) && xi->rank == 4 && xi->dims[3] > 0 && channels_of(g, n->outputs[0]) == xi->dims[3];
+}
+
 /* ---- the rewrite ------------------------------------------------------------ */
 
 static er_status rewrite_conv(bctx *bc, const er_node *n, bool depthwise) {
@@ -541,6 +584,25 @@ static er_status rewrite_split(bctx *bc, const er_node *n, const int64_t *sizes)
   return push_node(bc, &c);
 }
 
+static er_status rewrite_to_nhwc(bctx *bc, const er_node *n) {
+  int32_t xb = bc->twin[n->inputs[0]], y = n->outputs[0];
+  er_attr extra[3] = {int_attr("block", bc->b), int_attr("channels", bc->chan[xb]), int_attr("channels_last", 1)};
+  ER_CHECK(emit(bc, n, "FromBlocked", &xb, 1, y, extra, 3, "perm"));
+  bc->planar[y] = true;
+  return ER_STATUS_OK;
+}
+
+static er_status rewrite_from_nhwc(bctx *bc, const er_node *n) {
+  er_graph *g = bc->g;
+  int32_t x = n->inputs[0], y = n->outputs[0], yb;
+  ER_CHECK(need_planar(bc, x));
+  ER_CHECK(new_twin(bc, y, g->values[x].info.dims[3], &yb));
+  er_attr extra[2] = {int_attr("block", bc->b), int_attr("channels_last", 1)};
+  ER_CHECK(emit(bc, n, "ToBlocked", &x, 1, yb, extra, 2, "perm"));
+  g->values[y].producer = -1;
+  return ER_STATUS_OK;
+}
+
 static er_status rewrite(bctx *bc) {
   er_graph *g = bc->g;
   int32_t n_old = g->n_nodes;
@@ -564,6 +626,10 @@ static er_status rewrite(bctx *bc) {
       st = rewrite_split(bc, n, sizes);
     } else if (resize_ok(bc, n)) {
       st = rewrite_resize(bc, n);
+    } else if (to_nhwc_ok(bc, n)) {
+      st = rewrite_to_nhwc(bc, n);
+    } else if (!bc->exclude[i] && from_nhwc_ok(bc, n)) {
+      st = rewrite_from_nhwc(bc, n);
     } else {
       for (int k = 0; k < n->n_inputs && st == ER_STATUS_OK; k++) st = need_planar(bc, n->inputs[k]);
       /* Values a subgraph captures are read in planar form too. */
@@ -742,6 +808,19 @@ static int mark_islands(bctx *bc, bool *native, bool *used) {
       bc->twin[t] = -1;
       bc->chan[t] = bc->chan[bc->twin[n->inputs[0]]];
       native[t] = true;
+      continue;
+    }
+    if (!conv && !pool && !same && to_nhwc_ok(bc, n)) {
+      used[bc->twin[n->inputs[0]]] = true;   /* the conversion replaces the Transpose */
+      continue;
+    }
+    if (!conv && !pool && !same && !bc->exclude[i] && from_nhwc_ok(bc, n)) {
+      int32_t t = next++;
+      bc->twin[n->outputs[0]] = t;
+      bc->twin[t] = -1;
+      bc->chan[t] = g->values[n->inputs[0]].info.dims[3];
+      native[t] = true;
+      out_twin[i] = t;   /* an island, left a Transpose, unless a blocked op reads it */
       continue;
     }
     if (!conv && !pool && !same) continue;

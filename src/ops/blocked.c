@@ -17,6 +17,8 @@
  *
  *   ToBlocked(x [N,C,H,W])            block           -> [N,CB,H,W,B]
  *   FromBlocked(x [N,CB,H,W,B])       block, channels -> [N,C,H,W]
+ *       with channels_last = 1 the planar side is [N,H,W,C] instead (a
+ *       Transpose to or from NHWC folded into the conversion)
  *   BlockedConv(x, w, [bias], [add])  Conv's attributes, activation,
  *                                     block, planar_input -> [N,MB,OH,OW,B]
  *       x is blocked, or planar [N,C,H,W] with planar_input = 1 (a stem
@@ -77,24 +79,40 @@ static er_status require_blocked(const er_kctx *ctx, int i, int64_t b) {
 
 /* ---- conversions --------------------------------------------------------- */
 
-/* planar [n][c][hw] -> blocked [n][cb][hw][b], zeros in the padding. */
-static void to_blocked(const float *x, float *y, int64_t n, int64_t c, int64_t hw, int64_t b) {
+/* Where channel ch of pixel p of image i lies in a planar tensor: NCHW
+ * ([n][c][hw]), or NHWC ([n][hw][c]) when channels_last. */
+static int64_t planar_at(int64_t i, int64_t ch, int64_t p, int64_t c, int64_t hw, bool channels_last) {
+  return channels_last ? (i * hw + p) * c + ch : (i * c + ch) * hw + p;
+}
+
+/* planar -> blocked [n][cb][hw][b], zeros in the padding. */
+static void to_blocked_cl(const float *x, float *y, int64_t n, int64_t c, int64_t hw, int64_t b, bool channels_last) {
   int64_t cb = blocks_of(c, b);
   for (int64_t i = 0; i < n; i++)
     for (int64_t k = 0; k < cb; k++)
       for (int64_t p = 0; p < hw; p++)
         for (int64_t l = 0; l < b; l++) {
           int64_t ch = k * b + l;
-          y[((i * cb + k) * hw + p) * b + l] = ch < c ? x[(i * c + ch) * hw + p] : 0.0f;
+          y[((i * cb + k) * hw + p) * b + l] = ch < c ? x[planar_at(i, ch, p, c, hw, channels_last)] : 0.0f;
         }
 }
 
-/* blocked [n][cb][hw][b] -> planar [n][c][hw], the first c channels. */
-static void from_blocked(const float *x, float *y, int64_t n, int64_t c, int64_t hw, int64_t b) {
+/* blocked [n][cb][hw][b] -> planar, the first c channels. */
+static void from_blocked_cl(const float *x, float *y, int64_t n, int64_t c, int64_t hw, int64_t b,
+                            bool channels_last) {
   int64_t cb = blocks_of(c, b);
   for (int64_t i = 0; i < n; i++)
     for (int64_t ch = 0; ch < c; ch++)
-      for (int64_t p = 0; p < hw; p++) y[(i * c + ch) * hw + p] = x[((i * cb + ch / b) * hw + p) * b + ch % b];
+      for (int64_t p = 0; p < hw; p++)
+        y[planar_at(i, ch, p, c, hw, channels_last)] = x[((i * cb + ch / b) * hw + p) * b + ch % b];
+}
+
+static void to_blocked(const float *x, float *y, int64_t n, int64_t c, int64_t hw, int64_t b) {
+  to_blocked_cl(x, y, n, c, hw, b, false);
+}
+
+static void from_blocked(const float *x, float *y, int64_t n, int64_t c, int64_t hw, int64_t b) {
+  from_blocked_cl(x, y, n, c, hw, b, false);
 }
 
 /* A planar float32 tensor [n, c, h, w] (shape only, or allocated). */
@@ -110,9 +128,23 @@ static void blocked_shape(er_tensor *t, int64_t n, int64_t c, int64_t h, int64_t
 
 /* ---- ToBlocked / FromBlocked -------------------------------------------- */
 
+/* channels_last: the planar side is NHWC (the layout pass turns the
+ * Transposes around a channels-last block, ConvNeXt's LayerNorm and MLP,
+ * into these conversions). */
+static er_status get_channels_last(const er_kctx *ctx, bool *cl) {
+  int64_t v;
+  ER_CHECK(er__attr_int(ctx, "channels_last", 0, &v));
+  if (v != 0 && v != 1)
+    return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "channels_last is %lld; it must be 0 or 1", (long long)v);
+  *cl = v == 1;
+  return ER_STATUS_OK;
+}
+
 static er_status to_blocked_check(er_kctx *ctx) {
   int64_t b;
+  bool cl = false;
   ER_CHECK(get_block(ctx, &b));
+  ER_CHECK(get_channels_last(ctx, &cl));
   static const er_dtype f32[] = {ER_DTYPE_FLOAT, ER_DTYPE_UNDEFINED};
   ER_CHECK(er__require_type(ctx, 0, f32));
   ER_CHECK(er__require_rank(ctx, 0, 4, 4));
@@ -121,21 +153,27 @@ static er_status to_blocked_check(er_kctx *ctx) {
     er__set_output(ctx, 0, ER_DTYPE_FLOAT, -1, NULL);
     return ER_STATUS_OK;
   }
-  blocked_shape(ctx->out[0], x->dims[0], x->dims[1], x->dims[2], x->dims[3], b);
+  if (cl) blocked_shape(ctx->out[0], x->dims[0], x->dims[3], x->dims[1], x->dims[2], b);
+  else blocked_shape(ctx->out[0], x->dims[0], x->dims[1], x->dims[2], x->dims[3], b);
   return ER_STATUS_OK;
 }
 
 static er_status to_blocked_run(er_kctx *ctx) {
   int64_t b;
+  bool cl = false;
   ER_CHECK(get_block(ctx, &b));
+  ER_CHECK(get_channels_last(ctx, &cl));
   const er_tensor *x = ctx->in[0];
-  to_blocked(x->data, ctx->out[0]->data, x->dims[0], x->dims[1], x->dims[2] * x->dims[3], b);
+  to_blocked_cl(x->data, ctx->out[0]->data, x->dims[0], x->dims[cl ? 3 : 1], x->dims[cl ? 1 : 2] * x->dims[cl ? 2 : 3],
+                b, cl);
   return ER_STATUS_OK;
 }
 
 static er_status from_blocked_check(er_kctx *ctx) {
   int64_t b, c;
+  bool cl = false;
   ER_CHECK(get_block(ctx, &b));
+  ER_CHECK(get_channels_last(ctx, &cl));
   ER_CHECK(er__attr_int(ctx, "channels", -1, &c));
   ER_CHECK(require_blocked(ctx, 0, b));
   const er_tensor *x = ctx->in[0];
@@ -148,16 +186,23 @@ static er_status from_blocked_check(er_kctx *ctx) {
     er__set_output(ctx, 0, ER_DTYPE_FLOAT, -1, NULL);
     return ER_STATUS_OK;
   }
-  planar(ctx->out[0], x->dims[0], c, x->dims[2], x->dims[3]);
+  if (cl) {
+    int64_t d[4] = {x->dims[0], x->dims[2], x->dims[3], c};
+    er__tensor_set(ctx->out[0], ER_DTYPE_FLOAT, 4, d);
+  } else {
+    planar(ctx->out[0], x->dims[0], c, x->dims[2], x->dims[3]);
+  }
   return ER_STATUS_OK;
 }
 
 static er_status from_blocked_run(er_kctx *ctx) {
   int64_t b, c;
+  bool cl = false;
   ER_CHECK(get_block(ctx, &b));
+  ER_CHECK(get_channels_last(ctx, &cl));
   ER_CHECK(er__attr_int(ctx, "channels", -1, &c));
   const er_tensor *x = ctx->in[0];
-  from_blocked(x->data, ctx->out[0]->data, x->dims[0], c, x->dims[2] * x->dims[3], b);
+  from_blocked_cl(x->data, ctx->out[0]->data, x->dims[0], c, x->dims[2] * x->dims[3], b, cl);
   return ER_STATUS_OK;
 }
 

@@ -303,23 +303,30 @@ static void gen_bpool(case_fn fn, void *arg) {
   }
 }
 
+/* Both planar sides: NCHW, and NHWC (channels_last: the Transposes around
+ * ConvNeXt's channels-last blocks) with runs of pixels of every length. */
 static void gen_reorder(case_fn fn, void *arg, bool to) {
-  static const int64_t shapes[][4] = {{1, 16, 4, 4}, {2, 20, 3, 7}, {1, 3, 17, 1}, {1, 64, 1, 1}, {1, 33, 5, 9}};
+  static const int64_t shapes[][4] = {{1, 16, 4, 4}, {2, 20, 3, 7}, {1, 3, 17, 1},
+                                      {1, 64, 1, 1}, {1, 33, 5, 9}, {2, 40, 9, 15}};
   kcase c;
   for (size_t bi = 0; bi < ER_ARRAY_LEN(block_sizes); bi++) {
     int64_t b = block_sizes[bi];
-    for (size_t i = 0; i < ER_ARRAY_LEN(shapes); i++) {
-      const int64_t *s = shapes[i];
-      kc_begin(&c, to ? "ToBlocked" : "FromBlocked", "com.edgerun", 1, "%s b%lld [%lld,%lld,%lld,%lld]",
-               to ? "ToBlocked" : "FromBlocked", (long long)b, (long long)s[0], (long long)s[1], (long long)s[2],
-               (long long)s[3]);
-      if (to) kc_input(&c, 4, s, -1, 1, false);
-      else blocked_input(&c, s[0], s[1], s[2], s[3], b);
-      kc_attr_int(&c, "block", b);
-      if (!to) kc_attr_int(&c, "channels", s[1]);
-      c.tol = TOL_EXACT_T;
-      c.dynamic = i == 1;
-      fn(&c, arg);
+    for (int cl = 0; cl < 2; cl++) {
+      for (size_t i = 0; i < ER_ARRAY_LEN(shapes); i++) {
+        const int64_t *s = shapes[i];
+        kc_begin(&c, to ? "ToBlocked" : "FromBlocked", "com.edgerun", 1, "%s b%lld [%lld,%lld,%lld,%lld]%s",
+                 to ? "ToBlocked" : "FromBlocked", (long long)b, (long long)s[0], (long long)s[1], (long long)s[2],
+                 (long long)s[3], cl ? " channels_last" : "");
+        if (to && cl) kc_input(&c, 4, DIMS(s[0], s[2], s[3], s[1]), -1, 1, false);
+        else if (to) kc_input(&c, 4, s, -1, 1, false);
+        else blocked_input(&c, s[0], s[1], s[2], s[3], b);
+        kc_attr_int(&c, "block", b);
+        if (!to) kc_attr_int(&c, "channels", s[1]);
+        if (cl) kc_attr_int(&c, "channels_last", 1);
+        c.tol = TOL_EXACT_T;
+        c.dynamic = i == 1;
+        fn(&c, arg);
+      }
     }
   }
 }

@@ -1221,6 +1221,57 @@ static void test_blocked_resize(void) {
   }
 }
 
+/* A ConvNeXt block: a stem convolution, a 7x7 depthwise one, a Transpose
+ * to channels-last rows (Softplus stands in for LayerNorm and the MLP),
+ * a Transpose back and the residual Add, then a 3x3 convolution. Both
+ * Transposes become conversions (FromBlocked and ToBlocked with
+ * channels_last) and the Add runs blocked. Near miss: when only a planar
+ * op reads the Transpose back, it stays a Transpose (a ToBlocked there
+ * would need a FromBlocked after it). */
+static void test_blocked_channels_last(void) {
+  if (er__cpu_layout_block() == 0) return;
+  for (int near = 0; near < 2; near++) {
+    er_pbw g = {0}, m = {0}, dw = {0}, p1 = {0}, to = {0}, back = {0};
+    add_weight(&g, "W0", 4, (const int64_t[]){24, 8, 1, 1}, 0.3f, 0);
+    add_weight(&g, "Wd", 4, (const int64_t[]){24, 1, 7, 7}, 0.1f, 0);
+    add_weight(&g, "W2", 4, (const int64_t[]){16, 24, 3, 3}, 0.1f, 0);
+    tb_attr_ints(&dw, "pads", (const int64_t[]){3, 3, 3, 3}, 4);
+    tb_attr_int(&dw, "group", 24);
+    tb_attr_ints(&p1, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+    tb_attr_ints(&to, "perm", (const int64_t[]){0, 2, 3, 1}, 4);
+    tb_attr_ints(&back, "perm", (const int64_t[]){0, 3, 1, 2}, 4);
+    tb_node(&g, "Conv", "stem", IN("x", "W0"), OUT("r"), NULL);
+    tb_node(&g, "Conv", "dw", IN("r", "Wd"), OUT("d"), &dw);
+    tb_node(&g, "Transpose", "to_nhwc", IN("d"), OUT("t"), &to);
+    tb_node(&g, "Softplus", "mlp", IN("t"), OUT("s"), NULL);
+    tb_node(&g, "Transpose", "to_nchw", IN("s"), OUT("b"), &back);
+    if (near) {
+      tb_node(&g, "Softplus", "post", IN("b"), OUT("y"), NULL);
+    } else {
+      tb_node(&g, "Add", "res", IN("r", "b"), OUT("a"), NULL);
+      tb_node(&g, "Conv", "c2", IN("a", "W2"), OUT("y"), &p1);
+    }
+    tb_graph_input(&g, "x", 1, 4, (const int64_t[]){1, 8, 9, 11});
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    tb_model(&m, 8, 13, &g);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
+    int transposes = count_in_layout(opt, "blocked", "Transpose"), to_b = count_in_layout(opt, "blocked", "ToBlocked");
+    int from_b = count_in_layout(opt, "blocked", "FromBlocked");
+    CHECK(transposes == near && to_b == 1 - near && from_b == (near ? 1 : 2));
+    if (transposes != near || to_b != 1 - near || from_b != (near ? 1 : 2))
+      fprintf(stderr, "  near %d: %d Transpose, %d ToBlocked, %d FromBlocked\n", near, transposes, to_b, from_b);
+    same_in_layouts(opt, plain, 4, (const int64_t[]){1, 8, 9, 11});
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+    er__pbw_free(&dw);
+    er__pbw_free(&p1);
+    er__pbw_free(&to);
+    er__pbw_free(&back);
+  }
+}
+
 /* MNIST's layers: a 5x5 convolution of one input channel to half a block
  * of outputs stays planar (the direct kernel; blocked, half of every
  * output vector would be empty lanes); the next two layers are blocked,
@@ -1526,6 +1577,7 @@ int main(int argc, char **argv) {
       {"blocked_half_block", test_blocked_half_block},
       {"blocked_split", test_blocked_split},
       {"blocked_resize", test_blocked_resize},
+      {"blocked_channels_last", test_blocked_channels_last},
       {"blocked_batchnorm", test_blocked_batchnorm},
       {"loop_invariants", test_loop_invariants},
   };

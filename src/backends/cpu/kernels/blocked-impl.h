@@ -804,6 +804,30 @@ static void bk_from_blocked(const float *x, float *y, int64_t c, int64_t hw, int
   }
 }
 
+/* Channels-last pixels are whole vectors of a block each: plain copies,
+ * pixels outer so each input row of C floats is read once. */
+static void bk_to_blocked_cl(const float *x, float *y, int64_t c, int64_t hw, int64_t p0, int64_t p1) {
+  const int64_t cb = (c + VN - 1) / VN, full = c / VN;
+  const int tail = (int)(c - full * VN);
+  for (int64_t p = p0; p < p1; p++) {
+    const float *xp = x + p * c;
+    int64_t b = 0;
+    for (; b < full; b++) v_st(y + (b * hw + p) * VN, v_ld(xp + b * VN));
+    if (b < cb) v_st(y + (b * hw + p) * VN, v_ld_n(xp + b * VN, tail));
+  }
+}
+
+static void bk_from_blocked_cl(const float *x, float *y, int64_t c, int64_t hw, int64_t p0, int64_t p1) {
+  const int64_t cb = (c + VN - 1) / VN, full = c / VN;
+  const int tail = (int)(c - full * VN);
+  for (int64_t p = p0; p < p1; p++) {
+    float *yp = y + p * c;
+    int64_t b = 0;
+    for (; b < full; b++) v_st(yp + b * VN, v_ld(x + (b * hw + p) * VN));
+    if (b < cb) v_st_n(yp + b * VN, v_ld(x + (b * hw + p) * VN), tail);
+  }
+}
+
 static void bk_pad(const float *x, float *y, int64_t h, int64_t w, int64_t lanes, int64_t pt, int64_t pb, int64_t pl,
                    int64_t pr, int64_t b0, int64_t b1) {
   const int64_t hp = h + pt + pb, wp = w + pl + pr;
@@ -840,5 +864,6 @@ static void bk_affine(const float *x, float *y, int64_t hw, const float *a, cons
   {                                                                                                     \
     .isa = ER_ISA_NAME, .vn = VN, .rmax = BK_RMAX, .acc = BK_ACC, .gb_max = BK_GB_MAX, .kchunk_bytes = BK_KCHUNK_BYTES, .conv = bk_conv, .dw = bk_dw,                         \
     .global_pool = bk_global_pool, .to_blocked = bk_to_blocked, .from_blocked = bk_from_blocked,         \
+    .to_blocked_cl = bk_to_blocked_cl, .from_blocked_cl = bk_from_blocked_cl,                          \
     .pad = bk_pad, .affine = bk_affine,                                                                 \
   }

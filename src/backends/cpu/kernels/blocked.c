@@ -477,22 +477,24 @@ static er_status bpool_run(const er_kernel_run *kr) {
 
 typedef struct reorder_state {
   const er_blocked_ops *ops;
-  bool to;
+  bool to, cl;   /* cl: the planar side is channels-last (NHWC) */
 } reorder_state;
 
 static bool reorder_supports(const er_kernel_info *ki, const er_blocked_ops *ops, bool isa_ok, bool to) {
   if (!isa_ok || attr_or(ki, "block", 0) != ops->vn || !er__ki_out_f32(ki) || ki->in[0]->dtype != ER_DTYPE_FLOAT)
     return false;
+  int64_t cl = attr_or(ki, "channels_last", 0);
+  if (cl != 0 && cl != 1) return false;
   return to ? ki->in[0]->rank == 4 : blocked_f32(ki->in[0], ops->vn);
 }
 
 static er_status reorder_prepare(const er_kernel_info *ki, const er_blocked_ops *ops, bool to, void **state_out,
                                  size_t *scratch_out) {
-  ER_UNUSED(ki);
   reorder_state *s = calloc(1, sizeof *s);
   if (!s) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for a layout conversion kernel");
   s->ops = ops;
   s->to = to;
+  s->cl = attr_or(ki, "channels_last", 0) == 1;
   *scratch_out = 0;
   *state_out = s;
   return ER_STATUS_OK;
@@ -519,6 +521,21 @@ static void reorder_chunk(void *arg, int64_t u0, int64_t u1) {
   }
 }
 
+/* Channels-last units are runs of RUN pixels of all images: u = image *
+ * runs + run. */
+#define REORDER_CL_RUN 64
+static void reorder_cl_chunk(void *arg, int64_t u0, int64_t u1) {
+  const reorder_job *j = arg;
+  const int64_t B = j->ops->vn, runs = (j->hw + REORDER_CL_RUN - 1) / REORDER_CL_RUN;
+  for (int64_t u = u0; u < u1; u++) {
+    int64_t n = u / runs, p0 = u % runs * REORDER_CL_RUN, p1 = p0 + REORDER_CL_RUN < j->hw ? p0 + REORDER_CL_RUN : j->hw;
+    const float *x = j->x + n * (j->to ? j->c : j->cb * B) * j->hw;
+    float *y = j->y + n * (j->to ? j->cb * B : j->c) * j->hw;
+    if (j->to) j->ops->to_blocked_cl(x, y, j->c, j->hw, p0, p1);
+    else j->ops->from_blocked_cl(x, y, j->c, j->hw, p0, p1);
+  }
+}
+
 static er_status reorder_run(const er_kernel_run *kr) {
   const reorder_state *s = kr->state;
   er_kctx *ctx = kr->ctx;
@@ -527,8 +544,15 @@ static er_status reorder_run(const er_kernel_run *kr) {
   const int64_t B = s->ops->vn;
   const er_tensor *pl = s->to ? x : y, *bl = s->to ? y : x;
   if (pl->rank != 4 || !blocked_at_run(bl, (int)B)) return er__kr_reference(kr);
-  reorder_job j = {s->ops, x->data, y->data, pl->dims[1], pl->dims[2] * pl->dims[3], bl->dims[1], s->to};
+  const int64_t c = pl->dims[s->cl ? 3 : 1], hw = pl->dims[s->cl ? 1 : 2] * pl->dims[s->cl ? 2 : 3];
+  reorder_job j = {s->ops, x->data, y->data, c, hw, bl->dims[1], s->to};
   if (er__tensor_count(y) == 0) return ER_STATUS_OK;
+  if (s->cl) {
+    int64_t runs = (hw + REORDER_CL_RUN - 1) / REORDER_CL_RUN;
+    int64_t grain = BK_GRAIN_MACS / (REORDER_CL_RUN * j.cb * B + 1) + 1;
+    er__parallel_for(kr->pool, pl->dims[0] * runs, grain, reorder_cl_chunk, &j);
+    return ER_STATUS_OK;
+  }
   int64_t grain = BK_GRAIN_MACS / (j.hw * B + 1) + 1;
   er__parallel_for(kr->pool, pl->dims[0] * j.cb, grain, reorder_chunk, &j);
   return ER_STATUS_OK;

@@ -83,6 +83,10 @@ typedef struct er_blocked_ops {
    * c), and back (the first c channels). */
   void (*to_blocked)(const float *x, float *y, int64_t c, int64_t hw, int64_t b0, int64_t b1);
   void (*from_blocked)(const float *x, float *y, int64_t c, int64_t hw, int64_t b0, int64_t b1);
+  /* Channels-last [hw][c] -> pixels [p0, p1) of every block of
+   * [cb][hw][B] (zeros past c), and back. */
+  void (*to_blocked_cl)(const float *x, float *y, int64_t c, int64_t hw, int64_t p0, int64_t p1);
+  void (*from_blocked_cl)(const float *x, float *y, int64_t c, int64_t hw, int64_t p0, int64_t p1);
   /* Copies input block range [b0, b1) of x [..][h][w][lanes] (blocked,
    * lanes = B) or planes [b0, b1) of planar x [..][h][w] (lanes = 1) into
    * y with pt / pb rows and pl / pr columns of zeros around each. */
