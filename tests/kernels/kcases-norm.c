@@ -122,7 +122,7 @@ static void gen_softmax(case_fn fn, void *arg) { gen_softmax_op(fn, arg, "Softma
 static void gen_log_softmax(case_fn fn, void *arg) { gen_softmax_op(fn, arg, "LogSoftmax"); }
 
 static void gen_layernorm(case_fn fn, void *arg) {
-  static const int64_t cols[] = {1, 7, 16, 33, 256, 768};
+  static const int64_t cols[] = {1, 7, 16, 33, 40, 50, 64, 256, 768};
   kcase c;
   for (size_t i = 0; i < ER_ARRAY_LEN(cols); i++) {
     for (int v = 0; v < 3; v++) {
