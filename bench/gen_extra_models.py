@@ -20,6 +20,32 @@ it was not tuned on (random weights, real layer lists and sizes):
   crnn_lstm       a CRNN text recognizer: convolutions, two bidirectional
                   LSTM layers over 64 steps, Softmax
   kws_tcn         a keyword spotter: dilated 1-D convolutions over MFCCs
+  bert_mini       a BERT-style encoder over 128 tokens: int64 input_ids and
+                  attention_mask, Gather word and position embeddings
+                  (vocab 8000, hidden 256), LayerNormalization (opset 17),
+                  4 post-LN layers with 4 heads and FFN 1024, Erf-GELU, the
+                  mask as an additive bias (Unsqueeze, Cast, Sub, Mul), and
+                  a Tanh pooler on the first token (Gather, Gemm)
+  gpt2_tiny       a GPT-2-style decoder over 64 tokens: vocab 5000, hidden
+                  192, 4 pre-LN layers with 3 heads, fused QKV projection
+                  (Split), causal mask by Where on a bool lower triangle,
+                  tanh-GELU from primitives (Pow 3), logits against the
+                  Transposed (tied) embedding table
+  resnext_lite    a ResNeXt-style CNN at 224x224: 7x7/2 stem and max pool,
+                  three stages of two bottlenecks with grouped 3x3 convs
+                  (cardinality 32, widths 128/256/512), BatchNormalization
+  vad_gru         a Silero-VAD-style detector on 1536 samples: reflect Pad,
+                  Conv1d "STFT" (kernel 256, stride 128, 2x129 channels),
+                  magnitude from the Split halves (Mul, Add, Sqrt), Conv1d +
+                  ReLU, a GRU (hidden 64) from a given state, Conv1d +
+                  Sigmoid averaged over time; outputs the probability and
+                  the GRU's final state
+  ssdlite_face    an SSD-lite / RetinaFace-style face detector at 320x320:
+                  MobileNetV2-style backbone (Clip 0..6, 3x3 depthwise),
+                  FPN-lite neck on 40x40, 20x20 and 10x10 (1x1 convs, nearest
+                  2x Resize, Add), 3x3 heads for 2 anchors x 2 classes and
+                  2 x 4 box offsets (Transpose to NHWC, Reshape, Concat),
+                  Softmax on the scores
 
     gen_extra_models.py --out build/extra-models
     compare_ort.py --extra build/extra-models --models effnet_b0,...
@@ -34,7 +60,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "models"))
 sys.path.insert(0, HERE)
 from gen_bench_models import conv_bn, write_models  # noqa: E402
-from gen_models import FLOAT, Builder, batchnorm, conv, f32, he_normal, linear, rnn_weights, small  # noqa: E402
+from gen_models import FLOAT, INT64, Builder, batchnorm, conv, f32, he_normal, linear, rnn_weights, small  # noqa: E402
 
 
 def act(b, y, a):
@@ -300,8 +326,170 @@ def kws(rng):
     return b.model(13, 'kws')
 
 
+def ln_op(b, t, dim, name, out=None):
+    g = b.weight(name + '.g', f32(b.rng.uniform(0.8, 1.2, dim)))
+    return b.op('LayerNormalization', t, g, b.weight(name + '.b', small(b.rng, dim)), axis=-1, epsilon=1e-05, out=out)
+
+
+def gelu_erf(b, h):
+    e = b.op('Erf', b.op('Div', h, b.const(np.float32(np.sqrt(2.0)))))
+    return b.op('Mul', b.op('Mul', h, b.op('Add', e, b.const(np.float32(1.0)))), b.const(np.float32(0.5)))
+
+
+def split_heads(b, t, seq, heads, hd, perm):
+    return b.op('Transpose', b.op('Reshape', t, b.const([1, seq, heads, hd], np.int64)), perm=perm)
+
+
+def merge_heads(b, t, seq, dim):
+    return b.op('Reshape', b.op('Transpose', t, perm=[0, 2, 1, 3]), b.const([1, seq, dim], np.int64))
+
+
+def bert(rng, seq=128, vocab=8000, dim=256, heads=4, ffn=1024, layers=4):
+    b = Builder('bert_mini', rng)
+    ids = b.input('input_ids', INT64, [1, seq])
+    mask = b.input('attention_mask', INT64, [1, seq])
+    hd = dim // heads
+    y = b.op('Gather', b.weight('emb.word', small(rng, (vocab, dim), 0.5)), ids, axis=0)
+    pos = b.op('Gather', b.weight('emb.pos', small(rng, (512, dim), 0.5)), b.const(np.arange(seq).reshape(1, seq), np.int64), axis=0)
+    y = ln_op(b, b.op('Add', y, pos), dim, 'emb.ln')
+    m = b.op('Cast', b.op('Unsqueeze', mask, b.const([1, 2], np.int64)), to=FLOAT)
+    m = b.op('Mul', b.op('Sub', b.const(np.float32(1.0)), m), b.const(np.float32(-10000.0)))
+    for l in range(layers):
+        q = split_heads(b, linear(b, y, dim, dim, f'l{l}.q', 1.0), seq, heads, hd, [0, 2, 1, 3])
+        k = split_heads(b, linear(b, y, dim, dim, f'l{l}.k', 1.0), seq, heads, hd, [0, 2, 3, 1])
+        v = split_heads(b, linear(b, y, dim, dim, f'l{l}.v', 1.0), seq, heads, hd, [0, 2, 1, 3])
+        s = b.op('Add', b.op('Div', b.op('MatMul', q, k), b.const(np.float32(np.sqrt(hd)))), m)
+        c = merge_heads(b, b.op('MatMul', b.op('Softmax', s, axis=-1), v), seq, dim)
+        y = ln_op(b, b.op('Add', y, linear(b, c, dim, dim, f'l{l}.o', 1.0)), dim, f'l{l}.ln1')
+        f = linear(b, gelu_erf(b, linear(b, y, dim, ffn, f'l{l}.fc1')), ffn, dim, f'l{l}.fc2', 1.0)
+        y = ln_op(b, b.op('Add', y, f), dim, f'l{l}.ln2', out='last_hidden_state' if l == layers - 1 else None)
+    c0 = b.op('Gather', y, b.const(np.int64(0)), axis=1)
+    w = f32(rng.standard_normal((dim, dim)) * np.sqrt(1.0 / dim))
+    p = b.op('Gemm', c0, b.weight('pool.w', w), b.weight('pool.b', small(rng, dim)), transB=1)
+    b.op('Tanh', p, out='pooler_output')
+    b.output('last_hidden_state', FLOAT, [1, seq, dim])
+    b.output('pooler_output', FLOAT, [1, dim])
+    return b.model(17, 'bert')
+
+
+def gpt2(rng, seq=64, vocab=5000, dim=192, heads=3, layers=4):
+    b = Builder('gpt2_tiny', rng)
+    ids = b.input('input_ids', INT64, [1, seq])
+    hd = dim // heads
+    wte = b.weight('wte', small(rng, (vocab, dim), 0.1))
+    y = b.op('Gather', wte, ids, axis=0)
+    pos = b.op('Gather', b.weight('wpe', small(rng, (1024, dim), 0.1)), b.const(np.arange(seq).reshape(1, seq), np.int64), axis=0)
+    y = b.op('Add', y, pos)
+    causal = b.const(np.tril(np.ones((1, 1, seq, seq), np.bool_)))
+    neg = b.const(np.float32(np.finfo(np.float32).min))
+    for l in range(layers):
+        qkv = linear(b, ln_op(b, y, dim, f'h{l}.ln1'), dim, 3 * dim, f'h{l}.c_attn', 1.0)
+        q, k, v = b.op('Split', qkv, b.const([dim] * 3, np.int64), axis=-1, n_out=3)
+        q = split_heads(b, q, seq, heads, hd, [0, 2, 1, 3])
+        k = split_heads(b, k, seq, heads, hd, [0, 2, 3, 1])
+        v = split_heads(b, v, seq, heads, hd, [0, 2, 1, 3])
+        s = b.op('Div', b.op('MatMul', q, k), b.const(np.float32(np.sqrt(hd))))
+        p = b.op('Softmax', b.op('Where', causal, s, neg), axis=-1)
+        c = merge_heads(b, b.op('MatMul', p, v), seq, dim)
+        y = b.op('Add', y, linear(b, c, dim, dim, f'h{l}.c_proj', 1.0))
+        h = linear(b, ln_op(b, y, dim, f'h{l}.ln2'), dim, 4 * dim, f'h{l}.c_fc')
+        # 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))
+        t = b.op('Add', h, b.op('Mul', b.op('Pow', h, b.const(np.float32(3.0))), b.const(np.float32(0.044715))))
+        t = b.op('Tanh', b.op('Mul', t, b.const(np.float32(np.sqrt(2.0 / np.pi)))))
+        h = b.op('Mul', b.op('Mul', h, b.const(np.float32(0.5))), b.op('Add', t, b.const(np.float32(1.0))))
+        y = b.op('Add', y, linear(b, h, 4 * dim, dim, f'h{l}.c_proj2', 1.0))
+    y = ln_op(b, y, dim, 'ln_f')
+    b.op('MatMul', y, b.op('Transpose', wte, perm=[1, 0]), out='logits')
+    b.output('logits', FLOAT, [1, seq, vocab])
+    return b.model(17, 'gpt2')
+
+
+def resnext(rng, card=32):
+    b = Builder('resnext_lite', rng)
+    x = b.input('input', FLOAT, [1, 3, 224, 224])
+    y = conv_bn(b, x, 3, 64, 7, 'stem', stride=2)
+    y = b.op('MaxPool', y, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = 64
+    for s, (w, st) in enumerate([(128, 1), (256, 2), (512, 2)]):
+        for j in range(2):
+            stride = st if j == 0 else 1
+            name = f's{s}.{j}'
+            h = conv_bn(b, y, cin, w, 1, name + '.c1')
+            h = conv_bn(b, h, w, w, 3, name + '.c2', stride=stride, group=card)
+            h = conv_bn(b, h, w, 2 * w, 1, name + '.c3', act=None)
+            sc = y if j else conv_bn(b, y, cin, 2 * w, 1, name + '.down', stride=stride, act=None)
+            y = b.op('Relu', b.op('Add', h, sc))
+            cin = 2 * w
+    head(b, y, cin)
+    return b.model(13, 'resnext')
+
+
+def vad_gru(rng, samples=1536, bins=129, ch=64, hidden=64):
+    b = Builder('vad_gru', rng)
+    x = b.input('input', FLOAT, [1, 1, samples])
+    h0 = b.input('h0', FLOAT, [1, 1, hidden])
+    y = b.op('Pad', x, b.const([0, 0, 64, 0, 0, 64], np.int64), mode='reflect')
+    y = conv(b, y, 1, 2 * bins, (256,), 'stft', stride=128, pad=0, bias=False, gain=1.0)
+    re, im = b.op('Split', y, b.const([bins, bins], np.int64), axis=1, n_out=2)
+    y = b.op('Sqrt', b.op('Add', b.op('Mul', re, re), b.op('Mul', im, im)))
+    ci = bins
+    for i in range(3):
+        y = b.op('Relu', conv(b, y, ci, ch, (3,), f'enc{i}'))
+        ci = ch
+    y = b.op('Transpose', y, perm=[2, 0, 1])
+    W, R, B = rnn_weights(rng, 3, 1, hidden, ch)
+    o = b.op('GRU', y, b.weight('gru.W', W), b.weight('gru.R', R), b.weight('gru.B', B), '', h0,
+             hidden_size=hidden, linear_before_reset=1, out=['gru.y', 'hn'])[0]
+    o = b.op('Relu', b.op('Transpose', b.op('Squeeze', o, b.const([1], np.int64)), perm=[1, 2, 0]))
+    # Recurrent outputs are small, so the head uses a larger gain.
+    p = b.op('Sigmoid', conv(b, o, hidden, 1, (1,), 'dec', pad=0, gain=16.0))
+    b.op('ReduceMean', p, axes=[2], keepdims=0, out='output')
+    b.output('output', FLOAT, [1, 1])
+    b.output('hn', FLOAT, [1, 1, hidden])
+    return b.model(14, 'vad_gru')
+
+
+def ssdlite_face(rng, size=320, fpn=64, anchors=2):
+    b = Builder('ssdlite_face', rng)
+    x = b.input('input', FLOAT, [1, 3, size, size])
+    y = conv_bn(b, x, 3, 16, 3, 'stem', stride=2, act='relu6')
+    cin, i, feats = 16, 0, []
+    for t, c, n, s in [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 3, 2), (6, 96, 2, 1), (6, 160, 2, 2)]:
+        for j in range(n):
+            st = s if j == 0 else 1
+            h = conv_bn(b, y, cin, cin * t, 1, f'b{i}.x', act='relu6') if t != 1 else y
+            h = conv_bn(b, h, cin * t, cin * t, 3, f'b{i}.dw', stride=st, group=cin * t, act='relu6')
+            h = conv_bn(b, h, cin * t, c, 1, f'b{i}.p', act=None)
+            y = b.op('Add', y, h) if st == 1 and cin == c else h
+            cin = c
+            i += 1
+        if c in (32, 96, 160):
+            feats.append((y, c))
+    sc = b.const([1.0, 1.0, 2.0, 2.0], np.float32)
+    up = lambda t: b.op('Resize', t, '', sc, mode='nearest', coordinate_transformation_mode='asymmetric', nearest_mode='floor')
+    lat = [conv_bn(b, f, c, fpn, 1, f'lat{k}') for k, (f, c) in enumerate(feats)]
+    p5 = lat[2]
+    p4 = conv_bn(b, b.op('Add', lat[1], up(p5)), fpn, fpn, 3, 'merge4')
+    p3 = conv_bn(b, b.op('Add', lat[0], up(p4)), fpn, fpn, 3, 'merge3')
+    scores, boxes = [], []
+    # The neck's features have an RMS of about 10, so the heads use a small
+    # gain to give logits of order one (scores that are not all 0 or 1).
+    for k, p in enumerate((p3, p4, p5)):
+        for outs, n, nm in ((scores, 2, 'cls'), (boxes, 4, 'box')):
+            t = conv(b, p, fpn, anchors * n, 3, f'{nm}{k}', gain=0.04)
+            outs.append(b.op('Reshape', b.op('Transpose', t, perm=[0, 2, 3, 1]), b.const([1, -1, n], np.int64)))
+    b.op('Softmax', b.op('Concat', *scores, axis=1), axis=-1, out='scores')
+    b.op('Concat', *boxes, axis=1, out='boxes')
+    n = anchors * sum((size // s) ** 2 for s in (8, 16, 32))
+    b.output('scores', FLOAT, [1, n, 2])
+    b.output('boxes', FLOAT, [1, n, 4])
+    return b.model(13, 'ssdlite_face')
+
+
 MODELS = (("effnet_b0", effnet), ("mnv3_large", mnv3), ("yolov8n_640", yolov8n), ("vit_tiny6", vit),
-          ("unet_256", unet), ("convnext_atto", convnext), ("crnn_lstm", crnn), ("kws_tcn", kws))
+          ("unet_256", unet), ("convnext_atto", convnext), ("crnn_lstm", crnn), ("kws_tcn", kws),
+          ("bert_mini", bert), ("gpt2_tiny", gpt2), ("resnext_lite", resnext), ("vad_gru", vad_gru),
+          ("ssdlite_face", ssdlite_face))
 
 
 def main():
