@@ -1,9 +1,10 @@
-/* kcases-rnn.c - cases for LSTM: directions (forward, reverse,
+/* kcases-rnn.c - cases for LSTM and GRU: directions (forward, reverse,
  * bidirectional), both layouts, batches below, at and above the four rows
  * a product step takes, hidden sizes around the vector width, with and
- * without bias and initial states, one output or all three, the default
- * activations spelled out; and near misses the optimized kernel leaves to
- * the reference (clip, other activations, peepholes, sequence_lens). */
+ * without bias and initial states, one output or all, the default
+ * activations spelled out, both GRU reset forms (linear_before_reset);
+ * and near misses the optimized kernels leave to the reference (clip,
+ * other activations, peepholes, sequence_lens). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -80,6 +81,59 @@ static void gen_lstm(case_fn fn, void *arg) {
   add_lstm(&c, &specs[1], 1);
   static const char *const relu[] = {"Sigmoid", "Relu", "Tanh"};
   kc_attr_strings(&c, "activations", 3, relu);
+  fn(&c, arg);
+}
+
+/* ---- GRU ------------------------------------------------------------------ */
+
+/* The LSTM shapes with 3 gates, linear_before_reset alternating. */
+static void add_gru(kcase *c, const lstm_spec *s, int dirs, int lbr) {
+  int64_t x0 = s->layout ? s->batch : s->seq, x1 = s->layout ? s->seq : s->batch;
+  kc_input(c, 3, DIMS(x0, x1, s->input), -1, 1, false);
+  kc_input(c, 3, DIMS(dirs, 3 * s->hidden, s->input), -0.4f, 0.4f, true);
+  kc_input(c, 3, DIMS(dirs, 3 * s->hidden, s->hidden), -0.4f, 0.4f, true);
+  if (s->bias) kc_input(c, 2, DIMS(dirs, 6 * s->hidden), -0.5f, 0.5f, true);
+  else kc_input_none(c);
+  kc_input_none(c); /* sequence_lens */
+  if (s->initial) {
+    int64_t h0 = s->layout ? s->batch : dirs, h1 = s->layout ? dirs : s->batch;
+    kc_input(c, 3, DIMS(h0, h1, s->hidden), -1, 1, false);
+  }
+  kc_attr_int(c, "hidden_size", s->hidden);
+  kc_attr_string(c, "direction", s->direction);
+  if (s->layout) kc_attr_int(c, "layout", 1);
+  if (lbr) kc_attr_int(c, "linear_before_reset", 1);
+  c->n_out = s->all_outputs ? 2 : 1;
+  c->tol = TOL_REDUCE;
+}
+
+static void gen_gru(case_fn fn, void *arg) {
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(specs); i++) {
+    const lstm_spec *s = &specs[i];
+    int dirs = strcmp(s->direction, "bidirectional") == 0 ? 2 : 1;
+    for (int lbr = 0; lbr < 2; lbr++) {
+      kc_begin(&c, "GRU", "", 14, "GRU seq %lld batch %lld input %lld hidden %lld %s layout %d%s%s%s",
+               (long long)s->seq, (long long)s->batch, (long long)s->input, (long long)s->hidden, s->direction,
+               s->layout, s->bias ? " bias" : "", s->initial ? " initial" : "", lbr ? " linear_before_reset" : "");
+      add_gru(&c, s, dirs, lbr);
+      fn(&c, arg);
+    }
+  }
+  kc_begin(&c, "GRU", "", 14, "GRU activations Sigmoid,Tanh written out");
+  add_gru(&c, &specs[3], 2, 1);
+  static const char *const acts[] = {"Sigmoid", "Tanh", "Sigmoid", "Tanh"};
+  kc_attr_strings(&c, "activations", 4, acts);
+  fn(&c, arg);
+  /* Near misses: the reference runs them (reported as outside). */
+  kc_begin(&c, "GRU", "", 14, "GRU with clip");
+  add_gru(&c, &specs[2], 1, 0);
+  kc_attr_float(&c, "clip", 0.5f);
+  fn(&c, arg);
+  kc_begin(&c, "GRU", "", 14, "GRU with HardSigmoid activations");
+  add_gru(&c, &specs[1], 1, 1);
+  static const char *const hs[] = {"HardSigmoid", "Tanh"};
+  kc_attr_strings(&c, "activations", 2, hs);
   fn(&c, arg);
 }
 
@@ -163,6 +217,7 @@ static void gen_dqlstm(case_fn fn, void *arg) {
 
 const case_gen kcases_rnn[] = {
     {"LSTM", "", gen_lstm},
+    {"GRU", "", gen_gru},
     {"DynamicQuantizeLSTM", "com.microsoft", gen_dqlstm},
     {NULL, NULL, NULL},
 };

@@ -24,6 +24,8 @@ const er_vec_ops er__vec_avx2 = {
     .wino4_input = vec_wino4_input,
     .wino4_output = vec_wino4_output,
     .lstm_cell = vec_lstm_cell,
+    .gru_gates = vec_gru_gates,
+    .gru_update = vec_gru_update,
     .cd_rows = CD_ROWS,
     .conv_direct = vec_conv_direct,
 };

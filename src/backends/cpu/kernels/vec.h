@@ -308,6 +308,12 @@ typedef struct er_vec_ops {
    * output, forget, cell) before their activations; c and h [n] are
    * updated in place: c = f * c + i * g, h = o * tanh(c). */
   void (*lstm_cell)(const float *gates, float *c, float *h, int64_t n);
+  /* GRU steps of one batch row (n = hidden size): gru_gates applies the
+   * sigmoid to z, r [2n] in place and, with rh, writes r * h; gru_update
+   * sets h = (1 - z) hh + z h with hh = tanh(xh + r * gh) (xh, r may be
+   * NULL). */
+  void (*gru_gates)(float *zr, const float *h, float *rh, int64_t n);
+  void (*gru_update)(const float *xh, const float *gh, const float *z, const float *r, float *h, int64_t n);
   /* Output rows per block of conv_direct (1 or 2: what the registers hold). */
   int cd_rows;
   /* Work units [u0, u1) of a direct convolution. */
