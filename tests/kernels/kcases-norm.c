@@ -73,7 +73,7 @@ static const tolerance TOL_LOG_SOFTMAX = {TOL_ELEMENT, 1e-5, 1e-7, 0};
 static void gen_softmax_op(case_fn fn, void *arg, const char *op) {
   kcase c;
   const tolerance *tol = strcmp(op, "Softmax") == 0 ? &TOL_SOFTMAX : &TOL_LOG_SOFTMAX;
-  static const int64_t lens[] = {1, 7, 16, 17, 33, 128, 1000};
+  static const int64_t lens[] = {1, 2, 7, 16, 17, 33, 128, 1000};
   for (size_t i = 0; i < ER_ARRAY_LEN(lens); i++) {
     for (int sp = 0; sp < 3; sp++) {
       kc_begin(&c, op, "", 13, "%s [3,%lld] last axis%s", op, (long long)lens[i],

@@ -1073,11 +1073,10 @@ static void vec_softmax(const float *x, float *y, int64_t n, int64_t inner, bool
       int c = n - i >= VN ? VN : (int)(n - i);
       vf e = v_exp(v_sub(v_ld_n(x + i, c), vm_));
       if (!log_out) v_st_n(y + i, e, c);
-      /* Lanes past c loaded 0, so exp(0 - m) must not count. */
-      float tmp[VN];
-      v_st(tmp, e);
-      for (int l = c; l < VN; l++) tmp[l] = 0.0f;
-      s0 = v_add(s0, v_ld(tmp));
+      /* Lanes past c loaded 0, so exp(0 - m) must not count (masked in
+       * registers: a stack copy with scalar zeros stalled every short
+       * row on the reload). */
+      s0 = v_add(s0, first_lanes(e, c));
     }
     float sum = v_hsum(v_add(s0, s1));
     if (log_out) {
