@@ -8,8 +8,9 @@
  * planar form under its own id and name, and gets a blocked twin (a new
  * value) when a blocked op makes it or needs it:
  *
- *   Conv / FusedConv, 2-D, constant weights, group 1, depthwise, or groups
- *   of whole blocks of input and output channels
+ *   Conv / FusedConv, 2-D, constant weights, group 1, depthwise, groups
+ *   of whole blocks of input and output channels, or narrow groups (as
+ *   many outputs as inputs, dividing the block)
  *                     -> BlockedConv (a group-1 one reads a planar input in
  *                        place, planar_input = 1; the others need it
  *                        blocked)
@@ -222,8 +223,9 @@ static int64_t channels_of(const er_graph *g, int32_t v) {
 }
 
 /* A 2-D convolution the blocked kernels take: *depthwise is set for the
- * kinds that need a blocked input (depthwise, and groups of whole blocks:
- * ShuffleNet's grouped 1x1 layers). */
+ * kinds that need a blocked input (depthwise, groups of whole blocks:
+ * ShuffleNet's grouped 1x1 layers, and narrow groups of as many outputs
+ * as inputs dividing the block: ResNeXt's grouped 3x3 layers). */
 static bool conv_ok(const bctx *bc, const er_node *n, bool *depthwise) {
   const er_graph *g = bc->g;
   bool fused = n->domain[0] && strcmp(n->domain, ER_FUSED_DOMAIN) == 0 && strcmp(n->op_type, "FusedConv") == 0;
@@ -243,7 +245,9 @@ static bool conv_ok(const bctx *bc, const er_node *n, bool *depthwise) {
     if (w->dims[1] != c) return false;
   } else if (!(group == c && m == c && w->dims[1] == 1) &&
              !(group > 1 && c % group == 0 && w->dims[1] == c / group && (c / group) % bc->b == 0 &&
-               m % group == 0 && (m / group) % bc->b == 0)) {
+               m % group == 0 && (m / group) % bc->b == 0) &&
+             !(group > 1 && m == c && c % group == 0 && w->dims[1] == c / group && w->dims[1] < bc->b &&
+               bc->b % w->dims[1] == 0)) {
     return false;
   }
   return w->dims[2] >= 1 && w->dims[3] >= 1 && w->dims[2] <= BLK_MAX_TAPS && w->dims[3] <= BLK_MAX_TAPS;

@@ -23,8 +23,10 @@
  *                                     block, planar_input -> [N,MB,OH,OW,B]
  *       x is blocked, or planar [N,C,H,W] with planar_input = 1 (a stem
  *       on the image); w [M, C / group, kh, kw] as in Conv; group 1,
- *       depthwise (group = C = M), or groups of whole blocks (C / group
- *       and M / group multiples of the block; x blocked); add is a
+ *       depthwise (group = C = M), groups of whole blocks (C / group
+ *       and M / group multiples of the block; x blocked), or narrow
+ *       groups (M = C, C / group below the block and dividing it: whole
+ *       groups in every block; x blocked); add is a
  *       blocked residual like the output.
  *   BlockedPool(x [N,CB,H,W,B])       op = MaxPool | AveragePool |
  *                                     GlobalMaxPool | GlobalAveragePool,
@@ -323,10 +325,12 @@ static er_status bconv_shadow(er_kctx *ctx, bool data, shadow *sh, int64_t *b_ou
     return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE, "group %lld must be >= 1", (long long)group);
   int64_t m = w->dims[0], c = w->dims[1] * group;
   bool whole_blocks = !planar_in && w->dims[1] % b == 0 && m % group == 0 && (m / group) % b == 0;
-  if (group != 1 && !(w->dims[1] == 1 && group == m) && !whole_blocks)
+  bool narrow = !planar_in && m == c && w->dims[1] < b && b % w->dims[1] == 0;
+  if (group != 1 && !(w->dims[1] == 1 && group == m) && !whole_blocks && !narrow)
     return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
                         "group is %lld with weights %s and block %lld; the blocked layout takes group 1, depthwise, "
-                        "or groups of whole blocks of a blocked input",
+                        "groups of whole blocks, or groups of as many outputs as inputs that divide the block, of "
+                        "a blocked input",
                         (long long)group, er__shape_str(w, s, sizeof s), (long long)b);
   if (planar_in) {
     ER_CHECK(er__require_rank(ctx, BC_X, 4, 4));

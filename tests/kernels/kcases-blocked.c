@@ -172,19 +172,24 @@ static void gen_bconv(case_fn fn, void *arg) {
   }
   /* Groups of whole blocks (ShuffleNet's grouped 1x1 layers): 1x1 and
    * 3x3, stride 2, a batch, groups of unequal input and output widths;
-   * each for the blocks that divide its groups (the op takes no other). */
+   * and narrow groups (ResNeXt's grouped 3x3 layers: 2, 4 and 8 channels
+   * a group, stride 2, a partial last block, borders on every side); each
+   * for the blocks that divide its groups (the op takes no other). */
   static const struct {
     int64_t n, c, h, w, m, group, k, st, pad;
   } grouped[] = {
       {1, 64, 7, 7, 64, 4, 1, 1, 0},   {2, 32, 6, 9, 64, 2, 3, 1, 1},  {1, 96, 9, 11, 48, 3, 1, 2, 0},
       {1, 48, 7, 7, 24, 3, 1, 1, 0},   {1, 64, 5, 13, 128, 4, 3, 2, 1},
+      {1, 32, 9, 11, 32, 8, 3, 1, 1},  {1, 64, 7, 10, 64, 8, 3, 2, 1}, {1, 48, 6, 21, 48, 24, 3, 1, 1},
+      {2, 40, 5, 7, 40, 10, 3, 1, 1},  {1, 16, 4, 3, 16, 2, 3, 1, 2},
   };
   for (size_t bi = 0; bi < ER_ARRAY_LEN(block_sizes); bi++) {
     int64_t b = block_sizes[bi];
     for (size_t i = 0; i < ER_ARRAY_LEN(grouped); i++) {
       const int64_t n = grouped[i].n, ch = grouped[i].c, h = grouped[i].h, w = grouped[i].w, m = grouped[i].m;
       const int64_t gr = grouped[i].group, k = grouped[i].k, st = grouped[i].st, pad = grouped[i].pad;
-      if ((ch / gr) % b != 0 || (m / gr) % b != 0) continue;
+      bool narrow = m == ch && ch / gr < b && b % (ch / gr) == 0;
+      if (!narrow && ((ch / gr) % b != 0 || (m / gr) % b != 0)) continue;
       const int64_t oh = (h + 2 * pad - k) / st + 1, ow = (w + 2 * pad - k) / st + 1;
       for (int variant = 0; variant < 3; variant++) {
         int a = (int)((i * 3 + (size_t)variant + bi) % (size_t)er_kcases_n_activations);

@@ -966,9 +966,10 @@ static void test_blocked_batchnorm(void) {
 }
 
 /* Convolutions in groups of whole blocks (ShuffleNet's grouped 1x1
- * layers) go blocked after a dense one, with a blocked input; a near miss
- * whose groups of two channels are not whole blocks stays planar, and the
- * results agree. */
+ * layers) go blocked after a dense one, with a blocked input, and so does
+ * one in narrow groups (two channels in, two out: whole groups in every
+ * block); a near miss whose groups take two channels and make one stays
+ * planar, and the results agree. */
 static void test_blocked_groups(void) {
   if (er__cpu_layout_block() == 0) return;
   er_pbw g = {0}, m = {0}, p1 = {0}, g4 = {0}, g2 = {0}, g16 = {0};
@@ -976,6 +977,7 @@ static void test_blocked_groups(void) {
   add_weight(&g, "G1", 4, (const int64_t[]){64, 16, 1, 1}, 0.2f, 0);
   add_weight(&g, "G2", 4, (const int64_t[]){32, 32, 3, 3}, 0.1f, 0);
   add_weight(&g, "G3", 4, (const int64_t[]){32, 2, 1, 1}, 0.5f, 0);
+  add_weight(&g, "G4", 4, (const int64_t[]){16, 2, 1, 1}, 0.5f, 0);
   tb_attr_ints(&p1, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
   tb_attr_int(&g4, "group", 4);
   tb_attr_int(&g2, "group", 2);
@@ -985,12 +987,13 @@ static void test_blocked_groups(void) {
   tb_node(&g, "Conv", "g1", IN("c1", "G1"), OUT("g1"), &g4);
   tb_node(&g, "Relu", "r", IN("g1"), OUT("r"), NULL);
   tb_node(&g, "Conv", "g2", IN("r", "G2"), OUT("g2"), &g2);
-  tb_node(&g, "Conv", "g3", IN("g2", "G3"), OUT("y"), &g16);
+  tb_node(&g, "Conv", "g3", IN("g2", "G3"), OUT("g3"), &g16);
+  tb_node(&g, "Conv", "g4", IN("g3", "G4"), OUT("y"), &g16);
   tb_graph_input(&g, "x", 1, 4, (const int64_t[]){1, 16, 9, 11});
   tb_graph_output(&g, "y", 1, -1, NULL);
   tb_model(&m, 8, 13, &g);
   er_model *opt = load(&m, 2), *plain = load(&m, -1);
-  CHECK(count_in_layout(opt, "blocked", "BlockedConv") == 3);
+  CHECK(count_in_layout(opt, "blocked", "BlockedConv") == 4);
   CHECK(count_in_layout(opt, "blocked", "ToBlocked") == 0 && count_in_layout(opt, "blocked", "FromBlocked") == 1);
   same_in_layouts(opt, plain, 4, (const int64_t[]){1, 16, 9, 11});
   er_model_free(opt);

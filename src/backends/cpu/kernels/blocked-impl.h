@@ -486,6 +486,29 @@ static void bk_max_fix(const er_bdw *a, int64_t cb, int64_t oy, int64_t ox) {
   }
 }
 
+/* A depthwise or narrow-group convolution's R outputs from ox0 of row oy
+ * of block cb: the residual, the activation, the lanes past the channels
+ * zeroed, stored. */
+static inline __attribute__((always_inline)) void bk_dw_finish(const er_bdw *a, int64_t cb, int64_t oy, int64_t ox0,
+                                                               vf *acc, const int R) {
+  float *y = a->y + ((cb * a->oh + oy) * a->ow + ox0) * VN;
+  if (a->add)
+#pragma GCC unroll 8
+    for (int p = 0; p < BK_DW_R; p++)
+      if (p < R) acc[p] = v_add(acc[p], v_ld(a->add + ((cb * a->oh + oy) * a->ow + ox0 + p) * VN));
+#define BK_DW_MAP(EXPR)                                            \
+  _Pragma("GCC unroll 8") for (int p = 0; p < BK_DW_R; p++) if (p < R) { \
+    vf o = acc[p];                                                 \
+    acc[p] = (EXPR);                                               \
+  }
+  BK_ACT_SWITCH(&a->act, BK_DW_MAP)
+#undef BK_DW_MAP
+  const int valid = (int)(a->m - cb * VN);
+#pragma GCC unroll 8
+  for (int p = 0; p < BK_DW_R; p++)
+    if (p < R) v_st(y + p * VN, bk_keep(acc[p], valid));
+}
+
 /* R output pixels ox0.. of row oy of block cb, every tap inside the input
  * for every pixel (interior) when `inside`, else each pixel's own taps. */
 /* KW: 3, 5 or 7 for a stride-1, undilated depthwise window of that width
@@ -604,21 +627,7 @@ static inline __attribute__((always_inline)) void bk_dw_tile(const er_bdw *a, in
   }
   bool low = false;
   if (!pool) {
-    if (a->add)
-#pragma GCC unroll 8
-      for (int p = 0; p < BK_DW_R; p++)
-        if (p < R) acc[p] = v_add(acc[p], v_ld(a->add + ((cb * a->oh + oy) * a->ow + ox0 + p) * VN));
-#define BK_DW_MAP(EXPR)                                            \
-  _Pragma("GCC unroll 8") for (int p = 0; p < BK_DW_R; p++) if (p < R) { \
-    vf o = acc[p];                                                 \
-    acc[p] = (EXPR);                                               \
-  }
-    BK_ACT_SWITCH(&a->act, BK_DW_MAP)
-#undef BK_DW_MAP
-    const int valid = (int)(a->m - cb * VN);
-#pragma GCC unroll 8
-    for (int p = 0; p < BK_DW_R; p++)
-      if (p < R) v_st(y + p * VN, bk_keep(acc[p], valid));
+    bk_dw_finish(a, cb, oy, ox0, acc, R);
   } else {
 #pragma GCC unroll 8
     for (int p = 0; p < BK_DW_R; p++) {
@@ -709,7 +718,13 @@ BK_POOL_ROW(bk_avg_row_s2k3, 2, 0, 3)
 BK_POOL_ROW(bk_avg_row, 2, 0, 0)
 #undef BK_POOL_ROW
 
+static void bk_gw_rows(const er_bdw *a, int64_t u0, int64_t u1);
+
 static void bk_dw(const er_bdw *a, int64_t u0, int64_t u1) {
+  if (a->pool == 0 && a->gw > 1) {
+    bk_gw_rows(a, u0, u1);
+    return;
+  }
   int64_t lo, hi;
   bk_inside(a, &lo, &hi);
   for (int64_t u = u0; u < u1; u++) {
@@ -734,6 +749,99 @@ static void bk_dw(const er_bdw *a, int64_t u0, int64_t u1) {
         break;
       }
     }
+  }
+}
+
+/* ---- narrow groups ----------------------------------------------------------------- */
+
+/* Convolutions in groups of GW < B channels (ResNeXt's and RegNet's grouped
+ * 3x3 layers, 4 to 8 channels a group): a block holds B / GW whole groups,
+ * so each output block reads only the same input block, and output lane l
+ * sums lanes l / GW * GW + k, k < GW, of each tap's input vector. Per tap
+ * and pixel: one load, then GW lane permutes (v_permute by the table
+ * below) and GW FMAs with weights packed [cb][kh][kw][GW][B]. Planar, such
+ * a layer is im2col and a GEMM of GW rows per group; on the blocked layout
+ * it needs no conversion either side. */
+static const int32_t bk_gw_idx[3][8][16] = {
+#define BK_GW_ROW(GW, K)                                                                                       \
+  {0 / GW * GW + K,  1 / GW * GW + K,  2 / GW * GW + K,  3 / GW * GW + K,  4 / GW * GW + K,  5 / GW * GW + K, \
+   6 / GW * GW + K,  7 / GW * GW + K,  8 / GW * GW + K,  9 / GW * GW + K,  10 / GW * GW + K, 11 / GW * GW + K, \
+   12 / GW * GW + K, 13 / GW * GW + K, 14 / GW * GW + K, 15 / GW * GW + K}
+    {BK_GW_ROW(2, 0), BK_GW_ROW(2, 1)},
+    {BK_GW_ROW(4, 0), BK_GW_ROW(4, 1), BK_GW_ROW(4, 2), BK_GW_ROW(4, 3)},
+    {BK_GW_ROW(8, 0), BK_GW_ROW(8, 1), BK_GW_ROW(8, 2), BK_GW_ROW(8, 3), BK_GW_ROW(8, 4), BK_GW_ROW(8, 5),
+     BK_GW_ROW(8, 6), BK_GW_ROW(8, 7)},
+#undef BK_GW_ROW
+};
+
+static inline __attribute__((always_inline)) void bk_gw_tile(const er_bdw *a, int64_t cb, int64_t oy, int64_t ox0,
+                                                             const int R, const bool inside, const int GW) {
+  const int32_t(*idx)[16] = bk_gw_idx[GW == 2 ? 0 : GW == 4 ? 1 : 2];
+  vf acc[BK_DW_R];
+  const int64_t iy0 = oy * a->sh - a->pt;
+  int64_t ky0, ky1;
+  bk_taps(iy0, a->dh, a->kh, a->h, &ky0, &ky1);
+  const vf init = a->bias ? v_ld(a->bias + cb * VN) : v_zero();
+#pragma GCC unroll 8
+  for (int p = 0; p < BK_DW_R; p++)
+    if (p < R) acc[p] = init;
+  const float *xb = a->x + cb * a->h * a->w * VN;
+  const float *wb = a->wp + cb * a->kh * a->kw * GW * VN;
+  for (int64_t ky = ky0; ky < ky1; ky++) {
+    const float *row = xb + (iy0 + ky * a->dh) * a->w * VN;
+    if (inside) {
+      for (int64_t kx = 0; kx < a->kw; kx++) {
+        const float *xp = row + (ox0 * a->sw - a->pl + kx * a->dw) * VN;
+        const float *wt = wb + (ky * a->kw + kx) * GW * VN;
+        vf xv[BK_DW_R];
+#pragma GCC unroll 8
+        for (int p = 0; p < BK_DW_R; p++)
+          if (p < R) xv[p] = v_ld(xp + p * a->sw * VN);
+#pragma GCC unroll 8
+        for (int k = 0; k < GW; k++) {
+          vf w = v_ld(wt + k * VN);
+#pragma GCC unroll 8
+          for (int p = 0; p < BK_DW_R; p++)
+            if (p < R) acc[p] = v_fma(w, v_permute(xv[p], idx[k]), acc[p]);
+        }
+      }
+    } else {
+      for (int p = 0; p < R; p++) {
+        int64_t ix0 = (ox0 + p) * a->sw - a->pl, kx0, kx1;
+        bk_taps(ix0, a->dw, a->kw, a->w, &kx0, &kx1);
+        for (int64_t kx = kx0; kx < kx1; kx++) {
+          vf xv = v_ld(row + (ix0 + kx * a->dw) * VN);
+          const float *wt = wb + (ky * a->kw + kx) * GW * VN;
+          for (int k = 0; k < GW; k++) acc[p] = v_fma(v_ld(wt + k * VN), v_permute(xv, idx[k]), acc[p]);
+        }
+      }
+    }
+  }
+  bk_dw_finish(a, cb, oy, ox0, acc, R);
+}
+
+#define BK_GW_ROW_FN(NAME, GW)                                                                             \
+  static __attribute__((noinline)) void NAME(const er_bdw *a, int64_t cb, int64_t oy, int64_t lo, int64_t hi) { \
+    for (int64_t ox = 0; ox < lo; ox++) bk_gw_tile(a, cb, oy, ox, 1, false, GW);                         \
+    int64_t ox = lo;                                                                                  \
+    for (; ox + BK_DW_R <= hi; ox += BK_DW_R) bk_gw_tile(a, cb, oy, ox, BK_DW_R, true, GW);             \
+    for (; ox + 4 <= hi; ox += 4) bk_gw_tile(a, cb, oy, ox, 4, true, GW);                               \
+    for (; ox < hi; ox++) bk_gw_tile(a, cb, oy, ox, 1, true, GW);                                      \
+    for (ox = hi > lo ? hi : lo; ox < a->ow; ox++) bk_gw_tile(a, cb, oy, ox, 1, false, GW);             \
+  }
+BK_GW_ROW_FN(bk_gw_row2, 2)
+BK_GW_ROW_FN(bk_gw_row4, 4)
+BK_GW_ROW_FN(bk_gw_row8, 8)
+#undef BK_GW_ROW_FN
+
+static void bk_gw_rows(const er_bdw *a, int64_t u0, int64_t u1) {
+  int64_t lo, hi;
+  bk_inside(a, &lo, &hi);
+  for (int64_t u = u0; u < u1; u++) {
+    int64_t cb = u / a->oh, oy = u % a->oh;
+    if (a->gw == 2) bk_gw_row2(a, cb, oy, lo, hi);
+    else if (a->gw == 4) bk_gw_row4(a, cb, oy, lo, hi);
+    else bk_gw_row8(a, cb, oy, lo, hi);
   }
 }
 

@@ -63,14 +63,15 @@ static bool blocked_at_run(const er_tensor *t, int vn) { return t->rank == 5 && 
 typedef struct bconv_state {
   const er_blocked_ops *ops;
   er_activation act;
-  bool depthwise, planar;
+  bool depthwise, planar;   /* depthwise: also narrow groups (gw > 1) */
+  int64_t gw;               /* lanes per group of depthwise / narrow-group layers */
   int64_t m, c, kh, kw;
   int64_t mb, cbk, lanes;
   /* Dense convolutions in groups (ShuffleNet's grouped 1x1 layers): each
    * group's input and output channels whole blocks, cbg and mbg of them;
    * one group: cbg = cbk, mbg = mb. */
   int64_t cgroups, cbg, mbg;
-  float *wp;          /* dense: [mb][cbg][kh][kw][lanes][B]; depthwise: [cb][kh][kw][B] */
+  float *wp;          /* dense: [mb][cbg][kh][kw][lanes][B]; depthwise: [cb][kh][kw][gw][B] */
   float *bias;        /* [mb * B] or NULL */
 } bconv_state;
 
@@ -87,10 +88,14 @@ static bool bconv_supports(const er_kernel_info *ki, const er_blocked_ops *ops, 
   if (add && !blocked_f32(add, ops->vn)) return false;
   if (group < 1) return false;
   bool depthwise = group > 1 && w->dims[1] == 1 && group == w->dims[0];
-  if (depthwise && planar) return false;
+  /* Narrow groups: as many input as output channels a group, fewer than
+   * a block and dividing it (whole groups in every block). */
+  bool narrow = group > 1 && !depthwise && w->dims[0] == w->dims[1] * group && w->dims[1] < ops->vn &&
+                ops->vn % w->dims[1] == 0;
+  if ((depthwise || narrow) && planar) return false;
   /* Other groups: blocked input, every group a whole number of input and
    * of output blocks. */
-  if (group > 1 && !depthwise &&
+  if (group > 1 && !depthwise && !narrow &&
       (planar || w->dims[1] % ops->vn != 0 || w->dims[0] % group != 0 || (w->dims[0] / group) % ops->vn != 0))
     return false;
   er_kctx ctx = er__ki_ctx(ki);
@@ -112,7 +117,9 @@ static er_status bconv_prepare(const er_kernel_info *ki, const er_blocked_ops *o
   er__act_from_node(&ctx, &s->act);
   s->planar = attr_or(ki, "planar_input", 0) == 1;
   const int64_t group = attr_or(ki, "group", 1);
-  s->depthwise = group > 1 && w->dims[1] == 1 && group == w->dims[0];
+  const bool narrow = group > 1 && w->dims[0] == w->dims[1] * group && w->dims[1] < B && B % w->dims[1] == 0;
+  s->depthwise = (group > 1 && w->dims[1] == 1 && group == w->dims[0]) || narrow;
+  s->gw = s->depthwise ? w->dims[1] : 0;
   s->cgroups = s->depthwise ? 1 : group;
   s->m = w->dims[0];
   s->c = s->depthwise ? s->m : w->dims[1] * group;
@@ -126,7 +133,7 @@ static er_status bconv_prepare(const er_kernel_info *ki, const er_blocked_ops *o
   const int64_t cpg = s->depthwise ? 1 : w->dims[1]; /* input channels per group */
   const float *wd = w->data;
   const int64_t taps = s->kh * s->kw;
-  size_t floats = s->depthwise ? (size_t)(s->mb * taps * B) : (size_t)(s->mb * s->cbg * taps * s->lanes * B);
+  size_t floats = s->depthwise ? (size_t)(s->mb * taps * s->gw * B) : (size_t)(s->mb * s->cbg * taps * s->lanes * B);
   s->wp = er__aligned_alloc(floats * sizeof(float));
   s->bias = b ? er__aligned_alloc((size_t)(s->mb * B) * sizeof(float)) : NULL;
   if (!s->wp || (b && !s->bias)) {
@@ -136,12 +143,15 @@ static er_status bconv_prepare(const er_kernel_info *ki, const er_blocked_ops *o
     return er__error(ER_STATUS_OUT_OF_MEMORY, "BlockedConv '%s': out of memory packing weights", ki->node->name);
   }
   if (s->depthwise) {
+    /* wp[k][t][q][j] = W[k * B + j][q][t]: output lane j's q-th input of
+     * its group (depthwise: q = 0 only). */
     for (int64_t k = 0; k < s->mb; k++)
       for (int64_t t = 0; t < taps; t++)
-        for (int64_t j = 0; j < B; j++) {
-          int64_t ch = k * B + j;
-          s->wp[(k * taps + t) * B + j] = ch < s->m ? wd[ch * taps + t] : 0.0f;
-        }
+        for (int64_t q = 0; q < s->gw; q++)
+          for (int64_t j = 0; j < B; j++) {
+            int64_t ch = k * B + j;
+            s->wp[((k * taps + t) * s->gw + q) * B + j] = ch < s->m ? wd[(ch * s->gw + q) * taps + t] : 0.0f;
+          }
   } else {
     /* wp[ob][cb][t][l][j] = W[ob * B + j][cb * lanes + l][t], cb and l
      * counting the input channels of ob's group (its blocks are
@@ -271,8 +281,8 @@ static er_status bconv_run(const er_kernel_run *kr) {
     a->cb = s->mb, a->h = g.h, a->w = g.w, a->oh = g.oh, a->ow = g.ow;
     a->kh = g.kh, a->kw = g.kw, a->sh = g.sh, a->sw = g.sw, a->dh = g.dh, a->dw = g.dw, a->pt = g.pt, a->pl = g.pl;
     a->pb = g.pb, a->pr = g.pr;
-    a->wp = s->wp, a->bias = s->bias, a->m = s->m, a->act = s->act;
-    int64_t units = s->mb * g.oh, grain = BK_GRAIN_MACS / (g.ow * g.kh * g.kw * B) + 1;
+    a->wp = s->wp, a->bias = s->bias, a->m = s->m, a->act = s->act, a->gw = (int)s->gw;
+    int64_t units = s->mb * g.oh, grain = BK_GRAIN_MACS / (g.ow * g.kh * g.kw * s->gw * B) + 1;
     for (int64_t n = 0; n < g.n; n++) {
       a->x = (const float *)x->data + n * s->mb * hw * B;
       a->y = (float *)y->data + n * s->mb * ohw * B;

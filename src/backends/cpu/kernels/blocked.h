@@ -51,7 +51,10 @@ typedef struct er_bdw {
   const float *x;              /* [CB][H][W][B] */
   int64_t cb, h, w, oh, ow;
   int64_t kh, kw, sh, sw, dh, dw, pt, pl;
-  const float *wp;             /* conv: [CB][kh][kw][B]; NULL for pools */
+  const float *wp;             /* conv: [CB][kh][kw][gw][B]; NULL for pools */
+  int gw;                      /* conv: lanes per group: 1 depthwise, or 2, 4,
+                                  8 < B (narrow groups: lane l of a block reads
+                                  the gw lanes of its group, l / gw * gw + k) */
   const float *bias;           /* conv: [CB * B] or NULL */
   const float *add;            /* conv: blocked residual or NULL */
   float *y;                    /* [CB][OH][OW][B] */

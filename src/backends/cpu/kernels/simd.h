@@ -71,6 +71,10 @@ static inline vm v_ge(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ);
 static inline vm v_isnan(vf a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
 static inline vf v_sel(vm m, vf if_false, vf if_true) { return _mm512_mask_blend_ps(m, if_false, if_true); }
 static inline bool v_any(vm m) { return m != 0; }
+/* Lane i of the result is lane idx[i] of x (idx: VN values in [0, VN)). */
+static inline vf v_permute(vf x, const int32_t *idx) {
+  return _mm512_permutexvar_ps(_mm512_loadu_si512((const void *)idx), x);
+}
 /* Lanes [lo, hi) loaded from p (only those are read), the others `fill`;
  * lo and hi are clamped to [0, VN]. */
 static inline vf v_ld_range(const float *p, int lo, int hi, vf fill) {
@@ -195,6 +199,9 @@ static inline vm v_ge(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_GE_OQ); }
 static inline vm v_isnan(vf a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
 static inline vf v_sel(vm m, vf if_false, vf if_true) { return _mm256_blendv_ps(if_false, if_true, m); }
 static inline bool v_any(vm m) { return _mm256_movemask_ps(m) != 0; }
+static inline vf v_permute(vf x, const int32_t *idx) {
+  return _mm256_permutevar8x32_ps(x, _mm256_loadu_si256((const __m256i *)idx));
+}
 static inline vf v_ld_range(const float *p, int lo, int hi, vf fill) {
   __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   __m256i m = _mm256_and_si256(_mm256_cmpgt_epi32(iota, _mm256_set1_epi32(lo - 1)),
@@ -328,6 +335,12 @@ static inline vm v_ge(vf a, vf b) { return vcgeq_f32(a, b); }
 static inline vm v_isnan(vf a) { return vmvnq_u32(vceqq_f32(a, a)); }
 static inline vf v_sel(vm m, vf if_false, vf if_true) { return vbslq_f32(m, if_true, if_false); }
 static inline bool v_any(vm m) { return vmaxvq_u32(m) != 0; }
+static inline vf v_permute(vf x, const int32_t *idx) {
+  float t[4], r[4];
+  vst1q_f32(t, x);
+  for (int i = 0; i < 4; i++) r[i] = t[idx[i] & 3];
+  return vld1q_f32(r);
+}
 static inline vf v_ld_range(const float *p, int lo, int hi, vf fill) {
   float t[4];
   vst1q_f32(t, fill);
