@@ -287,6 +287,9 @@ er_status er__graph_expand_contrib(er_graph *g);
  * left as it was. */
 typedef bool (*er_keep_planar_fn)(const er_graph *g, int32_t node);
 er_status er__graph_block_layout(er_graph *g, int block, er_keep_planar_fn keep_planar, int *blocked_out);
+/* A new constant value of g holding *t (its data then owned by the graph),
+ * named base/er_foldedN; its id into *id_out. For the graph passes. */
+er_status er__graph_new_const(er_graph *g, const char *base, er_tensor *t, int32_t *id_out);
 /* The QDQ pass (passes-qdq.c), run first by er__graph_optimize_fusion:
  * DequantizeLinear -> op -> QuantizeLinear patterns to integer ops. */
 er_status er__graph_qdq_fuse(er_graph *g);

@@ -17,8 +17,10 @@
  *   MaxPool / AveragePool / GlobalMaxPool / GlobalAveragePool of a blocked
  *   value             -> BlockedPool
  *   Relu, LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Tanh, Clip, and Add,
- *   Sub, Mul of blocked values of one channel count (or with a one-value
- *   constant), Div by a non-zero one-value constant
+ *   Sub, Mul, PRelu of blocked values of one channel count (or with a
+ *   one-value constant, or a per-channel one: [C,1,1] or [1,C,1,1], made
+ *   a blocked constant [1,CB,1,1,B] with zeros past C), Div by a non-zero
+ *   one-value constant
  *                     -> the same op on the blocked twins
  *   Concat over channels of blocked values, all but the last a whole
  *   number of blocks  -> Concat on axis 1 of the twins
@@ -282,16 +284,28 @@ static bool scalar_const(const er_graph *g, int32_t v) {
   return t && er__tensor_count(t) == 1;
 }
 
+/* A per-channel float32 constant of an NCHW value of c channels: [C,1,1]
+ * or [1,C,1,1] (PReLU slopes, layer scales, an unfolded BatchNorm's Mul
+ * and Add). */
+static bool chan_const(const er_graph *g, int32_t v, int64_t c) {
+  const er_tensor *t = const_of(g, v);
+  if (!t || t->dtype != ER_DTYPE_FLOAT || c < 2 || !er__tensor_shape_known(t) || er__tensor_count(t) != c)
+    return false;
+  if (t->rank == 3) return t->dims[0] == c;
+  return t->rank == 4 && t->dims[0] == 1 && t->dims[1] == c;
+}
+
 /* Elementwise node whose tensor inputs all have blocked twins of one
  * channel count (broadcasting only over N, H and W), the rest one-value
- * constants. Division only by a non-zero constant: 0 / 0 in the padding
- * would be NaN. */
+ * constants, or per-channel ones for Add, Sub, Mul and PRelu. Division
+ * only by a non-zero constant: 0 / 0 in the padding would be NaN. */
 static bool eltwise_ok(const bctx *bc, const er_node *n, int64_t *channels) {
   const er_graph *g = bc->g;
   /* Max and Min of two (openWakeWord's embedding clamps every LeakyRelu
    * with Max(x, -0.4)): their padding lanes stay finite. */
-  bool binary = is_std(n, "Add") || is_std(n, "Sub") || is_std(n, "Mul") ||
-                ((is_std(n, "Max") || is_std(n, "Min")) && n->n_inputs == 2 && n->version >= 8);
+  bool per_channel = is_std(n, "Add") || is_std(n, "Sub") || is_std(n, "Mul") ||
+                     (is_std(n, "PRelu") && n->n_inputs == 2);
+  bool binary = per_channel || ((is_std(n, "Max") || is_std(n, "Min")) && n->n_inputs == 2 && n->version >= 8);
   if (is_std(n, "Div")) {
     if (n->n_inputs != 2 || !scalar_const(g, n->inputs[1])) return false;
     const er_tensor *d = const_of(g, n->inputs[1]);
@@ -304,16 +318,20 @@ static bool eltwise_ok(const bctx *bc, const er_node *n, int64_t *channels) {
   int blocked = 0;
   for (int k = 0; k < n->n_inputs; k++) {
     int32_t v = n->inputs[k];
-    if (v < 0) continue;
-    if (bc->twin[v] >= 0 && channels_of(g, v) == bc->chan[bc->twin[v]]) {
-      if (c >= 0 && bc->chan[bc->twin[v]] != c) return false;
-      c = bc->chan[bc->twin[v]];
-      blocked++;
-    } else if (!scalar_const(g, v) || (k == 0 && !binary)) {
-      return false;
-    }
+    if (v < 0 || bc->twin[v] < 0 || channels_of(g, v) != bc->chan[bc->twin[v]]) continue;
+    if (c >= 0 && bc->chan[bc->twin[v]] != c) return false;
+    c = bc->chan[bc->twin[v]];
+    blocked++;
   }
   if (blocked == 0 || channels_of(g, n->outputs[0]) != c) return false;
+  for (int k = 0; k < n->n_inputs; k++) {
+    int32_t v = n->inputs[k];
+    if (v < 0 || (bc->twin[v] >= 0 && channels_of(g, v) == c)) continue;
+    if (k == 0 && !binary) return false;
+    /* PRelu's slope broadcasts to X, never X to the slope. */
+    if (!scalar_const(g, v) && !(per_channel && chan_const(g, v, c) && (k == 1 || !is_std(n, "PRelu"))))
+      return false;
+  }
   *channels = c;
   return true;
 }
@@ -508,8 +526,24 @@ static er_status rewrite_pool(bctx *bc, const er_node *n) {
   return ER_STATUS_OK;
 }
 
+/* A per-channel constant [C,1,1] as a blocked one [1,CB,1,1,B], zeros
+ * past C (so padding lanes stay finite through Add, Sub, Mul and PRelu). */
+static er_status blocked_const(bctx *bc, int32_t v, int64_t channels, int32_t *out) {
+  er_graph *g = bc->g;
+  const er_tensor *src = const_of(g, v);
+  int64_t cb = (channels + bc->b - 1) / bc->b, d[5] = {1, cb, 1, 1, bc->b};
+  er_tensor t;
+  er__tensor_set(&t, ER_DTYPE_FLOAT, 5, d);
+  ER_CHECK(er__tensor_alloc(&t, 0));
+  float *dst = t.data;
+  for (int64_t j = 0; j < cb * bc->b; j++) dst[j] = j < channels ? ((const float *)src->data)[j] : 0.0f;
+  er_status st = er__graph_new_const(g, g->values[v].name, &t, out);
+  if (st != ER_STATUS_OK) er__tensor_release(&t);
+  return st;
+}
+
 /* The node as it is, on the blocked twins of its tensor inputs (Concat on
- * axis 1 of the 5-D twins). */
+ * axis 1 of the 5-D twins; per-channel constants made blocked). */
 static er_status rewrite_same(bctx *bc, const er_node *n, int64_t channels) {
   er_graph *g = bc->g;
   er_node c = *n;
@@ -519,6 +553,8 @@ static er_status rewrite_same(bctx *bc, const er_node *n, int64_t channels) {
   for (int k = 0; k < n->n_inputs; k++) {
     int32_t v = n->inputs[k];
     if (concat && v >= 0 && bc->twin[v] < 0) ER_CHECK(need_blocked(bc, v, &in[k]));
+    else if (v >= 0 && bc->twin[v] < 0 && !concat && chan_const(g, v, channels))
+      ER_CHECK(blocked_const(bc, v, channels, &in[k]));
     else in[k] = v >= 0 && bc->twin[v] >= 0 ? bc->twin[v] : v;
   }
   int32_t y = n->outputs[0], yb;

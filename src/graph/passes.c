@@ -106,7 +106,7 @@ static void redirect_output(er_graph *g, int32_t producer, int32_t from, int32_t
   g->values[from].producer = -1;
 }
 
-static er_status new_const(er_graph *g, const char *base, er_tensor *t, int32_t *id_out) {
+er_status er__graph_new_const(er_graph *g, const char *base, er_tensor *t, int32_t *id_out) {
   char name[256];
   for (int k = 0;; k++) {
     snprintf(name, sizeof name, "%s/er_folded%s%d", base, k ? "_" : "", k);
@@ -545,9 +545,9 @@ static er_status pass_conv_bn(pass_ctx *pc) {
     int32_t wid = conv->inputs[1], bid;
     if (!in_place) {
       er__model_release_pages(g->model, w->data, w->nbytes);
-      ER_CHECK(new_const(g, conv->name[0] ? conv->name : "conv", &nw, &wid));
+      ER_CHECK(er__graph_new_const(g, conv->name[0] ? conv->name : "conv", &nw, &wid));
     }
-    ER_CHECK(new_const(g, conv->name[0] ? conv->name : "conv", &nb, &bid));
+    ER_CHECK(er__graph_new_const(g, conv->name[0] ? conv->name : "conv", &nb, &bid));
     conv = &g->nodes[i]; /* values may have moved, nodes have not */
     int32_t ins[3] = {conv->inputs[0], wid, bid};
     ER_CHECK(set_inputs(g, conv, ins, 3));
@@ -635,9 +635,9 @@ static er_status pass_conv_mul(pass_ctx *pc) {
     }
     if (!in_place) {
       if (pc->uses[conv->inputs[1]] == 1) er__model_release_pages(g->model, w->data, w->nbytes);
-      ER_CHECK(new_const(g, conv->name[0] ? conv->name : "conv", &nw, &wid));
+      ER_CHECK(er__graph_new_const(g, conv->name[0] ? conv->name : "conv", &nw, &wid));
     }
-    if (bias) ER_CHECK(new_const(g, conv->name[0] ? conv->name : "conv", &nb, &bid));
+    if (bias) ER_CHECK(er__graph_new_const(g, conv->name[0] ? conv->name : "conv", &nb, &bid));
     conv = &g->nodes[i];
     int32_t ins[3] = {conv->inputs[0], wid, bid};
     ER_CHECK(set_inputs(g, conv, ins, bias ? 3 : 2));
@@ -668,7 +668,7 @@ static er_status pass_conv_bias(pass_ctx *pc) {
       ((float *)nb.data)[k] = (bias ? ((const float *)bias->data)[k] : 0.0f) +
                               ((const float *)c->data)[count == 1 ? 0 : k];
     int32_t bid;
-    ER_CHECK(new_const(g, conv->name[0] ? conv->name : "conv", &nb, &bid));
+    ER_CHECK(er__graph_new_const(g, conv->name[0] ? conv->name : "conv", &nb, &bid));
     conv = &g->nodes[i];
     int32_t ins[3] = {conv->inputs[0], conv->inputs[1], bid};
     ER_CHECK(set_inputs(g, conv, ins, 3));
@@ -707,7 +707,7 @@ static er_status pass_matmul_bias(pass_ctx *pc) {
       er__tensor_set(&nb, ER_DTYPE_FLOAT, 1, &n);
       ER_CHECK(er__tensor_alloc(&nb, 0));
       memcpy(nb.data, bias->data, (size_t)n * sizeof(float));
-      ER_CHECK(new_const(g, mm->name[0] ? mm->name : "matmul", &nb, &bias_id));
+      ER_CHECK(er__graph_new_const(g, mm->name[0] ? mm->name : "matmul", &nb, &bias_id));
       mm = &g->nodes[i];
       add = &g->nodes[a];
     }
@@ -732,7 +732,7 @@ static er_status owned_vec(er_graph *g, const char *base, er_dtype dtype, int64_
   er__tensor_set(&t, dtype, 1, &n);
   ER_CHECK(er__tensor_alloc(&t, 0));
   memcpy(t.data, v, (size_t)n * er_dtype_size(dtype));
-  er_status st = new_const(g, base, &t, id);
+  er_status st = er__graph_new_const(g, base, &t, id);
   if (st != ER_STATUS_OK) er__tensor_release(&t);
   return st;
 }
@@ -1163,7 +1163,7 @@ static er_status pass_layernorm(pass_ctx *pc) {
       er__tensor_set(&ones, ER_DTYPE_FLOAT, 1, &hidden);
       ER_CHECK(er__tensor_alloc(&ones, 0));
       for (int64_t k = 0; k < hidden; k++) ((float *)ones.data)[k] = 1.0f;
-      ER_CHECK(new_const(g, "layernorm", &ones, &gamma));
+      ER_CHECK(er__graph_new_const(g, "layernorm", &ones, &gamma));
     }
     int32_t out = g->nodes[last].outputs[0];
     er_node *ln = &g->nodes[last];

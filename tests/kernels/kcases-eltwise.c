@@ -173,6 +173,11 @@ static const bshape bshapes[] = {
     {3, {2, 3, 1}, 3, {2, 3, 33}},
     {2, {0, 3}, 1, {3}},                      /* empty */
     {3, {128, 4, 64}, 3, {128, 1, 64}},       /* middle-axis broadcast */
+    /* Blocked tensors by per-channel blocked constants: rows of one
+     * AVX-512 / AVX2 vector, b repeating; and a repeating over b's rows. */
+    {5, {1, 3, 7, 9, 16}, 5, {1, 3, 1, 1, 16}},
+    {5, {1, 5, 6, 7, 8}, 5, {1, 5, 1, 1, 8}},
+    {3, {3, 1, 16}, 3, {3, 5, 16}},
 };
 
 static void gen_binary(case_fn fn, void *arg, const char *op, float blo, float bhi) {
@@ -351,7 +356,9 @@ static void g_div(case_fn fn, void *arg) { gen_binary(fn, arg, "Div", 0.5f, 5); 
 
 static void g_prelu(case_fn fn, void *arg) {
   static const bshape s[] = {
-      {4, {1, 8, 5, 6}, 3, {8, 1, 1}}, {4, {2, 3, 4, 33}, 0, {0}}, {2, {7, 40}, 1, {40}}, {3, {2, 5, 9}, 3, {2, 5, 9}}};
+      {4, {1, 8, 5, 6}, 3, {8, 1, 1}}, {4, {2, 3, 4, 33}, 0, {0}}, {2, {7, 40}, 1, {40}}, {3, {2, 5, 9}, 3, {2, 5, 9}},
+      /* blocked activations by blocked per-channel slopes (AVX-512, AVX2) */
+      {5, {1, 3, 7, 9, 16}, 5, {1, 3, 1, 1, 16}}, {5, {1, 5, 6, 7, 8}, 5, {1, 5, 1, 1, 8}}};
   kcase c;
   for (size_t i = 0; i < ER_ARRAY_LEN(s); i++) {
     kc_begin(&c, "PRelu", "", 16, "PRelu shape#%zu", i);

@@ -1275,6 +1275,46 @@ static void test_blocked_channels_last(void) {
   }
 }
 
+/* Per-channel constants: a convolution, PRelu with [C,1,1] slopes (face
+ * models' activation), Mul by [1,C,1,1] and Add of [C,1,1] (an unfolded
+ * BatchNorm), a convolution: all blocked over 24 channels (not whole
+ * blocks on AVX-512), the constants made blocked. Near miss: Div by a
+ * per-channel constant stays planar (its padding lanes would divide by
+ * zero), and the ops after it with it (the last convolution then is an
+ * island of the conversion rule, planar too). */
+static void test_blocked_channel_consts(void) {
+  if (er__cpu_layout_block() == 0) return;
+  for (int near = 0; near < 2; near++) {
+    er_pbw g = {0}, m = {0}, p1 = {0};
+    add_weight(&g, "W1", 4, (const int64_t[]){24, 8, 3, 3}, 0.3f, 0);
+    add_weight(&g, "W2", 4, (const int64_t[]){16, 24, 3, 3}, 0.1f, 0);
+    add_weight(&g, "slope", 3, (const int64_t[]){24, 1, 1}, 0.3f, 0);
+    add_weight(&g, "k", 4, (const int64_t[]){1, 24, 1, 1}, 0.5f, 1);
+    add_weight(&g, "b", 3, (const int64_t[]){24, 1, 1}, 0.2f, 0);
+    tb_attr_ints(&p1, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+    tb_node(&g, "Conv", "c1", IN("x", "W1"), OUT("c1"), &p1);
+    tb_node(&g, "PRelu", "pr", IN("c1", "slope"), OUT("pr"), NULL);
+    tb_node(&g, near ? "Div" : "Mul", "scale", IN("pr", "k"), OUT("sc"), NULL);
+    tb_node(&g, "Add", "shift", IN("b", "sc"), OUT("sh"), NULL);
+    tb_node(&g, "Conv", "c2", IN("sh", "W2"), OUT("y"), &p1);
+    tb_graph_input(&g, "x", 1, 4, (const int64_t[]){1, 8, 7, 9});
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    tb_model(&m, 8, 13, &g);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
+    int convs = count_in_layout(opt, "blocked", "BlockedConv"), to = count_in_layout(opt, "blocked", "ToBlocked");
+    int from = count_in_layout(opt, "blocked", "FromBlocked");
+    CHECK(convs == 2 - near && to == 0 && from == 1);
+    if (convs != 2 - near || to != 0 || from != 1)
+      fprintf(stderr, "  near %d: %d BlockedConv, %d ToBlocked, %d FromBlocked\n", near, convs, to, from);
+    same_in_layouts(opt, plain, 4, (const int64_t[]){1, 8, 7, 9});
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+    er__pbw_free(&p1);
+  }
+}
+
 /* MNIST's layers: a 5x5 convolution of one input channel to half a block
  * of outputs stays planar (the direct kernel; blocked, half of every
  * output vector would be empty lanes); the next two layers are blocked,
@@ -1581,6 +1621,7 @@ int main(int argc, char **argv) {
       {"blocked_split", test_blocked_split},
       {"blocked_resize", test_blocked_resize},
       {"blocked_channels_last", test_blocked_channels_last},
+      {"blocked_channel_consts", test_blocked_channel_consts},
       {"blocked_batchnorm", test_blocked_batchnorm},
       {"loop_invariants", test_loop_invariants},
   };

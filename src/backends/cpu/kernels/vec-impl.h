@@ -979,8 +979,19 @@ static void vec_binary(er_binop op, const float *a, int64_t as, const float *b, 
   }
 }
 
-#define BINARY_ROWS(OP)                                                          \
-  for (int64_t r = 0; r < rows; r++) binary_loop(OP, a + r * ars, 1, b + r * brs, 1, y + r * n, n);
+/* Rows of exactly one vector (a blocked tensor by a per-channel blocked
+ * constant: [HW][B] by [1][B]) as whole vectors, b held when it repeats;
+ * a masked loop per row cost a blocked PRelu twice the planar one. */
+#define BINARY_ROWS(OP)                                                                         \
+  if (n == VN && brs == 0) {                                                                    \
+    const vf bv = v_ld(b);                                                                      \
+    for (int64_t r = 0; r < rows; r++) v_st(y + r * VN, binop_apply(OP, v_ld(a + r * ars), bv)); \
+  } else if (n == VN) {                                                                         \
+    for (int64_t r = 0; r < rows; r++)                                                          \
+      v_st(y + r * VN, binop_apply(OP, v_ld(a + r * ars), v_ld(b + r * brs)));                  \
+  } else {                                                                                      \
+    for (int64_t r = 0; r < rows; r++) binary_loop(OP, a + r * ars, 1, b + r * brs, 1, y + r * n, n); \
+  }
 
 static void vec_binary_rows(er_binop op, const float *a, int64_t ars, const float *b, int64_t brs, float *y,
                             int64_t n, int64_t rows) {
