@@ -46,6 +46,43 @@ it was not tuned on (random weights, real layer lists and sizes):
                   2x Resize, Add), 3x3 heads for 2 anchors x 2 classes and
                   2 x 4 box offsets (Transpose to NHWC, Reshape, Concat),
                   Softmax on the scores
+  mobilefacenet   MobileFaceNet at 112x112: 3x3/2 conv and 3x3 depthwise,
+                  bottlenecks (expansion 2, and 4 where they halve the map),
+                  BatchNormalization and per-channel PReLU (slope [C, 1, 1]),
+                  1x1 conv to 512, a linear 7x7 global depthwise conv (no
+                  padding, 7x7 -> 1x1), 1x1 conv to 128 + BatchNormalization,
+                  Flatten to a 128-d embedding
+  deeplabv3_mnv2  DeepLabV3 at 256x256 over MobileNetV2 (Clip 0..6) at output
+                  stride 16: the 160 and 320 stages keep stride 1 and use
+                  dilation 2 in their 3x3 depthwise convs; ASPP on 16x16 with
+                  a 1x1 branch, three depthwise-separable 3x3 branches
+                  (dilations 6, 12, 18; BN + ReLU after the depthwise and the
+                  pointwise conv), image pooling (GlobalAveragePool, 1x1 conv,
+                  bilinear Resize to sizes), Concat and 1x1 projection to 256,
+                  a 3x3 conv, a 1x1 classifier to 21 classes and a bilinear
+                  Resize (half_pixel, by sizes) back to 256x256
+  fast_style      Johnson et al.'s fast style transfer network at 224x224:
+                  reflect Pad before every conv (9x9, two 3x3 stride 2),
+                  InstanceNormalization + ReLU, 5 residual blocks of 128
+                  channels, two upsamplings by nearest 2x Resize + 3x3 conv,
+                  and a final 9x9 conv to 3 channels
+  fcos_gn         an FCOS-style detector at 320x320: ResNet-18 layout at half
+                  width (32..256), FPN P3-P5 with 128 channels (1x1 laterals,
+                  nearest 2x Resize, Add, 3x3 outputs), a head shared across
+                  levels: classification and regression towers of four 3x3
+                  convs with GroupNorm (32 groups, exported as Reshape,
+                  InstanceNormalization, Reshape to Shape, Mul, Add) + ReLU;
+                  80 class logits through Sigmoid, box regression times a
+                  per-level scale through Exp, centerness through Sigmoid,
+                  each flattened per level (Reshape, Transpose) and Concat
+  mobilevit_xs    MobileViT-XS at 256x256: MobileNetV2 blocks with SiLU
+                  (expansion 4), three MobileViT blocks (channels 64/80/96,
+                  transformer dims 96/120/144, depths 2/4/3, 4 heads, FFN 2x):
+                  3x3 and 1x1 convs, unfold into 2x2 patches (Reshape,
+                  Transpose), pre-LN layers (LayerNormalization, opset 17) with
+                  a fused QKV (Split), MatMul/Softmax attention and a SiLU MLP,
+                  fold back, 1x1 conv, Concat with the input and a 3x3 fusion
+                  conv; 1x1 conv to 384, global pool, 1000-way Gemm
 
     gen_extra_models.py --out build/extra-models
     compare_ort.py --extra build/extra-models --models effnet_b0,...
@@ -486,10 +523,223 @@ def ssdlite_face(rng, size=320, fpn=64, anchors=2):
     return b.model(13, 'ssdlite_face')
 
 
+def prelu(b, y, c, name):
+    """nn.PReLU(c) as PyTorch exports it: a PRelu with slope [c, 1, 1]."""
+    return b.op('PRelu', y, b.weight(name + '.slope', f32(b.rng.uniform(0.15, 0.35, (c, 1, 1)))))
+
+
+def mobilefacenet(rng):
+    b = Builder('mobilefacenet', rng)
+    x = b.input('input', FLOAT, [1, 3, 112, 112])
+
+    def cbp(t, ci, co, k, name, stride=1, group=1):
+        return prelu(b, conv_bn(b, t, ci, co, k, name, stride=stride, group=group, act=None), co, name + '.prelu')
+    y = cbp(x, 3, 64, 3, 'conv1', 2)
+    y = cbp(y, 64, 64, 3, 'dw_conv1', group=64)
+    cin, i = 64, 0
+    for t, c, n, s in [(2, 64, 5, 2), (4, 128, 1, 2), (2, 128, 6, 1), (4, 128, 1, 2), (2, 128, 2, 1)]:
+        for j in range(n):
+            st = s if j == 0 else 1
+            h = cbp(y, cin, cin * t, 1, f'b{i}.x')
+            h = cbp(h, cin * t, cin * t, 3, f'b{i}.dw', st, cin * t)
+            # Halved BN scales on the projections keep the 12 residual sums of order ten, not thousands.
+            h = batchnorm(b, conv(b, h, cin * t, c, 1, f'b{i}.p', bias=False), c, f'b{i}.p.bn', gamma=0.5)
+            y = b.op('Add', y, h) if st == 1 and cin == c else h
+            cin = c
+            i += 1
+    y = cbp(y, cin, 512, 1, 'conv2')
+    y = batchnorm(b, conv(b, y, 512, 512, 7, 'gdconv', pad=0, group=512, bias=False, gain=1.0), 512, 'gdconv.bn')
+    y = conv_bn(b, y, 512, 128, 1, 'linear', act=None)
+    b.op('Flatten', y, axis=1, out='embedding')
+    b.output('embedding', FLOAT, [1, 128])
+    return b.model(13, 'mobilefacenet')
+
+
+def conv_d(b, x, cin, cout, name, dil, stride=1, group=1):
+    """A bias-free 3x3 Conv with dilation `dil`, padded to keep the size."""
+    w = he_normal(b.rng, (cout, cin // group, 3, 3), cin // group * 9)
+    return b.op('Conv', x, b.weight(name + '.weight', w), kernel_shape=[3, 3], strides=[stride, stride],
+                pads=[dil] * 4, dilations=[dil, dil], group=group)
+
+
+def deeplabv3(rng, size=256, classes=21, ch=256):
+    b = Builder('deeplabv3_mnv2', rng)
+    x = b.input('input', FLOAT, [1, 3, size, size])
+    relu6 = lambda t: b.op('Clip', t, b.const(np.float32(0.0)), b.const(np.float32(6.0)))
+    y = conv_bn(b, x, 3, 32, 3, 'stem', stride=2, act='relu6')
+    cin, i = 32, 0
+    # Output stride 16: the 160 and 320 stages keep stride 1 and dilate their depthwise convs by 2.
+    for t, c, n, s, d in [(1, 16, 1, 1, 1), (6, 24, 2, 2, 1), (6, 32, 3, 2, 1), (6, 64, 4, 2, 1), (6, 96, 3, 1, 1),
+                          (6, 160, 3, 1, 2), (6, 320, 1, 1, 2)]:
+        for j in range(n):
+            st = s if j == 0 else 1
+            h = conv_bn(b, y, cin, cin * t, 1, f'b{i}.x', act='relu6') if t != 1 else y
+            h = relu6(batchnorm(b, conv_d(b, h, cin * t, cin * t, f'b{i}.dw', d, st, cin * t), cin * t, f'b{i}.dw.bn'))
+            h = conv_bn(b, h, cin * t, c, 1, f'b{i}.p', act=None)
+            y = b.op('Add', y, h) if st == 1 and cin == c else h
+            cin = c
+            i += 1
+    fs = size // 16
+    # ASPP: a 1x1 branch, three depthwise-separable 3x3 branches (rates 6, 12, 18) and image pooling.
+    br = [conv_bn(b, y, cin, ch, 1, 'aspp0')]
+    for k, r in enumerate((6, 12, 18)):
+        h = b.op('Relu', batchnorm(b, conv_d(b, y, cin, cin, f'aspp{k + 1}.dw', r, group=cin), cin, f'aspp{k + 1}.dw.bn'))
+        br.append(conv_bn(b, h, cin, ch, 1, f'aspp{k + 1}.pw'))
+    g = conv_bn(b, b.op('GlobalAveragePool', y), cin, ch, 1, 'aspp_pool')
+    br.append(b.op('Resize', g, '', '', b.const([1, ch, fs, fs], np.int64), mode='linear',
+                   coordinate_transformation_mode='half_pixel'))
+    y = conv_bn(b, b.op('Concat', *br, axis=1), 5 * ch, ch, 1, 'aspp_proj')
+    y = conv_bn(b, y, ch, ch, 3, 'head')
+    y = conv(b, y, ch, classes, 1, 'classifier', pad=0, gain=1.0)
+    b.op('Resize', y, '', '', b.const([1, classes, size, size], np.int64), mode='linear',
+         coordinate_transformation_mode='half_pixel', out='out')
+    b.output('out', FLOAT, [1, classes, size, size])
+    return b.model(13, 'deeplabv3_mnv2')
+
+
+def fast_style(rng, size=224):
+    b = Builder('fast_style', rng)
+    x = b.input('input', FLOAT, [1, 3, size, size])
+    sc = b.const([1.0, 1.0, 2.0, 2.0], np.float32)
+    up = lambda t: b.op('Resize', t, '', sc, mode='nearest', coordinate_transformation_mode='asymmetric', nearest_mode='floor')
+
+    def layer(t, ci, co, k, name, stride=1, a='relu'):
+        p = k // 2
+        t = b.op('Pad', t, b.const([0, 0, p, p, 0, 0, p, p], np.int64), mode='reflect')
+        t = conv(b, t, ci, co, k, name, stride=stride, pad=0)
+        t = b.op('InstanceNormalization', t, b.weight(name + '.in.weight', f32(rng.uniform(0.8, 1.2, co))),
+                 b.weight(name + '.in.bias', small(rng, co)), epsilon=1e-05)
+        return act(b, t, a)
+    y = layer(x, 3, 32, 9, 'conv1')
+    y = layer(y, 32, 64, 3, 'conv2', 2)
+    y = layer(y, 64, 128, 3, 'conv3', 2)
+    for r in range(5):
+        h = layer(layer(y, 128, 128, 3, f'res{r}.1'), 128, 128, 3, f'res{r}.2', a=None)
+        y = b.op('Add', y, h)
+    y = layer(up(y), 128, 64, 3, 'deconv1')
+    y = layer(up(y), 64, 32, 3, 'deconv2')
+    y = b.op('Pad', y, b.const([0, 0, 4, 4, 0, 0, 4, 4], np.int64), mode='reflect')
+    w = he_normal(rng, (3, 32, 9, 9), 32 * 81, 1.0)
+    b.op('Conv', y, b.weight('deconv3.weight', w), b.weight('deconv3.bias', small(rng, 3)), kernel_shape=[9, 9], out='output')
+    b.output('output', FLOAT, [1, 3, size, size])
+    return b.model(13, 'fast_style')
+
+
+def group_norm(b, x, gamma, beta, groups=32):
+    """GroupNorm as PyTorch exports it below opset 18: InstanceNormalization
+    over [N, groups, -1], then Mul by gamma and Add beta ([C, 1, 1])."""
+    t = b.op('Reshape', x, b.const([0, groups, -1], np.int64))
+    t = b.op('InstanceNormalization', t, b.const(np.ones(groups, np.float32)), b.const(np.zeros(groups, np.float32)), epsilon=1e-05)
+    return b.op('Add', b.op('Mul', b.op('Reshape', t, b.op('Shape', x)), gamma), beta)
+
+
+def fcos_gn(rng, size=320, fpn=128, classes=80):
+    b = Builder('fcos_gn', rng)
+    x = b.input('images', FLOAT, [1, 3, size, size])
+    y = conv_bn(b, x, 3, 32, 7, 'stem', stride=2)
+    y = b.op('MaxPool', y, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin, feats = 32, []
+    for s, (c, st) in enumerate([(32, 1), (64, 2), (128, 2), (256, 2)]):
+        for j in range(2):
+            stride = st if j == 0 else 1
+            name = f'l{s}.{j}'
+            h = conv_bn(b, conv_bn(b, y, cin, c, 3, name + '.c1', stride=stride), c, c, 3, name + '.c2', act=None)
+            sc = y if stride == 1 and cin == c else conv_bn(b, y, cin, c, 1, name + '.down', stride=stride, act=None)
+            y = b.op('Relu', b.op('Add', h, sc))
+            cin = c
+        if s:
+            feats.append((y, c))
+    sc = b.const([1.0, 1.0, 2.0, 2.0], np.float32)
+    up = lambda t: b.op('Resize', t, '', sc, mode='nearest', coordinate_transformation_mode='asymmetric', nearest_mode='floor')
+    lat = [conv(b, f, c, fpn, 1, f'fpn.lat{k}', pad=0, gain=1.0) for k, (f, c) in enumerate(feats)]
+    t4 = b.op('Add', lat[1], up(lat[2]))
+    t3 = b.op('Add', lat[0], up(t4))
+    levels = [conv(b, t, fpn, fpn, 3, f'fpn.out{k}', gain=1.0) for k, t in enumerate((t3, t4, lat[2]))]
+
+    # The head's weights are shared by the three levels.
+    def shared_conv(name, co, gain=2.0):
+        w = b.weight(name + '.weight', he_normal(rng, (co, fpn, 3, 3), fpn * 9, gain))
+        bias = b.weight(name + '.bias', small(rng, co))
+        return lambda t: b.op('Conv', t, w, bias, kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+
+    def shared_tower(name):
+        layers = [(shared_conv(f'{name}.{k}', fpn), b.weight(f'{name}.{k}.gn.weight', f32(rng.uniform(0.8, 1.2, (fpn, 1, 1)))),
+                   b.weight(f'{name}.{k}.gn.bias', small(rng, (fpn, 1, 1)))) for k in range(4)]
+
+        def tower(t):
+            for cv, gamma, beta in layers:
+                t = b.op('Relu', group_norm(b, cv(t), gamma, beta))
+            return t
+        return tower
+    cls_tower, box_tower = shared_tower('cls_tower'), shared_tower('bbox_tower')
+    cls_logits, bbox_pred, ctr = shared_conv('cls_logits', classes, 1.0), shared_conv('bbox_pred', 4, 1.0), shared_conv('centerness', 1, 1.0)
+    flat = lambda t, c: b.op('Transpose', b.op('Reshape', t, b.const([1, c, -1], np.int64)), perm=[0, 2, 1])
+    scores, boxes, cents = [], [], []
+    for k, p in enumerate(levels):
+        ct, bt = cls_tower(p), box_tower(p)
+        scores.append(flat(b.op('Sigmoid', cls_logits(ct)), classes))
+        reg = b.op('Mul', bbox_pred(bt), b.weight(f'scales.{k}', f32(1.0)))
+        boxes.append(flat(b.op('Exp', reg), 4))
+        cents.append(flat(b.op('Sigmoid', ctr(bt)), 1))
+    n = sum((size // s) ** 2 for s in (8, 16, 32))
+    for nm, outs, c in (('scores', scores, classes), ('boxes', boxes, 4), ('centerness', cents, 1)):
+        b.op('Concat', *outs, axis=1, out=nm)
+        b.output(nm, FLOAT, [1, n, c])
+    return b.model(13, 'fcos_gn')
+
+
+def mobilevit_xs(rng, size=256, heads=4, ps=2):
+    b = Builder('mobilevit_xs', rng)
+    x = b.input('input', FLOAT, [1, 3, size, size])
+    shape = lambda *s: b.const(list(s), np.int64)
+
+    def mv2(t, ci, co, stride, name, e=4):
+        h = cba(b, cba(b, t, ci, ci * e, 1, name + '.x'), ci * e, ci * e, 3, name + '.dw', stride, ci * e)
+        h = conv_bn(b, h, ci * e, co, 1, name + '.p', act=None)
+        return b.op('Add', t, h) if stride == 1 and ci == co else h
+
+    def mvit(t, c, d, depth, hw, name):
+        nh, hd = hw // ps, d // heads
+        n, p = nh * nh, ps * ps
+        h = conv(b, cba(b, t, c, c, 3, name + '.local'), c, d, 1, name + '.in', pad=0, bias=False, gain=1.0)
+        # Unfold into 2x2 patches: [1, d, H, W] -> [4, N, d].
+        h = b.op('Transpose', b.op('Reshape', h, shape(d * nh, ps, nh, ps)), perm=[0, 2, 1, 3])
+        h = b.op('Reshape', b.op('Transpose', b.op('Reshape', h, shape(1, d, n, p)), perm=[0, 3, 2, 1]), shape(p, n, d))
+        for l in range(depth):
+            nm = f'{name}.t{l}'
+            qkv = linear(b, ln_op(b, h, d, nm + '.ln1'), d, 3 * d, nm + '.qkv', 1.0)
+            q, k, v = b.op('Split', qkv, b.const([d] * 3, np.int64), axis=-1, n_out=3)
+            q, k, v = (b.op('Transpose', b.op('Reshape', z, shape(p, n, heads, hd)), perm=pm)
+                       for z, pm in ((q, [0, 2, 1, 3]), (k, [0, 2, 3, 1]), (v, [0, 2, 1, 3])))
+            s = b.op('Softmax', b.op('MatMul', b.op('Mul', q, b.const(np.float32(hd ** -0.5))), k), axis=-1)
+            o = b.op('Reshape', b.op('Transpose', b.op('MatMul', s, v), perm=[0, 2, 1, 3]), shape(p, n, d))
+            h = b.op('Add', h, linear(b, o, d, d, nm + '.proj', 1.0))
+            m = act(b, linear(b, ln_op(b, h, d, nm + '.ln2'), d, 2 * d, nm + '.fc1'), 'silu')
+            h = b.op('Add', h, linear(b, m, 2 * d, d, nm + '.fc2', 1.0))
+        h = ln_op(b, h, d, name + '.ln')
+        # Fold back: [4, N, d] -> [1, d, H, W].
+        h = b.op('Transpose', b.op('Reshape', h, shape(1, p, n, d)), perm=[0, 3, 2, 1])
+        h = b.op('Transpose', b.op('Reshape', h, shape(d * nh, nh, ps, ps)), perm=[0, 2, 1, 3])
+        h = cba(b, b.op('Reshape', h, shape(1, d, hw, hw)), d, c, 1, name + '.proj')
+        return cba(b, b.op('Concat', t, h, axis=1), 2 * c, c, 3, name + '.fusion')
+    y = cba(b, x, 3, 16, 3, 'stem', 2)
+    y = mv2(y, 16, 32, 1, 'l1.0')
+    y = mv2(mv2(mv2(y, 32, 48, 2, 'l2.0'), 48, 48, 1, 'l2.1'), 48, 48, 1, 'l2.2')
+    cin, hw = 48, size // 4
+    for s, (c, d, depth) in enumerate([(64, 96, 2), (80, 120, 4), (96, 144, 3)]):
+        hw //= 2
+        y = mvit(mv2(y, cin, c, 2, f'l{s + 3}.0'), c, d, depth, hw, f'l{s + 3}.1')
+        cin = c
+    y = cba(b, y, cin, 4 * cin, 1, 'exp')
+    head(b, y, 4 * cin)
+    return b.model(17, 'mobilevit_xs')
+
+
 MODELS = (("effnet_b0", effnet), ("mnv3_large", mnv3), ("yolov8n_640", yolov8n), ("vit_tiny6", vit),
           ("unet_256", unet), ("convnext_atto", convnext), ("crnn_lstm", crnn), ("kws_tcn", kws),
           ("bert_mini", bert), ("gpt2_tiny", gpt2), ("resnext_lite", resnext), ("vad_gru", vad_gru),
-          ("ssdlite_face", ssdlite_face))
+          ("ssdlite_face", ssdlite_face), ("mobilefacenet", mobilefacenet), ("deeplabv3_mnv2", deeplabv3),
+          ("fast_style", fast_style), ("fcos_gn", fcos_gn), ("mobilevit_xs", mobilevit_xs))
 
 
 def main():
