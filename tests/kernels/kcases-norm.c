@@ -196,6 +196,39 @@ static void gen_reduce(case_fn fn, void *arg, const char *op) {
     }
 }
 
+/* InstanceNormalization: planes around and below the vector width, one
+ * pixel (variance 0), rank 3 and 5, a batch, planes far from zero (the
+ * mean subtracted before scaling), another epsilon, shapes unknown at
+ * compile time, and GroupNorm's exported form (Reshape to [N, groups, -1]
+ * first: rank 3, long rows). */
+static void gen_instnorm(case_fn fn, void *arg) {
+  static const struct {
+    int rank;
+    int64_t d[5];
+    float lo, hi;
+  } sh[] = {
+      {4, {1, 16, 7, 9}, -3, 3},   {3, {2, 5, 33}, -3, 3},      {4, {1, 32, 1, 1}, -1, 1}, {4, {1, 8, 56, 56}, -2, 4},
+      {5, {2, 3, 4, 5, 6}, -3, 3}, {4, {1, 4, 10, 10}, 100, 101}, {3, {1, 32, 1600}, -2, 2},
+  };
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(sh); i++) {
+    for (int v = 0; v < 2; v++) {
+      int64_t ch = sh[i].d[1];
+      kc_begin(&c, "InstanceNormalization", "", 6, "InstanceNormalization #%zu%s", i,
+               v ? " epsilon 1e-3, dynamic" : "");
+      kc_input(&c, sh[i].rank, sh[i].d, sh[i].lo, sh[i].hi, false);
+      kc_input(&c, 1, DIMS(ch), 0.5f, 2, true);
+      kc_input(&c, 1, DIMS(ch), -1, 1, true);
+      if (v) {
+        kc_attr_float(&c, "epsilon", 1e-3f);
+        c.dynamic = true;
+      }
+      c.tol = TOL_REDUCE;
+      fn(&c, arg);
+    }
+  }
+}
+
 static void gen_reduce_sum(case_fn fn, void *arg) { gen_reduce(fn, arg, "ReduceSum"); }
 static void gen_reduce_mean(case_fn fn, void *arg) { gen_reduce(fn, arg, "ReduceMean"); }
 
@@ -205,6 +238,7 @@ const case_gen kcases_norm[] = {
     {"Softmax", "", gen_softmax},
     {"LogSoftmax", "", gen_log_softmax},
     {"LayerNormalization", "", gen_layernorm},
+    {"InstanceNormalization", "", gen_instnorm},
     {"ReduceSum", "", gen_reduce_sum},
     {"ReduceMean", "", gen_reduce_mean},
     {NULL, NULL, NULL},

@@ -1,6 +1,6 @@
 /* norm.c - optimized CPU kernels of the "norm" group, float32:
- * BatchNormalization (inference), LRN, Softmax, LogSoftmax and
- * LayerNormalization, on the vector routines of vec-impl.h. Work is split
+ * BatchNormalization (inference), LRN, Softmax, LogSoftmax,
+ * LayerNormalization and InstanceNormalization, on the vector routines of vec-impl.h. Work is split
  * over threads by channels or rows, which does not change results. */
 #include "backends/cpu/kernels/kernel-groups.h"
 #include "backends/cpu/kernels/kutil.h"
@@ -311,6 +311,54 @@ static er_status ln_run(const er_kernel_run *kr) {
 }
 
 /* ======================================================================== */
+/* InstanceNormalization                                                     */
+/* ======================================================================== */
+
+/* Planes (image, channel) of [N, C, spatial...], each normalized over its
+ * spatial extent (GroupNorm as PyTorch exports it below opset 18:
+ * Reshape to [N, groups, -1], InstanceNormalization, Reshape back). */
+typedef struct in_job {
+  const er_vec_ops *ops;
+  const float *x, *scale, *bias;
+  float *y;
+  int64_t c, inner;
+  float eps;
+} in_job;
+
+static void in_chunk(void *arg, int64_t begin, int64_t end) {
+  const in_job *j = arg;
+  for (int64_t r = begin; r < end; r++)
+    j->ops->instnorm(j->x + r * j->inner, j->y + r * j->inner, j->inner, j->scale[r % j->c], j->bias[r % j->c],
+                     j->eps);
+}
+
+static bool in_supports(const er_kernel_info *ki, bool isa_ok) {
+  if (!isa_ok || !all_f32(ki) || ki->n_in != 3 || !ki->in[1] || !ki->in[2]) return false;
+  const er_tensor *x = ki->in[0];
+  /* X's shape may be known only at run time (checked there). */
+  return (x->rank < 0 || x->rank >= 3) && ki->in[1]->rank == 1 && ki->in[2]->rank == 1 &&
+         ki->in[1]->dims[0] == ki->in[2]->dims[0];
+}
+
+static er_status in_run(const er_kernel_run *kr) {
+  const norm_state *s = kr->state;
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *x = ctx->in[0], *sc = ctx->in[1], *b = ctx->in[2];
+  float eps;
+  ER_CHECK(er__attr_float(ctx, "epsilon", 1e-5f, &eps));
+  if (x->rank < 3 || sc->rank != 1 || b->rank != 1 || sc->dims[0] != x->dims[1] || b->dims[0] != x->dims[1])
+    return er__kr_reference(kr);
+  int64_t inner = 1;
+  for (int d = 2; d < x->rank; d++) inner *= x->dims[d];
+  const int64_t planes = x->dims[0] * x->dims[1];
+  if (planes == 0) return ER_STATUS_OK;
+  if (inner == 0) return er__kr_reference(kr); /* the mean of nothing: the reference's rule */
+  in_job j = {s->ops, x->data, sc->data, b->data, ctx->out[0]->data, x->dims[1], inner, eps};
+  er__parallel_for(kr->pool, planes, grain_for(inner * 3), in_chunk, &j);
+  return ER_STATUS_OK;
+}
+
+/* ======================================================================== */
 /* The kernel table                                                          */
 /* ======================================================================== */
 
@@ -323,6 +371,7 @@ static er_status ln_run(const er_kernel_run *kr) {
   static bool lrn_supports_##SFX(const er_kernel_info *ki) { return lrn_supports(ki, ISA_OK(ki->cpu)); }    \
   static bool sm_supports_##SFX(const er_kernel_info *ki) { return softmax_supports(ki, ISA_OK(ki->cpu)); } \
   static bool ln_supports_##SFX(const er_kernel_info *ki) { return ln_supports(ki, ISA_OK(ki->cpu)); }      \
+  static bool in_supports_##SFX(const er_kernel_info *ki) { return in_supports(ki, ISA_OK(ki->cpu)); }      \
   static er_status bn_prepare_##SFX(const er_kernel_info *ki, void **st, size_t *scratch) {                 \
     return bn_prepare(ki, &VO, st, scratch);                                                                \
   }                                                                                                         \
@@ -335,7 +384,9 @@ static er_status ln_run(const er_kernel_run *kr) {
   static const er_cpu_kernel k_lsm_##SFX = {"f32_log_softmax__" ISA, "LogSoftmax", "", sm_supports_##SFX,    \
                                            prepare_##SFX, softmax_run, free};                               \
   static const er_cpu_kernel k_ln_##SFX = {"f32_layernorm__" ISA, "LayerNormalization", "", ln_supports_##SFX, \
-                                          prepare_##SFX, ln_run, free};
+                                          prepare_##SFX, ln_run, free};                                     \
+  static const er_cpu_kernel k_in_##SFX = {"f32_instancenorm__" ISA, "InstanceNormalization", "",             \
+                                          in_supports_##SFX, prepare_##SFX, in_run, free};
 
 #if defined(__x86_64__) || defined(__i386__)
 NORM_KERNELS(avx512, "avx512", er__vec_avx512, er__cpu_has_avx512)
@@ -348,11 +399,11 @@ NORM_KERNELS(neon, "neon", er__vec_neon, has_neon)
 
 const er_cpu_kernel *const er__kernels_norm[] = {
 #if defined(__x86_64__) || defined(__i386__)
-    &k_bn_avx512, &k_lrn_avx512, &k_sm_avx512, &k_lsm_avx512, &k_ln_avx512,
-    &k_bn_avx2,   &k_lrn_avx2,   &k_sm_avx2,   &k_lsm_avx2,   &k_ln_avx2,
+    &k_bn_avx512, &k_lrn_avx512, &k_sm_avx512, &k_lsm_avx512, &k_ln_avx512, &k_in_avx512,
+    &k_bn_avx2,   &k_lrn_avx2,   &k_sm_avx2,   &k_lsm_avx2,   &k_ln_avx2,   &k_in_avx2,
 #endif
 #if defined(__aarch64__)
-    &k_bn_neon,   &k_lrn_neon,   &k_sm_neon,   &k_lsm_neon,   &k_ln_neon,
+    &k_bn_neon,   &k_lrn_neon,   &k_sm_neon,   &k_lsm_neon,   &k_ln_neon,   &k_in_neon,
 #endif
     NULL,
 };

@@ -17,6 +17,7 @@ const er_vec_ops er__vec_avx512 = {
     .lrn = vec_lrn,
     .softmax = vec_softmax,
     .layernorm = vec_layernorm,
+    .instnorm = vec_instnorm,
     .im2col_pack = vec_im2col_pack,
     .gemv = vec_gemv,
     .wino_input = vec_wino_input,

@@ -1131,6 +1131,51 @@ static void vec_softmax(const float *x, float *y, int64_t n, int64_t inner, bool
   }
 }
 
+/* InstanceNormalization of one plane of n floats: y = (x - mean) * a + b
+ * with a = scale / sqrt(var + eps). A first mean m0 from a float sum, then
+ * the sums of d = x - m0 and d^2 (the corrected two-pass algorithm): mean
+ * = m0 + sum(d) / n, var = sum(d^2) / n - (sum(d) / n)^2, so a plane far
+ * from zero (values near 100, spread 0.3) keeps its mean to the rounding
+ * of m0's correction, not of the first sum (a float mean there was off by
+ * 1e-5 of the spread). Two vectors of partial sums each. */
+static void vec_instnorm(const float *x, float *y, int64_t n, float scale, float bias, float eps) {
+  vf s0 = v_zero(), s1 = v_zero();
+  int64_t i = 0;
+  for (; i + 2 * VN <= n; i += 2 * VN) {
+    s0 = v_add(s0, v_ld(x + i));
+    s1 = v_add(s1, v_ld(x + i + VN));
+  }
+  for (; i < n; i += VN) s0 = v_add(s0, v_ld_n(x + i, n - i >= VN ? VN : (int)(n - i)));
+  const float m0 = v_hsum(v_add(s0, s1)) / (float)n;
+  const vf vm0 = v_set(m0);
+  vf d0 = v_zero(), d1 = v_zero(), q0 = v_zero(), q1 = v_zero();
+  for (i = 0; i + 2 * VN <= n; i += 2 * VN) {
+    vf a0 = v_sub(v_ld(x + i), vm0), a1 = v_sub(v_ld(x + i + VN), vm0);
+    d0 = v_add(d0, a0);
+    d1 = v_add(d1, a1);
+    q0 = v_fma(a0, a0, q0);
+    q1 = v_fma(a1, a1, q1);
+  }
+  for (; i < n; i += VN) {
+    int c = n - i >= VN ? VN : (int)(n - i);
+    vf a0 = first_lanes(v_sub(v_ld_n(x + i, c), vm0), c);
+    d0 = v_add(d0, a0);
+    q0 = v_fma(a0, a0, q0);
+  }
+  const double dm = (double)v_hsum(v_add(d0, d1)) / (double)n;
+  double var = (double)v_hsum(v_add(q0, q1)) / (double)n - dm * dm;
+  if (var < 0) var = 0;
+  /* The mean as m0 + dm, subtracted in that order: x - m0 is exact where
+   * x is near m0, so (x - m0) - dm rounds only once, at the difference's
+   * scale. */
+  const vf vdm = v_set((float)dm), va = v_set((float)((double)scale / sqrt(var + (double)eps))), vb = v_set(bias);
+  for (i = 0; i + VN <= n; i += VN) v_st(y + i, v_fma(v_sub(v_sub(v_ld(x + i), vm0), vdm), va, vb));
+  if (i < n) {
+    int c = (int)(n - i);
+    v_st_n(y + i, v_fma(v_sub(v_sub(v_ld_n(x + i, c), vm0), vdm), va, vb), c);
+  }
+}
+
 /* Rows of at most 4 VN floats (ConvNeXt-Atto's 40 and 80 channels, a
  * transformer's 64): NV vectors per row held in registers, four rows at a
  * time so their reductions overlap (one row's sum, mean, variance and

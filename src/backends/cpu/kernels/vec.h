@@ -323,6 +323,9 @@ typedef struct er_vec_ops {
   /* Layer normalization of rows [r0, r1) of x [rows, cols]: y = (x - mean)
    * / sqrt(var + eps) * scale + bias (bias may be NULL); mean and inv (may
    * be NULL) receive each row's mean and 1 / sqrt(var + eps). */
+  /* InstanceNormalization of one plane of n floats: y = (x - mean) /
+   * sqrt(var + eps) * scale + bias. */
+  void (*instnorm)(const float *x, float *y, int64_t n, float scale, float bias, float eps);
   void (*layernorm)(const float *x, float *y, int64_t r0, int64_t r1, int64_t cols, const float *scale,
                     const float *bias, float eps, float *mean, float *inv);
 } er_vec_ops;
