@@ -1315,6 +1315,65 @@ static void test_blocked_channel_consts(void) {
   }
 }
 
+/* Two 3x3 convolutions with one weight tensor (a detection head's tower
+ * at two pyramid levels) and a third with other weights of that shape:
+ * the Winograd kernels share the first two's transformed weights and must
+ * not hand them to the third. Outputs agree with the reference kernels in
+ * both layouts, with a second session of the model alive at once. */
+static void test_shared_weights(void) {
+  er_pbw g = {0}, m = {0}, p1 = {0};
+  add_weight(&g, "W", 4, (const int64_t[]){64, 64, 3, 3}, 0.05f, 0);
+  add_weight(&g, "W2", 4, (const int64_t[]){64, 64, 3, 3}, 0.05f, 0);
+  tb_attr_ints(&p1, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+  tb_node(&g, "Conv", "c1", IN("x", "W"), OUT("c1"), &p1);
+  tb_node(&g, "Relu", "r1", IN("c1"), OUT("r1"), NULL);
+  tb_node(&g, "Conv", "c2", IN("r1", "W"), OUT("c2"), &p1);
+  tb_node(&g, "Conv", "c3", IN("x", "W2"), OUT("c3"), &p1);
+  tb_node(&g, "Add", "sum", IN("c2", "c3"), OUT("y"), NULL);
+  tb_graph_input(&g, "x", 1, 4, (const int64_t[]){1, 64, 16, 16});
+  tb_graph_output(&g, "y", 1, -1, NULL);
+  tb_model(&m, 8, 13, &g);
+  er_model *model = load(&m, 2);
+  er_tensor *x;
+  er_tensor_create(ER_DTYPE_FLOAT, 4, (const int64_t[]){1, 64, 16, 16}, &x);
+  float *xv = er_tensor_data(x);
+  for (int64_t i = 0; i < er_tensor_count(x); i++) xv[i] = frand() * 2;
+  er_named_tensor in = {"x", x};
+  er_session_options ro;
+  er_session_options_init(&ro);
+  ro.force_reference = true;
+  er_session *sr = NULL, *other = NULL;
+  er_tensor *want = NULL;
+  CHECK_STATUS(er_session_create(model, &ro, &sr), ER_STATUS_OK);
+  CHECK_STATUS(er_session_run(sr, &in, 1, NULL, 1, &want), ER_STATUS_OK);
+  er_session_free(sr);
+  CHECK_STATUS(er_session_create(model, NULL, &other), ER_STATUS_OK);
+  const char *layouts[2] = {"blocked", "planar"};
+  for (int l = 0; l < 2; l++) {
+    setenv("EDGERUN_LAYOUT", layouts[l], 1);
+    er_session *s = NULL;
+    er_tensor *got = NULL;
+    CHECK_STATUS(er_session_create(model, NULL, &s), ER_STATUS_OK);
+    unsetenv("EDGERUN_LAYOUT");
+    CHECK_STATUS(er_session_run(s, &in, 1, NULL, 1, &got), ER_STATUS_OK);
+    er_session_free(s);
+    const float *a = er_tensor_cdata(got), *b = er_tensor_cdata(want);
+    int bad = 0;
+    for (int64_t i = 0; i < er_tensor_count(want); i++)
+      if (!(fabsf(a[i] - b[i]) <= 1e-4f + 1e-4f * fabsf(b[i]))) bad++;
+    if (bad) fprintf(stderr, "  %s layout: %d elements differ from the reference\n", layouts[l], bad);
+    CHECK(bad == 0);
+    er_tensor_free(got);
+  }
+  er_session_free(other);
+  er_tensor_free(want);
+  er_tensor_free(x);
+  er_model_free(model);
+  er__pbw_free(&g);
+  er__pbw_free(&m);
+  er__pbw_free(&p1);
+}
+
 /* MNIST's layers: a 5x5 convolution of one input channel to half a block
  * of outputs stays planar (the direct kernel; blocked, half of every
  * output vector would be empty lanes); the next two layers are blocked,
@@ -1622,6 +1681,7 @@ int main(int argc, char **argv) {
       {"blocked_resize", test_blocked_resize},
       {"blocked_channels_last", test_blocked_channels_last},
       {"blocked_channel_consts", test_blocked_channel_consts},
+      {"shared_weights", test_shared_weights},
       {"blocked_batchnorm", test_blocked_batchnorm},
       {"loop_invariants", test_loop_invariants},
   };

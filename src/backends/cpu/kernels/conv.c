@@ -853,13 +853,121 @@ static float *wino_make_u(const er_sgemm_isa *isa, const float *wd, int64_t mm, 
   return u_out;
 }
 
+/* Transformed weights shared by the nodes that convolve with one weight
+ * tensor: detection heads apply the same towers to every pyramid level
+ * (an FCOS head's eight 128 x 128 3x3 layers at three levels held 24
+ * copies of 2.4 MB U, 57 MB, and transformed each at load). Entries are
+ * found by shape and a 64-bit hash of the weights' contents (not their
+ * address, which a freed session's folded weights could pass on to other
+ * ones), and freed with their last user; any session on any thread may
+ * share them, so two sessions of one model share theirs too. */
+typedef struct wino_u_entry {
+  const er_sgemm_isa *isa;
+  uint64_t hash;
+  int64_t m, c;
+  int tile;
+  float *u;
+  size_t stride;
+  int refs;
+  struct wino_u_entry *next;
+} wino_u_entry;
+
+/* The list's lock: a spin lock held only to walk and link the list (the
+ * kernel files compile for every target without pthread.h). */
+static atomic_flag wino_u_busy = ATOMIC_FLAG_INIT;
+static wino_u_entry *wino_u_list;
+
+static void wino_u_lock(void) {
+  while (atomic_flag_test_and_set_explicit(&wino_u_busy, memory_order_acquire)) {
+  }
+}
+
+static void wino_u_unlock(void) { atomic_flag_clear_explicit(&wino_u_busy, memory_order_release); }
+
+/* A 64-bit multiply-xorshift hash of n floats' bits. */
+static uint64_t hash_floats(const float *p, size_t n) {
+  uint64_t h = 0x243f6a8885a308d3ull ^ (uint64_t)n;
+  size_t i = 0;
+  for (; i + 2 <= n; i += 2) {
+    uint64_t w;
+    memcpy(&w, p + i, sizeof w);
+    h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 29;
+  }
+  if (i < n) {
+    uint32_t w;
+    memcpy(&w, p + i, sizeof w);
+    h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+static wino_u_entry *wino_u_find(const er_sgemm_isa *isa, uint64_t hash, int64_t mm, int64_t cc, int tile) {
+  for (wino_u_entry *e = wino_u_list; e; e = e->next)
+    if (e->isa == isa && e->hash == hash && e->m == mm && e->c == cc && e->tile == tile) return e;
+  return NULL;
+}
+
+static float *wino_u_get(const er_sgemm_isa *isa, const float *wd, int64_t mm, int64_t cc, int tile,
+                         size_t *stride) {
+  const uint64_t hash = hash_floats(wd, (size_t)(mm * cc * 9));
+  wino_u_lock();
+  wino_u_entry *e = wino_u_find(isa, hash, mm, cc, tile);
+  if (e) {
+    e->refs++;
+    *stride = e->stride;
+    wino_u_unlock();
+    return e->u;
+  }
+  wino_u_unlock();
+  /* Made outside the lock (tens of milliseconds for large layers); a
+   * racing maker of the same U keeps the first one inserted. */
+  float *u = wino_make_u(isa, wd, mm, cc, tile, stride);
+  wino_u_entry *made = u ? malloc(sizeof *made) : NULL;
+  if (!made) {
+    er__aligned_free(u);
+    return NULL;
+  }
+  wino_u_lock();
+  e = wino_u_find(isa, hash, mm, cc, tile);
+  if (e) {
+    e->refs++;
+    *stride = e->stride;
+    wino_u_unlock();
+    er__aligned_free(u);
+    free(made);
+    return e->u;
+  }
+  *made = (wino_u_entry){isa, hash, mm, cc, tile, u, *stride, 1, wino_u_list};
+  wino_u_list = made;
+  wino_u_unlock();
+  return u;
+}
+
+static void wino_u_put(float *u) {
+  if (!u) return;
+  wino_u_lock();
+  for (wino_u_entry **p = &wino_u_list; *p; p = &(*p)->next) {
+    wino_u_entry *e = *p;
+    if (e->u != u) continue;
+    if (--e->refs == 0) {
+      *p = e->next;
+      er__aligned_free(e->u);
+      free(e);
+    }
+    break;
+  }
+  wino_u_unlock();
+}
+
 static void wino_release(void *state) {
   wino_state *s = state;
   if (!s) return;
   conv_gemm_release(s->gemm);
   er__aligned_free(atomic_load(&s->u2));
   er__aligned_free(atomic_load(&s->gemm_w));
-  er__aligned_free(s->u);
+  wino_u_put(s->u);
   free(s);
 }
 
@@ -878,7 +986,7 @@ static er_status wino_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa,
   s->m = w->dims[0];
   s->c = w->dims[1];
   const float *wd = w->data;
-  s->u = wino_make_u(isa, wd, s->m, s->c, tile, &s->u_stride);
+  s->u = wino_u_get(isa, wd, s->m, s->c, tile, &s->u_stride);
   if (!s->u) {
     free(s);
     return er__error(ER_STATUS_OUT_OF_MEMORY, "Conv '%s': out of memory transforming weights", ki->node->name);
