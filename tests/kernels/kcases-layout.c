@@ -40,6 +40,11 @@ static void gen_transpose(case_fn fn, void *arg) {
       {4, {3, 4, 5, 6}, {3, 1, 2, 0}},
       {1, {10}, {0}},
       {3, {2, 0, 3}, {2, 1, 0}},
+      /* Short contiguous rows (MobileViT's 2x2 patch unfold and fold):
+       * 2 to 16 bytes a row, the longest other axis walked. */
+      {4, {6, 2, 16, 2}, {0, 2, 1, 3}},
+      {4, {6, 16, 2, 2}, {0, 2, 1, 3}},
+      {5, {2, 3, 4, 5, 3}, {3, 0, 2, 1, 4}},
   };
   static const er_dtype types[] = {ER_DTYPE_FLOAT, ER_DTYPE_UINT8, ER_DTYPE_FLOAT16, ER_DTYPE_INT64};
   kcase c;
