@@ -158,6 +158,56 @@ static void panel_gemv(const er_vec_ops *ops, const er_sgemm_isa *isa, er_thread
   er__parallel_for(pool, panels, 1, panel_chunk, &j);
 }
 
+/* The input products x W^T + bias of every row of X [rows, I] into gx
+ * [rows, G], in X's own row order: one SGEMM over the packed W past a
+ * few rows, else a few-row product. */
+typedef struct rnn_input {
+  const er_vec_ops *ops;
+  const er_sgemm_isa *isa;
+  er_gemm_problem p;
+  bool use_gemm;
+  int workers;
+  size_t gemm_floats;         /* per worker, when use_gemm */
+} rnn_input;
+
+static void rnn_input_init(rnn_input *r, const er_vec_ops *ops, const er_sgemm_isa *isa, er_thread_pool *pool,
+                           const float *x, int64_t rows, int64_t in, int64_t g, const float *w_packed) {
+  memset(r, 0, sizeof *r);
+  r->ops = ops;
+  r->isa = isa;
+  r->use_gemm = rows > ER_GEMV_MAX_M;
+  r->p.isa = isa;
+  r->p.m = rows, r->p.n = g, r->p.k = in;
+  r->p.a.data = x, r->p.a.rs = in, r->p.a.cs = 1;
+  r->p.scale = 1.0f;
+  r->p.ldc = g;
+  r->p.b.packed = w_packed;
+  r->workers = er__pool_threads(pool);
+  if (r->workers < 1) r->workers = 1;
+  if (r->workers > ER_SGEMM_MAX_SLOTS) r->workers = ER_SGEMM_MAX_SLOTS;
+  r->gemm_floats = r->use_gemm ? er__sgemm_scratch_floats(&r->p) : 0;
+}
+
+static void rnn_input_run(rnn_input *r, er_thread_pool *pool, const float *w_packed, const float *bias, float *gx,
+                          float *gemm_scratch) {
+  if (r->use_gemm) {
+    r->p.b.packed = w_packed;
+    r->p.c = gx;
+    r->p.epi.bias = bias;
+    er__sgemm_run(&r->p, pool, gemm_scratch, r->workers);
+    return;
+  }
+  er_gemv gi;
+  memset(&gi, 0, sizeof gi);
+  gi.m = r->p.m, gi.n = r->p.n, gi.k = r->p.k;
+  gi.a = r->p.a.data, gi.a_rs = r->p.k, gi.a_cs = 1;
+  gi.b = w_packed;
+  gi.c = gx, gi.ldc = r->p.n;
+  gi.scale = 1.0f;
+  gi.bias = bias;
+  panel_gemv(r->ops, r->isa, pool, &gi);
+}
+
 static er_status lstm_run(const er_kernel_run *kr) {
   const lstm_state *s = kr->state;
   er_kctx *ctx = kr->ctx;
@@ -173,28 +223,16 @@ static er_status lstm_run(const er_kernel_run *kr) {
    * of one step [N, 4H]; then the SGEMM's per-worker scratch (64-byte
    * aligned: every part is a multiple of 16 floats). */
   const int64_t rows = S * N;
-  const bool use_gemm = rows > ER_GEMV_MAX_M;
-  er_gemm_problem p;
-  memset(&p, 0, sizeof p);
-  p.isa = s->isa;
-  p.m = rows, p.n = G, p.k = I;
-  p.a.data = x->data, p.a.rs = I, p.a.cs = 1;
-  p.scale = 1.0f;
-  p.ldc = G;
-  int workers = er__pool_threads(kr->pool);
-  if (workers < 1) workers = 1;
-  if (workers > ER_SGEMM_MAX_SLOTS) workers = ER_SGEMM_MAX_SLOTS;
-  p.b.packed = s->wp;
+  rnn_input ri;
+  rnn_input_init(&ri, s->ops, s->isa, kr->pool, x->data, rows, I, G, s->wp);
   size_t state_floats = ((size_t)(2 * N * H + rows * G + N * G) + 15) / 16 * 16;
-  size_t gemm_floats = use_gemm ? er__sgemm_scratch_floats(&p) : 0;
-  size_t bytes = (state_floats + (size_t)workers * gemm_floats) * sizeof(float);
+  size_t bytes = (state_floats + (size_t)ri.workers * ri.gemm_floats) * sizeof(float);
   void *owned = NULL;
   float *h = kr->scratch && kr->scratch_bytes >= bytes ? kr->scratch : er__kr_spill(kr, bytes, &owned);
   if (!h)
     return er__error(ER_STATUS_OUT_OF_MEMORY, "LSTM '%s': out of memory for %zu bytes of scratch",
                      ctx->node->name, bytes);
   float *c = h + N * H, *gx = c + N * H, *g2 = gx + rows * G, *gemm_scratch = h + state_floats;
-  const float *xd = x->data;
   for (int d = 0; d < D; d++) {
     bool backward = s->reverse || d == 1;
     /* Initial state rows: [dirs, N, H] (layout 0) or [N, dirs, H]. */
@@ -207,23 +245,8 @@ static er_status lstm_run(const er_kernel_run *kr) {
     }
     const float *wp = s->wp + (size_t)d * s->w_floats, *rp = s->rp + (size_t)d * s->r_floats;
     const float *bias = s->bias + d * G;
-    /* x W^T + Wb + Rb for every row of X, in X's own row order. */
-    if (use_gemm) {
-      p.b.packed = wp;
-      p.c = gx;
-      p.epi.bias = bias;
-      er__sgemm_run(&p, kr->pool, gemm_scratch, workers);
-    } else {
-      er_gemv gi;
-      memset(&gi, 0, sizeof gi);
-      gi.m = rows, gi.n = G, gi.k = I;
-      gi.a = xd, gi.a_rs = I, gi.a_cs = 1;
-      gi.b = wp;
-      gi.c = gx, gi.ldc = G;
-      gi.scale = 1.0f;
-      gi.bias = bias;
-      panel_gemv(s->ops, s->isa, kr->pool, &gi);
-    }
+    /* x W^T + Wb + Rb for every row of X. */
+    rnn_input_run(&ri, kr->pool, wp, bias, gx, gemm_scratch);
     for (int64_t t = 0; t < S; t++) {
       int64_t pos = backward ? S - 1 - t : t;
       for (int64_t b0 = 0; b0 < N; b0 += ER_GEMV_MAX_M) {
@@ -361,21 +384,10 @@ static er_status gru_run(const er_kernel_run *kr) {
    * z, r products [N, 2H], the candidate's [N, H] and r * h [N, H]; then
    * the SGEMM's per-worker scratch (each part a multiple of 16 floats). */
   const int64_t rows = S * N;
-  const bool use_gemm = rows > ER_GEMV_MAX_M;
-  er_gemm_problem p;
-  memset(&p, 0, sizeof p);
-  p.isa = s->isa;
-  p.m = rows, p.n = G, p.k = I;
-  p.a.data = x->data, p.a.rs = I, p.a.cs = 1;
-  p.scale = 1.0f;
-  p.ldc = G;
-  int workers = er__pool_threads(kr->pool);
-  if (workers < 1) workers = 1;
-  if (workers > ER_SGEMM_MAX_SLOTS) workers = ER_SGEMM_MAX_SLOTS;
-  p.b.packed = s->wp;
+  rnn_input ri;
+  rnn_input_init(&ri, s->ops, s->isa, kr->pool, x->data, rows, I, G, s->wp);
   size_t state_floats = ((size_t)(N * H + rows * G + 2 * N * H + N * H + N * H) + 15) / 16 * 16;
-  size_t gemm_floats = use_gemm ? er__sgemm_scratch_floats(&p) : 0;
-  size_t bytes = (state_floats + (size_t)workers * gemm_floats) * sizeof(float);
+  size_t bytes = (state_floats + (size_t)ri.workers * ri.gemm_floats) * sizeof(float);
   void *owned = NULL;
   float *h = kr->scratch && kr->scratch_bytes >= bytes ? kr->scratch : er__kr_spill(kr, bytes, &owned);
   if (!h)
@@ -393,23 +405,8 @@ static er_status gru_run(const er_kernel_run *kr) {
     }
     const float *wp = s->wp + (size_t)d * s->w_floats;
     const float *rzr = s->rzr + (size_t)d * s->rzr_floats, *rhp = s->rh + (size_t)d * s->rh_floats;
-    /* x W^T + the folded biases for every row of X, in X's own row order. */
-    if (use_gemm) {
-      p.b.packed = wp;
-      p.c = gx;
-      p.epi.bias = s->bx + d * G;
-      er__sgemm_run(&p, kr->pool, gemm_scratch, workers);
-    } else {
-      er_gemv gi;
-      memset(&gi, 0, sizeof gi);
-      gi.m = rows, gi.n = G, gi.k = I;
-      gi.a = x->data, gi.a_rs = I, gi.a_cs = 1;
-      gi.b = wp;
-      gi.c = gx, gi.ldc = G;
-      gi.scale = 1.0f;
-      gi.bias = s->bx + d * G;
-      panel_gemv(s->ops, s->isa, kr->pool, &gi);
-    }
+    /* x W^T + the folded biases for every row of X. */
+    rnn_input_run(&ri, kr->pool, wp, s->bx + d * G, gx, gemm_scratch);
     for (int64_t t = 0; t < S; t++) {
       int64_t pos = backward ? S - 1 - t : t;
       for (int64_t b0 = 0; b0 < N; b0 += ER_GEMV_MAX_M) {
