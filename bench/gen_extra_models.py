@@ -83,6 +83,28 @@ it was not tuned on (random weights, real layer lists and sizes):
                   a fused QKV (Split), MatMul/Softmax attention and a SiLU MLP,
                   fold back, 1x1 conv, Concat with the input and a 3x3 fusion
                   conv; 1x1 conv to 384, global pool, 1000-way Gemm
+  conformer_ctc   a Conformer CTC recognizer over 400 frames of 80 mels: 2-D
+                  3x3/2 subsampling convs, 4 blocks of half-step Swish FFNs,
+                  4-head attention, a convolution module (1-D pointwise to
+                  2C, GLU by Split and Sigmoid, depthwise 1-D kernel 31,
+                  BatchNormalization, Swish) and LayerNormalization;
+                  LogSoftmax over 128 tokens
+  whisper_enc     a Whisper-style audio encoder over 1500 mel frames: two
+                  1-D convs (the second stride 2) with Erf-GELU, learned
+                  positions, 2 pre-LN layers of 6 heads over 750 positions,
+                  MLP 1536
+  llama_tiny      a LLaMA-style decoder prefill of 64 tokens: RMSNorm from
+                  primitives (Pow, ReduceMean, Sqrt, Reciprocal), rotary
+                  embeddings (Slice, Neg, Concat, Mul by cos/sin tables), an
+                  additive causal mask, SwiGLU MLP (688), bias-free MatMuls,
+                  4 layers of 4 heads at hidden 256, logits over 4000 tokens
+  yolov5n_640     a YOLOv5n-style detector at 640x640: 6x6/2 stem, C3 blocks,
+                  SPPF, PAN neck with nearest 2x Resize, and the decoding
+                  head in the graph (5-D Reshape and Transpose, Sigmoid,
+                  Split, grid and anchor arithmetic with Pow, Concat)
+  espcn_sr        ESPCN 3x super-resolution at 224x224: 5x5 and 3x3 convs
+                  with Tanh, a 3x3 conv to 27 channels, DepthToSpace (CRD)
+                  and Clip
 
     gen_extra_models.py --out build/extra-models
     compare_ort.py --extra build/extra-models --models effnet_b0,...
@@ -735,11 +757,187 @@ def mobilevit_xs(rng, size=256, heads=4, ps=2):
     return b.model(17, 'mobilevit_xs')
 
 
+def swish(b, t):
+    return b.op('Mul', t, b.op('Sigmoid', t))
+
+
+def attention(b, y, seq, dim, heads, name, mask=None):
+    """Multi-head self-attention with separate Q, K, V projections."""
+    hd = dim // heads
+    q = split_heads(b, linear(b, y, dim, dim, name + '.q', 1.0), seq, heads, hd, [0, 2, 1, 3])
+    k = split_heads(b, linear(b, y, dim, dim, name + '.k', 1.0), seq, heads, hd, [0, 2, 3, 1])
+    v = split_heads(b, linear(b, y, dim, dim, name + '.v', 1.0), seq, heads, hd, [0, 2, 1, 3])
+    s = b.op('Mul', b.op('MatMul', q, k), b.const(np.float32(1.0 / np.sqrt(hd))))
+    if mask is not None:
+        s = b.op('Add', s, mask)
+    c = merge_heads(b, b.op('MatMul', b.op('Softmax', s, axis=-1), v), seq, dim)
+    return linear(b, c, dim, dim, name + '.o', 1.0)
+
+
+def conformer(rng, frames=400, mels=80, dim=144, heads=4, layers=4, kernel=31, vocab=128):
+    b = Builder('conformer_ctc', rng)
+    x = b.input('features', FLOAT, [1, mels, frames])
+    y = b.op('Unsqueeze', b.op('Transpose', x, perm=[0, 2, 1]), b.const([1], np.int64))
+    y = b.op('Relu', conv(b, y, 1, dim, 3, 'sub.0', stride=2, pad=0))
+    y = b.op('Relu', conv(b, y, dim, dim, 3, 'sub.1', stride=2, pad=0))
+    t, f = ((frames - 3) // 2 - 1) // 2 + 1, ((mels - 3) // 2 - 1) // 2 + 1
+    y = b.op('Reshape', b.op('Transpose', y, perm=[0, 2, 1, 3]), b.const([1, t, dim * f], np.int64))
+    y = linear(b, y, dim * f, dim, 'sub.out', 1.0)
+
+    def ffn(y, name):
+        h = linear(b, swish(b, linear(b, ln_op(b, y, dim, name + '.ln'), dim, 4 * dim, name + '.w1')), 4 * dim, dim,
+                   name + '.w2', 1.0)
+        return b.op('Add', y, b.op('Mul', h, b.const(np.float32(0.5))))
+    for l in range(layers):
+        n = f'l{l}'
+        y = ffn(y, n + '.ff1')
+        y = b.op('Add', y, attention(b, ln_op(b, y, dim, n + '.ln_att'), t, dim, heads, n + '.att'))
+        # The convolution module: pointwise to 2C, GLU, depthwise 1-D, BN, Swish, pointwise.
+        h = b.op('Transpose', ln_op(b, y, dim, n + '.ln_conv'), perm=[0, 2, 1])
+        h = conv(b, h, dim, 2 * dim, (1,), n + '.pw1', pad=0, gain=1.0)
+        a, g = b.op('Split', h, b.const([dim, dim], np.int64), axis=1, n_out=2)
+        h = b.op('Mul', a, b.op('Sigmoid', g))
+        h = conv(b, h, dim, dim, (kernel,), n + '.dw', group=dim, gain=1.0)
+        h = swish(b, batchnorm(b, h, dim, n + '.bn'))
+        h = conv(b, h, dim, dim, (1,), n + '.pw2', pad=0, gain=1.0)
+        y = b.op('Add', y, b.op('Transpose', h, perm=[0, 2, 1]))
+        y = ffn(y, n + '.ff2')
+        y = ln_op(b, y, dim, n + '.ln_out')
+    b.op('LogSoftmax', linear(b, y, dim, vocab, 'ctc', 1.0), axis=-1, out='log_probs')
+    b.output('log_probs', FLOAT, [1, t, vocab])
+    return b.model(17, 'conformer')
+
+
+def whisper_enc(rng, frames=1500, mels=80, dim=384, heads=6, layers=2):
+    b = Builder('whisper_enc', rng)
+    x = b.input('mel', FLOAT, [1, mels, frames])
+    y = gelu_erf(b, conv(b, x, mels, dim, (3,), 'conv1', gain=1.0))
+    y = gelu_erf(b, conv(b, y, dim, dim, (3,), 'conv2', stride=2, gain=1.0))
+    t = frames // 2
+    y = b.op('Add', b.op('Transpose', y, perm=[0, 2, 1]), b.weight('pos', small(rng, (t, dim), 0.3)))
+    for l in range(layers):
+        n = f'l{l}'
+        y = b.op('Add', y, attention(b, ln_op(b, y, dim, n + '.ln1'), t, dim, heads, n + '.att'))
+        h = linear(b, gelu_erf(b, linear(b, ln_op(b, y, dim, n + '.ln2'), dim, 4 * dim, n + '.fc1')), 4 * dim, dim,
+                   n + '.fc2', 1.0)
+        y = b.op('Add', y, h)
+    ln_op(b, y, dim, 'ln_post', out='last_hidden_state')
+    b.output('last_hidden_state', FLOAT, [1, t, dim])
+    return b.model(17, 'whisper')
+
+
+def llama_tiny(rng, seq=64, vocab=4000, dim=256, heads=4, ffn=688, layers=4):
+    b = Builder('llama_tiny', rng)
+    ids = b.input('input_ids', INT64, [1, seq])
+    hd = dim // heads
+    y = b.op('Gather', b.weight('embed', small(rng, (vocab, dim), 0.5)), ids, axis=0)
+    inv = 1.0 / (10000.0 ** (np.arange(0, hd, 2) / hd))
+    ang = np.outer(np.arange(seq), inv)
+    ang = np.concatenate([ang, ang], axis=1)
+    cos, sin = b.const(f32(np.cos(ang))), b.const(f32(np.sin(ang)))
+    mask = b.const(f32(np.triu(np.full((seq, seq), np.finfo(np.float32).min), 1)))
+    half_a, half_b = b.const([0], np.int64), b.const([hd // 2], np.int64)
+    end, ax = b.const([hd], np.int64), b.const([-1], np.int64)
+
+    def rms(t, name):
+        v = b.op('ReduceMean', b.op('Pow', t, b.const(np.float32(2.0))), axes=[-1], keepdims=1)
+        r = b.op('Reciprocal', b.op('Sqrt', b.op('Add', v, b.const(np.float32(1e-6)))))
+        return b.op('Mul', b.weight(name, f32(rng.uniform(0.8, 1.2, dim))), b.op('Mul', t, r))
+
+    def rope(t):
+        x1 = b.op('Slice', t, half_a, half_b, ax)
+        x2 = b.op('Slice', t, half_b, end, ax)
+        rot = b.op('Concat', b.op('Neg', x2), x1, axis=-1)
+        return b.op('Add', b.op('Mul', t, cos), b.op('Mul', rot, sin))
+
+    def proj(t, din, dout, name):
+        return b.op('MatMul', t, b.weight(name, he_normal(rng, (din, dout), din, 1.0)))
+    for l in range(layers):
+        n = f'l{l}'
+        h = rms(y, n + '.in_norm')
+        q = rope(split_heads(b, proj(h, dim, dim, n + '.q'), seq, heads, hd, [0, 2, 1, 3]))
+        k = rope(split_heads(b, proj(h, dim, dim, n + '.k'), seq, heads, hd, [0, 2, 1, 3]))
+        v = split_heads(b, proj(h, dim, dim, n + '.v'), seq, heads, hd, [0, 2, 1, 3])
+        s = b.op('Div', b.op('MatMul', q, b.op('Transpose', k, perm=[0, 1, 3, 2])), b.const(np.float32(np.sqrt(hd))))
+        c = merge_heads(b, b.op('MatMul', b.op('Softmax', b.op('Add', s, mask), axis=-1), v), seq, dim)
+        y = b.op('Add', y, proj(c, dim, dim, n + '.o'))
+        h = rms(y, n + '.post_norm')
+        g = proj(h, dim, ffn, n + '.gate')
+        h = b.op('Mul', swish(b, g), proj(h, dim, ffn, n + '.up'))
+        y = b.op('Add', y, proj(h, ffn, dim, n + '.down'))
+    y = rms(y, 'norm')
+    b.op('MatMul', y, b.weight('lm_head', he_normal(rng, (dim, vocab), dim, 1.0)), out='logits')
+    b.output('logits', FLOAT, [1, seq, vocab])
+    return b.model(14, 'llama')
+
+
+def yolov5n(rng, size=640, classes=80):
+    b = Builder('yolov5n', rng)
+    x = b.input('images', FLOAT, [1, 3, size, size])
+
+    def c3(x, cin, cout, n, name, short=True):
+        h = cout // 2
+        a = cba(b, x, cin, h, 1, name + '.cv1')
+        for k in range(n):
+            t = cba(b, cba(b, a, h, h, 1, f'{name}.m{k}.1'), h, h, 3, f'{name}.m{k}.2')
+            a = b.op('Add', a, t) if short else t
+        return cba(b, b.op('Concat', a, cba(b, x, cin, h, 1, name + '.cv2'), axis=1), cout, cout, 1, name + '.cv3')
+    # The 6x6/2 stem with padding 2, as YOLOv5 v6 has it.
+    y = swish(b, batchnorm(b, conv(b, x, 3, 16, 6, 'c0', stride=2, pad=2, bias=False), 16, 'c0.bn'))
+    y = c3(cba(b, y, 16, 32, 3, 'c1', 2), 32, 32, 1, 'c2')
+    p3 = c3(cba(b, y, 32, 64, 3, 'c3', 2), 64, 64, 2, 'c4')
+    p4 = c3(cba(b, p3, 64, 128, 3, 'c5', 2), 128, 128, 3, 'c6')
+    y = c3(cba(b, p4, 128, 256, 3, 'c7', 2), 256, 256, 1, 'c8')
+    y = cba(b, y, 256, 128, 1, 'sppf.cv1')
+    m1 = b.op('MaxPool', y, kernel_shape=[5, 5], pads=[2, 2, 2, 2], strides=[1, 1])
+    m2 = b.op('MaxPool', m1, kernel_shape=[5, 5], pads=[2, 2, 2, 2], strides=[1, 1])
+    m3 = b.op('MaxPool', m2, kernel_shape=[5, 5], pads=[2, 2, 2, 2], strides=[1, 1])
+    y = cba(b, b.op('Concat', y, m1, m2, m3, axis=1), 512, 256, 1, 'sppf.cv2')
+    sc = b.const([1.0, 1.0, 2.0, 2.0], np.float32)
+    up = lambda t: b.op('Resize', t, '', sc, mode='nearest')
+    h10 = cba(b, y, 256, 128, 1, 'c10')
+    h13 = c3(b.op('Concat', up(h10), p4, axis=1), 256, 128, 1, 'c13', False)
+    h14 = cba(b, h13, 128, 64, 1, 'c14')
+    o3 = c3(b.op('Concat', up(h14), p3, axis=1), 128, 64, 1, 'c17', False)
+    o4 = c3(b.op('Concat', cba(b, o3, 64, 64, 3, 'c18', 2), h14, axis=1), 128, 128, 1, 'c20', False)
+    o5 = c3(b.op('Concat', cba(b, o4, 128, 128, 3, 'c21', 2), h10, axis=1), 256, 256, 1, 'c23', False)
+    no, outs = classes + 5, []
+    anchors = [[(10, 13), (16, 30), (33, 23)], [(30, 61), (62, 45), (59, 119)], [(116, 90), (156, 198), (373, 326)]]
+    for i, (t, c, s) in enumerate([(o3, 64, 8), (o4, 128, 16), (o5, 256, 32)]):
+        g = size // s
+        p = conv(b, t, c, 3 * no, 1, f'det{i}', pad=0, gain=0.5)
+        p = b.op('Sigmoid', b.op('Transpose', b.op('Reshape', p, b.const([1, 3, no, g, g], np.int64)), perm=[0, 1, 3, 4, 2]))
+        xy, wh, conf = b.op('Split', p, b.const([2, 2, no - 4], np.int64), axis=4, n_out=3)
+        gy, gx = np.meshgrid(np.arange(g), np.arange(g), indexing='ij')
+        grid = f32(np.stack([gx, gy], -1).reshape(1, 1, g, g, 2) - 0.5)
+        xy = b.op('Mul', b.op('Add', b.op('Mul', xy, b.const(np.float32(2.0))), b.const(grid)), b.const(np.float32(s)))
+        ag = f32(np.array(anchors[i], np.float32).reshape(1, 3, 1, 1, 2))
+        wh = b.op('Mul', b.op('Pow', b.op('Mul', wh, b.const(np.float32(2.0))), b.const(np.float32(2.0))), b.const(ag))
+        outs.append(b.op('Reshape', b.op('Concat', xy, wh, conf, axis=4), b.const([1, -1, no], np.int64)))
+    b.op('Concat', *outs, axis=1, out='output0')
+    b.output('output0', FLOAT, [1, 3 * sum((size // s) ** 2 for s in (8, 16, 32)), no])
+    return b.model(13, 'yolov5n')
+
+
+def espcn(rng, size=224, scale=3):
+    b = Builder('espcn_sr', rng)
+    x = b.input('input', FLOAT, [1, 3, size, size])
+    y = b.op('Tanh', conv(b, x, 3, 64, 5, 'c1', gain=1.0))
+    y = b.op('Tanh', conv(b, y, 64, 32, 3, 'c2', gain=1.0))
+    y = conv(b, y, 32, 3 * scale * scale, 3, 'c3', gain=1.0)
+    y = b.op('DepthToSpace', y, blocksize=scale, mode='CRD')
+    b.op('Clip', y, b.const(np.float32(0.0)), b.const(np.float32(1.0)), out='output')
+    b.output('output', FLOAT, [1, 3, size * scale, size * scale])
+    return b.model(13, 'espcn')
+
+
 MODELS = (("effnet_b0", effnet), ("mnv3_large", mnv3), ("yolov8n_640", yolov8n), ("vit_tiny6", vit),
           ("unet_256", unet), ("convnext_atto", convnext), ("crnn_lstm", crnn), ("kws_tcn", kws),
           ("bert_mini", bert), ("gpt2_tiny", gpt2), ("resnext_lite", resnext), ("vad_gru", vad_gru),
           ("ssdlite_face", ssdlite_face), ("mobilefacenet", mobilefacenet), ("deeplabv3_mnv2", deeplabv3),
-          ("fast_style", fast_style), ("fcos_gn", fcos_gn), ("mobilevit_xs", mobilevit_xs))
+          ("fast_style", fast_style), ("fcos_gn", fcos_gn), ("mobilevit_xs", mobilevit_xs),
+          ("conformer_ctc", conformer), ("whisper_enc", whisper_enc), ("llama_tiny", llama_tiny),
+          ("yolov5n_640", yolov5n), ("espcn_sr", espcn))
 
 
 def main():
