@@ -1006,6 +1006,49 @@ static void test_blocked_groups(void) {
   er__pbw_free(&g16);
 }
 
+/* Blocked convolutions among c x c channels on an h x w map (-2 and -3
+ * for sizes known only at run time): a 3x3 layer between two 1x1 layers. */
+static int blocked_convs_of_chain(int64_t c, int64_t h, int64_t w) {
+  er_pbw g = {0}, m = {0}, p1 = {0};
+  add_weight(&g, "A", 4, (const int64_t[]){c, c, 1, 1}, 0.2f, 0);
+  add_weight(&g, "W", 4, (const int64_t[]){c, c, 3, 3}, 0.1f, 0);
+  add_weight(&g, "B", 4, (const int64_t[]){c, c, 1, 1}, 0.2f, 0);
+  tb_attr_ints(&p1, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+  tb_node(&g, "Conv", "a", IN("x", "A"), OUT("a"), NULL);
+  tb_node(&g, "Relu", "r", IN("a"), OUT("r"), NULL);
+  tb_node(&g, "Conv", "w", IN("r", "W"), OUT("w"), &p1);
+  tb_node(&g, "Conv", "b", IN("w", "B"), OUT("y"), NULL);
+  tb_graph_input(&g, "x", 1, 4, (const int64_t[]){1, c, h, w});
+  tb_graph_output(&g, "y", 1, -1, NULL);
+  tb_model(&m, 8, 13, &g);
+  er_model *opt = load(&m, 2);
+  int n = count_in_layout(opt, "blocked", "BlockedConv");
+  if (h > 0 && h * w <= 56 * 56) {
+    er_model *plain = load(&m, -1);
+    same_in_layouts(opt, plain, 4, (const int64_t[]){1, c, h, w});
+    er_model_free(plain);
+  }
+  er_model_free(opt);
+  er__pbw_free(&g);
+  er__pbw_free(&m);
+  er__pbw_free(&p1);
+  return n;
+}
+
+/* Where AVX-512 runs as two 256-bit halves (Zen 4), 3x3 layers with
+ * C * M / (C + M) from 12 to 32 go to planar Winograd on maps of 56 x 56
+ * and more; elsewhere, on smaller maps, or on sizes known only at run time
+ * they stay blocked. 64 channels (32) take Winograd from 14 x 14 on every
+ * CPU with a Winograd kernel. */
+static void test_winograd_choice(void) {
+  if (er__cpu_layout_block() == 0) return;
+  const er_cpu_features *f = er__cpu_features();
+  CHECK(blocked_convs_of_chain(24, 56, 56) == (f->avx512_split ? 0 : 3));
+  CHECK(blocked_convs_of_chain(32, 28, 28) == 3);
+  CHECK(blocked_convs_of_chain(24, -2, -3) == 3);
+  if (f->avx2) CHECK(blocked_convs_of_chain(64, 28, 28) == 0);
+}
+
 /* Max and Min of two stay blocked: with a one-value constant (openWakeWord
  * clamps every LeakyRelu with Max(x, -0.4)) or of two blocked values, over
  * 24 channels (padding lanes the constant makes non-zero, which the
@@ -1673,6 +1716,7 @@ int main(int argc, char **argv) {
       {"blocked_layout", test_blocked_layout},
       {"blocked_near_misses", test_blocked_near_misses},
       {"blocked_groups", test_blocked_groups},
+      {"winograd_choice", test_winograd_choice},
       {"blocked_max_min", test_blocked_max_min},
       {"blocked_mixed_concat", test_blocked_mixed_concat},
       {"blocked_islands", test_blocked_islands},

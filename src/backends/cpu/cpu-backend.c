@@ -182,11 +182,22 @@ bool er__cpu_node_prefers_planar(const er_graph *g, int32_t i) {
    * while 32 -> 32 at 80x80 (the detector: 1.72 ms planar plus a
    * conversion, 1.55 blocked) stays blocked. */
   const er_tensor *w = in[1], *y = out[0];
-  if (!w || w->rank != 4 || w->dims[0] < 1 || w->dims[1] < 1 ||
-      w->dims[0] * w->dims[1] < 32 * (w->dims[0] + w->dims[1]))
-    return false;
-  if (!y || y->rank != 4 || y->dims[2] < 0 || y->dims[3] < 0) return true; /* size known at run time only */
-  return y->dims[2] * y->dims[3] >= 14 * 14;
+  if (!w || w->rank != 4 || w->dims[0] < 1 || w->dims[1] < 1) return false;
+  int64_t cm = w->dims[0] * w->dims[1], c_plus_m = w->dims[0] + w->dims[1];
+  /* Where AVX-512 runs as two 256-bit halves (Zen 4) the blocked direct
+   * kernel gains little over AVX2 while AVX-512 Winograd gains much, so
+   * narrower layers on large maps win too. Zen 4, 1 thread, planar
+   * Winograd against blocked direct, each between two 1x1 layers: 64 ->
+   * 32 at 224x224 24.2 -> 20.3 ms, 32 -> 32 at 112x112 2.64 -> 2.33, at
+   * 56x56 0.66 -> 0.55, 24 -> 24 at 56x56 0.64 -> 0.36 (24 channels fill
+   * 3/4 of the blocked vectors); at 28x28 32 -> 32 lost (0.166 -> 0.19)
+   * and 32 -> 16 at 224x224 (C * M / (C + M) = 10.7) was even. With AVX2
+   * on the same core the first lost (25.3 -> 26.4), hence the ISA test. */
+  bool split = er__cpu_features()->avx512_split && strstr(k->name, "avx512");
+  if (cm < (split ? 12 : 32) * c_plus_m) return false;
+  bool known = y && y->rank == 4 && y->dims[2] >= 0 && y->dims[3] >= 0;
+  if (cm < 32 * c_plus_m) return known && y->dims[2] * y->dims[3] >= 56 * 56;
+  return !known || y->dims[2] * y->dims[3] >= 14 * 14; /* a size known only at run time: Winograd */
 }
 
 /* Chooses and prepares an optimized kernel for node i, if one applies. */

@@ -72,6 +72,12 @@ static void detect(void) {
     f->avxvnni = f->avx2 && ((a >> 4) & 1);
     f->avx512bf16 = f->avx512f && ((a >> 5) & 1);
   }
+  /* Vendor "AuthenticAMD" (EBX, EDX, ECX of leaf 0) and family 19h. */
+  if (__get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u &&
+      __get_cpuid(1, &a, &b, &c, &d)) {
+    unsigned family = ((a >> 8) & 0xf) + (((a >> 8) & 0xf) == 0xf ? (a >> 20) & 0xff : 0);
+    f->avx512_split = f->avx512f && family == 0x19;
+  }
 #elif defined(__aarch64__)
   unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
   f->neon = true; /* mandatory on AArch64 */

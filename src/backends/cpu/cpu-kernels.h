@@ -25,6 +25,10 @@ typedef struct er_cpu_features {
   bool avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512vbmi, avx512bf16;
   bool avxvnni;      /* VEX-encoded VNNI (Alder Lake+) */
   bool amx_int8;     /* AMX tiles usable (the OS granted the state) */
+  /* AVX-512 executed as two 256-bit halves (AMD family 19h, Zen 4): the
+   * same multiply-adds a cycle as AVX2, which moves the point where
+   * Winograd beats the direct convolution (er__cpu_node_prefers_planar). */
+  bool avx512_split;
   /* Arm */
   bool neon, dotprod, i8mm;
   int cores;         /* online logical CPUs */
@@ -119,8 +123,9 @@ const er_cpu_kernel *er__cpu_kernel_pick(const er_kernel_info *ki);
 int er__cpu_layout_block(void);
 /* Whether node i of g runs faster on its planar kernel than it would in
  * the blocked layout (the layout pass then leaves it planar): its planar
- * kernel is Winograd, with at least 64 channels in and out, on a map of at
- * least 14 x 14 (or one known only at run time). */
+ * kernel is Winograd with enough channels on a large enough map (the rule
+ * and its measurements are in cpu-backend.c), or a direct convolution to at
+ * most half a block of outputs. */
 struct er_graph;
 bool er__cpu_node_prefers_planar(const struct er_graph *g, int32_t i);
 /* True when ER_FORCE_REFERENCE is set to a non-empty value other than 0. */
