@@ -241,6 +241,25 @@ void er__view_copy(const er_view *v, void *dst, const void *src, int64_t begin, 
     off += idx[k] * v->strides[k];
   }
   uint8_t *out = (uint8_t *)dst + begin * inner * (int64_t)es;
+  const size_t row_bytes = (size_t)inner * es;
+  if (r == 2 && inner_stride == 1 && row_bytes <= 32) {
+    /* Short rows at one stride (YOLOv5's head splits [19200, 85] into
+     * rows of 2, 2 and 81 floats): fixed-size copies the compiler turns
+     * into moves, instead of a memcpy call per row. */
+    const uint8_t *p = in + off * (int64_t)es;
+    const int64_t step = v->strides[0] * (int64_t)es, n = end - begin;
+#define VIEW_SHORT_ROWS(BYTES)                                                               for (int64_t i = 0; i < n; i++) memcpy(out + i * (BYTES), p + i * step, BYTES);            return;
+    switch (row_bytes) {
+      case 4: VIEW_SHORT_ROWS(4)
+      case 8: VIEW_SHORT_ROWS(8)
+      case 12: VIEW_SHORT_ROWS(12)
+      case 16: VIEW_SHORT_ROWS(16)
+      case 24: VIEW_SHORT_ROWS(24)
+      case 32: VIEW_SHORT_ROWS(32)
+      default: break;
+    }
+#undef VIEW_SHORT_ROWS
+  }
   for (int64_t row = begin; row < end; row++) {
     copy_row(out, in + off * (int64_t)es, es, inner, inner_stride);
     out += inner * (int64_t)es;

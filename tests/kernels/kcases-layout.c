@@ -1,4 +1,4 @@
-/* kcases-layout.c - cases for Slice, Concat, Transpose (every element size, permutations
+/* kcases-layout.c - cases for Slice, Split, Concat, Transpose (every element size, permutations
  * that collapse to row copies, to 2-D transposes and to neither, unit
  * axes, tiles at and around 16) and nearest Resize / Upsample (every
  * coordinate mode and rounding mode, scales and sizes, up and down, odd
@@ -260,6 +260,54 @@ static void gen_concat(case_fn fn, void *arg) {
   fn(&c, arg);
 }
 
+/* ---- Split ------------------------------------------------------------------- */
+
+/* Split: YOLOv5's head (rows of 2, 2 and 81 floats along the last axis),
+ * a C2f channel split in halves, a 'split' input, equal chunks without
+ * one, opset 18's smaller last chunk (num_outputs), opset 11's attribute,
+ * a negative axis, an empty part, int64 and uint8 data, 2- to 16-byte rows
+ * (the short-row copies) and sizes known only at run time. */
+static void gen_split(case_fn fn, void *arg) {
+  static const struct {
+    int rank;
+    int64_t dims[5];
+    int64_t axis;
+    int n;
+    int64_t split[4]; /* all 0: equal chunks */
+    int version;
+    er_dtype type;
+  } specs[] = {
+      {5, {1, 3, 20, 20, 85}, 4, 3, {2, 2, 81}, 13, ER_DTYPE_FLOAT},  /* YOLOv5 head */
+      {4, {1, 64, 40, 40}, 1, 2, {32, 32}, 13, ER_DTYPE_FLOAT},       /* C2f, 200 KiB parts */
+      {4, {2, 6, 5, 7}, 1, 3, {0}, 13, ER_DTYPE_FLOAT},               /* equal chunks */
+      {3, {4, 10, 9}, -1, 4, {0}, 18, ER_DTYPE_FLOAT},                /* chunks of 3, last 0 */
+      {3, {4, 11, 6}, 1, 3, {0}, 18, ER_DTYPE_FLOAT},                 /* 4, 4, 3 */
+      {3, {3, 7, 12}, 2, 3, {4, 0, 8}, 11, ER_DTYPE_FLOAT},           /* an empty part */
+      {2, {300, 7}, 1, 3, {1, 2, 4}, 13, ER_DTYPE_INT64},             /* 8- to 32-byte rows */
+      {2, {129, 19}, 1, 3, {3, 12, 4}, 13, ER_DTYPE_UINT8},
+      {2, {64, 20}, 1, 4, {1, 2, 3, 14}, 13, ER_DTYPE_FLOAT16},       /* 2-byte rows */
+      {1, {100}, 0, 2, {37, 63}, 13, ER_DTYPE_FLOAT},
+  };
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(specs); i++)
+    for (int dyn = 0; dyn < 2; dyn++) {
+      if (dyn && specs[i].type != ER_DTYPE_FLOAT) continue;
+      kc_begin(&c, "Split", "", specs[i].version, "Split#%zu axis %lld into %d %s v%d%s", i,
+               (long long)specs[i].axis, specs[i].n, er_dtype_name(specs[i].type), specs[i].version,
+               dyn ? " dynamic" : "");
+      retype(&c, kc_input(&c, specs[i].rank, specs[i].dims, -100, 100, false), specs[i].type);
+      bool listed = specs[i].split[0] || specs[i].split[1];
+      if (specs[i].version >= 13 && listed) kc_input_i64(&c, 1, (const int64_t[]){specs[i].n}, specs[i].split, true);
+      if (specs[i].version < 13 && listed) kc_attr_ints(&c, "split", specs[i].n, specs[i].split);
+      if (specs[i].version >= 18 && !listed) kc_attr_int(&c, "num_outputs", specs[i].n);
+      kc_attr_int(&c, "axis", specs[i].axis);
+      c.n_out = specs[i].n;
+      c.dynamic = dyn;
+      c.tol = TOL_EXACT_T;
+      fn(&c, arg);
+    }
+}
+
 /* ---- Slice ------------------------------------------------------------------- */
 
 /* Slice: a YOLO Focus stem (step 2 on rows and columns, the rows split
@@ -305,6 +353,7 @@ static void gen_slice(case_fn fn, void *arg) {
 const case_gen kcases_layout[] = {
     {"Concat", "", gen_concat},
     {"Slice", "", gen_slice},
+    {"Split", "", gen_split},
     {"Transpose", "", gen_transpose},
     {"Resize", "", gen_resize},
     {"Resize", "", gen_resize_linear},
