@@ -247,6 +247,24 @@ void er__view_copy(const er_view *v, void *dst, const void *src, int64_t begin, 
 /* Slice's output as a view of its input (shapes known, at run time). */
 er_status er__slice_view(const er_kctx *ctx, er_view *v);
 
+/* Pad as rows of the output (the last padded axis, with the unpadded axes
+ * after it carried whole): er__pad_job_make reads the node (mode, pads,
+ * constant; shapes known, at run time), er__pad_rows writes output rows
+ * [begin, end) of the job's `rows`. Disjoint row ranges may be written
+ * concurrently. */
+typedef struct er_pad_job {
+  const void *x;
+  size_t es;
+  int mode;          /* constant, reflect, edge, wrap */
+  int rank;          /* axes up to the last padded one; 0 for a scalar */
+  uint8_t value[8];  /* the constant, one element */
+  int64_t before[ER_MAX_RANK], lo[ER_MAX_RANK], len[ER_MAX_RANK];
+  int64_t in_strides[ER_MAX_RANK], out_dims[ER_MAX_RANK];
+  int64_t inner, block, rows;
+} er_pad_job;
+er_status er__pad_job_make(er_kctx *ctx, er_pad_job *j);
+void er__pad_rows(const er_pad_job *j, void *dst, int64_t begin, int64_t end);
+
 /* Concat in place (runtime/session.c) plans inputs where they belong in
  * the output. True when a run's inputs do not match that plan: some input
  * lies inside the output's memory at a place other than its own, where

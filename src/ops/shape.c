@@ -1758,35 +1758,39 @@ static int64_t pad_source(pad_mode mode, int64_t o, int64_t before, int64_t lo, 
   return lo + i;
 }
 
-static er_status pad_run(er_kctx *ctx) {
+er_status er__pad_job_make(er_kctx *ctx, er_pad_job *j) {
   const er_tensor *x = ctx->in[0];
   er_tensor *y = ctx->out[0];
   pad_plan p;
   int r = x->rank;
   size_t es = er_dtype_size(x->dtype);
-  uint8_t value[8] = {0}; /* the constant, one element */
-  int64_t before[ER_MAX_RANK], lo[ER_MAX_RANK], len[ER_MAX_RANK], in_strides[ER_MAX_RANK];
+  memset(j, 0, sizeof *j);
   ER_CHECK(pad_plan_make(ctx, &p));
   if (version(ctx) >= 11) {
     const er_tensor *cv = er__in(ctx, 2);
-    if (cv) memcpy(value, cv->data, es);
+    if (cv) memcpy(j->value, cv->data, es);
   } else {
     float v;
     ER_CHECK(er__attr_float(ctx, "value", 0.0f, &v));
-    er__store_f64(value, x->dtype, 0, v);
+    er__store_f64(j->value, x->dtype, 0, v);
   }
+  j->x = x->data;
+  j->es = es;
+  j->mode = (int)p.mode;
   int64_t total = er__count(y);
   if (total == 0) return ER_STATUS_OK;
   if (r == 0) {
-    memcpy(y->data, x->data, es);
+    j->rank = 0;
+    j->inner = j->block = j->rows = 1;
     return ER_STATUS_OK;
   }
   /* Negative pads crop first; the padding then extends the kept range. */
   for (int d = 0; d < r; d++) {
     int64_t cut_lo = p.begin[d] < 0 ? -p.begin[d] : 0, cut_hi = p.end[d] < 0 ? -p.end[d] : 0;
-    before[d] = p.begin[d] > 0 ? p.begin[d] : 0;
-    lo[d] = cut_lo;
-    len[d] = x->dims[d] - cut_lo - cut_hi;
+    j->before[d] = p.begin[d] > 0 ? p.begin[d] : 0;
+    j->lo[d] = cut_lo;
+    j->len[d] = x->dims[d] - cut_lo - cut_hi;
+    j->out_dims[d] = y->dims[d];
   }
   /* Trailing axes without pads travel whole with each element of the last
    * padded axis: oww_embedding pads W of an [N, 76, 32, 1] input, which
@@ -1794,47 +1798,75 @@ static er_status pad_run(er_kctx *ctx) {
   int rr = r;
   int64_t block = 1;
   while (rr > 1 && p.begin[rr - 1] == 0 && p.end[rr - 1] == 0) block *= x->dims[--rr];
-  er__strides(rr, x->dims, in_strides);
-  for (int d = 0; d < rr; d++) in_strides[d] *= block;
-  const int64_t ees = (int64_t)es * block; /* bytes of one element of axis rr - 1 and what it carries */
-  int64_t inner = y->dims[rr - 1], rows = total / (inner * block);
+  er__strides(rr, x->dims, j->in_strides);
+  for (int d = 0; d < rr; d++) j->in_strides[d] *= block;
+  j->rank = rr;
+  j->block = block;
+  j->inner = y->dims[rr - 1];
+  j->rows = total / (j->inner * block);
+  return ER_STATUS_OK;
+}
+
+void er__pad_rows(const er_pad_job *j, void *dst, int64_t begin, int64_t end) {
+  const size_t es = j->es;
+  const int rr = j->rank;
+  const pad_mode mode = (pad_mode)j->mode;
+  if (begin >= end) return;
+  if (rr == 0) {
+    memcpy(dst, j->x, es);
+    return;
+  }
+  const int64_t ees = (int64_t)es * j->block; /* bytes of one element of axis rr - 1 and what it carries */
+  const int64_t inner = j->inner, block = j->block;
   int64_t idx[ER_MAX_RANK] = {0};
-  uint8_t *out = y->data;
-  const uint8_t *in = x->data;
-  for (int64_t row = 0; row < rows; row++, out += inner * ees) {
+  int64_t q = begin;
+  for (int d = rr - 2; d >= 0; d--) {
+    idx[d] = q % j->out_dims[d];
+    q /= j->out_dims[d];
+  }
+  uint8_t *out = (uint8_t *)dst + begin * inner * ees;
+  const uint8_t *in = j->x;
+  /* The last axis: its kept middle is one memcpy, the padded ends map per
+   * element. */
+  const int d = rr - 1;
+  int64_t mid_lo = j->before[d], mid_hi = j->before[d] + j->len[d];
+  if (mid_hi > inner) mid_hi = inner;
+  for (int64_t row = begin; row < end; row++, out += inner * ees) {
     /* Source offset of this row (in elements), or a row of constants. */
     int64_t off = 0;
     bool constant_row = false;
-    for (int d = 0; d < rr - 1; d++) {
-      int64_t s = pad_source(p.mode, idx[d], before[d], lo[d], len[d]);
+    for (int a = 0; a < rr - 1; a++) {
+      int64_t s = pad_source(mode, idx[a], j->before[a], j->lo[a], j->len[a]);
       if (s < 0) {
         constant_row = true;
         break;
       }
-      off += s * in_strides[d];
+      off += s * j->in_strides[a];
     }
     if (constant_row) {
-      fill_bytes(out, value, es, inner * block);
+      fill_bytes(out, j->value, es, inner * block);
     } else {
-      /* The kept middle is one memcpy; the padded ends map per element. */
-      int d = rr - 1;
-      int64_t mid_lo = before[d], mid_hi = before[d] + len[d];
-      if (mid_hi > inner) mid_hi = inner;
       if (mid_hi > mid_lo)
-        memcpy(out + mid_lo * ees, in + off * (int64_t)es + lo[d] * ees, (size_t)((mid_hi - mid_lo) * ees));
-      for (int64_t j = 0; j < inner; j++) {
-        if (j == mid_lo && mid_hi > mid_lo) j = mid_hi;
-        if (j >= inner) break;
-        int64_t s = pad_source(p.mode, j, before[d], lo[d], len[d]);
-        if (s < 0) fill_bytes(out + j * ees, value, es, block);
-        else memcpy(out + j * ees, in + off * (int64_t)es + s * ees, (size_t)ees);
+        memcpy(out + mid_lo * ees, in + off * (int64_t)es + j->lo[d] * ees, (size_t)((mid_hi - mid_lo) * ees));
+      for (int64_t k = 0; k < inner; k++) {
+        if (k == mid_lo && mid_hi > mid_lo) k = mid_hi;
+        if (k >= inner) break;
+        int64_t s = pad_source(mode, k, j->before[d], j->lo[d], j->len[d]);
+        if (s < 0) fill_bytes(out + k * ees, j->value, es, block);
+        else memcpy(out + k * ees, in + off * (int64_t)es + s * ees, (size_t)ees);
       }
     }
-    for (int d = rr - 2; d >= 0; d--) {
-      if (++idx[d] < y->dims[d]) break;
-      idx[d] = 0;
+    for (int a = rr - 2; a >= 0; a--) {
+      if (++idx[a] < j->out_dims[a]) break;
+      idx[a] = 0;
     }
   }
+}
+
+static er_status pad_run(er_kctx *ctx) {
+  er_pad_job j;
+  ER_CHECK(er__pad_job_make(ctx, &j));
+  er__pad_rows(&j, ctx->out[0]->data, 0, j.rows);
   return ER_STATUS_OK;
 }
 

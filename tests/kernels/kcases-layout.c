@@ -260,6 +260,63 @@ static void gen_concat(case_fn fn, void *arg) {
   fn(&c, arg);
 }
 
+/* ---- Pad --------------------------------------------------------------------- */
+
+/* Pad: every mode on a style-transfer reflect pad's shape, pads wider
+ * than the axis (reflected again), negative pads (cropping), a constant
+ * value, opset 2's attributes, opset 18's axes, an unpadded trailing axis
+ * carried whole, int64 and uint8 data, and sizes known only at run time. */
+static void gen_pad(case_fn fn, void *arg) {
+  static const struct {
+    int rank;
+    int64_t dims[4];
+    const char *mode;
+    int64_t pads[8];
+    int n_axes;
+    int64_t axes[4];
+    int version;
+    er_dtype type;
+  } specs[] = {
+      {4, {1, 16, 30, 30}, "reflect", {0, 0, 4, 4, 0, 0, 4, 4}, 0, {0}, 13, ER_DTYPE_FLOAT},
+      {4, {1, 16, 30, 30}, "constant", {0, 0, 1, 1, 0, 0, 1, 1}, 0, {0}, 13, ER_DTYPE_FLOAT},
+      {4, {1, 16, 30, 30}, "edge", {0, 0, 1, 2, 0, 0, 3, 0}, 0, {0}, 13, ER_DTYPE_FLOAT},
+      {4, {2, 3, 5, 4}, "reflect", {0, 1, 7, 9, 0, 2, 6, 5}, 0, {0}, 13, ER_DTYPE_FLOAT}, /* wider than the axis */
+      {4, {2, 3, 5, 4}, "wrap", {0, 0, 6, 3, 0, 0, 2, 5}, 0, {0}, 19, ER_DTYPE_FLOAT},
+      {4, {2, 3, 9, 8}, "constant", {0, -1, 2, -3, 1, 0, -2, 2}, 0, {0}, 13, ER_DTYPE_FLOAT}, /* crops */
+      {4, {2, 3, 9, 8}, "reflect", {0, 0, -2, 1, 0, 0, 1, -3}, 0, {0}, 13, ER_DTYPE_FLOAT},
+      {3, {4, 76, 32}, "constant", {0, 3, 0, 0, 4, 0}, 0, {0}, 11, ER_DTYPE_FLOAT},           /* rows carried whole */
+      {3, {1, 1, 1536}, "reflect", {64, 64}, 1, {-1}, 18, ER_DTYPE_FLOAT},                  /* VAD: axes */
+      {2, {37, 19}, "edge", {2, 5, 3, 1}, 0, {0}, 13, ER_DTYPE_INT64},
+      {2, {37, 19}, "constant", {1, 1, 1, 1}, 0, {0}, 2, ER_DTYPE_UINT8},                   /* opset 2 */
+  };
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(specs); i++)
+    for (int dyn = 0; dyn < 2; dyn++) {
+      if (dyn && specs[i].type != ER_DTYPE_FLOAT) continue;
+      kc_begin(&c, "Pad", "", specs[i].version, "Pad#%zu %s %s v%d%s", i, specs[i].mode, er_dtype_name(specs[i].type),
+               specs[i].version, dyn ? " dynamic" : "");
+      retype(&c, kc_input(&c, specs[i].rank, specs[i].dims, -100, 100, false), specs[i].type);
+      int n_pads = 2 * (specs[i].n_axes ? specs[i].n_axes : specs[i].rank);
+      if (specs[i].version < 11) {
+        kc_attr_ints(&c, "pads", n_pads, specs[i].pads);
+        kc_attr_float(&c, "value", 3.0f);
+      } else {
+        kc_input_i64(&c, 1, (const int64_t[]){n_pads}, specs[i].pads, true);
+        if (specs[i].type == ER_DTYPE_FLOAT && strcmp(specs[i].mode, "constant") == 0) {
+          er_tensor *v = kc_input(&c, 0, NULL, 0, 0, true);
+          ((float *)v->data)[0] = -2.5f;
+        } else if (specs[i].n_axes) {
+          kc_input_none(&c);
+        }
+        if (specs[i].n_axes) kc_input_i64(&c, 1, (const int64_t[]){specs[i].n_axes}, specs[i].axes, true);
+      }
+      kc_attr_string(&c, "mode", specs[i].mode);
+      c.dynamic = dyn;
+      c.tol = TOL_EXACT_T;
+      fn(&c, arg);
+    }
+}
+
 /* ---- Split ------------------------------------------------------------------- */
 
 /* Split: YOLOv5's head (rows of 2, 2 and 81 floats along the last axis),
@@ -354,6 +411,7 @@ const case_gen kcases_layout[] = {
     {"Concat", "", gen_concat},
     {"Slice", "", gen_slice},
     {"Split", "", gen_split},
+    {"Pad", "", gen_pad},
     {"Transpose", "", gen_transpose},
     {"Resize", "", gen_resize},
     {"Resize", "", gen_resize_linear},
