@@ -198,6 +198,16 @@ def mnv3(rng):
     return b.model(14, 'mnv3')
 
 
+def sppf(b, x):
+    """YOLO's SPPF on 256 channels: 1x1 to 128, three chained 5x5 max pools,
+    the four concatenated, 1x1 to 256."""
+    y = cba(b, x, 256, 128, 1, 'sppf.cv1')
+    m1 = b.op('MaxPool', y, kernel_shape=[5, 5], pads=[2, 2, 2, 2], strides=[1, 1])
+    m2 = b.op('MaxPool', m1, kernel_shape=[5, 5], pads=[2, 2, 2, 2], strides=[1, 1])
+    m3 = b.op('MaxPool', m2, kernel_shape=[5, 5], pads=[2, 2, 2, 2], strides=[1, 1])
+    return cba(b, b.op('Concat', y, m1, m2, m3, axis=1), 512, 256, 1, 'sppf.cv2')
+
+
 def yolov8n(rng, size=640):
     b = Builder('yolov8n', rng)
     x = b.input('images', FLOAT, [1, 3, size, size])
@@ -222,11 +232,7 @@ def yolov8n(rng, size=640):
     p4 = c2f(y, 128, 128, 2, 'c6')
     y = cba(b, p4, 128, 256, 3, 'c7', 2)
     y = c2f(y, 256, 256, 1, 'c8')
-    y = cba(b, y, 256, 128, 1, 'sppf.cv1')
-    m1 = b.op('MaxPool', y, kernel_shape=[5, 5], pads=[2, 2, 2, 2], strides=[1, 1])
-    m2 = b.op('MaxPool', m1, kernel_shape=[5, 5], pads=[2, 2, 2, 2], strides=[1, 1])
-    m3 = b.op('MaxPool', m2, kernel_shape=[5, 5], pads=[2, 2, 2, 2], strides=[1, 1])
-    p5 = cba(b, b.op('Concat', y, m1, m2, m3, axis=1), 512, 256, 1, 'sppf.cv2')
+    p5 = sppf(b, y)
     sc = b.const([1.0, 1.0, 2.0, 2.0], np.float32)
     up = lambda t: b.op('Resize', t, '', sc, mode='nearest')
     h4 = c2f(b.op('Concat', up(p5), p4, axis=1), 384, 128, 1, 'c12', False)
@@ -888,11 +894,7 @@ def yolov5n(rng, size=640, classes=80):
     p3 = c3(cba(b, y, 32, 64, 3, 'c3', 2), 64, 64, 2, 'c4')
     p4 = c3(cba(b, p3, 64, 128, 3, 'c5', 2), 128, 128, 3, 'c6')
     y = c3(cba(b, p4, 128, 256, 3, 'c7', 2), 256, 256, 1, 'c8')
-    y = cba(b, y, 256, 128, 1, 'sppf.cv1')
-    m1 = b.op('MaxPool', y, kernel_shape=[5, 5], pads=[2, 2, 2, 2], strides=[1, 1])
-    m2 = b.op('MaxPool', m1, kernel_shape=[5, 5], pads=[2, 2, 2, 2], strides=[1, 1])
-    m3 = b.op('MaxPool', m2, kernel_shape=[5, 5], pads=[2, 2, 2, 2], strides=[1, 1])
-    y = cba(b, b.op('Concat', y, m1, m2, m3, axis=1), 512, 256, 1, 'sppf.cv2')
+    y = sppf(b, y)
     sc = b.const([1.0, 1.0, 2.0, 2.0], np.float32)
     up = lambda t: b.op('Resize', t, '', sc, mode='nearest')
     h10 = cba(b, y, 256, 128, 1, 'c10')
