@@ -1,4 +1,4 @@
-/* kcases-layout.c - cases for Slice, Split, Concat, Transpose (every element size, permutations
+/* kcases-layout.c - cases for Slice, Split, Pad, DepthToSpace, Concat, Transpose (every element size, permutations
  * that collapse to row copies, to 2-D transposes and to neither, unit
  * axes, tiles at and around 16) and nearest Resize / Upsample (every
  * coordinate mode and rounding mode, scales and sizes, up and down, odd
@@ -317,6 +317,40 @@ static void gen_pad(case_fn fn, void *arg) {
     }
 }
 
+/* ---- DepthToSpace -------------------------------------------------------------- */
+
+/* DepthToSpace: both modes, blocks of 2, 3 (ESPCN), 4 (the 4-byte loops)
+ * and 5 (the general one), opset 1 (DCR only), a batch, rows of one
+ * pixel, uint8 and int64 data, and sizes known only at run time. */
+static void gen_d2s(case_fn fn, void *arg) {
+  static const struct {
+    int64_t dims[4];
+    int64_t b;
+    const char *mode; /* NULL: opset 1 */
+    er_dtype type;
+  } specs[] = {
+      {{1, 27, 20, 24}, 3, "CRD", ER_DTYPE_FLOAT}, {{1, 27, 20, 24}, 3, "DCR", ER_DTYPE_FLOAT},
+      {{2, 8, 5, 7}, 2, "CRD", ER_DTYPE_FLOAT},    {{2, 8, 5, 7}, 2, "DCR", ER_DTYPE_FLOAT},
+      {{1, 32, 6, 1}, 4, "CRD", ER_DTYPE_FLOAT},   {{1, 50, 3, 4}, 5, "DCR", ER_DTYPE_FLOAT},
+      {{1, 12, 9, 11}, 2, NULL, ER_DTYPE_FLOAT},   {{1, 18, 4, 6}, 3, "CRD", ER_DTYPE_UINT8},
+      {{2, 16, 3, 5}, 2, "DCR", ER_DTYPE_INT64},
+  };
+  kcase c;
+  for (size_t i = 0; i < ER_ARRAY_LEN(specs); i++)
+    for (int dyn = 0; dyn < 2; dyn++) {
+      if (dyn && specs[i].type != ER_DTYPE_FLOAT) continue;
+      kc_begin(&c, "DepthToSpace", "", specs[i].mode ? 13 : 1, "DepthToSpace#%zu %s b%lld %s%s", i,
+               specs[i].mode ? specs[i].mode : "v1", (long long)specs[i].b, er_dtype_name(specs[i].type),
+               dyn ? " dynamic" : "");
+      retype(&c, kc_input(&c, 4, specs[i].dims, -100, 100, false), specs[i].type);
+      kc_attr_int(&c, "blocksize", specs[i].b);
+      if (specs[i].mode) kc_attr_string(&c, "mode", specs[i].mode);
+      c.dynamic = dyn;
+      c.tol = TOL_EXACT_T;
+      fn(&c, arg);
+    }
+}
+
 /* ---- Split ------------------------------------------------------------------- */
 
 /* Split: YOLOv5's head (rows of 2, 2 and 81 floats along the last axis),
@@ -412,6 +446,7 @@ const case_gen kcases_layout[] = {
     {"Slice", "", gen_slice},
     {"Split", "", gen_split},
     {"Pad", "", gen_pad},
+    {"DepthToSpace", "", gen_d2s},
     {"Transpose", "", gen_transpose},
     {"Resize", "", gen_resize},
     {"Resize", "", gen_resize_linear},

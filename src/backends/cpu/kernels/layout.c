@@ -1,5 +1,5 @@
 /* layout.c - optimized CPU kernels of the "layout" group: Transpose,
- * Slice, Split, Pad and Concat (any element type), nearest-neighbour Resize / Upsample
+ * Slice, Split, Pad, DepthToSpace and Concat (any element type), nearest-neighbour Resize / Upsample
  * (any element type) and bilinear ones (float32).
  *
  * Transpose first drops unit axes and merges output axes that stay
@@ -723,6 +723,91 @@ static er_status pad_run(const er_kernel_run *kr) {
 static const er_cpu_kernel k_pad = {"any_pad__scalar", "Pad", "", pad_supports, NULL, pad_run, NULL};
 
 /* ======================================================================== */
+/* DepthToSpace                                                              */
+/* ======================================================================== */
+
+/* Each output row (n, c, h, i) of W * b elements interleaves b input rows
+ * (j = 0 .. b - 1) of W elements, y[w * b + j] = x_j[w], where x_j is
+ * channel c * b * b + i * b + j (CRD) or (i * b + j) * C + c (DCR). The
+ * reference walks the 6-D view whose innermost axis is j: rows of b
+ * elements at a stride of a whole plane (ESPCN's 3x upsampling, 1.3 ms on
+ * one thread). Rows are split over the workers; 4-byte elements with b of
+ * 2, 3 or 4 have their own loops. */
+typedef struct d2s_job {
+  const uint8_t *x;
+  uint8_t *y;
+  int64_t c, h, w, b, cin;
+  bool crd;
+  size_t es;
+} d2s_job;
+
+#define D2S_LOOP(B)                                                  \
+  for (int64_t k = 0; k < w; k++)                                   \
+    for (int64_t j = 0; j < (B); j++) out[k * (B) + j] = src[j][k]; \
+  break;
+
+static void d2s_rows(void *arg, int64_t r0, int64_t r1) {
+  const d2s_job *jb = arg;
+  const int64_t b = jb->b, w = jb->w, h = jb->h, c = jb->c;
+  const size_t es = jb->es;
+  for (int64_t r = r0; r < r1; r++) {
+    int64_t i = r % b, hh = r / b % h, cc = r / (b * h) % c, n = r / (b * h * c);
+    uint8_t *row = jb->y + (size_t)(r * w * b) * es;
+    const uint8_t *srcb[16];
+    for (int64_t j = 0; j < b; j++) {
+      int64_t ch = jb->crd ? cc * b * b + i * b + j : (i * b + j) * c + cc;
+      srcb[j] = jb->x + (size_t)(((n * jb->cin + ch) * h + hh) * w) * es;
+    }
+    if (es == 4 && b <= 4) {
+      const uint32_t *src[4];
+      for (int64_t j = 0; j < b; j++) src[j] = (const uint32_t *)(const void *)srcb[j];
+      uint32_t *out = (uint32_t *)(void *)row;
+      switch (b) {
+        case 2: D2S_LOOP(2)
+        case 3: D2S_LOOP(3)
+        case 4: D2S_LOOP(4)
+        default: D2S_LOOP(1)
+      }
+      continue;
+    }
+    for (int64_t k = 0; k < w; k++)
+      for (int64_t j = 0; j < b; j++) memcpy(row + (size_t)(k * b + j) * es, srcb[j] + (size_t)k * es, es);
+  }
+}
+#undef D2S_LOOP
+
+static bool d2s_supports(const er_kernel_info *ki) {
+  const er_tensor *x = ki->in[0];
+  return ki->n_out == 1 && ki->out[0] && x && (x->rank == 4 || x->rank < 0) && x->dtype != ER_DTYPE_UNDEFINED &&
+         x->dtype != ER_DTYPE_STRING && er_dtype_size(x->dtype) > 0;
+}
+
+static er_status d2s_run(const er_kernel_run *kr) {
+  er_kctx *ctx = kr->ctx;
+  const er_tensor *x = ctx->in[0], *y = ctx->out[0];
+  int64_t b;
+  const char *mode = "DCR";
+  ER_CHECK(er__attr_int(ctx, "blocksize", 0, &b));
+  if (ctx->node->version >= 11) ER_CHECK(er__attr_string(ctx, "mode", "DCR", &mode));
+  /* Blocks of up to 16 (the source table), shapes that agree; the rest
+   * (and the reference's own errors) go to the reference. */
+  if (b < 1 || b > 16 || x->rank != 4 || y->rank != 4 || x->dims[1] % (b * b) != 0 ||
+      y->dims[0] != x->dims[0] || y->dims[1] != x->dims[1] / (b * b) || y->dims[2] != x->dims[2] * b ||
+      y->dims[3] != x->dims[3] * b || (strcmp(mode, "DCR") != 0 && strcmp(mode, "CRD") != 0))
+    return er__kr_reference(kr);
+  d2s_job j = {x->data, ctx->out[0]->data, y->dims[1], x->dims[2], x->dims[3], b, x->dims[1],
+               strcmp(mode, "CRD") == 0, er_dtype_size(x->dtype)};
+  int64_t rows = y->dims[0] * y->dims[1] * y->dims[2];
+  if (rows == 0 || j.w == 0) return ER_STATUS_OK;
+  int64_t row_bytes = j.w * b * (int64_t)j.es;
+  er__parallel_for(kr->pool, rows, max64(1, LAYOUT_GRAIN_BYTES / max64(1, row_bytes)), d2s_rows, &j);
+  return ER_STATUS_OK;
+}
+
+static const er_cpu_kernel k_d2s = {"any_depth_to_space__scalar", "DepthToSpace", "", d2s_supports, NULL, d2s_run,
+                                    NULL};
+
+/* ======================================================================== */
 /* Split                                                                     */
 /* ======================================================================== */
 
@@ -901,6 +986,7 @@ const er_cpu_kernel *const er__kernels_layout[] = {
     &k_concat,
     &k_split,
     &k_pad,
+    &k_d2s,
     &k_slice,
 #if defined(__x86_64__) || defined(__i386__)
     &k_transpose_avx2,
