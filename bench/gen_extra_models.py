@@ -105,6 +105,21 @@ it was not tuned on (random weights, real layer lists and sizes):
   espcn_sr        ESPCN 3x super-resolution at 224x224: 5x5 and 3x3 convs
                   with Tanh, a 3x3 conv to 27 channels, DepthToSpace (CRD)
                   and Clip
+  blazeface       a BlazeFace-style face detector at 128x128: 5x5 depthwise
+                  blocks, 2x2 max-pooled shortcuts widened by Pad on the
+                  channel axis, 1x1 heads flattened (Transpose, Reshape,
+                  Concat), Sigmoid scores
+  nanodet         a NanoDet-style detector at 320x320: ShuffleNetV2 units
+                  (channel Split, channel shuffle by 5-D Reshape/Transpose),
+                  an FPN with bilinear Resize, depthwise heads, and the GFL
+                  integral (Softmax over 8 bins, MatMul by 0..7) in the graph
+  swin_lite       a two-stage Swin-style classifier at 224x224: window
+                  attention with 6-D Reshape/Transpose partitions, shifted
+                  windows by Slice + Concat (torch.roll's export), a learned
+                  relative bias, patch merging
+  rrdb_sr         an ESRGAN-style 4x generator on 128x128, scaled down (32
+                  features, 2 RRDB blocks): dense Concats, LeakyRelu 0.2,
+                  residual scaling, two nearest 2x upsamplings
 
     gen_extra_models.py --out build/extra-models
     compare_ort.py --extra build/extra-models --models effnet_b0,...
@@ -933,13 +948,190 @@ def espcn(rng, size=224, scale=3):
     return b.model(13, 'espcn')
 
 
+def blazeface(rng, size=128):
+    b = Builder('blazeface', rng)
+    x = b.input('input', FLOAT, [1, 3, size, size])
+    y = b.op('Relu', conv(b, x, 3, 24, 5, 'stem', stride=2, pad=2))
+
+    def block(y, cin, cout, stride, name):
+        h = conv(b, y, cin, cin, 5, name + '.dw', stride=stride, pad=2, group=cin, gain=1.0)
+        h = conv(b, h, cin, cout, 1, name + '.pw', pad=0, gain=1.0)
+        if stride == 2:
+            y = b.op('MaxPool', y, kernel_shape=[2, 2], strides=[2, 2])
+        if cout > cin:
+            # The shortcut's missing channels as zeros: Pad on the channel axis.
+            y = b.op('Pad', y, b.const([0, 0, 0, 0, 0, cout - cin, 0, 0], np.int64))
+        return b.op('Relu', b.op('Add', h, y))
+    cin = 24
+    for i, (c, s) in enumerate([(24, 1), (28, 1), (32, 2), (36, 1), (42, 1), (48, 2), (56, 1), (64, 1),
+                                (72, 1), (80, 1), (88, 1)]):
+        y = block(y, cin, c, s, f'b{i}')
+        cin = c
+    f16 = y
+    for i, (c, s) in enumerate([(96, 2), (96, 1), (96, 1), (96, 1), (96, 1)]):
+        y = block(y, cin, c, s, f'c{i}')
+        cin = c
+    outs_r, outs_c = [], []
+    for k, (f, c, a) in enumerate([(f16, 88, 2), (y, 96, 6)]):
+        r = conv(b, f, c, a * 16, 1, f'reg{k}', pad=0, gain=0.5)
+        cl = conv(b, f, c, a, 1, f'cls{k}', pad=0, gain=0.5)
+        outs_r.append(b.op('Reshape', b.op('Transpose', r, perm=[0, 2, 3, 1]), b.const([1, -1, 16], np.int64)))
+        outs_c.append(b.op('Reshape', b.op('Transpose', cl, perm=[0, 2, 3, 1]), b.const([1, -1, 1], np.int64)))
+    b.op('Concat', *outs_r, axis=1, out='regressors')
+    b.op('Sigmoid', b.op('Concat', *outs_c, axis=1), out='classificators')
+    n = 2 * (size // 8) ** 2 + 6 * (size // 16) ** 2
+    b.output('regressors', FLOAT, [1, n, 16])
+    b.output('classificators', FLOAT, [1, n, 1])
+    return b.model(13, 'blazeface')
+
+
+def nanodet(rng, size=320, classes=80, reg_max=7):
+    b = Builder('nanodet', rng)
+    x = b.input('data', FLOAT, [1, 3, size, size])
+    y = conv_bn(b, x, 3, 24, 3, 'stem', stride=2)
+    y = b.op('MaxPool', y, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+
+    def shuffle(t, c, hw):
+        t = b.op('Reshape', t, b.const([1, 2, c // 2, hw, hw], np.int64))
+        return b.op('Reshape', b.op('Transpose', t, perm=[0, 2, 1, 3, 4]), b.const([1, c, hw, hw], np.int64))
+
+    def unit(y, cin, cout, stride, hw, name):
+        br = cout // 2
+        if stride == 1:
+            a, t = b.op('Split', y, b.const([cin // 2, cin // 2], np.int64), axis=1, n_out=2)
+            cin = cin // 2
+        else:
+            a = conv_bn(b, conv_bn(b, y, cin, cin, 3, name + '.l.dw', stride=2, group=cin, act=None), cin, br, 1,
+                        name + '.l.pw')
+            t = y
+        t = conv_bn(b, t, cin, br, 1, name + '.r.pw1')
+        t = conv_bn(b, t, br, br, 3, name + '.r.dw', stride=stride, group=br, act=None)
+        t = conv_bn(b, t, br, br, 1, name + '.r.pw2')
+        return shuffle(b.op('Concat', a, t, axis=1), cout, hw)
+    cin, hw, feats = 24, size // 4, []
+    for s, (c, n) in enumerate([(116, 4), (232, 8), (464, 4)]):
+        hw //= 2
+        for k in range(n):
+            y = unit(y, cin, c, 2 if k == 0 else 1, hw, f's{s}.{k}')
+            cin = c
+        feats.append((y, c, hw))
+    lat = [conv_bn(b, f, c, 96, 1, f'lat{k}', act=None) for k, (f, c, _) in enumerate(feats)]
+    sc = b.const([1.0, 1.0, 2.0, 2.0], np.float32)
+    up = lambda t: b.op('Resize', t, '', sc, mode='linear')
+    p4 = b.op('Add', lat[1], up(lat[2]))
+    p3 = b.op('Add', lat[0], up(p4))
+    outs = []
+    for k, p in enumerate((p3, p4, lat[2])):
+        h = conv_bn(b, conv_bn(b, p, 96, 96, 3, f'h{k}.dw', group=96, act='relu'), 96, 96, 1, f'h{k}.pw')
+        h = conv(b, h, 96, classes + 4 * (reg_max + 1), 1, f'h{k}.out', pad=0, gain=0.5)
+        outs.append(b.op('Reshape', h, b.const([1, classes + 4 * (reg_max + 1), -1], np.int64)))
+    y = b.op('Transpose', b.op('Concat', *outs, axis=2), perm=[0, 2, 1])
+    cl, reg = b.op('Split', y, b.const([classes, 4 * (reg_max + 1)], np.int64), axis=2, n_out=2)
+    # The GFL integral: a softmax over each side's reg_max + 1 bins, times 0..reg_max.
+    reg = b.op('Softmax', b.op('Reshape', reg, b.const([1, -1, 4, reg_max + 1], np.int64)), axis=-1)
+    reg = b.op('MatMul', reg, b.const(np.arange(reg_max + 1, dtype=np.float32).reshape(reg_max + 1, 1)))
+    b.op('Concat', b.op('Sigmoid', cl), b.op('Reshape', reg, b.const([1, -1, 4], np.int64)), axis=2, out='output')
+    n = sum((size // s) ** 2 for s in (8, 16, 32))
+    b.output('output', FLOAT, [1, n, classes + 4])
+    return b.model(13, 'nanodet')
+
+
+def swin_lite(rng, size=224, dim=64, window=7, heads=(2, 4), depths=(2, 2)):
+    """Swin-style windows: shifted by Slice + Concat (torch.roll's export),
+    partitioned by 6-D Reshape / Transpose."""
+    b = Builder('swin_lite', rng)
+    x = b.input('input', FLOAT, [1, 3, size, size])
+    y = conv(b, x, 3, dim, 4, 'patch', stride=4, pad=0, gain=1.0)
+    hw = size // 4
+    y = b.op('Transpose', b.op('Reshape', y, b.const([1, dim, hw * hw], np.int64)), perm=[0, 2, 1])
+    y = ln_op(b, y, dim, 'patch.ln')
+    c = dim
+
+    def roll(t, sh, hw):
+        # torch.roll(t, (sh, sh), (1, 2)) on [1, hw, hw, c].
+        for ax in (1, 2):
+            a = b.op('Slice', t, b.const([hw - sh], np.int64), b.const([hw], np.int64), b.const([ax], np.int64))
+            r = b.op('Slice', t, b.const([0], np.int64), b.const([hw - sh], np.int64), b.const([ax], np.int64))
+            t = b.op('Concat', a, r, axis=ax)
+        return t
+    for s, (nh, depth) in enumerate(zip(heads, depths)):
+        nw, n = hw // window, window * window
+        for k in range(depth):
+            name = f's{s}.{k}'
+            h = b.op('Reshape', ln_op(b, y, c, name + '.ln1'), b.const([1, hw, hw, c], np.int64))
+            if k % 2:
+                h = roll(h, hw - window // 2, hw)
+            h = b.op('Reshape', h, b.const([1, nw, window, nw, window, c], np.int64))
+            h = b.op('Reshape', b.op('Transpose', h, perm=[0, 1, 3, 2, 4, 5]), b.const([nw * nw, n, c], np.int64))
+            hd = c // nh
+            qkv = linear(b, h, c, 3 * c, name + '.qkv', 1.0)
+            qkv = b.op('Transpose', b.op('Reshape', qkv, b.const([nw * nw, n, 3, nh, hd], np.int64)), perm=[2, 0, 3, 1, 4])
+            q, kk, v = b.op('Split', qkv, b.const([1, 1, 1], np.int64), axis=0, n_out=3)
+            sq = b.const([0], np.int64)
+            q, kk, v = b.op('Squeeze', q, sq), b.op('Squeeze', kk, sq), b.op('Squeeze', v, sq)
+            att = b.op('MatMul', b.op('Mul', q, b.const(np.float32(hd ** -0.5))), b.op('Transpose', kk, perm=[0, 1, 3, 2]))
+            att = b.op('Add', att, b.weight(name + '.bias', small(rng, (1, nh, n, n), 0.5)))
+            o = b.op('MatMul', b.op('Softmax', att, axis=-1), v)
+            o = b.op('Reshape', b.op('Transpose', o, perm=[0, 2, 1, 3]), b.const([nw * nw, n, c], np.int64))
+            o = linear(b, o, c, c, name + '.proj', 1.0)
+            o = b.op('Reshape', o, b.const([1, nw, nw, window, window, c], np.int64))
+            o = b.op('Reshape', b.op('Transpose', o, perm=[0, 1, 3, 2, 4, 5]), b.const([1, hw, hw, c], np.int64))
+            if k % 2:
+                o = roll(o, window // 2, hw)
+            y = b.op('Add', y, b.op('Reshape', o, b.const([1, hw * hw, c], np.int64)))
+            m = linear(b, gelu_erf(b, linear(b, ln_op(b, y, c, name + '.ln2'), c, 4 * c, name + '.fc1')), 4 * c, c,
+                       name + '.fc2', 1.0)
+            y = b.op('Add', y, m)
+        if s + 1 < len(heads):
+            # Patch merging: the 2x2 neighbours' channels side by side, LayerNorm, Linear to 2C.
+            t = b.op('Reshape', y, b.const([1, hw // 2, 2, hw // 2, 2, c], np.int64))
+            t = b.op('Reshape', b.op('Transpose', t, perm=[0, 1, 3, 4, 2, 5]), b.const([1, hw * hw // 4, 4 * c], np.int64))
+            y = b.op('MatMul', ln_op(b, t, 4 * c, f'merge{s}.ln'), b.weight(f'merge{s}.w', he_normal(rng, (4 * c, 2 * c), 4 * c, 1.0)))
+            hw //= 2
+            c *= 2
+    y = b.op('ReduceMean', ln_op(b, y, c, 'norm'), axes=[1], keepdims=0)
+    w = f32(rng.standard_normal((1000, c)) * np.sqrt(1.0 / c))
+    b.op('Gemm', y, b.weight('fc.w', w), b.weight('fc.b', small(rng, 1000)), transB=1, out='logits')
+    b.output('logits', FLOAT, [1, 1000])
+    return b.model(17, 'swin')
+
+
+def rrdb_sr(rng, size=128, nf=32, gc=16, blocks=2):
+    """An ESRGAN-style generator, scaled down: residual-in-residual dense
+    blocks (LeakyRelu 0.2, dense Concats), two nearest 2x upsamplings."""
+    b = Builder('rrdb_sr', rng)
+    x = b.input('input', FLOAT, [1, 3, size, size])
+    lrelu = lambda t: b.op('LeakyRelu', t, alpha=0.2)
+    fea = conv(b, x, 3, nf, 3, 'first', gain=1.0)
+    y = fea
+    for i in range(blocks):
+        r0 = y
+        for j in range(3):
+            feats, r = [y], y
+            for k in range(4):
+                feats.append(lrelu(conv(b, b.op('Concat', *feats, axis=1) if len(feats) > 1 else feats[0],
+                                        nf + k * gc, gc, 3, f'b{i}.{j}.c{k}', gain=1.0)))
+            o = conv(b, b.op('Concat', *feats, axis=1), nf + 4 * gc, nf, 3, f'b{i}.{j}.c4', gain=0.5)
+            y = b.op('Add', b.op('Mul', o, b.const(np.float32(0.2))), r)
+        y = b.op('Add', b.op('Mul', y, b.const(np.float32(0.2))), r0)
+    y = b.op('Add', fea, conv(b, y, nf, nf, 3, 'trunk', gain=1.0))
+    sc = b.const([1.0, 1.0, 2.0, 2.0], np.float32)
+    for u in range(2):
+        y = lrelu(conv(b, b.op('Resize', y, '', sc, mode='nearest'), nf, nf, 3, f'up{u}', gain=1.0))
+    y = conv(b, lrelu(conv(b, y, nf, nf, 3, 'hr', gain=1.0)), nf, 3, 3, 'last', gain=1.0, )
+    b.op('Identity', y, out='output')
+    b.output('output', FLOAT, [1, 3, 4 * size, 4 * size])
+    return b.model(13, 'rrdb')
+
+
 MODELS = (("effnet_b0", effnet), ("mnv3_large", mnv3), ("yolov8n_640", yolov8n), ("vit_tiny6", vit),
           ("unet_256", unet), ("convnext_atto", convnext), ("crnn_lstm", crnn), ("kws_tcn", kws),
           ("bert_mini", bert), ("gpt2_tiny", gpt2), ("resnext_lite", resnext), ("vad_gru", vad_gru),
           ("ssdlite_face", ssdlite_face), ("mobilefacenet", mobilefacenet), ("deeplabv3_mnv2", deeplabv3),
           ("fast_style", fast_style), ("fcos_gn", fcos_gn), ("mobilevit_xs", mobilevit_xs),
           ("conformer_ctc", conformer), ("whisper_enc", whisper_enc), ("llama_tiny", llama_tiny),
-          ("yolov5n_640", yolov5n), ("espcn_sr", espcn))
+          ("yolov5n_640", yolov5n), ("espcn_sr", espcn),
+          ("blazeface", blazeface), ("nanodet", nanodet), ("swin_lite", swin_lite), ("rrdb_sr", rrdb_sr))
 
 
 def main():
