@@ -31,6 +31,8 @@ static void gen_transpose(case_fn fn, void *arg) {
       {4, {2, 128, 4, 32}, {0, 2, 1, 3}},    /* attention heads out */
       {4, {2, 4, 128, 32}, {0, 1, 3, 2}},    /* K^T */
       {3, {1, 100, 77}, {0, 2, 1}},          /* 8 x 8 blocks, edges, split along a */
+      {5, {1, 3, 85, 9, 10}, {0, 1, 3, 4, 2}}, /* YOLOv5's head: 16 x 16 blocks, 5 columns past them */
+      {3, {2, 40, 23}, {0, 2, 1}},           /* 7 columns past a 16 x 16 block, rows past them */
       {4, {1, 3, 9, 11}, {0, 2, 3, 1}},      /* NCHW -> NHWC */
       {4, {1, 9, 11, 3}, {0, 3, 1, 2}},      /* NHWC -> NCHW */
       {5, {1, 2, 3, 7, 7}, {0, 2, 1, 3, 4}}, /* channel shuffle */

@@ -94,7 +94,7 @@ typedef struct tr_job {
   unsigned char *y;
   int64_t outer;          /* iterations of the outer loop */
   int64_t a_parts;        /* 2-D steps: parts of the a axis per outer index */
-  bool avx2;              /* 4-byte 2-D steps through er__transpose32_avx2 */
+  int isa;                /* 4-byte 2-D steps: 0 plain C, 1 er__transpose32_avx2, 2 _avx512 */
   int k;                  /* short rows: the axis one unit walks */
 } tr_job;
 
@@ -201,7 +201,12 @@ static void tr_2d(void *arg, int64_t begin, int64_t end) {
       case 2: tile_uint16_t((const uint16_t *)(const void *)in, 1, p->is[last], (uint16_t *)(void *)out, p->os[q], n_a, nb); break;
       case 4:
 #if defined(__x86_64__) || defined(__i386__)
-        if (j->avx2) {
+        if (j->isa == 2) {
+          er__transpose32_avx512((const uint32_t *)(const void *)in, p->is[last], (uint32_t *)(void *)out, p->os[q],
+                                 n_a, nb);
+          break;
+        }
+        if (j->isa == 1) {
           er__transpose32_avx2((const uint32_t *)(const void *)in, p->is[last], (uint32_t *)(void *)out, p->os[q], n_a,
                                nb);
           break;
@@ -224,7 +229,7 @@ static bool tr_supports(const er_kernel_info *ki, bool isa_ok) {
   return read_perm(&ctx, x->rank, perm);
 }
 
-static er_status tr_run_isa(const er_kernel_run *kr, bool avx2) {
+static er_status tr_run_isa(const er_kernel_run *kr, int isa) {
   er_kctx *ctx = kr->ctx;
   const er_tensor *x = ctx->in[0];
   int perm[ER_MAX_RANK];
@@ -233,7 +238,7 @@ static er_status tr_run_isa(const er_kernel_run *kr, bool avx2) {
   if (n == 0) return ER_STATUS_OK;
   tr_plan p;
   tr_plan_make(x, perm, &p);
-  tr_job j = {&p, x->data, ctx->out[0]->data, 0, 1, avx2, -1};
+  tr_job j = {&p, x->data, ctx->out[0]->data, 0, 1, isa, -1};
   int last = p.nd - 1;
   if (p.is[last] == 1 && last >= 1 && p.dims[last] * (int64_t)p.es <= TR_SHORT_ROW) {
     j.k = 0;
@@ -620,12 +625,16 @@ static er_status rsl_run(const er_kernel_run *kr) {
 
 /* Plain C (copies and index maps): ISA "scalar", there on every CPU. */
 static bool tr_supports_any(const er_kernel_info *ki) { return tr_supports(ki, true); }
-static er_status tr_run(const er_kernel_run *kr) { return tr_run_isa(kr, false); }
+static er_status tr_run(const er_kernel_run *kr) { return tr_run_isa(kr, 0); }
 #if defined(__x86_64__) || defined(__i386__)
 static bool tr_supports_avx2(const er_kernel_info *ki) { return tr_supports(ki, ki->cpu->avx2); }
-static er_status tr_run_avx2(const er_kernel_run *kr) { return tr_run_isa(kr, true); }
+static er_status tr_run_avx2(const er_kernel_run *kr) { return tr_run_isa(kr, 1); }
+static bool tr_supports_avx512(const er_kernel_info *ki) { return tr_supports(ki, ki->cpu->avx512f); }
+static er_status tr_run_avx512(const er_kernel_run *kr) { return tr_run_isa(kr, 2); }
 static const er_cpu_kernel k_transpose_avx2 = {"x_transpose__avx2", "Transpose", "", tr_supports_avx2, NULL,
                                                tr_run_avx2, NULL};
+static const er_cpu_kernel k_transpose_avx512 = {"x_transpose__avx512", "Transpose", "", tr_supports_avx512, NULL,
+                                                 tr_run_avx512, NULL};
 #endif
 static bool rs_supports_any(const er_kernel_info *ki) { return rs_supports(ki, false); }
 static bool rsl_supports(const er_kernel_info *ki) { return rs_supports(ki, true); }
@@ -989,6 +998,7 @@ const er_cpu_kernel *const er__kernels_layout[] = {
     &k_d2s,
     &k_slice,
 #if defined(__x86_64__) || defined(__i386__)
+    &k_transpose_avx512,
     &k_transpose_avx2,
 #endif
     &k_transpose,

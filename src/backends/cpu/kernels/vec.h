@@ -363,6 +363,7 @@ extern const er_cmp_row_fn er__cmp_rows_avx2[3][ER_CMP_KINDS];
 /* Transpose's 2-D step for 4-byte elements (layout-avx2.c):
  * out[a * out_a + b] = in[a + b * in_b] for a < na, b < nb. */
 void er__transpose32_avx2(const uint32_t *in, int64_t in_b, uint32_t *out, int64_t out_a, int64_t na, int64_t nb);
+void er__transpose32_avx512(const uint32_t *in, int64_t in_b, uint32_t *out, int64_t out_a, int64_t na, int64_t nb);
 #endif
 #if defined(__aarch64__)
 extern const er_vec_ops er__vec_neon;
