@@ -254,6 +254,35 @@ static void gen_concat(case_fn fn, void *arg) {
     c.dynamic = i == 1;
     fn(&c, arg);
   }
+  /* Many rows (more copies than the piece path takes): YOLOv5's head
+   * along its last axis, in one unit and in many, and short int64 and
+   * uint8 rows. */
+  static const struct {
+    int rank;
+    int64_t dims[5];
+    int64_t parts[3];
+    er_dtype type;
+  } rows[] = {
+      {5, {1, 3, 20, 20, 0}, {2, 2, 81}, ER_DTYPE_FLOAT},
+      {5, {1, 3, 80, 80, 0}, {2, 2, 81}, ER_DTYPE_FLOAT},
+      {2, {700, 0}, {1, 3, 2}, ER_DTYPE_INT64},
+      {3, {3, 400, 0}, {5, 1, 16}, ER_DTYPE_UINT8},
+  };
+  for (size_t i = 0; i < ER_ARRAY_LEN(rows); i++) {
+    int r = rows[i].rank;
+    kc_begin(&c, "Concat", "", 13, "Concat rows#%zu of {%lld,%lld,%lld} %s", i, (long long)rows[i].parts[0],
+             (long long)rows[i].parts[1], (long long)rows[i].parts[2], er_dtype_name(rows[i].type));
+    for (int k = 0; k < 3; k++) {
+      int64_t d[5];
+      memcpy(d, rows[i].dims, sizeof d);
+      d[r - 1] = rows[i].parts[k];
+      retype(&c, kc_input(&c, r, d, -100, 100, false), rows[i].type);
+    }
+    kc_attr_int(&c, "axis", -1);
+    c.tol = TOL_EXACT_T;
+    c.dynamic = i == 0;
+    fn(&c, arg);
+  }
   kc_begin(&c, "Concat", "", 13, "Concat int64 axis 0");
   kc_input_i64(&c, 1, DIMS(3), DIMS(1, 2, 3), false);
   kc_input_i64(&c, 1, DIMS(2), DIMS(-7, 9), false);
