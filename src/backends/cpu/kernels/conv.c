@@ -807,8 +807,8 @@ static void wino_plan_make(const wino_state *s, const er_window *g, int slots, w
 /* U = G g G^T of every (output, input) channel pair for F(tile x tile,
  * 3x3): (tile + 2)^2 matrices [M, C], each packed as the GEMM's A, *stride
  * floats apart. NULL when out of memory. */
-static float *wino_make_u(const er_sgemm_isa *isa, const float *wd, int64_t mm, int64_t cc, int tile,
-                          size_t *stride) {
+static float *wino_make_u(const er_sgemm_isa *isa, const er_vec_ops *ops, const float *wd, int64_t mm, int64_t cc,
+                          int tile, size_t *stride) {
   const int a = tile + 2, mats = a * a;
   *stride = (er__sgemm_packed_a_floats(isa, mm, cc) + 15) / 16 * 16;
   float *u_out = er__aligned_alloc((size_t)mats * *stride * sizeof(float));
@@ -818,35 +818,7 @@ static float *wino_make_u(const er_sgemm_isa *isa, const float *wd, int64_t mm, 
     free(tmp);
     return NULL;
   }
-  /* In double, rounded once. */
-  static const double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
-  static const double G4[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                                  {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
-  const double(*G)[3] = tile == 4 ? G4 : G2;
-  /* Eight input channels at a time, lane by lane: the same arithmetic per
-   * channel, in loops the compiler vectorizes (VGG-19's transforms took
-   * 165 ms of its load one channel at a time). */
-  enum { CB = 8 };
-  for (int64_t m = 0; m < mm; m++) {
-    for (int64_t c0 = 0; c0 < cc; c0 += CB) {
-      int nb = cc - c0 < CB ? (int)(cc - c0) : CB;
-      double gk[9][CB], tg[6][3][CB], u[6][6][CB];
-      for (int q = 0; q < 9; q++)
-        for (int l = 0; l < CB; l++) gk[q][l] = l < nb ? wd[(m * cc + c0 + l) * 9 + q] : 0.0;
-      for (int i = 0; i < a; i++)
-        for (int j = 0; j < 3; j++)
-          for (int l = 0; l < CB; l++)
-            tg[i][j][l] = G[i][0] * gk[j][l] + G[i][1] * gk[3 + j][l] + G[i][2] * gk[6 + j][l];
-      for (int i = 0; i < a; i++)
-        for (int j = 0; j < a; j++)
-          for (int l = 0; l < CB; l++) u[i][j][l] = tg[i][0][l] * G[j][0] + tg[i][1][l] * G[j][1] + tg[i][2][l] * G[j][2];
-      for (int i = 0; i < a; i++)
-        for (int j = 0; j < a; j++) {
-          float *dst = tmp + ((size_t)(i * a + j) * (size_t)mm + (size_t)m) * (size_t)cc + (size_t)c0;
-          for (int l = 0; l < nb; l++) dst[l] = (float)u[i][j][l];
-        }
-    }
-  }
+  ops->wino_weights(wd, mm, cc, tile, tmp);
   for (int t = 0; t < mats; t++)
     er__sgemm_pack_a(isa, tmp + (size_t)t * (size_t)(mm * cc), cc, 1, mm, cc, 1.0f, u_out + (size_t)t * *stride);
   free(tmp);
@@ -884,23 +856,33 @@ static void wino_u_lock(void) {
 
 static void wino_u_unlock(void) { atomic_flag_clear_explicit(&wino_u_busy, memory_order_release); }
 
-/* A 64-bit multiply-xorshift hash of n floats' bits. */
+/* A 64-bit multiply-xorshift hash of n floats' bits: four independent
+ * chains over interleaved 8-byte words (one chain's multiply latency
+ * bounded it: 1 ms of fast_style's session), folded together at the end. */
 static uint64_t hash_floats(const float *p, size_t n) {
-  uint64_t h = 0x243f6a8885a308d3ull ^ (uint64_t)n;
+  const uint64_t k = 0x9e3779b97f4a7c15ull;
+  uint64_t h[4] = {0x243f6a8885a308d3ull ^ (uint64_t)n, 0x13198a2e03707344ull, 0xa4093822299f31d0ull,
+                   0x082efa98ec4e6c89ull};
   size_t i = 0;
-  for (; i + 2 <= n; i += 2) {
-    uint64_t w;
-    memcpy(&w, p + i, sizeof w);
-    h = (h ^ w) * 0x9e3779b97f4a7c15ull;
-    h ^= h >> 29;
-  }
-  if (i < n) {
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 4; l++) {
+      uint64_t w;
+      memcpy(&w, p + i + 2 * l, sizeof w);
+      h[l] = (h[l] ^ w) * k;
+      h[l] ^= h[l] >> 29;
+    }
+  for (; i < n; i++) {
     uint32_t w;
     memcpy(&w, p + i, sizeof w);
-    h = (h ^ w) * 0x9e3779b97f4a7c15ull;
-    h ^= h >> 29;
+    h[0] = (h[0] ^ w) * k;
+    h[0] ^= h[0] >> 29;
   }
-  return h;
+  uint64_t r = h[0];
+  for (int l = 1; l < 4; l++) {
+    r = (r ^ h[l]) * k;
+    r ^= r >> 29;
+  }
+  return r;
 }
 
 static wino_u_entry *wino_u_find(const er_sgemm_isa *isa, uint64_t hash, int64_t mm, int64_t cc, int tile) {
@@ -909,7 +891,7 @@ static wino_u_entry *wino_u_find(const er_sgemm_isa *isa, uint64_t hash, int64_t
   return NULL;
 }
 
-static float *wino_u_get(const er_sgemm_isa *isa, const float *wd, int64_t mm, int64_t cc, int tile,
+static float *wino_u_get(const er_sgemm_isa *isa, const er_vec_ops *ops, const float *wd, int64_t mm, int64_t cc, int tile,
                          size_t *stride) {
   const uint64_t hash = hash_floats(wd, (size_t)(mm * cc * 9));
   wino_u_lock();
@@ -923,7 +905,7 @@ static float *wino_u_get(const er_sgemm_isa *isa, const float *wd, int64_t mm, i
   wino_u_unlock();
   /* Made outside the lock (tens of milliseconds for large layers); a
    * racing maker of the same U keeps the first one inserted. */
-  float *u = wino_make_u(isa, wd, mm, cc, tile, stride);
+  float *u = wino_make_u(isa, ops, wd, mm, cc, tile, stride);
   wino_u_entry *made = u ? malloc(sizeof *made) : NULL;
   if (!made) {
     er__aligned_free(u);
@@ -986,7 +968,7 @@ static er_status wino_prepare(const er_kernel_info *ki, const er_sgemm_isa *isa,
   s->m = w->dims[0];
   s->c = w->dims[1];
   const float *wd = w->data;
-  s->u = wino_u_get(isa, wd, s->m, s->c, tile, &s->u_stride);
+  s->u = wino_u_get(isa, ops, wd, s->m, s->c, tile, &s->u_stride);
   if (!s->u) {
     free(s);
     return er__error(ER_STATUS_OUT_OF_MEMORY, "Conv '%s': out of memory transforming weights", ki->node->name);
@@ -1092,7 +1074,7 @@ static float *wino_lazy(const wino_state *cs, int tile, const float *wd) {
   if (p || !wd) return p;
   if (tile == 2) {
     size_t stride;
-    p = wino_make_u(s->isa, wd, s->m, s->c, 2, &stride);
+    p = wino_make_u(s->isa, s->ops, wd, s->m, s->c, 2, &stride);
   } else {
     conv_state tmp = *s->gemm;
     wino_gemm_view(s, NULL, &tmp);

@@ -24,6 +24,7 @@ const er_vec_ops er__vec_avx512 = {
     .wino_output = vec_wino_output,
     .wino4_input = vec_wino4_input,
     .wino4_output = vec_wino4_output,
+    .wino_weights = vec_wino_weights,
     .lstm_cell = vec_lstm_cell,
     .gru_gates = vec_gru_gates,
     .gru_update = vec_gru_update,

@@ -304,6 +304,10 @@ typedef struct er_vec_ops {
   void (*wino_output)(const er_wino *w, int64_t m0, int64_t m1);
   void (*wino4_input)(const er_wino *w, int64_t c0, int64_t c1, float *scratch);
   void (*wino4_output)(const er_wino *w, int64_t m0, int64_t m1);
+  /* Winograd weights of F(tile x tile, 3x3): U = G g G^T of every (m, c)
+   * kernel of wd [mm][cc][9] into tmp [(tile + 2)^2][mm][cc], in double,
+   * rounded once. */
+  void (*wino_weights)(const float *wd, int64_t mm, int64_t cc, int tile, float *tmp);
   /* One LSTM step of one batch row: gates [4n] in ONNX order (input,
    * output, forget, cell) before their activations; c and h [n] are
    * updated in place: c = f * c + i * g, h = o * tanh(c). */
