@@ -248,7 +248,9 @@ void er__view_copy(const er_view *v, void *dst, const void *src, int64_t begin, 
      * into moves, instead of a memcpy call per row. */
     const uint8_t *p = in + off * (int64_t)es;
     const int64_t step = v->strides[0] * (int64_t)es, n = end - begin;
-#define VIEW_SHORT_ROWS(BYTES)                                                               for (int64_t i = 0; i < n; i++) memcpy(out + i * (BYTES), p + i * step, BYTES);            return;
+#define VIEW_SHORT_ROWS(BYTES)                                                    \
+  for (int64_t i = 0; i < n; i++) memcpy(out + i * (BYTES), p + i * step, BYTES); \
+  return;
     switch (row_bytes) {
       case 4: VIEW_SHORT_ROWS(4)
       case 8: VIEW_SHORT_ROWS(8)

@@ -891,8 +891,8 @@ static wino_u_entry *wino_u_find(const er_sgemm_isa *isa, uint64_t hash, int64_t
   return NULL;
 }
 
-static float *wino_u_get(const er_sgemm_isa *isa, const er_vec_ops *ops, const float *wd, int64_t mm, int64_t cc, int tile,
-                         size_t *stride) {
+static float *wino_u_get(const er_sgemm_isa *isa, const er_vec_ops *ops, const float *wd, int64_t mm, int64_t cc,
+                         int tile, size_t *stride) {
   const uint64_t hash = hash_floats(wd, (size_t)(mm * cc * 9));
   wino_u_lock();
   wino_u_entry *e = wino_u_find(isa, hash, mm, cc, tile);

@@ -1,6 +1,7 @@
 /* layout.c - optimized CPU kernels of the "layout" group: Transpose,
- * Slice, Split, Pad, DepthToSpace and Concat (any element type), nearest-neighbour Resize / Upsample
- * (any element type) and bilinear ones (float32).
+ * Slice, Split, Pad, DepthToSpace and Concat (any element type),
+ * nearest-neighbour Resize / Upsample (any element type) and bilinear ones
+ * (float32).
  *
  * Transpose first drops unit axes and merges output axes that stay
  * consecutive in the input, so most real permutations (attention heads,
@@ -715,9 +716,10 @@ static void pad_rows(void *arg, int64_t begin, int64_t end) {
 
 static bool pad_supports(const er_kernel_info *ki) {
   const er_tensor *x = ki->in[0];
-  size_t es = x ? er_dtype_size(x->dtype) : 0;
-  return ki->n_out == 1 && ki->out[0] && x->dtype != ER_DTYPE_UNDEFINED && x->dtype != ER_DTYPE_STRING && es > 0 &&
-         es <= 8;
+  if (!x || ki->n_out != 1 || !ki->out[0] || x->dtype == ER_DTYPE_UNDEFINED || x->dtype == ER_DTYPE_STRING)
+    return false;
+  size_t es = er_dtype_size(x->dtype);
+  return es > 0 && es <= 8;
 }
 
 static er_status pad_run(const er_kernel_run *kr) {
