@@ -112,16 +112,32 @@ static void outer_offsets(const tr_plan *p, int64_t o, int skip1, int skip2, int
   }
 }
 
-/* Contiguous inner run: copy rows of dims[last] elements. */
+/* Contiguous inner run: copy rows of dims[last] elements. The first row's
+ * offsets are decoded once, the rest stepped like an odometer (a decode
+ * per row, four divisions, was half the time of YOLOv5's head Transpose
+ * [1,80,80,3,85] -> [1,3,80,80,85], 19200 rows of 340 bytes). */
 static void tr_rows(void *arg, int64_t begin, int64_t end) {
   const tr_job *j = arg;
   const tr_plan *p = j->p;
-  int last = p->nd - 1;
-  size_t row = (size_t)p->dims[last] * p->es;
+  const int last = p->nd - 1;
+  const size_t row = (size_t)p->dims[last] * p->es;
+  int64_t idx[ER_MAX_RANK], io = 0, oo = 0, q = begin;
+  for (int k = last - 1; k >= 0; k--) {
+    idx[k] = q % p->dims[k];
+    q /= p->dims[k];
+    io += idx[k] * p->is[k];
+    oo += idx[k] * p->os[k];
+  }
   for (int64_t o = begin; o < end; o++) {
-    int64_t io, oo;
-    outer_offsets(p, o, last, -1, &io, &oo);
     memcpy(j->y + (size_t)oo * p->es, j->x + (size_t)io * p->es, row);
+    for (int k = last - 1; k >= 0; k--) {
+      io += p->is[k];
+      oo += p->os[k];
+      if (++idx[k] < p->dims[k]) break;
+      io -= p->is[k] * p->dims[k];
+      oo -= p->os[k] * p->dims[k];
+      idx[k] = 0;
+    }
   }
 }
 
