@@ -1318,6 +1318,67 @@ static void test_blocked_channels_last(void) {
   }
 }
 
+/* Nodes of the session's graph whose name holds `fragment`, with the
+ * layout `layout`. */
+static int count_named(const er_model *m, const char *layout, const char *fragment) {
+  setenv("EDGERUN_LAYOUT", layout, 1);
+  er_session *s = NULL;
+  int n = -1;
+  if (er_session_create(m, NULL, &s) == ER_STATUS_OK) {
+    er_session_stats st;
+    er_session_stats_get(s, &st);
+    n = 0;
+    for (size_t i = 0; i < st.node_count; i++) {
+      const char *t, *name;
+      er_session_node(s, i, &t, &name);
+      if (strstr(name, fragment)) n++;
+    }
+    er_session_free(s);
+  }
+  unsetenv("EDGERUN_LAYOUT");
+  return n;
+}
+
+/* A YOLO head: a blocked convolution's 30 channels split into 3 anchors of
+ * 10 by Reshape, then Transpose (0, 1, 3, 4, 2) puts each anchor's values
+ * last. It becomes FromBlocked to channels-last, a Reshape and a row
+ * Transpose (0, 3, 1, 2, 4). Near misses keep the planar form and the
+ * Transpose as written: another permutation, and the Reshape's result
+ * read a second time. */
+static void test_blocked_head_split(void) {
+  if (er__cpu_layout_block() == 0) return;
+  for (int near = 0; near < 3; near++) {
+    er_pbw g = {0}, m = {0}, p1 = {0}, tp = {0};
+    add_weight(&g, "W1", 4, (const int64_t[]){16, 8, 3, 3}, 0.1f, 0);
+    add_weight(&g, "W2", 4, (const int64_t[]){30, 16, 1, 1}, 0.2f, 0);
+    add_i64(&g, "shape", 5, (const int64_t[]){1, 3, 10, 6, 7});
+    tb_attr_ints(&p1, "pads", (const int64_t[]){1, 1, 1, 1}, 4);
+    tb_attr_ints(&tp, "perm", near == 1 ? (const int64_t[]){0, 1, 2, 4, 3} : (const int64_t[]){0, 1, 3, 4, 2}, 5);
+    tb_node(&g, "Conv", "c1", IN("x", "W1"), OUT("a"), &p1);
+    tb_node(&g, "Relu", "r1", IN("a"), OUT("b"), NULL);
+    tb_node(&g, "Conv", "c2", IN("b", "W2"), OUT("c"), NULL);
+    tb_node(&g, "Reshape", "split", IN("c", "shape"), OUT("s"), NULL);
+    if (near == 2) tb_node(&g, "Sigmoid", "other", IN("s"), OUT("z"), NULL);
+    tb_node(&g, "Transpose", "t", IN("s"), OUT("y"), &tp);
+    tb_graph_input(&g, "x", 1, 4, (const int64_t[]){1, 8, 6, 7});
+    tb_graph_output(&g, "y", 1, -1, NULL);
+    if (near == 2) tb_graph_output(&g, "z", 1, -1, NULL);
+    tb_model(&m, 8, 13, &g);
+    er_model *opt = load(&m, 2), *plain = load(&m, -1);
+    int nhwc = count_named(opt, "blocked", "er_to_nhwc"), convs = count_in_layout(opt, "blocked", "BlockedConv");
+    CHECK(convs == 2);
+    CHECK(nhwc == (near ? 0 : 1));
+    if (nhwc != (near ? 0 : 1)) fprintf(stderr, "  near %d: %d channels-last conversions\n", near, nhwc);
+    same_in_layouts(opt, plain, 4, (const int64_t[]){1, 8, 6, 7});
+    er_model_free(opt);
+    er_model_free(plain);
+    er__pbw_free(&g);
+    er__pbw_free(&m);
+    er__pbw_free(&p1);
+    er__pbw_free(&tp);
+  }
+}
+
 /* Per-channel constants: a convolution, PRelu with [C,1,1] slopes (face
  * models' activation), Mul by [1,C,1,1] and Add of [C,1,1] (an unfolded
  * BatchNorm), a convolution: all blocked over 24 channels (not whole
@@ -1717,6 +1778,7 @@ int main(int argc, char **argv) {
       {"blocked_near_misses", test_blocked_near_misses},
       {"blocked_groups", test_blocked_groups},
       {"winograd_choice", test_winograd_choice},
+      {"blocked_head_split", test_blocked_head_split},
       {"blocked_max_min", test_blocked_max_min},
       {"blocked_mixed_concat", test_blocked_mixed_concat},
       {"blocked_islands", test_blocked_islands},
