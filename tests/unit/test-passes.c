@@ -47,7 +47,7 @@ static er_model *load(const er_pbw *m, int optimize) {
 
 /* The graph a CPU session runs: model-level rewrites plus the session's
  * own fusions. Counts nodes of op type `op` (NULL: all nodes). */
-static int session_count(const er_model *m, const char *op) {
+static int session_count_named(const er_model *m, const char *op, const char *fragment) {
   er_session *s = NULL;
   if (er_session_create(m, NULL, &s) != ER_STATUS_OK) return -1;
   er_session_stats st;
@@ -56,11 +56,13 @@ static int session_count(const er_model *m, const char *op) {
   for (size_t i = 0; i < st.node_count; i++) {
     const char *t, *name;
     er_session_node(s, i, &t, &name);
-    if (!op || strcmp(t, op) == 0) n++;
+    if ((!op || strcmp(t, op) == 0) && (!fragment || strstr(name, fragment))) n++;
   }
   er_session_free(s);
   return n;
 }
+
+static int session_count(const er_model *m, const char *op) { return session_count_named(m, op, NULL); }
 
 static int count_op(const er_model *m, const char *op) { return session_count(m, op); }
 
@@ -1322,19 +1324,7 @@ static void test_blocked_channels_last(void) {
  * layout `layout`. */
 static int count_named(const er_model *m, const char *layout, const char *fragment) {
   setenv("EDGERUN_LAYOUT", layout, 1);
-  er_session *s = NULL;
-  int n = -1;
-  if (er_session_create(m, NULL, &s) == ER_STATUS_OK) {
-    er_session_stats st;
-    er_session_stats_get(s, &st);
-    n = 0;
-    for (size_t i = 0; i < st.node_count; i++) {
-      const char *t, *name;
-      er_session_node(s, i, &t, &name);
-      if (strstr(name, fragment)) n++;
-    }
-    er_session_free(s);
-  }
+  int n = session_count_named(m, NULL, fragment);
   unsetenv("EDGERUN_LAYOUT");
   return n;
 }
