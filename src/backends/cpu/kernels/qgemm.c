@@ -404,26 +404,29 @@ static void qgemm_part(const er_qgemm_problem *p, int64_t m0, int64_t m1, int64_
        * groups) stay in L1 while every weight panel passes over them. */
       for (int64_t jr = 0; jr < nc; jr += nr) {
         int cols = (int)min64(nr, nc - jr);
+        /* With the fused epilogue, the tile's real columns land in runs
+         * of C: the same runs for every row panel. */
+        er_qseg segs[ER_QGEMM_MAX_SEGS];
+        int nseg = 0;
+        if (fuse_q8) {
+          int64_t j = j0 + jr;
+          if (p->vw > 0) {
+            for (int t = 0; t < cols && nseg < ER_QGEMM_MAX_SEGS;) {
+              int64_t v = j + t, row = v / p->vw, col = v % p->vw;
+              int seg = (int)min64(cols - t, p->vw - col);
+              int valid = col < p->ow ? (int)min64(seg, p->ow - col) : 0;
+              if (valid > 0) segs[nseg++] = (er_qseg){t, valid, row * p->ow + col};
+              t += seg;
+            }
+          } else {
+            segs[nseg++] = (er_qseg){0, cols, j};
+          }
+        }
         for (int64_t ir = 0; ir < mc; ir += mr) {
           int rows = (int)min64(mr, mc - ir);
           const uint8_t *a = rp + (size_t)(ir / mr) * rpb;
           if (fuse_q8) {
-            /* Requantize in registers; the tile's real columns land in
-             * runs of C. */
-            er_qseg segs[ER_QGEMM_MAX_SEGS];
-            int nseg = 0;
-            int64_t j = j0 + jr;
-            if (p->vw > 0) {
-              for (int t = 0; t < cols && nseg < ER_QGEMM_MAX_SEGS;) {
-                int64_t v = j + t, row = v / p->vw, col = v % p->vw;
-                int seg = (int)min64(cols - t, p->vw - col);
-                int valid = col < p->ow ? (int)min64(seg, p->ow - col) : 0;
-                if (valid > 0) segs[nseg++] = (er_qseg){t, valid, row * p->ow + col};
-                t += seg;
-              }
-            } else {
-              segs[nseg++] = (er_qseg){0, cols, j};
-            }
+            /* Requantize in registers. */
             isa->tile_q8(groups, a, p->cols_base ? cp + jr * kg : cp + (size_t)(jr / nr) * cpb,
                          p->cols_base ? p->cols_koff : NULL, rows, &p->epi, i0 + ir,
                          (uint8_t *)p->c + (size_t)((i0 + ir) * p->ldc), p->ldc, segs, nseg);
