@@ -183,6 +183,28 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
   }
   const __m512i zp = _mm512_set1_epi32(e->zp);
   const __m512 flo = _mm512_set1_ps((float)(e->lo - e->zp)), fhi = _mm512_set1_ps((float)(e->hi - e->zp));
+  /* The stores each row makes, worked out once per tile: vector v's
+   * lanes under mask m go to the row at byte offset off (lane 0's
+   * address, which may lie before the row: only the unmasked lanes are
+   * written). One unmasked store per vector when the tile is one whole
+   * run. Computed in the rows loop, they were redone for every row (the
+   * stores could alias the runs as far as the compiler knew). */
+  const bool whole = nseg == 1 && segs[0].first == 0 && segs[0].len == CNR;
+  int64_t st_off[CNV][ER_QGEMM_MAX_SEGS];
+  __mmask16 st_mask[CNV][ER_QGEMM_MAX_SEGS];
+  int nst[CNV] = {0};
+  if (!whole)
+    for (int sg = 0; sg < nseg; sg++) {
+      int first = segs[sg].first, end = first + segs[sg].len;
+#pragma GCC unroll 4
+      for (int v = 0; v < CNV; v++) {
+        int lane0 = first > v * 16 ? first - v * 16 : 0, lane1 = end < v * 16 + 16 ? end - v * 16 : 16;
+        if (lane1 <= lane0) continue;
+        st_mask[v][nst[v]] = (__mmask16)(((1u << (lane1 - lane0)) - 1u) << lane0);
+        st_off[v][nst[v]++] = segs[sg].col - first + v * 16;
+      }
+    }
+  const int64_t col0 = segs[0].col;
 #pragma GCC unroll 16
   for (int r = 0; r < CMR; r++) {
     if (r < R) {
@@ -192,24 +214,14 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
       for (int v = 0; v < CNV; v++)
         bytes[v] = _mm512_cvtepi32_epi8(requant(_mm512_fmadd_ps(_mm512_cvtepi32_ps(c[r][v]), mult, off), flo, fhi, zp));
       uint8_t *row = out + r * ldc;
-      if (nseg == 1 && segs[0].first == 0 && segs[0].len == CNR) {
+      if (whole) {
 #pragma GCC unroll 4
-        for (int v = 0; v < CNV; v++) _mm_storeu_si128((__m128i *)(row + segs[0].col + v * 16), bytes[v]);
+        for (int v = 0; v < CNV; v++) _mm_storeu_si128((__m128i *)(row + col0 + v * 16), bytes[v]);
       } else {
-        /* Each run with masked stores: lanes [first, first + len) of the
-         * tile go to C's columns [col, col + len). */
-        for (int sg = 0; sg < nseg; sg++) {
-          int first = segs[sg].first, end = first + segs[sg].len;
 #pragma GCC unroll 4
-          for (int v = 0; v < CNV; v++) {
-            int lane0 = first > v * 16 ? first - v * 16 : 0, lane1 = end < v * 16 + 16 ? end - v * 16 : 16;
-            if (lane1 <= lane0) continue;
-            __mmask16 m = (__mmask16)(((1u << (lane1 - lane0)) - 1u) << lane0);
-            /* The address of lane 0 may lie before the row; only the
-             * unmasked lanes are written. */
-            _mm_mask_storeu_epi8((void *)((uintptr_t)(row + segs[sg].col - first + v * 16)), m, bytes[v]);
-          }
-        }
+        for (int v = 0; v < CNV; v++)
+          for (int k = 0; k < nst[v]; k++)
+            _mm_mask_storeu_epi8((void *)((uintptr_t)row + (uintptr_t)st_off[v][k]), st_mask[v][k], bytes[v]);
       }
     }
   }
