@@ -1037,15 +1037,19 @@ static int blocked_convs_of_chain(int64_t c, int64_t h, int64_t w) {
   return n;
 }
 
-/* Where AVX-512 runs as two 256-bit halves (Zen 4), 3x3 layers with
- * C * M / (C + M) from 12 to 32 go to planar Winograd on maps of 56 x 56
- * and more; elsewhere, on smaller maps, or on sizes known only at run time
- * they stay blocked. 64 channels (32) take Winograd from 14 x 14 on every
- * CPU with a Winograd kernel. */
+/* With AVX-512, 3x3 layers with C * M / (C + M) from 12 to 32 go to
+ * planar Winograd on maps of 56 x 56 and more: all of them where AVX-512
+ * runs as two 256-bit halves (Zen 4), those whose channel counts are not
+ * both multiples of 32 elsewhere. On smaller maps, on sizes known only at
+ * run time and without AVX-512 they stay blocked. 64 channels (32) take
+ * Winograd from 14 x 14 on every CPU with a Winograd kernel. */
 static void test_winograd_choice(void) {
   if (er__cpu_layout_block() == 0) return;
   const er_cpu_features *f = er__cpu_features();
-  CHECK(blocked_convs_of_chain(24, 56, 56) == (f->avx512_split ? 0 : 3));
+  const bool avx512 = er__cpu_layout_block() == 16;
+  CHECK(blocked_convs_of_chain(24, 56, 56) == (avx512 ? 0 : 3));
+  CHECK(blocked_convs_of_chain(32, 56, 56) == (f->avx512_split ? 0 : 3));
+  CHECK(blocked_convs_of_chain(24, 28, 28) == 3);
   CHECK(blocked_convs_of_chain(32, 28, 28) == 3);
   CHECK(blocked_convs_of_chain(24, -2, -3) == 3);
   if (f->avx2) CHECK(blocked_convs_of_chain(64, 28, 28) == 0);

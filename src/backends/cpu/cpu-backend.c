@@ -192,11 +192,28 @@ bool er__cpu_node_prefers_planar(const er_graph *g, int32_t i) {
    * 56x56 0.66 -> 0.55, 24 -> 24 at 56x56 0.64 -> 0.36 (24 channels fill
    * 3/4 of the blocked vectors); at 28x28 32 -> 32 lost (0.166 -> 0.19)
    * and 32 -> 16 at 224x224 (C * M / (C + M) = 10.7) was even. With AVX2
-   * on the same core the first lost (25.3 -> 26.4), hence the ISA test. */
-  bool split = er__cpu_features()->avx512_split && strstr(k->name, "avx512");
-  if (cm < (split ? 12 : 32) * c_plus_m) return false;
+   * on the same core the first lost (25.3 -> 26.4), hence the ISA test.
+   * With full-width AVX-512 units (an Intel Xeon, family 6 model 207) the
+   * same band wins only where the channels fill the blocked kernel's
+   * groups of two 16-channel blocks badly. A 3x3 layer between two 1x1
+   * layers, planar Winograd against blocked direct, 1 / 2 threads: 24 ->
+   * 24 at 56x56 0.47 -> 0.33 / 0.27 -> 0.22 ms, at 112x112 2.02 -> 1.40 /
+   * 1.04 -> 0.81, 48 -> 48 at 56x56 1.12 -> 0.91 / 0.59 -> 0.52, 48 -> 24
+   * at 112x112 3.20 -> 2.67 / 1.68 -> 1.49, ESPCN's 32 -> 27 at 224x224
+   * 6.1 -> 5.2 (1 thread). Multiples of 32 did not hold up: 32 -> 32 lost
+   * at 56x56, 80x80 and 112x112 (1.09 -> 1.21 at 2 threads; YOLOv8n's
+   * bottlenecks at 80x80 0.80 -> 0.88 each), and layers that won at 1
+   * thread lost at 2, where the conversions around a planar layer weigh
+   * more: 64 -> 32 at 80x80 (1.04x), DenseNet-121's 128 -> 32 at 56x56
+   * (the model 1.04x) and an ESRGAN-style generator's 32 -> 32 and 96 ->
+   * 32 at 128x128 to 512x512 (1.03x, 0.965x at 1 thread). */
+  const bool wide = strstr(k->name, "avx512") != NULL;
+  const bool split = wide && er__cpu_features()->avx512_split;
+  if (cm < (wide ? 12 : 32) * c_plus_m) return false;
   bool known = y && y->rank == 4 && y->dims[2] >= 0 && y->dims[3] >= 0;
-  if (cm < 32 * c_plus_m) return known && y->dims[2] * y->dims[3] >= 56 * 56;
+  if (cm < 32 * c_plus_m)
+    return known && y->dims[2] * y->dims[3] >= 56 * 56 &&
+           (split || w->dims[0] % 32 != 0 || w->dims[1] % 32 != 0);
   return !known || y->dims[2] * y->dims[3] >= 14 * 14; /* a size known only at run time: Winograd */
 }
 
