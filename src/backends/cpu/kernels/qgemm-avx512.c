@@ -204,7 +204,7 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
         st_off[v][nst[v]++] = segs[sg].col - first + v * 16;
       }
     }
-  const int64_t col0 = segs[0].col;
+  const int64_t col0 = whole ? segs[0].col : 0;
 #pragma GCC unroll 16
   for (int r = 0; r < CMR; r++) {
     if (r < R) {
