@@ -160,6 +160,18 @@ static const conv_shape conv_shapes[] = {
     {1, 96, 8, 8, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, false},    /* K 864, stride 2 */
     {1, 64, 6, 6, 64, 3, 3, 1, 1, 1, 1, 1, 1, 2, false, false},    /* 2 groups of 32 */
     {1, 40, 7, 7, 32, 3, 3, 1, 1, 2, 2, 2, 2, 1, false, false},    /* K 360, dilation 2 */
+    /* "Same" 3x3 layers at stride 1 (one pixel of padding all round),
+     * which AVX-512 VNNI reads from planes without padding columns: rows of
+     * 16 pixels, rows of 9 across the 16-pixel vectors (13 channels, a
+     * partial channel group; 20 rows, a partial row panel), rows of 40 and
+     * of 56 (a batch of 2), two groups, rows of 2 and of 1 pixel. */
+    {1, 8, 5, 16, 8, 3, 3, 1, 1, 0, 0, 1, 1, 1, false, true},
+    {1, 13, 7, 9, 20, 3, 3, 1, 1, 0, 0, 1, 1, 1, false, true},
+    {1, 32, 6, 40, 17, 3, 3, 1, 1, 0, 0, 1, 1, 1, false, true},
+    {2, 12, 9, 56, 16, 3, 3, 1, 1, 0, 0, 1, 1, 1, false, true},
+    {1, 16, 6, 11, 24, 3, 3, 1, 1, 0, 0, 1, 1, 2, false, true},
+    {1, 6, 10, 2, 9, 3, 3, 1, 1, 0, 0, 1, 1, 1, false, true},
+    {1, 8, 10, 1, 8, 3, 3, 1, 1, 0, 0, 1, 1, 1, false, true},
 };
 
 static void conv_attrs(kcase *c, const conv_shape *s) {

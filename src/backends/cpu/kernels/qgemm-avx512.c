@@ -34,6 +34,13 @@ static inline __attribute__((always_inline)) __m512i dpbusd(__m512i acc, __m512i
   return acc;
 }
 
+/* The same on the lanes in k only (the others keep acc): one uop, as
+ * unmasked. */
+static inline __attribute__((always_inline)) __m512i dpbusd_mask(__m512i acc, __mmask16 k, __m512i u8, __m512i s8) {
+  __asm__("vpdpbusd %2, %1, %0%{%3%}" : "+v"(acc) : "v"(u8), "v"(s8), "Yk"(k));
+  return acc;
+}
+
 /* The Q8 requantization of f = sum * mult + off: clamp(rhe(f) + zp, lo,
  * hi), with the clamp done on f against lo - zp and hi - zp (integers, so
  * rounding the clamped value gives the same bytes: rhe is monotonic) and
@@ -155,7 +162,9 @@ static void tile_conv_ind(int64_t groups, const void *rows, const uint8_t *cols,
 static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, const uint8_t *a, const uint8_t *b,
                                                                const int64_t *koff, const er_qepi *e, int64_t i0,
                                                                uint8_t *out, int64_t ldc, const er_qseg *segs,
-                                                               int nseg, const int R) {
+                                                               int nseg, const uint64_t *edge,
+                                                               const int32_t *const *ecorr, const int R,
+                                                               const bool W3) {
   __m512i c[CMR][CNV];
   /* The sums start from the channels' corrections. */
 #pragma GCC unroll 16
@@ -163,6 +172,60 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
 #pragma GCC unroll 4
     for (int v = 0; v < CNV; v++)
       if (r < R) c[r][v] = _mm512_set1_epi32(e->corr[i0 + r]);
+  if (W3) {
+    /* Planes without padding columns (qgemm.h, tile_q8_w3): the taps of
+     * the window's left column add nothing at x = 0 (their products are
+     * masked off: the lanes read the previous row's last pixel), those of
+     * its right column at x = W - 1, and those columns' sums take the
+     * padding's part from ecorr. Masking the loads instead (zeroing) cost
+     * 4-6% on 56x56 and 112x112 layers. */
+    __mmask16 kl[CNV], kr[CNV];
+#pragma GCC unroll 4
+    for (int v = 0; v < CNV; v++) {
+      const __mmask16 el = (__mmask16)(edge[0] >> (16 * v)), er = (__mmask16)(edge[1] >> (16 * v));
+      kl[v] = (__mmask16)~el;
+      kr[v] = (__mmask16)~er;
+    }
+    if (edge[0] | edge[1]) {
+      /* (Most tiles of wide maps hold no edge column.) */
+#pragma GCC unroll 4
+      for (int v = 0; v < CNV; v++) {
+        const __mmask16 el = (__mmask16)~kl[v], er = (__mmask16)~kr[v];
+#pragma GCC unroll 16
+        for (int r = 0; r < CMR; r++) {
+          if (r < R) {
+            c[r][v] = _mm512_mask_add_epi32(c[r][v], el, c[r][v], _mm512_set1_epi32(ecorr[0][i0 + r]));
+            c[r][v] = _mm512_mask_add_epi32(c[r][v], er, c[r][v], _mm512_set1_epi32(ecorr[1][i0 + r]));
+          }
+        }
+      }
+    }
+    for (int64_t q = 0; q < groups; q += 9) {
+#pragma GCC unroll 9
+      for (int t = 0; t < 9; t++) {
+        const uint8_t *bq = b + koff[q + t];
+        __m512i bv[CNV];
+#pragma GCC unroll 4
+        for (int v = 0; v < CNV; v++) bv[v] = _mm512_loadu_si512((const void *)(bq + v * 64));
+        prefetch_cols(b, koff, q + t, groups);
+#pragma GCC unroll 16
+        for (int r = 0; r < CMR; r++) {
+          if (r < R) {
+            int32_t w;
+            memcpy(&w, a + r * 4, sizeof w);
+            __m512i av = _mm512_set1_epi32(w);
+#pragma GCC unroll 4
+            for (int v = 0; v < CNV; v++)
+              c[r][v] = t % 3 == 0   ? dpbusd_mask(c[r][v], kl[v], bv[v], av)
+                        : t % 3 == 2 ? dpbusd_mask(c[r][v], kr[v], bv[v], av)
+                                     : dpbusd(c[r][v], bv[v], av);
+          }
+        }
+        a += CMR * 4;
+      }
+    }
+    groups = 0;
+  }
   for (int64_t q = 0; q < groups; q++) {
     const uint8_t *bq = koff ? b + koff[q] : b + q * CNR * 4;
     __m512i bv[CNV];
@@ -230,9 +293,19 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
 #define DEFINE_TILE_Q8(R)                                                                                  \
   static void q8_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, const er_qepi *e,   \
                      int64_t i0, uint8_t *out, int64_t ldc, const er_qseg *segs, int nseg) {               \
-    tile_q8_body(g, a, b, koff, e, i0, out, ldc, segs, nseg, R);                                           \
+    tile_q8_body(g, a, b, koff, e, i0, out, ldc, segs, nseg, NULL, NULL, R, false);                        \
   }
 FOR_ROWS(DEFINE_TILE_Q8)
+
+#define FOR_TILE_ROWS(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8)
+_Static_assert(CMR == 8, "the 3x3 tile is compiled for up to 8 rows");
+#define DEFINE_TILE_Q8_W3(R)                                                                                 \
+  static void q8w3_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, const er_qepi *e,  \
+                       int64_t i0, uint8_t *out, int64_t ldc, const er_qseg *segs, int nseg,                 \
+                       const uint64_t *edge, const int32_t *const *ecorr) {                                  \
+    tile_q8_body(g, a, b, koff, e, i0, out, ldc, segs, nseg, edge, ecorr, R, true);                          \
+  }
+FOR_TILE_ROWS(DEFINE_TILE_Q8_W3)
 
 typedef void (*tile_q8_fn)(int64_t, const uint8_t *, const uint8_t *, const int64_t *, const er_qepi *, int64_t,
                            uint8_t *, int64_t, const er_qseg *, int);
@@ -242,6 +315,17 @@ static void tile_conv_q8(int64_t groups, const void *rows, const uint8_t *cols, 
 #define Q8_NAME(R) q8_##R,
   static const tile_q8_fn fns[] = {NULL, FOR_ROWS(Q8_NAME)};
   fns[rows_valid](groups, rows, cols, koff, e, i0, c, ldc, segs, nseg);
+}
+
+typedef void (*tile_q8_w3_fn)(int64_t, const uint8_t *, const uint8_t *, const int64_t *, const er_qepi *, int64_t,
+                              uint8_t *, int64_t, const er_qseg *, int, const uint64_t *, const int32_t *const *);
+
+static void tile_conv_q8_w3(int64_t groups, const void *rows, const uint8_t *cols, const int64_t *koff,
+                            int rows_valid, const er_qepi *e, int64_t i0, uint8_t *c, int64_t ldc,
+                            const er_qseg *segs, int nseg, const uint64_t edge[2], const int32_t *const ecorr[2]) {
+#define Q8W3_NAME(R) q8w3_##R,
+  static const tile_q8_w3_fn fns[] = {NULL, FOR_TILE_ROWS(Q8W3_NAME)};
+  fns[rows_valid](groups, rows, cols, koff, e, i0, c, ldc, segs, nseg, edge, ecorr);
 }
 
 #define DEFINE_TILE(NAME, MR, NV, WR, R) \
@@ -568,8 +652,10 @@ __attribute__((target("amx-tile,amx-int8"))) static void tile_conv_amx(int64_t k
   _tile_stored(3, acc + 16 * ANR + 16, ANR * 4);
 }
 
-const er_qgemm_isa er__qgemm_conv_amx = {"32x32__amx", AMR, ANR, 4, 1, tile_conv_amx, NULL, epilogue, NULL, 64, 64, NULL};
+const er_qgemm_isa er__qgemm_conv_amx = {"32x32__amx", AMR, ANR, 4, 1, tile_conv_amx, NULL, epilogue, NULL, 64, 64, NULL,
+                                         NULL};
 
 const er_qgemm_isa er__qgemm_conv_avx512vnni = {"8x32__avx512vnni", CMR, CNR, 4, 1, tile_conv, tile_conv_ind, epilogue,
-                                                tile_conv_q8, 0, 0, px_tile_conv};
-const er_qgemm_isa er__qgemm_mm_avx512vnni = {"4x64__avx512vnni", 4, 64, 4, 1, tile_mm, NULL, epilogue, NULL, 0, 0, NULL};
+                                                tile_conv_q8, 0, 0, px_tile_conv, tile_conv_q8_w3};
+const er_qgemm_isa er__qgemm_mm_avx512vnni = {"4x64__avx512vnni", 4, 64, 4, 1, tile_mm, NULL, epilogue, NULL, 0, 0, NULL,
+                                              NULL};

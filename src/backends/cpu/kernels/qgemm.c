@@ -422,9 +422,25 @@ static void qgemm_part(const er_qgemm_problem *p, int64_t m0, int64_t m1, int64_
             segs[nseg++] = (er_qseg){0, cols, j};
           }
         }
+        /* Planes without padding columns: which of the tile's columns lie
+         * on the left and right edges of the map. */
+        uint64_t edge[2] = {0, 0};
+        if (p->w3 > 0) {
+          int64_t x = (j0 + jr) % p->w3;
+          for (int t = 0; t < cols; t++) {
+            if (x == 0) edge[0] |= UINT64_C(1) << t;
+            if (x == p->w3 - 1) edge[1] |= UINT64_C(1) << t;
+            if (++x == p->w3) x = 0;
+          }
+        }
         for (int64_t ir = 0; ir < mc; ir += mr) {
           int rows = (int)min64(mr, mc - ir);
           const uint8_t *a = rp + (size_t)(ir / mr) * rpb;
+          if (p->w3 > 0) {
+            isa->tile_q8_w3(groups, a, cp + jr * kg, p->cols_koff, rows, &p->epi, i0 + ir,
+                            (uint8_t *)p->c + (size_t)((i0 + ir) * p->ldc), p->ldc, segs, nseg, edge, p->w3_corr);
+            continue;
+          }
           if (fuse_q8) {
             /* Requantize in registers. */
             isa->tile_q8(groups, a, p->cols_base ? cp + jr * kg : cp + (size_t)(jr / nr) * cpb,

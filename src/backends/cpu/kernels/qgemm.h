@@ -134,6 +134,17 @@ typedef struct er_qgemm_isa {
   void (*px_tile)(int64_t kgroups, const uint8_t *const *px, int R, const int64_t *koff, const uint8_t *w,
                   const int32_t *corr, const float *mult, const float *off, const er_qepi *e, uint8_t *out,
                   int64_t ldo, int ncols);
+  /* (optional; 3x3 windows at stride 1 with one pixel of padding on each
+   * side, read in place from planes without padding columns) tile_q8 over
+   * k groups that come as runs of 9 taps (kx = t % 3) per channel group:
+   * a tap with kx 0 reads zeros for the tile's columns in edge[0] (bit j:
+   * column j lies at x = 0, where the tap falls in the left padding), one
+   * with kx 2 for those in edge[1] (x = W - 1), and those columns' sums
+   * get ecorr[0][i0 + r] / ecorr[1][i0 + r] added instead: the padding's
+   * part of row r's sum. */
+  void (*tile_q8_w3)(int64_t kgroups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
+                     const er_qepi *e, int64_t i0, uint8_t *c, int64_t ldc, const er_qseg *segs, int nseg,
+                     const uint64_t edge[2], const int32_t *const ecorr[2]);
 } er_qgemm_isa;
 
 
@@ -238,6 +249,12 @@ typedef struct er_qgemm_problem {
    * are real; it lands in C's column (j / vw) * ow + j % vw, and the rest
    * are dropped. */
   int64_t vw, ow;
+  /* In place over planes `w3` pixels wide with no padding columns (3x3,
+   * stride 1, one pixel of padding each side: isa->tile_q8_w3, the fused
+   * Q8 epilogue); w3_corr[0] / [1]: per row (channel) the sum over the
+   * window's left / right column of pad * w. 0 otherwise. */
+  int64_t w3;
+  const int32_t *w3_corr[2];
 } er_qgemm_problem;
 
 /* Scratch one worker needs (bytes, a multiple of 64). */

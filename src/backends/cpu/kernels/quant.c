@@ -129,6 +129,11 @@ typedef struct qg_state {
    * group px_gstride bytes apart. */
   uint8_t *pxw;
   size_t px_gstride;
+  /* In place over planes without padding columns (w3_mode): per channel,
+   * the padding's part of the sum over the window's left column, then
+   * over its right one ([2][channels]; NULL where the ISA has no such
+   * tile or the layer cannot take it). */
+  int32_t *w3_corr;
 } qg_state;
 
 static void qg_release(void *state) {
@@ -136,6 +141,7 @@ static void qg_release(void *state) {
   if (!s) return;
   er__aligned_free(s->packed);
   er__aligned_free(s->pxw);
+  free(s->w3_corr);
   er__aligned_free(s->dwc_w);
   free(s->dwv_wq);
   free(s->dwv_corr);
@@ -446,8 +452,11 @@ static grouped_layout grouped_scratch(const qg_state *s, const er_window *g) {
   planes_geometry(g, &pl);
   size_t ws = (size_t)(pl.direct ? g->w : pl.ws), kg = (size_t)s->isa->kg;
   size_t pix = (size_t)((pl.direct ? g->h : pl.hs) * (pl.direct ? g->w : pl.ws));
-  L.planes = 0;
-  L.koff = (grouped_bytes(s, g) + 63) / 64 * 64;
+  /* 64 bytes before the planes: in w3_mode the first left tap loads the 4
+   * bytes before the first plane (into a lane whose product is masked
+   * off). */
+  L.planes = 64;
+  L.koff = L.planes + (grouped_bytes(s, g) + 63) / 64 * 64;
   L.padrow = L.koff + ((size_t)(s->cq * g->kh * g->kw) * sizeof(int64_t) + 63) / 64 * 64;
   L.gather = L.padrow + (ws * kg + 63) / 64 * 64;
   L.chsum = L.gather + (ws * kg + 63) / 64 * 64;
@@ -646,6 +655,27 @@ static void grouped_offsets(const qg_state *s, const er_window *g, int64_t *koff
     }
 }
 
+/* ---- in place, no padding columns ------------------------------------------
+ * A 3x3 window at stride 1 with one pixel of padding left and right (the
+ * usual "same" 3x3 layer) reads planes as wide as the input: output pixel
+ * (y, x) is column y W + x, so no column is computed and dropped (2 of
+ * every W + 2 with padded planes: 3.4% at 56x56, 6.7% at 28x28, more with
+ * the last partial tile). The taps that would read the left padding
+ * column (kx 0 at x = 0) read the previous row's last pixel instead, so
+ * the tile masks those lanes' products off and adds the padding's part of
+ * the sum from w3_corr; the same for kx 2 at x = W - 1. Rows of padding
+ * above and below stay in the planes. Only the fused Q8 tile (QConv with
+ * 8-bit output, no weight zero points) does this, and not where the
+ * transposed tile runs (px_wins counts the columns this way). Measured on
+ * the AVX-512 VNNI Xeon of bench/REPORT-cpu.md, 1 thread: a one-layer
+ * 256 -> 256 model at 56x56 5.89 -> 5.70 ms, 64 -> 64 0.446 -> 0.431 ms,
+ * VGG-19 int8 70.2 -> 69.6 ms; 28x28 layers, which took the transposed
+ * tile before, about as fast either way. */
+static bool w3_mode(const qg_state *s, const er_window *g) {
+  return s->w3_corr && s->inplace && g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 &&
+         g->dw == 1 && g->pl == 1 && g->pr == 1 && g->ow == g->w && g->ow >= 2;
+}
+
 /* ---- in place, transposed: pixels by channels ------------------------------
  * On small feature maps the usual tiles (MR channels by NR virtual
  * columns) compute many padding columns and partial tiles: a 7x7 output
@@ -663,7 +693,7 @@ static bool px_wins(const qg_state *s, const er_window *g) {
   conv_planes pl;
   planes_geometry(g, &pl);
   const int64_t mr = s->isa->mr, nr = s->isa->nr, mg = g->m / g->group, ohw = g->oh * g->ow;
-  const int64_t n = pl.ws == g->ow ? ohw : (g->oh - 1) * pl.ws + g->ow;
+  const int64_t n = pl.ws == g->ow || w3_mode(s, g) ? ohw : (g->oh - 1) * pl.ws + g->ow;
   const int64_t groups = s->cq * g->kh * g->kw;
   /* In units of one k group of a full tile's products: the current tile
    * computes whole MR x NR tiles; the transposed one's pixel tiles are
@@ -756,26 +786,41 @@ static er_status conv_run(const er_kernel_run *kr) {
     slots = want;
   }
   if (slots > want) slots = want;
-  int64_t *koff = s->inplace ? (int64_t *)(scratch + grouped_scratch(s, &g).koff) : NULL;
-  if (koff) grouped_offsets(s, &g, koff);
   const bool use_px = s->pxw && px_wins(s, &g);
+  /* The planes' window: without its left and right padding in w3_mode,
+   * each tap's offset then one pixel to the left (kx 0 reads x - 1). */
+  er_window gl = g;
+  const bool w3 = !use_px && w3_mode(s, &g);
+  if (w3) gl.pl = gl.pr = 0;
+  const grouped_layout GL = s->inplace ? grouped_scratch(s, &gl) : (grouped_layout){0};
+  int64_t *koff = s->inplace ? (int64_t *)(scratch + GL.koff) : NULL;
+  if (koff) grouped_offsets(s, &gl, koff);
+  for (int64_t i = 0; w3 && i < s->cq * 9; i++) koff[i] -= s->isa->kg;
   for (int64_t n = 0; n < g.n; n++)
     for (int64_t gi = 0; gi < g.group; gi++) {
       const uint8_t *xg = (const uint8_t *)x->data + (n * g.c + gi * (g.c / g.group)) * g.h * g.w;
-      if (s->inplace) build_grouped(s, &g, xg, scratch);
+      if (s->inplace) build_grouped(s, &gl, xg, scratch);
       else if (pbytes) build_planes(&g, xg, s->x_pad, scratch);
       if (use_px) {
         const int64_t mg = g.m / g.group, panels = (mg + s->isa->nr - 1) / s->isa->nr;
-        px_job j = {s, &g, scratch, koff, gi, s->cq * g.kh * g.kw, (uint8_t *)y->data + (n * g.m + gi * mg) * g.oh * g.ow,
-                    (int)min64(panels, want)};
+        px_job j = {s, &g, scratch + GL.planes, koff, gi, s->cq * g.kh * g.kw,
+                    (uint8_t *)y->data + (n * g.m + gi * mg) * g.oh * g.ow, (int)min64(panels, want)};
         er__parallel_for(kr->pool, j.chunks, 1, px_chunk, &j);
         continue;
       }
       conv_problem(s, &g, gi, &cc, x->data, scratch, y->data, n, &p);
       if (s->inplace) {
         p.pack_cols = NULL;
-        p.cols_base = scratch;
+        p.cols_base = scratch + GL.planes;
         p.cols_koff = koff;
+        if (w3) {
+          const int64_t mg = g.m / g.group;
+          p.n = g.oh * g.ow;
+          p.vw = p.ow = 0;
+          p.w3 = g.w;
+          p.w3_corr[0] = s->w3_corr + gi * mg;
+          p.w3_corr[1] = s->w3_corr + s->channels + gi * mg;
+        }
         p.k = s->cq * g.kh * g.kw * s->isa->kg;
         if (s->wzp) {
           grouped_asum(s, &g, scratch, p.n);
@@ -1226,6 +1271,21 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
         er__qgemm_pack_rows(isa, &src, r, rows, kp, (uint8_t *)s->packed + gi * s->gstride +
                             (size_t)(r / isa->mr) * er__qgemm_row_panel_bytes(isa, kp), wsum + gi * mg + r);
       }
+    }
+    /* For planes without padding columns (w3_mode): the zero point times
+     * each channel's weights over the window's left column, then its right
+     * one (without, the padded planes). */
+    if (s->inplace && isa->tile_q8_w3 && op == QG_QCONV && yz && !any_wz && w->rank == 4 && w->dims[2] == 3 &&
+        w->dims[3] == 3 && (s->w3_corr = malloc(2 * (size_t)C * sizeof *s->w3_corr))) {
+      const uint8_t *wv = w->data;
+      for (int side = 0; side < 2; side++)
+        for (int64_t m = 0; m < C; m++) {
+          uint32_t sum = 0;
+          for (int64_t c = 0; c < cg; c++)
+            for (int64_t ky = 0; ky < 3; ky++)
+              sum += (uint32_t)(int32_t)(int8_t)(uint8_t)(wv[((m * cg + c) * 3 + ky) * 3 + side * 2] ^ s->w_flip);
+          s->w3_corr[side * C + m] = (int32_t)(sum * (uint32_t)xz_u);
+        }
     }
     /* The transposed tile's weights, where it will run: 8-bit outputs
      * (QConv with an output zero point), no weight zero points, and a
