@@ -164,13 +164,13 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
                                                                uint8_t *out, int64_t ldc, const er_qseg *segs,
                                                                int nseg, const uint64_t *edge,
                                                                const int32_t *const *ecorr, const int R,
-                                                               const bool W3) {
+                                                               const bool W3, const int NV) {
   __m512i c[CMR][CNV];
   /* The sums start from the channels' corrections. */
 #pragma GCC unroll 16
   for (int r = 0; r < CMR; r++)
 #pragma GCC unroll 4
-    for (int v = 0; v < CNV; v++)
+    for (int v = 0; v < NV; v++)
       if (r < R) c[r][v] = _mm512_set1_epi32(e->corr[i0 + r]);
   if (W3) {
     /* Planes without padding columns (qgemm.h, tile_q8_w3): the taps of
@@ -181,7 +181,7 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
      * 4-6% on 56x56 and 112x112 layers. */
     __mmask16 kl[CNV], kr[CNV];
 #pragma GCC unroll 4
-    for (int v = 0; v < CNV; v++) {
+    for (int v = 0; v < NV; v++) {
       const __mmask16 el = (__mmask16)(edge[0] >> (16 * v)), er = (__mmask16)(edge[1] >> (16 * v));
       kl[v] = (__mmask16)~el;
       kr[v] = (__mmask16)~er;
@@ -189,7 +189,7 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
     if (edge[0] | edge[1]) {
       /* (Most tiles of wide maps hold no edge column.) */
 #pragma GCC unroll 4
-      for (int v = 0; v < CNV; v++) {
+      for (int v = 0; v < NV; v++) {
         const __mmask16 el = (__mmask16)~kl[v], er = (__mmask16)~kr[v];
 #pragma GCC unroll 16
         for (int r = 0; r < CMR; r++) {
@@ -206,7 +206,7 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
         const uint8_t *bq = b + koff[q + t];
         __m512i bv[CNV];
 #pragma GCC unroll 4
-        for (int v = 0; v < CNV; v++) bv[v] = _mm512_loadu_si512((const void *)(bq + v * 64));
+        for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_si512((const void *)(bq + v * 64));
         prefetch_cols(b, koff, q + t, groups);
 #pragma GCC unroll 16
         for (int r = 0; r < CMR; r++) {
@@ -215,7 +215,7 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
             memcpy(&w, a + r * 4, sizeof w);
             __m512i av = _mm512_set1_epi32(w);
 #pragma GCC unroll 4
-            for (int v = 0; v < CNV; v++)
+            for (int v = 0; v < NV; v++)
               c[r][v] = t % 3 == 0   ? dpbusd_mask(c[r][v], kl[v], bv[v], av)
                         : t % 3 == 2 ? dpbusd_mask(c[r][v], kr[v], bv[v], av)
                                      : dpbusd(c[r][v], bv[v], av);
@@ -230,7 +230,7 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
     const uint8_t *bq = koff ? b + koff[q] : b + q * CNR * 4;
     __m512i bv[CNV];
 #pragma GCC unroll 4
-    for (int v = 0; v < CNV; v++) bv[v] = _mm512_loadu_si512((const void *)(bq + v * 64));
+    for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_si512((const void *)(bq + v * 64));
     if (koff) prefetch_cols(b, koff, q, groups);
 #pragma GCC unroll 16
     for (int r = 0; r < CMR; r++) {
@@ -239,7 +239,7 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
         memcpy(&w, a + r * 4, sizeof w);
         __m512i av = _mm512_set1_epi32(w);
 #pragma GCC unroll 4
-        for (int v = 0; v < CNV; v++) c[r][v] = dpbusd(c[r][v], bv[v], av);
+        for (int v = 0; v < NV; v++) c[r][v] = dpbusd(c[r][v], bv[v], av);
       }
     }
     a += CMR * 4;
@@ -252,7 +252,7 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
    * written). One unmasked store per vector when the tile is one whole
    * run. Computed in the rows loop, they were redone for every row (the
    * stores could alias the runs as far as the compiler knew). */
-  const bool whole = nseg == 1 && segs[0].first == 0 && segs[0].len == CNR;
+  const bool whole = nseg == 1 && segs[0].first == 0 && segs[0].len == NV * 16;
   int64_t st_off[CNV][ER_QGEMM_MAX_SEGS];
   __mmask16 st_mask[CNV][ER_QGEMM_MAX_SEGS];
   int nst[CNV] = {0};
@@ -260,7 +260,7 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
     for (int sg = 0; sg < nseg; sg++) {
       int first = segs[sg].first, end = first + segs[sg].len;
 #pragma GCC unroll 4
-      for (int v = 0; v < CNV; v++) {
+      for (int v = 0; v < NV; v++) {
         int lane0 = first > v * 16 ? first - v * 16 : 0, lane1 = end < v * 16 + 16 ? end - v * 16 : 16;
         if (lane1 <= lane0) continue;
         st_mask[v][nst[v]] = (__mmask16)(((1u << (lane1 - lane0)) - 1u) << lane0);
@@ -274,15 +274,15 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
       const __m512 mult = _mm512_set1_ps(e->mult[i0 + r]), off = _mm512_set1_ps(e->off[i0 + r]);
       __m128i bytes[4];
 #pragma GCC unroll 4
-      for (int v = 0; v < CNV; v++)
+      for (int v = 0; v < NV; v++)
         bytes[v] = _mm512_cvtepi32_epi8(requant(_mm512_fmadd_ps(_mm512_cvtepi32_ps(c[r][v]), mult, off), flo, fhi, zp));
       uint8_t *row = out + r * ldc;
       if (whole) {
 #pragma GCC unroll 4
-        for (int v = 0; v < CNV; v++) _mm_storeu_si128((__m128i *)(row + col0 + v * 16), bytes[v]);
+        for (int v = 0; v < NV; v++) _mm_storeu_si128((__m128i *)(row + col0 + v * 16), bytes[v]);
       } else {
 #pragma GCC unroll 4
-        for (int v = 0; v < CNV; v++)
+        for (int v = 0; v < NV; v++)
           for (int k = 0; k < nst[v]; k++)
             _mm_mask_storeu_epi8((void *)((uintptr_t)row + (uintptr_t)st_off[v][k]), st_mask[v][k], bytes[v]);
       }
@@ -293,7 +293,7 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
 #define DEFINE_TILE_Q8(R)                                                                                  \
   static void q8_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, const er_qepi *e,   \
                      int64_t i0, uint8_t *out, int64_t ldc, const er_qseg *segs, int nseg) {               \
-    tile_q8_body(g, a, b, koff, e, i0, out, ldc, segs, nseg, NULL, NULL, R, false);                        \
+    tile_q8_body(g, a, b, koff, e, i0, out, ldc, segs, nseg, NULL, NULL, R, false, CNV);                      \
   }
 FOR_ROWS(DEFINE_TILE_Q8)
 
@@ -303,7 +303,12 @@ _Static_assert(CMR == 8, "the 3x3 tile is compiled for up to 8 rows");
   static void q8w3_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, const er_qepi *e,  \
                        int64_t i0, uint8_t *out, int64_t ldc, const er_qseg *segs, int nseg,                 \
                        const uint64_t *edge, const int32_t *const *ecorr) {                                  \
-    tile_q8_body(g, a, b, koff, e, i0, out, ldc, segs, nseg, edge, ecorr, R, true);                          \
+    tile_q8_body(g, a, b, koff, e, i0, out, ldc, segs, nseg, edge, ecorr, R, true, CNV);                     \
+  }                                                                                                          \
+  static void q8w3h_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, const er_qepi *e, \
+                        int64_t i0, uint8_t *out, int64_t ldc, const er_qseg *segs, int nseg,                \
+                        const uint64_t *edge, const int32_t *const *ecorr) {                                 \
+    tile_q8_body(g, a, b, koff, e, i0, out, ldc, segs, nseg, edge, ecorr, R, true, 1);                       \
   }
 FOR_TILE_ROWS(DEFINE_TILE_Q8_W3)
 
@@ -324,8 +329,13 @@ static void tile_conv_q8_w3(int64_t groups, const void *rows, const uint8_t *col
                             int rows_valid, const er_qepi *e, int64_t i0, uint8_t *c, int64_t ldc,
                             const er_qseg *segs, int nseg, const uint64_t edge[2], const int32_t *const ecorr[2]) {
 #define Q8W3_NAME(R) q8w3_##R,
+#define Q8W3H_NAME(R) q8w3h_##R,
   static const tile_q8_w3_fn fns[] = {NULL, FOR_TILE_ROWS(Q8W3_NAME)};
-  fns[rows_valid](groups, rows, cols, koff, e, i0, c, ldc, segs, nseg, edge, ecorr);
+  static const tile_q8_w3_fn half[] = {NULL, FOR_TILE_ROWS(Q8W3H_NAME)};
+  /* A last tile of at most 16 columns (28x28 maps: 784 = 24.5 x 32) on
+   * one vector: half the products. */
+  const bool one = segs[nseg - 1].first + segs[nseg - 1].len <= 16;
+  (one ? half : fns)[rows_valid](groups, rows, cols, koff, e, i0, c, ldc, segs, nseg, edge, ecorr);
 }
 
 #define DEFINE_TILE(NAME, MR, NV, WR, R) \
