@@ -528,8 +528,48 @@ static void gen_qbinary(case_fn fn, void *arg, const char *op) {
   }
 }
 
-static void gen_qadd(case_fn fn, void *arg) { gen_qbinary(fn, arg, "QAdd"); }
-static void gen_qmul(case_fn fn, void *arg) { gen_qbinary(fn, arg, "QMul"); }
+/* Every pair of input bytes (a 256 x 256 grid), with output scales of
+ * all-ones significands and others: the optimized kernels divide by the
+ * output scale through its reciprocal and two FMAs (qelt-impl.h,
+ * f_div_r), which must round as the division does. With the "ties"
+ * input scales (QAdd: both half the output scale; QMul: 1/2 and the
+ * output scale) every quotient is a multiple of 1/2, so a quotient an ulp
+ * off rounds to the other integer: the reciprocal product alone (no FMA
+ * step) fails these cases. */
+static void gen_qbinary_grid(case_fn fn, void *arg, const char *op) {
+  kcase c;
+  static const float yss[] = {0x1.fffffep-5f, 0x1.8p-6f, 0x1.4p-5f, 0.0371f, 0x1.fffffep-7f};
+  const bool mul = strcmp(op, "QMul") == 0;
+  for (size_t k = 0; k < ER_ARRAY_LEN(yss); k++) {
+    for (int variant = 0; variant < 4; variant++) {
+      const bool sg = variant & 1, ties = variant >= 2;
+      const er_dtype t = sg ? ER_DTYPE_INT8 : ER_DTYPE_UINT8;
+      const float y_scale = mul && !ties ? yss[k] * 8.0f : yss[k];
+      kc_begin(&c, op, "com.edgerun", 1, "%s every byte pair, y_scale %a, %s%s", op, (double)y_scale, tname(t),
+               ties ? ", ties" : "");
+      for (int side = 0; side < 2; side++) {
+        er_tensor *x = q_input(&c, t, 4, DIMS(1, 1, 256, 256), 0, 0, false);
+        for (int64_t i = 0; i < 65536; i++) ((uint8_t *)x->data)[i] = (uint8_t)(side ? i & 255 : i >> 8);
+        er_tensor *sc = kc_input(&c, 0, NULL, 0.01f, 0.05f, true);
+        if (ties) ((float *)sc->data)[0] = !mul ? y_scale * 0.5f : side ? y_scale : 0.5f;
+        q_param(&c, t, -1, type_lo(t) + 10, type_hi(t) - 10);
+      }
+      er_tensor *ys = kc_input(&c, 0, NULL, 1.0f, 1.0f, true);
+      ((float *)ys->data)[0] = y_scale;
+      q_param(&c, t, -1, type_lo(t) + 20, type_hi(t) - 20);
+      fn(&c, arg);
+    }
+  }
+}
+
+static void gen_qadd(case_fn fn, void *arg) {
+  gen_qbinary(fn, arg, "QAdd");
+  gen_qbinary_grid(fn, arg, "QAdd");
+}
+static void gen_qmul(case_fn fn, void *arg) {
+  gen_qbinary(fn, arg, "QMul");
+  gen_qbinary_grid(fn, arg, "QMul");
+}
 
 static void gen_qlut(case_fn fn, void *arg) {
   kcase c;
