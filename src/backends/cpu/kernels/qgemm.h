@@ -137,11 +137,11 @@ typedef struct er_qgemm_isa {
   /* (optional; 3x3 windows at stride 1 with one pixel of padding on each
    * side, read in place from planes without padding columns) tile_q8 over
    * k groups that come as runs of 9 taps (kx = t % 3) per channel group:
-   * a tap with kx 0 reads zeros for the tile's columns in edge[0] (bit j:
-   * column j lies at x = 0, where the tap falls in the left padding), one
-   * with kx 2 for those in edge[1] (x = W - 1), and those columns' sums
-   * get ecorr[0][i0 + r] / ecorr[1][i0 + r] added instead: the padding's
-   * part of row r's sum. */
+   * a tap with kx 0 adds nothing to the tile's columns in edge[0] (bit j:
+   * column j lies at x = 0, where the tap falls in the left padding, and
+   * reads the previous row's last pixel), one with kx 2 nothing to those
+   * in edge[1] (x = W - 1), and those columns' sums get ecorr[0][i0 + r] /
+   * ecorr[1][i0 + r] added instead: the padding's part of row r's sum. */
   void (*tile_q8_w3)(int64_t kgroups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
                      const er_qepi *e, int64_t i0, uint8_t *c, int64_t ldc, const er_qseg *segs, int nseg,
                      const uint64_t edge[2], const int32_t *const ecorr[2]);
