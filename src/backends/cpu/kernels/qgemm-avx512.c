@@ -157,6 +157,24 @@ static void tile_conv_ind(int64_t groups, const void *rows, const uint8_t *cols,
   fns[rows_valid](groups, rows, cols, koff, acc);
 }
 
+/* One k group of the convolution tiles below: each of the R weight rows
+ * (4 bytes at a) broadcast against the NV column vectors bv, on the lanes
+ * of mask[v] only where mask is not NULL. */
+static inline __attribute__((always_inline)) void q8_rows_step(__m512i (*c)[CNV], const uint8_t *a, const __m512i *bv,
+                                                               const __mmask16 *mask, const int R, const int NV) {
+#pragma GCC unroll 16
+  for (int r = 0; r < CMR; r++) {
+    if (r < R) {
+      int32_t w;
+      memcpy(&w, a + r * 4, sizeof w);
+      __m512i av = _mm512_set1_epi32(w);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; v++)
+        c[r][v] = mask ? dpbusd_mask(c[r][v], mask[v], bv[v], av) : dpbusd(c[r][v], bv[v], av);
+    }
+  }
+}
+
 /* Both convolution tiles (packed columns, or in place with koff) with the
  * Q8 epilogue in registers: the accumulators never go to memory. */
 static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, const uint8_t *a, const uint8_t *b,
@@ -179,26 +197,26 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
      * its right column at x = W - 1, and those columns' sums take the
      * padding's part from ecorr. Masking the loads instead (zeroing) cost
      * 4-6% on 56x56 and 112x112 layers. */
-    __mmask16 kl[CNV], kr[CNV];
+    /* Per vector: the edge lanes, and the lanes the left / right taps add to. */
+    __mmask16 el[CNV], er[CNV], kl[CNV], kr[CNV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++) {
-      const __mmask16 el = (__mmask16)(edge[0] >> (16 * v)), er = (__mmask16)(edge[1] >> (16 * v));
-      kl[v] = (__mmask16)~el;
-      kr[v] = (__mmask16)~er;
+      el[v] = (__mmask16)(edge[0] >> (16 * v));
+      er[v] = (__mmask16)(edge[1] >> (16 * v));
+      kl[v] = (__mmask16)~el[v];
+      kr[v] = (__mmask16)~er[v];
     }
     if (edge[0] | edge[1]) {
       /* (Most tiles of wide maps hold no edge column.) */
 #pragma GCC unroll 4
-      for (int v = 0; v < NV; v++) {
-        const __mmask16 el = (__mmask16)~kl[v], er = (__mmask16)~kr[v];
+      for (int v = 0; v < NV; v++)
 #pragma GCC unroll 16
         for (int r = 0; r < CMR; r++) {
           if (r < R) {
-            c[r][v] = _mm512_mask_add_epi32(c[r][v], el, c[r][v], _mm512_set1_epi32(ecorr[0][i0 + r]));
-            c[r][v] = _mm512_mask_add_epi32(c[r][v], er, c[r][v], _mm512_set1_epi32(ecorr[1][i0 + r]));
+            c[r][v] = _mm512_mask_add_epi32(c[r][v], el[v], c[r][v], _mm512_set1_epi32(ecorr[0][i0 + r]));
+            c[r][v] = _mm512_mask_add_epi32(c[r][v], er[v], c[r][v], _mm512_set1_epi32(ecorr[1][i0 + r]));
           }
         }
-      }
     }
     for (int64_t q = 0; q < groups; q += 9) {
 #pragma GCC unroll 9
@@ -208,19 +226,7 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_si512((const void *)(bq + v * 64));
         prefetch_cols(b, koff, q + t, groups);
-#pragma GCC unroll 16
-        for (int r = 0; r < CMR; r++) {
-          if (r < R) {
-            int32_t w;
-            memcpy(&w, a + r * 4, sizeof w);
-            __m512i av = _mm512_set1_epi32(w);
-#pragma GCC unroll 4
-            for (int v = 0; v < NV; v++)
-              c[r][v] = t % 3 == 0   ? dpbusd_mask(c[r][v], kl[v], bv[v], av)
-                        : t % 3 == 2 ? dpbusd_mask(c[r][v], kr[v], bv[v], av)
-                                     : dpbusd(c[r][v], bv[v], av);
-          }
-        }
+        q8_rows_step(c, a, bv, t % 3 == 0 ? kl : t % 3 == 2 ? kr : NULL, R, NV);
         a += CMR * 4;
       }
     }
@@ -232,16 +238,7 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_si512((const void *)(bq + v * 64));
     if (koff) prefetch_cols(b, koff, q, groups);
-#pragma GCC unroll 16
-    for (int r = 0; r < CMR; r++) {
-      if (r < R) {
-        int32_t w;
-        memcpy(&w, a + r * 4, sizeof w);
-        __m512i av = _mm512_set1_epi32(w);
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) c[r][v] = dpbusd(c[r][v], bv[v], av);
-      }
-    }
+    q8_rows_step(c, a, bv, NULL, R, NV);
     a += CMR * 4;
   }
   const __m512i zp = _mm512_set1_epi32(e->zp);
