@@ -5,7 +5,8 @@
  *
  * Two orientations (see qgemm.h):
  *  - conv, 8 x 32: weight rows are broadcast (4 signed bytes each), 32
- *    output pixels are two vectors of activations; 16 accumulators.
+ *    output pixels are two vectors of activations; 16 accumulators (8 x
+ *    48, 24 accumulators, for the 3x3 tile over planes read in place).
  *  - mm, 4 x 64: activation rows are broadcast (4 unsigned bytes), 64
  *    weight columns are four vectors; 16 accumulators, so a single row
  *    (batch 1) still keeps four independent chains in flight.
@@ -160,7 +161,9 @@ static void tile_conv_ind(int64_t groups, const void *rows, const uint8_t *cols,
 /* One k group of the convolution tiles below: each of the R weight rows
  * (4 bytes at a) broadcast against the NV column vectors bv, on the lanes
  * of mask[v] only where mask is not NULL. */
-static inline __attribute__((always_inline)) void q8_rows_step(__m512i (*c)[CNV], const uint8_t *a, const __m512i *bv,
+/* The most vectors of the Q8 tiles: the 3x3 tile's 48 columns. */
+#define QNV 3
+static inline __attribute__((always_inline)) void q8_rows_step(__m512i (*c)[QNV], const uint8_t *a, const __m512i *bv,
                                                                const __mmask16 *mask, const int R, const int NV) {
 #pragma GCC unroll 16
   for (int r = 0; r < CMR; r++) {
@@ -183,7 +186,7 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
                                                                int nseg, const uint64_t *edge,
                                                                const int32_t *const *ecorr, const int R,
                                                                const bool W3, const int NV) {
-  __m512i c[CMR][CNV];
+  __m512i c[CMR][QNV];
   /* The sums start from the channels' corrections. */
 #pragma GCC unroll 16
   for (int r = 0; r < CMR; r++)
@@ -198,7 +201,7 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
      * padding's part from ecorr. Masking the loads instead (zeroing) cost
      * 4-6% on 56x56 and 112x112 layers. */
     /* Per vector: the edge lanes, and the lanes the left / right taps add to. */
-    __mmask16 el[CNV], er[CNV], kl[CNV], kr[CNV];
+    __mmask16 el[QNV], er[QNV], kl[QNV], kr[QNV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++) {
       el[v] = (__mmask16)(edge[0] >> (16 * v));
@@ -222,10 +225,17 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
 #pragma GCC unroll 9
       for (int t = 0; t < 9; t++) {
         const uint8_t *bq = b + koff[q + t];
-        __m512i bv[CNV];
+        __m512i bv[QNV];
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_si512((const void *)(bq + v * 64));
-        prefetch_cols(b, koff, q + t, groups);
+        if (t % 3 == 1 && q + t + 9 < groups) {
+          /* The next channel group's window row: its three taps read
+           * 4 bytes apart, one span of NV * 64 + 8 bytes. */
+          const char *pf = (const char *)(b + koff[q + t + 9]) - 4;
+#pragma GCC unroll 4
+          for (int v = 0; v <= NV; v++) _mm_prefetch(pf + 64 * v, _MM_HINT_T0);
+          _mm_prefetch(pf + 64 * NV + 7, _MM_HINT_T0);
+        }
         q8_rows_step(c, a, bv, t % 3 == 0 ? kl : t % 3 == 2 ? kr : NULL, R, NV);
         a += CMR * 4;
       }
@@ -234,7 +244,7 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
   }
   for (int64_t q = 0; q < groups; q++) {
     const uint8_t *bq = koff ? b + koff[q] : b + q * CNR * 4;
-    __m512i bv[CNV];
+    __m512i bv[QNV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_si512((const void *)(bq + v * 64));
     if (koff) prefetch_cols(b, koff, q, groups);
@@ -250,9 +260,9 @@ static inline __attribute__((always_inline)) void tile_q8_body(int64_t groups, c
    * run. Computed in the rows loop, they were redone for every row (the
    * stores could alias the runs as far as the compiler knew). */
   const bool whole = nseg == 1 && segs[0].first == 0 && segs[0].len == NV * 16;
-  int64_t st_off[CNV][ER_QGEMM_MAX_SEGS];
-  __mmask16 st_mask[CNV][ER_QGEMM_MAX_SEGS];
-  int nst[CNV] = {0};
+  int64_t st_off[QNV][ER_QGEMM_MAX_SEGS];
+  __mmask16 st_mask[QNV][ER_QGEMM_MAX_SEGS];
+  int nst[QNV] = {0};
   if (!whole)
     for (int sg = 0; sg < nseg; sg++) {
       int first = segs[sg].first, end = first + segs[sg].len;
@@ -302,6 +312,11 @@ _Static_assert(CMR == 8, "the 3x3 tile is compiled for up to 8 rows");
                        const uint64_t *edge, const int32_t *const *ecorr) {                                  \
     tile_q8_body(g, a, b, koff, e, i0, out, ldc, segs, nseg, edge, ecorr, R, true, CNV);                     \
   }                                                                                                          \
+  static void q8w3w_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, const er_qepi *e, \
+                        int64_t i0, uint8_t *out, int64_t ldc, const er_qseg *segs, int nseg,                \
+                        const uint64_t *edge, const int32_t *const *ecorr) {                                 \
+    tile_q8_body(g, a, b, koff, e, i0, out, ldc, segs, nseg, edge, ecorr, R, true, 3);                       \
+  }                                                                                                          \
   static void q8w3h_##R(int64_t g, const uint8_t *a, const uint8_t *b, const int64_t *koff, const er_qepi *e, \
                         int64_t i0, uint8_t *out, int64_t ldc, const er_qseg *segs, int nseg,                \
                         const uint64_t *edge, const int32_t *const *ecorr) {                                 \
@@ -329,10 +344,16 @@ static void tile_conv_q8_w3(int64_t groups, const void *rows, const uint8_t *col
 #define Q8W3H_NAME(R) q8w3h_##R,
   static const tile_q8_w3_fn fns[] = {NULL, FOR_TILE_ROWS(Q8W3_NAME)};
   static const tile_q8_w3_fn half[] = {NULL, FOR_TILE_ROWS(Q8W3H_NAME)};
-  /* A last tile of at most 16 columns (28x28 maps: 784 = 24.5 x 32) on
-   * one vector: half the products. */
-  const bool one = segs[nseg - 1].first + segs[nseg - 1].len <= 16;
-  (one ? half : fns)[rows_valid](groups, rows, cols, koff, e, i0, c, ldc, segs, nseg, edge, ecorr);
+#define Q8W3W_NAME(R) q8w3w_##R,
+  static const tile_q8_w3_fn wide[] = {NULL, FOR_TILE_ROWS(Q8W3W_NAME)};
+  /* Tiles of 48 columns: per k group 8 broadcasts and 3 loads feed 24
+   * products (16 for 10 loads at 32 columns). A last tile of at most 16
+   * or 32 columns (28x28 maps: 784 = 16 x 48 + 16) on one or two
+   * vectors. */
+  const int end = segs[nseg - 1].first + segs[nseg - 1].len;
+  (end <= 16   ? half
+   : end <= 32 ? fns
+               : wide)[rows_valid](groups, rows, cols, koff, e, i0, c, ldc, segs, nseg, edge, ecorr);
 }
 
 #define DEFINE_TILE(NAME, MR, NV, WR, R) \
@@ -660,9 +681,9 @@ __attribute__((target("amx-tile,amx-int8"))) static void tile_conv_amx(int64_t k
 }
 
 const er_qgemm_isa er__qgemm_conv_amx = {"32x32__amx", AMR, ANR, 4, 1, tile_conv_amx, NULL, epilogue, NULL, 64, 64, NULL,
-                                         NULL};
+                                         NULL, 0};
 
 const er_qgemm_isa er__qgemm_conv_avx512vnni = {"8x32__avx512vnni", CMR, CNR, 4, 1, tile_conv, tile_conv_ind, epilogue,
-                                                tile_conv_q8, 0, 0, px_tile_conv, tile_conv_q8_w3};
+                                                tile_conv_q8, 0, 0, px_tile_conv, tile_conv_q8_w3, CNR + 16};
 const er_qgemm_isa er__qgemm_mm_avx512vnni = {"4x64__avx512vnni", 4, 64, 4, 1, tile_mm, NULL, epilogue, NULL, 0, 0, NULL,
-                                              NULL};
+                                              NULL, 0};

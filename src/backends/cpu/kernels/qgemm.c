@@ -363,7 +363,10 @@ static void qgemm_part(const er_qgemm_problem *p, int64_t m0, int64_t m1, int64_
   const int mr = isa->mr, nr = isa->nr;
   const int64_t groups = er__qgemm_kgroups(isa, p->k);
   const size_t rpb = er__qgemm_row_panel_bytes(isa, p->k), cpb = er__qgemm_col_panel_bytes(isa, p->k);
-  const int64_t NC = p->cols_packed ? round_up(n1 - n0, nr) : block_cols(p);
+  /* Planes without padding columns: tiles of w3_nr columns, read in
+   * place (no block to pack). */
+  const int tw = p->w3 > 0 ? isa->w3_nr : nr;
+  const int64_t NC = p->w3 > 0 ? n1 - n0 : p->cols_packed ? round_up(n1 - n0, nr) : block_cols(p);
   const int kg = isa->kg;
   const int64_t MC = p->rows_packed ? round_up(m1 - m0, mr) : block_rows(p);
   const bool w_rows = p->rows_packed != NULL; /* weights are the prepacked side */
@@ -402,8 +405,8 @@ static void qgemm_part(const er_qgemm_problem *p, int64_t m0, int64_t m1, int64_
       }
       /* Column tiles outer, row panels inner: a tile's columns (all k
        * groups) stay in L1 while every weight panel passes over them. */
-      for (int64_t jr = 0; jr < nc; jr += nr) {
-        int cols = (int)min64(nr, nc - jr);
+      for (int64_t jr = 0; jr < nc; jr += tw) {
+        int cols = (int)min64(tw, nc - jr);
         /* With the fused epilogue, the tile's real columns land in runs
          * of C: the same runs for every row panel. */
         er_qseg segs[ER_QGEMM_MAX_SEGS];
@@ -486,6 +489,7 @@ typedef struct run_args {
   int chunks;
   uint8_t *scratch;
   size_t slot_bytes;
+  int64_t nr;                /* columns per panel */
 } run_args;
 
 static void run_chunks(void *arg, int64_t begin, int64_t end) {
@@ -496,7 +500,7 @@ static void run_chunks(void *arg, int64_t begin, int64_t end) {
     uint8_t *scratch = ra->scratch + (size_t)c * ra->slot_bytes;
     if (lo >= hi) continue;
     if (ra->along_n)
-      qgemm_part(p, 0, p->m, lo * p->isa->nr, min64(hi * p->isa->nr, p->n), scratch);
+      qgemm_part(p, 0, p->m, lo * ra->nr, min64(hi * ra->nr, p->n), scratch);
     else
       qgemm_part(p, lo * p->isa->mr, min64(hi * p->isa->mr, p->m), 0, p->n, scratch);
   }
@@ -506,7 +510,9 @@ void er__qgemm_run(const er_qgemm_problem *p, er_thread_pool *pool, void *scratc
   if (p->m <= 0 || p->n <= 0) return;
   int workers = er__pool_threads(pool);
   if (workers > slots) workers = slots;
-  int64_t mp = (p->m + p->isa->mr - 1) / p->isa->mr, np = (p->n + p->isa->nr - 1) / p->isa->nr;
+  /* Column panels: the 3x3 tile's where it runs (chunks of whole tiles). */
+  const int64_t nr = p->w3 > 0 ? p->isa->w3_nr : p->isa->nr;
+  int64_t mp = (p->m + p->isa->mr - 1) / p->isa->mr, np = (p->n + nr - 1) / nr;
   int64_t macs = p->m * p->n * (p->k > 0 ? p->k : 1);
   int64_t by_work = macs / QGEMM_MIN_MACS_PER_WORKER;
   int chunks = (int)min64(workers, by_work > 1 ? by_work : 1);
@@ -519,7 +525,7 @@ void er__qgemm_run(const er_qgemm_problem *p, er_thread_pool *pool, void *scratc
   bool along_n = act_cols ? along_act : !along_act;
   int64_t panels = along_n ? np : mp;
   if (chunks > panels) chunks = (int)panels;
-  run_args ra = {p, along_n, panels, chunks, scratch, er__qgemm_scratch_bytes(p)};
+  run_args ra = {p, along_n, panels, chunks, scratch, er__qgemm_scratch_bytes(p), nr};
   if (chunks <= 1) {
     qgemm_part(p, 0, p->m, 0, p->n, scratch);
     return;

@@ -145,6 +145,9 @@ typedef struct er_qgemm_isa {
   void (*tile_q8_w3)(int64_t kgroups, const void *rows, const uint8_t *cols, const int64_t *koff, int rows_valid,
                      const er_qepi *e, int64_t i0, uint8_t *c, int64_t ldc, const er_qseg *segs, int nseg,
                      const uint64_t edge[2], const int32_t *const ecorr[2]);
+  /* (with tile_q8_w3) Its columns per tile: up to 16 more than NR, as its
+   * columns are read in place and need no panel. */
+  int w3_nr;
 } er_qgemm_isa;
 
 

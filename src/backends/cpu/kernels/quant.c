@@ -433,9 +433,9 @@ static size_t grouped_plane_bytes(const qg_state *s, const er_window *g) {
 }
 
 static size_t grouped_bytes(const qg_state *s, const er_window *g) {
-  /* Slack: the last tile reads up to NR columns past the last one. */
-  return (size_t)(g->sh * g->sw * s->cq) * grouped_plane_bytes(s, g) +
-         (size_t)((s->isa->nr + 64) * s->isa->kg) + 64;
+  /* Slack: the last tile reads up to NR (w3_nr) columns past the last one. */
+  const int nr = s->isa->w3_nr > s->isa->nr ? s->isa->w3_nr : s->isa->nr;
+  return (size_t)(g->sh * g->sw * s->cq) * grouped_plane_bytes(s, g) + (size_t)((nr + 64) * s->isa->kg) + 64;
 }
 
 /* The shared scratch of the in-place path: the planes, the offset table,
