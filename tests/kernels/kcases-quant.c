@@ -69,8 +69,12 @@ static void q_extremes(kcase *c, er_tensor *t, int lo, int hi) {
 
 typedef struct conv_shape {
   int64_t n, c, h, w, m, kh, kw, sh, sw, ph, pw, dh, dw, group;
-  bool one_d, same;
+  bool one_d;
+  /* 0: pads (ph, pw, ph, pw + 1 when pw > 0); 1 (true): auto_pad
+   * SAME_UPPER; SYM: pads (ph, pw, ph, pw). */
+  int same;
 } conv_shape;
+#define SYM 2
 
 static const conv_shape conv_shapes[] = {
     /* n  c   h   w   m  kh kw sh sw ph pw dh dw g */
@@ -172,6 +176,14 @@ static const conv_shape conv_shapes[] = {
     {1, 16, 6, 11, 24, 3, 3, 1, 1, 0, 0, 1, 1, 2, false, true},
     {1, 6, 10, 2, 9, 3, 3, 1, 1, 0, 0, 1, 1, 1, false, true},
     {1, 8, 10, 1, 8, 3, 3, 1, 1, 0, 0, 1, 1, 1, false, true},
+    /* ... and at stride 2 with one pixel of padding on each side (an even
+     * width: the right taps never reach the padding): rows of 20 output
+     * pixels, of 14 (13 channels, a batch of 2, an odd height), of 10
+     * (two groups), and of 2. */
+    {1, 8, 12, 40, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, SYM},
+    {2, 13, 9, 28, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, SYM},
+    {1, 16, 10, 20, 16, 3, 3, 2, 2, 1, 1, 1, 1, 2, false, SYM},
+    {1, 8, 6, 4, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, SYM},
 };
 
 static void conv_attrs(kcase *c, const conv_shape *s) {
@@ -186,8 +198,8 @@ static void conv_attrs(kcase *c, const conv_shape *s) {
     bool defaults = s->group > 1 && s->sh == 1 && s->sw == 1 && s->dh == 1 && s->dw == 1;
     kc_attr_ints(c, "kernel_shape", 2, DIMS(s->kh, s->kw));
     if (!defaults) kc_attr_ints(c, "strides", 2, DIMS(s->sh, s->sw));
-    if (s->same) kc_attr_string(c, "auto_pad", "SAME_UPPER");
-    else kc_attr_ints(c, "pads", 4, DIMS(s->ph, s->pw, s->ph, s->pw + (s->pw > 0 ? 1 : 0)));
+    if (s->same == 1) kc_attr_string(c, "auto_pad", "SAME_UPPER");
+    else kc_attr_ints(c, "pads", 4, DIMS(s->ph, s->pw, s->ph, s->pw + (s->pw > 0 && s->same != SYM ? 1 : 0)));
     if (!defaults) kc_attr_ints(c, "dilations", 2, DIMS(s->dh, s->dw));
   }
   if (s->group > 1) kc_attr_int(c, "group", s->group);

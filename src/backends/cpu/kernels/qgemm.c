@@ -432,7 +432,7 @@ static void qgemm_part(const er_qgemm_problem *p, int64_t m0, int64_t m1, int64_
           int64_t x = (j0 + jr) % p->w3;
           for (int t = 0; t < cols; t++) {
             if (x == 0) edge[0] |= UINT64_C(1) << t;
-            if (x == p->w3 - 1) edge[1] |= UINT64_C(1) << t;
+            if (x == p->w3 - 1 && p->w3_right) edge[1] |= UINT64_C(1) << t;
             if (++x == p->w3) x = 0;
           }
         }

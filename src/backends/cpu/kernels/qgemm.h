@@ -253,10 +253,13 @@ typedef struct er_qgemm_problem {
    * are dropped. */
   int64_t vw, ow;
   /* In place over planes `w3` pixels wide with no padding columns (3x3,
-   * stride 1, one pixel of padding each side: isa->tile_q8_w3, the fused
-   * Q8 epilogue); w3_corr[0] / [1]: per row (channel) the sum over the
-   * window's left / right column of pad * w. 0 otherwise. */
+   * stride 1 or 2, one pixel of padding each side: isa->tile_q8_w3, the
+   * fused Q8 epilogue); w3_corr[0] / [1]: per row (channel) the sum over
+   * the window's left / right column of pad * w. 0 otherwise. w3_right:
+   * the right taps read padding at x = w3 - 1 (stride 1; at stride 2 on
+   * an even width they never do). */
   int64_t w3;
+  bool w3_right;
   const int32_t *w3_corr[2];
 } er_qgemm_problem;
 

@@ -646,7 +646,7 @@ static void grouped_asum(const qg_state *s, const er_window *g, uint8_t *scratch
 
 /* The k group offsets of the grouped planes, in the weights' order
  * (channel group, then tap). */
-static void grouped_offsets(const qg_state *s, const er_window *g, int64_t *koff) {
+static void grouped_offsets(const qg_state *s, const er_window *g, int64_t dx, int64_t *koff) {
   conv_planes pl;
   planes_geometry(g, &pl);
   const int64_t ws = pl.direct ? g->w : pl.ws, khw = g->kh * g->kw;
@@ -654,7 +654,9 @@ static void grouped_offsets(const qg_state *s, const er_window *g, int64_t *koff
   for (int64_t q = 0; q < s->cq; q++)
     for (int64_t t = 0; t < khw; t++) {
       int64_t ky = t / g->kw, kx = t % g->kw;
-      int64_t py = ky * g->dh % g->sh, qy = ky * g->dh / g->sh, px = kx * g->dw % g->sw, qx = kx * g->dw / g->sw;
+      /* (dx < 0: the column kx * dw + dx, whose phase wraps) */
+      int64_t cx = kx * g->dw + dx, px = (cx % g->sw + g->sw) % g->sw, qx = (cx - px) / g->sw;
+      int64_t py = ky * g->dh % g->sh, qy = ky * g->dh / g->sh;
       koff[q * khw + t] = (int64_t)(((py * g->sw + px) * s->cq + q) * pb) + (qy * ws + qx) * s->isa->kg;
     }
 }
@@ -674,10 +676,19 @@ static void grouped_offsets(const qg_state *s, const er_window *g, int64_t *koff
  * the AVX-512 VNNI Xeon of bench/REPORT-cpu.md, 1 thread: a one-layer
  * 256 -> 256 model at 56x56 5.89 -> 5.70 ms, 64 -> 64 0.446 -> 0.431 ms,
  * VGG-19 int8 70.2 -> 69.6 ms; 28x28 layers, which took the transposed
- * tile before, about as fast either way. */
+ * tile before, about as fast either way.
+ * At stride 2 on an even width the same holds per phase plane (each W / 2
+ * = OW wide): tap kx reads input column 2x + kx - 1, i.e. kx 0 the odd
+ * phase at x - 1 (the left padding at x = 0, masked as above), kx 1 the
+ * even phase at x, kx 2 the odd phase at x, never the right padding (no
+ * mask on that side). One-layer models, 1 thread, medians of 8 alternated
+ * p50s: 128 -> 256 at 56x56 0.897 -> 0.848 ms, 64 -> 128 0.265 -> 0.256. */
 static bool w3_mode(const qg_state *s, const er_window *g) {
-  return s->w3_corr && s->inplace && g->kh == 3 && g->kw == 3 && g->sh == 1 && g->sw == 1 && g->dh == 1 &&
-         g->dw == 1 && g->pl == 1 && g->pr == 1 && g->ow == g->w && g->ow >= 2;
+  if (!s->w3_corr || !s->inplace || g->kh != 3 || g->kw != 3 || g->dh != 1 || g->dw != 1 || g->pl != 1 ||
+      g->pr != 1 || g->ow < 2)
+    return false;
+  return (g->sh == 1 && g->sw == 1 && g->ow == g->w) ||
+         (g->sh == 2 && g->sw == 2 && g->w % 2 == 0 && g->ow * 2 == g->w);
 }
 
 /* ---- in place, transposed: pixels by channels ------------------------------
@@ -798,8 +809,7 @@ static er_status conv_run(const er_kernel_run *kr) {
   if (w3) gl.pl = gl.pr = 0;
   const grouped_layout GL = s->inplace ? grouped_scratch(s, &gl) : (grouped_layout){0};
   int64_t *koff = s->inplace ? (int64_t *)(scratch + GL.koff) : NULL;
-  if (koff) grouped_offsets(s, &gl, koff);
-  for (int64_t i = 0; w3 && i < s->cq * 9; i++) koff[i] -= s->isa->kg;
+  if (koff) grouped_offsets(s, &gl, w3 ? -1 : 0, koff);
   for (int64_t n = 0; n < g.n; n++)
     for (int64_t gi = 0; gi < g.group; gi++) {
       const uint8_t *xg = (const uint8_t *)x->data + (n * g.c + gi * (g.c / g.group)) * g.h * g.w;
@@ -821,7 +831,8 @@ static er_status conv_run(const er_kernel_run *kr) {
           const int64_t mg = g.m / g.group;
           p.n = g.oh * g.ow;
           p.vw = p.ow = 0;
-          p.w3 = g.w;
+          p.w3 = g.ow;
+          p.w3_right = g.sw == 1;
           p.w3_corr[0] = s->w3_corr + gi * mg;
           p.w3_corr[1] = s->w3_corr + s->channels + gi * mg;
         }
