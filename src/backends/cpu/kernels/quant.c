@@ -548,6 +548,26 @@ static void build_grouped(const qg_state *s, const er_window *g, const uint8_t *
     }
     return;
   }
+  /* Stride 1 without padding columns (w3_mode): a channel group's rows
+   * follow each other in the plane as in the input, so the whole image
+   * interleaves in one pass (per row, a 28-pixel row cost a call and 32
+   * pixels); then the padding rows, over what the pass wrote past the
+   * image. (A group whose vector reads would leave the input takes the
+   * plain interleave.) */
+  if (kg == 4 && g->sh == 1 && g->sw == 1 && g->pl == 0 && g->pr == 0 && hs == g->h + g->pt + g->pb) {
+    for (int64_t q = 0; q < s->cq; q++) {
+      int lanes = (int)min64(kg, cg - q * kg);
+      const uint8_t *rows[4] = {NULL, NULL, NULL, NULL};
+      for (int t = 0; t < lanes; t++) rows[t] = x + (q * kg + t) * g->h * g->w;
+      uint8_t *d = dst + q * pb, *img = d + g->pt * ws * kg;
+      if (!grouped_row4(rows, g->h * g->w, 1, s->x_flip, img, x + cg * g->h * g->w))
+        er__qgemm_interleave_panels(kg, 16, rows, g->h * g->w, s->x_flip, img, (size_t)(16 * kg), NULL);
+      for (int64_t i = 0; i < ws * kg; i++) padrow[i] = (i % kg) < lanes ? pad : 0;
+      for (int64_t yy = 0; yy < g->pt; yy++) memcpy(d + yy * ws * kg, padrow, (size_t)(ws * kg));
+      for (int64_t yy = g->pt + g->h; yy < hs; yy++) memcpy(d + yy * ws * kg, padrow, (size_t)(ws * kg));
+    }
+    return;
+  }
   for (int64_t py = 0; py < g->sh; py++)
     for (int64_t px = 0; px < g->sw; px++) {
       if (!phase_used(g, py, px)) continue;
