@@ -146,6 +146,15 @@ static const conv_shape conv_shapes[] = {
     {1, 30, 5, 8, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
     {1, 20, 10, 2, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
     {1, 8, 4, 4, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
+    /* ... and rows of 10 to 14 outputs, which AVX-512 VNNI's row tile
+     * takes whole (a second byte transpose past 8 pixels), and of 29 (in
+     * three runs). */
+    {1, 20, 5, 9, 33, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
+    {1, 12, 4, 10, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
+    {1, 30, 3, 11, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
+    {1, 24, 4, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
+    {1, 16, 3, 13, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
+    {1, 64, 2, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, false},
     /* ... and 1x1 layers on them: read in place only then (a batch of 2,
      * and stride 2, which reads one of four phase planes). */
     {1, 256, 7, 7, 32, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, false},

@@ -401,9 +401,9 @@ static void px_tile_conv7(int64_t groups, const uint8_t *const *px, int R, const
 }
 
 const er_qgemm_isa er__qgemm_conv_avx2 = {"6x16__avx2", 6, 16, 2, 2, tile_conv, tile_conv_ind, epilogue, tile_conv_q8,
-                                          0, 0, NULL, NULL, 0};
-const er_qgemm_isa er__qgemm_mm_avx2 = {"4x16__avx2", 4, 16, 2, 2, tile_mm, NULL, epilogue, NULL, 0, 0, NULL, NULL, 0};
+                                          0, 0, NULL, NULL, 0, NULL, 0};
+const er_qgemm_isa er__qgemm_mm_avx2 = {"4x16__avx2", 4, 16, 2, 2, tile_mm, NULL, epilogue, NULL, 0, 0, NULL, NULL, 0, NULL, 0};
 const er_qgemm_isa er__qgemm_conv_avx2w7 = {"6x16w7__avx2", 6, 16, 4, 1, tile_conv7, tile_conv7_ind, epilogue,
-                                            tile_conv7_q8, 0, 0, px_tile_conv7, NULL, 0};
+                                            tile_conv7_q8, 0, 0, px_tile_conv7, NULL, 0, NULL, 0};
 const er_qgemm_isa er__qgemm_mm_avx2w7 = {"4x16w7__avx2", 4, 16, 4, 1, tile_mm7, NULL, epilogue, NULL, 0, 0, NULL,
-                                          NULL, 0};
+                                          NULL, 0, NULL, 0};

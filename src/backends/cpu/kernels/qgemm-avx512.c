@@ -506,6 +506,89 @@ static void px_tile_conv(int64_t groups, const uint8_t *const *px, int R, const 
   fns[R](groups, px, koff, w, corr, mult, off, e, out, ldo, ncols);
 }
 
+/* The same over R <= PXR pixels of one output row, consecutive in the
+ * planes (pixel r at p0 + 4 r): every broadcast addresses p0 + koff[g]
+ * plus a constant, so no pointer per pixel is kept and a tile takes a
+ * 14x14 map's whole row (28 accumulators: per k group 2 weight loads and
+ * R broadcasts feed 2 R products, and the weight panel streams from L2
+ * once per 14 pixels instead of per 8). */
+#define PXR 14
+static inline __attribute__((always_inline)) void px_row_body(int64_t groups, const uint8_t *p0,
+                                                              const int64_t *koff, const uint8_t *w,
+                                                              const int32_t *corr, const float *mult_p,
+                                                              const float *off_p, const er_qepi *e, uint8_t *out,
+                                                              int64_t ldo, int ncols, const int R) {
+  __m512i acc[PXR][CNV];
+#pragma GCC unroll 16
+  for (int r = 0; r < PXR; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < CNV; v++)
+      if (r < R) acc[r][v] = _mm512_loadu_si512((const void *)(corr + 16 * v));
+  for (int64_t q = 0; q < groups; q++, w += CNR * 4) {
+    const uint8_t *pq = p0 + koff[q];
+    __m512i b[CNV];
+#pragma GCC unroll 2
+    for (int v = 0; v < CNV; v++) b[v] = _mm512_loadu_si512((const void *)(w + 64 * v));
+#pragma GCC unroll 16
+    for (int r = 0; r < PXR; r++) {
+      if (r < R) {
+        int32_t a;
+        memcpy(&a, pq + 4 * r, sizeof a);
+        const __m512i av = _mm512_set1_epi32(a);
+#pragma GCC unroll 2
+        for (int v = 0; v < CNV; v++) acc[r][v] = dpbusd(acc[r][v], av, b[v]);
+      }
+    }
+  }
+  const __m512i zp = _mm512_set1_epi32(e->zp);
+  const __m512 flo = _mm512_set1_ps((float)(e->lo - e->zp)), fhi = _mm512_set1_ps((float)(e->hi - e->zp));
+  const __mmask16 keep = (__mmask16)((1u << R) - 1u);
+#pragma GCC unroll 2
+  for (int v = 0; v < CNV; v++) {
+    const __m512 mult = _mm512_loadu_ps(mult_p + 16 * v), off = _mm512_loadu_ps(off_p + 16 * v);
+    __m128i rows[16], t[8], u[8];
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; r++) {
+      if (r < R) {
+        rows[r] = _mm512_cvtepi32_epi8(requant(_mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][v]), mult, off), flo, fhi, zp));
+      } else {
+        rows[r] = _mm_setzero_si128();
+      }
+    }
+    /* Pixels 0-7 and 8-15 of channels 2i and 2i + 1 in t[i] and u[i]. */
+    transpose8x16(rows, t);
+    if (R > 8) transpose8x16(rows + 8, u);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+      const int c = 16 * v + 2 * i;
+      const __m128i lo = R > 8 ? _mm_unpacklo_epi64(t[i], u[i]) : t[i];
+      const __m128i hi = R > 8 ? _mm_unpackhi_epi64(t[i], u[i]) : _mm_unpackhi_epi64(t[i], t[i]);
+      if (c < ncols) _mm_mask_storeu_epi8(out + c * ldo, keep, lo);
+      if (c + 1 < ncols) _mm_mask_storeu_epi8(out + (c + 1) * ldo, keep, hi);
+    }
+  }
+}
+
+#define DEFINE_PX_ROW(R)                                                                                       \
+  static void pxr_##R(int64_t groups, const uint8_t *p0, const int64_t *koff, const uint8_t *w,                \
+                      const int32_t *corr, const float *mult, const float *off, const er_qepi *e, uint8_t *out, \
+                      int64_t ldo, int ncols) {                                                                  \
+    px_row_body(groups, p0, koff, w, corr, mult, off, e, out, ldo, ncols, R);                                    \
+  }
+#define FOR_PX_ROWS(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14)
+FOR_PX_ROWS(DEFINE_PX_ROW)
+
+typedef void (*px_row_fn)(int64_t, const uint8_t *, const int64_t *, const uint8_t *, const int32_t *, const float *,
+                          const float *, const er_qepi *, uint8_t *, int64_t, int);
+
+static void px_row_conv(int64_t groups, const uint8_t *p0, int R, const int64_t *koff, const uint8_t *w,
+                        const int32_t *corr, const float *mult, const float *off, const er_qepi *e, uint8_t *out,
+                        int64_t ldo, int ncols) {
+#define PXR_NAME(R) pxr_##R,
+  static const px_row_fn fns[] = {NULL, FOR_PX_ROWS(PXR_NAME)};
+  fns[R](groups, p0, koff, w, corr, mult, off, e, out, ldo, ncols);
+}
+
 /* ======================================================================== */
 /* The epilogue                                                              */
 /* ======================================================================== */
@@ -681,9 +764,10 @@ __attribute__((target("amx-tile,amx-int8"))) static void tile_conv_amx(int64_t k
 }
 
 const er_qgemm_isa er__qgemm_conv_amx = {"32x32__amx", AMR, ANR, 4, 1, tile_conv_amx, NULL, epilogue, NULL, 64, 64, NULL,
-                                         NULL, 0};
+                                         NULL, 0, NULL, 0};
 
 const er_qgemm_isa er__qgemm_conv_avx512vnni = {"8x32__avx512vnni", CMR, CNR, 4, 1, tile_conv, tile_conv_ind, epilogue,
-                                                tile_conv_q8, 0, 0, px_tile_conv, tile_conv_q8_w3, CNR + 16};
+                                                tile_conv_q8, 0, 0, px_tile_conv, tile_conv_q8_w3, CNR + 16,
+                                                px_row_conv, PXR};
 const er_qgemm_isa er__qgemm_mm_avx512vnni = {"4x64__avx512vnni", 4, 64, 4, 1, tile_mm, NULL, epilogue, NULL, 0, 0, NULL,
-                                              NULL, 0};
+                                              NULL, 0, NULL, 0};

@@ -109,8 +109,8 @@ static void tile_mm(int64_t groups, const void *rows, const uint8_t *cols, int r
 }
 
 const er_qgemm_isa er__qgemm_conv_neondot = {"8x8__neondot", 8, 8, 4, 1, tile_conv, tile_conv_ind, er__qepi_scalar,
-                                             NULL, 0, 0, NULL, NULL, 0};
+                                             NULL, 0, 0, NULL, NULL, 0, NULL, 0};
 const er_qgemm_isa er__qgemm_mm_neondot = {"4x16__neondot", 4, 16, 4, 1, tile_mm, NULL, er__qepi_scalar, NULL, 0, 0, NULL,
-                                           NULL, 0};
+                                           NULL, 0, NULL, 0};
 
 #endif

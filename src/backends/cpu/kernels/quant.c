@@ -773,6 +773,18 @@ static void px_chunk(void *arg, int64_t begin, int64_t end) {
       off[c] = c < ncols ? s->off[c0 + c] : 0.0f;
     }
     const uint8_t *w = s->pxw + (size_t)j->gi * s->px_gstride + (size_t)pn * wpanel;
+    if (s->isa->px_row_tile) {
+      /* Each output row in balanced runs of at most px_row_max pixels. */
+      const int64_t segs = (g->ow + s->isa->px_row_max - 1) / s->isa->px_row_max;
+      for (int64_t oy = 0; oy < g->oh; oy++)
+        for (int64_t sg = 0; sg < segs; sg++) {
+          const int64_t x0 = g->ow * sg / segs, x1 = g->ow * (sg + 1) / segs;
+          s->isa->px_row_tile(j->groups, j->planes + (size_t)(oy * pl.ws + x0) * (size_t)kg, (int)(x1 - x0),
+                              j->koff, w, corr, mult, off, &s->epi, j->y + pn * nr * ohw + oy * g->ow + x0, ohw,
+                              ncols);
+        }
+      continue;
+    }
     const uint8_t *px[ER_QGEMM_MAX_MR];
     /* Pixel tiles of balanced sizes (49 pixels: seven of 7, not six of 8
      * and one of 1, whose single row would wait on its few chains). */
