@@ -185,6 +185,8 @@ static const conv_shape conv_shapes[] = {
     {1, 16, 6, 11, 24, 3, 3, 1, 1, 0, 0, 1, 1, 2, false, true},
     {1, 6, 10, 2, 9, 3, 3, 1, 1, 0, 0, 1, 1, 1, false, true},
     {1, 8, 10, 1, 8, 3, 3, 1, 1, 0, 0, 1, 1, 1, false, true},
+    /* (planes of 300 KB: built by all workers) */
+    {1, 128, 48, 48, 8, 3, 3, 1, 1, 0, 0, 1, 1, 1, false, true},
     /* ... and at stride 2 with one pixel of padding on each side (an even
      * width: the right taps never reach the padding): rows of 20 output
      * pixels, of 14 (13 channels, a batch of 2, an odd height), of 10

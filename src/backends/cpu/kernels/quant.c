@@ -524,7 +524,49 @@ static bool grouped_row4(const uint8_t *const *rows, int64_t n, int64_t sw, uint
 #endif
 }
 
-static void build_grouped(const qg_state *s, const er_window *g, const uint8_t *x, uint8_t *scratch) {
+/* Stride 1 without padding columns (w3_mode): a channel group's rows
+ * follow each other in the plane as in the input, so the whole image
+ * interleaves in one pass (per row, a 28-pixel row cost a call and 32
+ * pixels); then the padding rows (padrow: one, for these groups' lanes),
+ * over what the pass wrote past the image. (A group whose vector reads
+ * would leave the input takes the plain interleave.) Groups [q0, q1). */
+static void w3_planes(const qg_state *s, const er_window *g, const uint8_t *x, uint8_t *dst, const uint8_t *padrow,
+                      int64_t q0, int64_t q1) {
+  const int kg = s->isa->kg;
+  const int64_t cg = g->c / g->group, ws = g->w, hs = g->h + g->pt + g->pb;
+  const size_t pb = grouped_plane_bytes(s, g), row = (size_t)(ws * kg);
+  for (int64_t q = q0; q < q1; q++) {
+    const uint8_t *rows[4] = {NULL, NULL, NULL, NULL};
+    for (int t = 0; t < kg && q * kg + t < cg; t++) rows[t] = x + (q * kg + t) * g->h * g->w;
+    uint8_t *d = dst + q * pb, *img = d + (size_t)g->pt * row;
+    if (!grouped_row4(rows, g->h * g->w, 1, s->x_flip, img, x + cg * g->h * g->w))
+      er__qgemm_interleave_panels(kg, 16, rows, g->h * g->w, s->x_flip, img, (size_t)(16 * kg), NULL);
+    for (int64_t yy = 0; yy < g->pt; yy++) memcpy(d + (size_t)yy * row, padrow, row);
+    for (int64_t yy = g->pt + g->h; yy < hs; yy++) memcpy(d + (size_t)yy * row, padrow, row);
+  }
+}
+
+/* Planes of at least this many bytes are built by all workers (ResNet-18's
+ * 28x28x128: 107 KB; the split costs a few microseconds). */
+#define W3_PLANES_SPLIT_BYTES (64 * 1024)
+
+typedef struct w3_planes_job {
+  const qg_state *s;
+  const er_window *g;
+  const uint8_t *x;
+  uint8_t *dst;
+  const uint8_t *padrow;
+  int64_t quads;
+  int chunks;
+} w3_planes_job;
+
+static void w3_planes_chunk(void *arg, int64_t begin, int64_t end) {
+  const w3_planes_job *j = arg;
+  w3_planes(j->s, j->g, j->x, j->dst, j->padrow, j->quads * begin / j->chunks, j->quads * end / j->chunks);
+}
+
+static void build_grouped(const qg_state *s, const er_window *g, const uint8_t *x, uint8_t *scratch,
+                          er_thread_pool *pool) {
   conv_planes pl;
   planes_geometry(g, &pl);
   const int kg = s->isa->kg;
@@ -548,23 +590,23 @@ static void build_grouped(const qg_state *s, const er_window *g, const uint8_t *
     }
     return;
   }
-  /* Stride 1 without padding columns (w3_mode): a channel group's rows
-   * follow each other in the plane as in the input, so the whole image
-   * interleaves in one pass (per row, a 28-pixel row cost a call and 32
-   * pixels); then the padding rows, over what the pass wrote past the
-   * image. (A group whose vector reads would leave the input takes the
-   * plain interleave.) */
+  /* Stride 1 without padding columns (w3_mode): see w3_planes. */
   if (kg == 4 && g->sh == 1 && g->sw == 1 && g->pl == 0 && g->pr == 0 && hs == g->h + g->pt + g->pb) {
-    for (int64_t q = 0; q < s->cq; q++) {
-      int lanes = (int)min64(kg, cg - q * kg);
-      const uint8_t *rows[4] = {NULL, NULL, NULL, NULL};
-      for (int t = 0; t < lanes; t++) rows[t] = x + (q * kg + t) * g->h * g->w;
-      uint8_t *d = dst + q * pb, *img = d + g->pt * ws * kg;
-      if (!grouped_row4(rows, g->h * g->w, 1, s->x_flip, img, x + cg * g->h * g->w))
-        er__qgemm_interleave_panels(kg, 16, rows, g->h * g->w, s->x_flip, img, (size_t)(16 * kg), NULL);
+    const int64_t full = cg / kg;
+    for (int64_t i = 0; i < ws * kg; i++) padrow[i] = pad;
+    /* Over the workers where each group's pass stays in its own plane
+     * (it writes up to 15 pixels past the image: a padding row below of
+     * at least 16 takes them) and the planes are worth a split. */
+    w3_planes_job j = {s, g, x, dst, padrow, full, 1};
+    if (pool && g->pb >= 1 && ws >= 16 && (size_t)full * pb >= W3_PLANES_SPLIT_BYTES)
+      j.chunks = (int)min64(full, er__pool_threads(pool));
+    if (j.chunks > 1) er__parallel_for(pool, j.chunks, 1, w3_planes_chunk, &j);
+    else w3_planes(s, g, x, dst, padrow, 0, full);
+    if (full < s->cq) {
+      /* The last group's missing channels read as zeros. */
+      const int lanes = (int)(cg - full * kg);
       for (int64_t i = 0; i < ws * kg; i++) padrow[i] = (i % kg) < lanes ? pad : 0;
-      for (int64_t yy = 0; yy < g->pt; yy++) memcpy(d + yy * ws * kg, padrow, (size_t)(ws * kg));
-      for (int64_t yy = g->pt + g->h; yy < hs; yy++) memcpy(d + yy * ws * kg, padrow, (size_t)(ws * kg));
+      w3_planes(s, g, x, dst, padrow, full, s->cq);
     }
     return;
   }
@@ -845,7 +887,7 @@ static er_status conv_run(const er_kernel_run *kr) {
   for (int64_t n = 0; n < g.n; n++)
     for (int64_t gi = 0; gi < g.group; gi++) {
       const uint8_t *xg = (const uint8_t *)x->data + (n * g.c + gi * (g.c / g.group)) * g.h * g.w;
-      if (s->inplace) build_grouped(s, &gl, xg, scratch);
+      if (s->inplace) build_grouped(s, &gl, xg, scratch, kr->pool);
       else if (pbytes) build_planes(&g, xg, s->x_pad, scratch);
       if (use_px) {
         const int64_t mg = g.m / g.group, panels = (mg + s->isa->nr - 1) / s->isa->nr;
