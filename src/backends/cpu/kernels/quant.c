@@ -124,9 +124,9 @@ typedef struct qg_state {
    * group, to match the grouped planes (see below). */
   bool inplace;
   int64_t cq;                /* channel groups per convolution group */
-  /* In place with the transposed tile (isa->px_tile, small feature maps,
-   * px_wins): the same weights as columns panels of NR channels, per
-   * group px_gstride bytes apart. */
+  /* In place with the transposed tile (isa->px_tile or px_row_tile,
+   * small feature maps, px_wins): the same weights as columns panels of
+   * NR channels, per group px_gstride bytes apart. */
   uint8_t *pxw;
   size_t px_gstride;
   /* In place over planes without padding columns (w3_mode): per channel,
@@ -1320,10 +1320,10 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
      * transposed tile reads them where it runs (small maps: px_wins). */
     er_window g;
     const er_tensor *y = ki->out[0];
-    const bool px_ok = isa->px_tile && op == QG_QCONV && yz && !any_wz && er__tensor_shape_known(x) &&
-                       er__tensor_shape_known(y) && conv_geom(&ctx, s, x, y, &g);
+    const bool px_ok = (isa->px_tile || isa->px_row_tile) && op == QG_QCONV && yz && !any_wz &&
+                       er__tensor_shape_known(x) && er__tensor_shape_known(y) && conv_geom(&ctx, s, x, y, &g);
     s->cq = (cg + isa->kg - 1) / isa->kg;
-    s->inplace = isa->tile_ind && (khw > 1 || isa->px_tile || (px_ok && px_wins(s, &g)));
+    s->inplace = isa->tile_ind && (khw > 1 || isa->px_tile || isa->px_row_tile || (px_ok && px_wins(s, &g)));
     /* In place: weights reordered to [m][channel group][tap][KG], zero
      * for the channels past Cg. */
     int64_t kp = s->inplace ? s->cq * khw * isa->kg : K;
