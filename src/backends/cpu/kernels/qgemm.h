@@ -148,9 +148,10 @@ typedef struct er_qgemm_isa {
   /* (with tile_q8_w3) Its columns per tile: up to 16 more than NR, as its
    * columns are read in place and need no panel. */
   int w3_nr;
-  /* (optional; where px_tile runs) The same over R <= px_row_max pixels
-   * of one output row, consecutive in the planes: pixel r's k group g at
-   * p0 + r KG + koff[g]. */
+  /* (optional; taken instead of px_tile where present) The transposed
+   * tile over R <= px_row_max pixels of one output row, consecutive in the
+   * planes: pixel r's k group g at p0 + r KG + koff[g]; otherwise as
+   * px_tile. */
   void (*px_row_tile)(int64_t kgroups, const uint8_t *p0, int R, const int64_t *koff, const uint8_t *w,
                       const int32_t *corr, const float *mult, const float *off, const er_qepi *e, uint8_t *out,
                       int64_t ldo, int ncols);
