@@ -158,11 +158,12 @@ static void tile_conv_ind(int64_t groups, const void *rows, const uint8_t *cols,
   fns[rows_valid](groups, rows, cols, koff, acc);
 }
 
+/* The most vectors of the Q8 tiles: the 3x3 tile's 48 columns. */
+#define QNV 3
+
 /* One k group of the convolution tiles below: each of the R weight rows
  * (4 bytes at a) broadcast against the NV column vectors bv, on the lanes
  * of mask[v] only where mask is not NULL. */
-/* The most vectors of the Q8 tiles: the 3x3 tile's 48 columns. */
-#define QNV 3
 static inline __attribute__((always_inline)) void q8_rows_step(__m512i (*c)[QNV], const uint8_t *a, const __m512i *bv,
                                                                const __mmask16 *mask, const int R, const int NV) {
 #pragma GCC unroll 16
