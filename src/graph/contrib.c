@@ -295,8 +295,6 @@ er_status er__graph_expand_contrib(er_graph *g) {
                      "(max_nodes)", g->name, l.n, g->model->limits.max_nodes);
   g->nodes = l.v;
   g->n_nodes = l.n;
-  for (int32_t i = 0; i < g->n_nodes; i++)
-    for (int k = 0; k < g->nodes[i].n_outputs; k++)
-      if (g->nodes[i].outputs[k] >= 0) g->values[g->nodes[i].outputs[k]].producer = i;
+  er__graph_relink(g);
   return ER_STATUS_OK;
 }

@@ -146,9 +146,7 @@ static er_status hoist_loop(er_graph *g, int32_t li, int32_t *moved_out) {
   for (int32_t i = 0; i < body->n_nodes; i++)
     if (!moved[i]) body->nodes[w++] = body->nodes[i];
   body->n_nodes = w;
-  for (int32_t i = 0; i < body->n_nodes; i++)
-    for (int k = 0; k < body->nodes[i].n_outputs; k++)
-      if (body->nodes[i].outputs[k] >= 0) body->values[body->nodes[i].outputs[k]].producer = i;
+  er__graph_relink(body);
 
   /* The main graph with them just before the Loop. */
   er_node *nodes = er__arena_array(g->arena, (size_t)(g->n_nodes + n_hoisted) + 1, sizeof *nodes);
@@ -161,9 +159,7 @@ static er_status hoist_loop(er_graph *g, int32_t li, int32_t *moved_out) {
   memcpy(nodes + li + n_hoisted, g->nodes + li, (size_t)(g->n_nodes - li) * sizeof *nodes);
   g->nodes = nodes;
   g->n_nodes += n_hoisted;
-  for (int32_t i = 0; i < g->n_nodes; i++)
-    for (int k = 0; k < g->nodes[i].n_outputs; k++)
-      if (g->nodes[i].outputs[k] >= 0) g->values[g->nodes[i].outputs[k]].producer = i;
+  er__graph_relink(g);
   *moved_out = n_hoisted;
 done:
   free(parent_of);

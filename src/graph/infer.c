@@ -205,23 +205,8 @@ static er_status compact(er_graph *g, const bool *dead_in) {
         if (node->inputs[k] >= 0) uses[node->inputs[k]]--;
     }
   }
-  /* Values only a dropped node made are made by no one now; a stale
-   * producer index would point past the compacted node list. */
-  for (int32_t i = 0; i < n; i++)
-    if (dead[i])
-      for (int k = 0; k < g->nodes[i].n_outputs; k++) {
-        int32_t o = g->nodes[i].outputs[k];
-        if (o >= 0 && g->values[o].producer == i) g->values[o].producer = -1;
-      }
-  int32_t w = 0;
-  for (int32_t i = 0; i < n; i++) {
-    if (dead[i]) continue;
-    g->nodes[w] = g->nodes[i];
-    for (int k = 0; k < g->nodes[w].n_outputs; k++)
-      if (g->nodes[w].outputs[k] >= 0) g->values[g->nodes[w].outputs[k]].producer = w;
-    w++;
-  }
-  g->n_nodes = w;
+  /* Values only a dropped node made are made by no one now. */
+  er__graph_remove_nodes(g, dead);
   free(dead);
   free(uses);
   return ER_STATUS_OK;

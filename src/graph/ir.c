@@ -361,9 +361,7 @@ er_status er__graph_validate(er_graph *g) {
   }
   for (int32_t i = 0; i < n; i++) sorted[i] = g->nodes[order[i]];
   for (int32_t i = 0; i < n; i++) g->nodes[i] = sorted[i];
-  for (int32_t i = 0; i < n; i++)
-    for (int k = 0; k < g->nodes[i].n_outputs; k++)
-      if (g->nodes[i].outputs[k] >= 0) g->values[g->nodes[i].outputs[k]].producer = i;
+  er__graph_relink(g);
 
   /* Subgraphs are validated as graphs of their own. */
   for (int32_t i = 0; i < n && st == ER_STATUS_OK; i++) {
@@ -420,4 +418,83 @@ static er_status count_one(void *ctx, int32_t v) {
 void er__node_count_captures(const er_graph *g, const er_node *n, int32_t *uses, int32_t weight) {
   count_ctx c = {uses, weight};
   (void)er__node_captures(g, n, count_one, &c);
+}
+
+/* ======================================================================== */
+/* Links between values and nodes: the one place that keeps them true        */
+/* ======================================================================== */
+
+void er__graph_relink(er_graph *g) {
+  for (int32_t v = 0; v < g->n_values; v++) g->values[v].producer = -1;
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    for (int k = 0; k < g->nodes[i].n_outputs; k++)
+      if (g->nodes[i].outputs[k] >= 0) g->values[g->nodes[i].outputs[k]].producer = i;
+}
+
+void er__graph_remove_nodes(er_graph *g, const bool *dead) {
+  int32_t w = 0;
+  for (int32_t i = 0; i < g->n_nodes; i++)
+    if (!dead[i]) g->nodes[w++] = g->nodes[i];
+  g->n_nodes = w;
+  er__graph_relink(g);
+}
+
+/* A value id a node or the graph may name: -1 (omitted) or in range. */
+static bool id_ok(const er_graph *g, int32_t v, bool optional) {
+  return (optional && v == -1) || (v >= 0 && v < g->n_values);
+}
+
+er_status er__graph_check_links(const er_graph *g, const char *after) {
+  const char *pass = after ? after : "?";
+#define LINK_FAIL(...)                                                                                    \
+  do {                                                                                                    \
+    char msg_[400];                                                                                       \
+    snprintf(msg_, sizeof msg_, __VA_ARGS__);                                                             \
+    return er__error(ER_STATUS_INTERNAL, "graph '%s' after pass '%s': %s (a bug in that pass)", g->name, \
+                     pass, msg_);                                                                         \
+  } while (0)
+  if (g->n_nodes < 0 || g->n_values < 0) LINK_FAIL("negative node or value count");
+  for (int32_t i = 0; i < g->n_inputs; i++)
+    if (!id_ok(g, g->inputs[i], false)) LINK_FAIL("graph input %d names value %d of %d", (int)i, (int)g->inputs[i], (int)g->n_values);
+  for (int32_t i = 0; i < g->n_outputs; i++) {
+    int32_t v = g->outputs[i];
+    if (!id_ok(g, v, false)) LINK_FAIL("graph output %d names value %d of %d", (int)i, (int)v, (int)g->n_values);
+    if (g->values[v].kind == ER_VALUE_INTERMEDIATE && g->values[v].producer < 0)
+      LINK_FAIL("graph output '%s' has no producer", g->values[v].name);
+  }
+  for (int32_t v = 0; v < g->n_values; v++) {
+    const er_value *val = &g->values[v];
+    int32_t p = val->producer;
+    if (p == -1) continue;
+    if (p < 0 || p >= g->n_nodes)
+      LINK_FAIL("value %d '%s' names producer node %d but the graph has %d nodes", (int)v, val->name, (int)p,
+                (int)g->n_nodes);
+    const er_node *n = &g->nodes[p];
+    bool listed = false;
+    for (int k = 0; k < n->n_outputs; k++) listed |= n->outputs[k] == v;
+    if (!listed)
+      LINK_FAIL("value %d '%s' names producer %s node '%s' (%d), which does not output it", (int)v, val->name,
+                n->op_type, n->name, (int)p);
+    if (val->kind != ER_VALUE_INTERMEDIATE)
+      LINK_FAIL("value %d '%s' is a graph input, constant or capture but has producer node %d", (int)v, val->name,
+                (int)p);
+  }
+  for (int32_t i = 0; i < g->n_nodes; i++) {
+    const er_node *n = &g->nodes[i];
+    for (int k = 0; k < n->n_inputs; k++) {
+      int32_t v = n->inputs[k];
+      if (!id_ok(g, v, true)) LINK_FAIL("%s node '%s' input %d names value %d of %d", n->op_type, n->name, k, (int)v, (int)g->n_values);
+      if (v >= 0 && g->values[v].kind == ER_VALUE_INTERMEDIATE && g->values[v].producer < 0)
+        LINK_FAIL("%s node '%s' reads '%s', which no node produces", n->op_type, n->name, g->values[v].name);
+    }
+    for (int k = 0; k < n->n_outputs; k++) {
+      int32_t v = n->outputs[k];
+      if (!id_ok(g, v, true)) LINK_FAIL("%s node '%s' output %d names value %d of %d", n->op_type, n->name, k, (int)v, (int)g->n_values);
+      if (v >= 0 && g->values[v].producer != i)
+        LINK_FAIL("%s node '%s' (%d) outputs '%s', whose producer is node %d", n->op_type, n->name, (int)i,
+                  g->values[v].name, (int)g->values[v].producer);
+    }
+  }
+#undef LINK_FAIL
+  return ER_STATUS_OK;
 }

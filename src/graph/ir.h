@@ -220,6 +220,23 @@ er_status er__node_captures(const er_graph *g, const er_node *n, er_status (*fn)
  * readers they cannot see or rewrite. */
 void er__node_count_captures(const er_graph *g, const er_node *n, int32_t *uses, int32_t weight);
 
+/* Every value's producer recomputed from the nodes' output lists: the one
+ * place that keeps producer indices true after nodes are added, removed or
+ * reordered. Graph rewrites call it (or er__graph_remove_nodes) rather than
+ * renumbering by hand. */
+void er__graph_relink(er_graph *g);
+/* Drops the nodes with dead[i] set (dead: [g->n_nodes]), keeping the order
+ * of the rest, and relinks. */
+void er__graph_remove_nodes(er_graph *g, const bool *dead);
+/* The graph invariant a pass must leave behind: every value id in range,
+ * every producer index names a node that lists the value as an output and
+ * every node output names its node back, every intermediate that is read
+ * has a producer. INTERNAL naming the graph and `after` (the pass just run)
+ * when broken: a bug in that pass, reported instead of a wild read later.
+ * Cheap (linear); run after every pass in debug and sanitizer builds and
+ * once after all passes in release builds (er__graph_checked). */
+er_status er__graph_check_links(const er_graph *g, const char *after);
+
 /* Attribute lookup; NULL when absent. */
 const er_attr *er__node_attr(const er_node *node, const char *name);
 
@@ -268,7 +285,8 @@ void er__shape_vals_refine(const er_node *node, const er_tensor *const *in, cons
  * Fusion, per session on the session's own copy when every node runs on
  * the CPU (optimize >= 2): bias, residual and activations into com.edgerun
  * FusedConv/FusedGemm/FusedMatMul, LayerNorm and GELU from primitives,
- * scaled dot-product attention from MatMul/Softmax/MatMul into Attention. */
+ * scaled dot-product attention from MatMul/Softmax/MatMul into Attention;
+ * after er__graph_qdq_fuse (the pass table keeps that order). */
 er_status er__graph_optimize_basic(er_graph *g);
 er_status er__graph_optimize_fusion(er_graph *g);
 /* onnxruntime's com.microsoft QLinear operators (QLinearAdd, QLinearMul,
@@ -290,8 +308,39 @@ er_status er__graph_block_layout(er_graph *g, int block, er_keep_planar_fn keep_
 /* A new constant value of g holding *t (its data then owned by the graph),
  * named base/er_foldedN; its id into *id_out. For the graph passes. */
 er_status er__graph_new_const(er_graph *g, const char *base, er_tensor *t, int32_t *id_out);
-/* The QDQ pass (passes-qdq.c), run first by er__graph_optimize_fusion:
+/* The QDQ pass (passes-qdq.c), the first session-time pass:
  * DequantizeLinear -> op -> QuantizeLinear patterns to integer ops. */
 er_status er__graph_qdq_fuse(er_graph *g);
+
+/* ---- the pass table (pass-table.c) -------------------------------------- */
+
+typedef enum er_pass_phase {
+  ER_PASS_LOAD = 0,           /* on the model's graph, for every backend */
+  ER_PASS_SESSION,            /* on a session's own copy, CPU-only sessions */
+} er_pass_phase;
+
+/* What a pass may need beyond the graph. */
+typedef struct er_pass_ctx {
+  int level;                  /* the model's optimize level (0-2) */
+  int block;                  /* channels per block for the layout pass; 0 = off */
+  er_keep_planar_fn keep_planar; /* the layout pass's planar choice (may be NULL) */
+} er_pass_ctx;
+
+/* The level of a pass that runs whatever the optimize level: the ones that
+ * make a graph runnable at all (validate, bind, infer). */
+#define ER_PASS_ALWAYS (-1000)
+
+typedef struct er_pass {
+  const char *name;           /* in error messages and the invariant check's */
+  er_pass_phase phase;
+  int level;                  /* runs when ctx->level >= level */
+  er_status (*run)(er_graph *g, const er_pass_ctx *ctx);
+} er_pass;
+
+/* The table in run order; *count_out entries. */
+const er_pass *er__graph_passes(size_t *count_out);
+/* Runs the passes of `phase` in table order, checking the graph's links
+ * after each (debug and sanitizer builds) or once after all (release). */
+er_status er__graph_run_passes(er_graph *g, er_pass_phase phase, const er_pass_ctx *ctx);
 
 #endif /* ER_IR_H */

@@ -896,14 +896,10 @@ static er_status fuse_bn_activations(bctx *bc) {
     g->values[v].producer = -1;
     dead[i] = true;
   }
+  /* The list is not the graph's yet: the caller relinks once it is. */
   int32_t w = 0;
-  for (int32_t i = 0; i < bc->n_nodes; i++) {
-    if (dead[i]) continue;
-    bc->nodes[w] = bc->nodes[i];
-    for (int k = 0; k < bc->nodes[w].n_outputs; k++)
-      if (bc->nodes[w].outputs[k] >= 0) g->values[bc->nodes[w].outputs[k]].producer = w;
-    w++;
-  }
+  for (int32_t i = 0; i < bc->n_nodes; i++)
+    if (!dead[i]) bc->nodes[w++] = bc->nodes[i];
   bc->n_nodes = w;
 done:
   free(uses);
@@ -1075,6 +1071,7 @@ er_status er__graph_block_layout(er_graph *g, int block, er_keep_planar_fn keep_
   if (st == ER_STATUS_OK) {
     g->nodes = bc.nodes;
     g->n_nodes = bc.n_nodes;
+    er__graph_relink(g);
     /* The list is built in order (conversions just before their first
      * reader); validate re-derives the order, then every value's type and
      * shape is computed once more. */

@@ -1273,12 +1273,16 @@ static er_status sink_dq(qctx *qc, int32_t p, bool *done) {
   int32_t xq;
   if (is_op(pn, "Concat")) {
     if (pn->n_inputs < 1 || pn->n_inputs > 64 || pn->n_outputs != 1) return ER_STATUS_OK;
+    /* Input 0's parameters are read before the loop, not on its first
+     * trip: gcc (-Wmaybe-uninitialized under -fsanitize=thread) could not
+     * see that the trip always runs, and every other input is compared
+     * with them. */
     int32_t qs[64];
     qparam first;
-    for (int k = 0; k < pn->n_inputs; k++) {
+    if (pn->inputs[0] < 0 || !dq_per_tensor(qc, producer(qc, pn->inputs[0]), &first, &qs[0])) return ER_STATUS_OK;
+    for (int k = 1; k < pn->n_inputs; k++) {
       if (pn->inputs[k] < 0 || !dq_per_tensor(qc, producer(qc, pn->inputs[k]), &xp, &qs[k])) return ER_STATUS_OK;
-      if (k == 0) first = xp;
-      else if (!same_param(&first, &xp)) return ER_STATUS_OK;
+      if (!same_param(&first, &xp)) return ER_STATUS_OK;
     }
     er_tensor over = g->values[pn->outputs[0]].info;
     over.dtype = first.type;
@@ -1306,8 +1310,11 @@ static er_status sink_dq(qctx *qc, int32_t p, bool *done) {
   pn->inputs[0] = xq;
   redirect_output(g, p, y, t);
   if (qc->uses[g->nodes[d].outputs[0]] == 1) {
-    /* The DQ moves below P. */
+    /* The DQ moves below P. Its old output, which only P read, is made by
+     * no one now: leaving it naming the DQ left a producer index that
+     * outlived the node list's compaction (fuzz finding stale-producer). */
     er_node *dn = &g->nodes[d];
+    g->values[dn->outputs[0]].producer = -1;
     dn->inputs[0] = t;
     dn->outputs[0] = y;
     g->values[y].producer = d;
@@ -1475,21 +1482,7 @@ static void compact(qctx *qc) {
         if (n->inputs[k] >= 0) qc->uses[n->inputs[k]]--;
     }
   }
-  for (int32_t i = 0; i < g->n_nodes; i++) {
-    if (!qc->dead[i]) continue;
-    const er_node *n = &g->nodes[i];
-    for (int k = 0; k < n->n_outputs; k++)
-      if (n->outputs[k] >= 0 && g->values[n->outputs[k]].producer == i) g->values[n->outputs[k]].producer = -1;
-  }
-  int32_t w = 0;
-  for (int32_t i = 0; i < g->n_nodes; i++) {
-    if (qc->dead[i]) continue;
-    g->nodes[w] = g->nodes[i];
-    for (int k = 0; k < g->nodes[w].n_outputs; k++)
-      if (g->nodes[w].outputs[k] >= 0) g->values[g->nodes[w].outputs[k]].producer = w;
-    w++;
-  }
-  g->n_nodes = w;
+  er__graph_remove_nodes(g, qc->dead);
   memset(qc->dead, 0, (size_t)qc->ncap);
 }
 

@@ -1694,24 +1694,7 @@ static er_status run_passes(er_graph *g, bool identity, const pass_fn *passes) {
     for (const pass_fn *p = passes; *p && st == ER_STATUS_OK; p++) st = (*p)(&pc);
     if (pc.changed == before) break;
   }
-  if (st == ER_STATUS_OK && pc.changed) {
-    /* Values only a dropped node made are made by no one now. */
-    for (int32_t i = 0; i < g->n_nodes; i++)
-      if (pc.dead[i])
-        for (int k = 0; k < g->nodes[i].n_outputs; k++) {
-          int32_t o = g->nodes[i].outputs[k];
-          if (o >= 0 && g->values[o].producer == i) g->values[o].producer = -1;
-        }
-    int32_t w = 0;
-    for (int32_t i = 0; i < g->n_nodes; i++) {
-      if (pc.dead[i]) continue;
-      g->nodes[w] = g->nodes[i];
-      for (int k = 0; k < g->nodes[w].n_outputs; k++)
-        if (g->nodes[w].outputs[k] >= 0) g->values[g->nodes[w].outputs[k]].producer = w;
-      w++;
-    }
-    g->n_nodes = w;
-  }
+  if (st == ER_STATUS_OK && pc.changed) er__graph_remove_nodes(g, pc.dead);
 done:
   free(pc.uses);
   free(pc.dead);
@@ -1725,10 +1708,8 @@ er_status er__graph_optimize_basic(er_graph *g) {
 }
 
 er_status er__graph_optimize_fusion(er_graph *g) {
-  /* QDQ patterns become integer ops first; the passes below see what
-   * stays float. */
-  ER_CHECK(er__graph_qdq_fuse(g));
-  /* Order matters within a round: LayerNorm before the matmul/bias
+  /* The QDQ pass runs before this one (pass-table.c): these passes see
+   * what stays float. Order matters within a round: LayerNorm before the matmul/bias
    * fusion can take its Add; the residual before the activation, so
    * Conv + Add + Relu becomes one node. */
   static const pass_fn passes[] = {pass_layernorm, pass_matmul_bias, pass_hardswish, pass_bn_affine,

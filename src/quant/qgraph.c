@@ -121,11 +121,7 @@ er_status er__qb_commit(er_qbuild *b) {
   if (b->n) memcpy(nodes, b->nodes, (size_t)b->n * sizeof *nodes);
   g->nodes = nodes;
   g->n_nodes = b->n;
-  for (int32_t v = 0; v < g->n_values; v++)
-    if (g->values[v].kind == ER_VALUE_INTERMEDIATE) g->values[v].producer = -1;
-  for (int32_t i = 0; i < g->n_nodes; i++)
-    for (int k = 0; k < nodes[i].n_outputs; k++)
-      if (nodes[i].outputs[k] >= 0) g->values[nodes[i].outputs[k]].producer = i;
+  er__graph_relink(g);
   er__qb_free(b);
   return ER_STATUS_OK;
 }

@@ -114,14 +114,8 @@ static er_status build_infos(struct er_model *m) {
 /* Everything after the bytes are in place. */
 static er_status finish_load(struct er_model *m) {
   ER_CHECK(er__onnx_parse_model(m));
-  ER_CHECK(er__graph_validate(m->graph));
-  ER_CHECK(er__graph_expand_contrib(m->graph));
-  ER_CHECK(er__graph_bind_ops(m->graph));
-  ER_CHECK(er__graph_infer(m->graph, m->limits.optimize > 0));
-  if (m->limits.optimize > 1) {
-    ER_CHECK(er__graph_hoist_loop_invariants(m->graph, NULL));
-    ER_CHECK(er__graph_optimize_basic(m->graph));
-  }
+  er_pass_ctx pc = {.level = m->limits.optimize};
+  ER_CHECK(er__graph_run_passes(m->graph, ER_PASS_LOAD, &pc));
   for (int32_t i = 0; i < m->graph->n_inputs; i++) {
     const er_value *v = &m->graph->values[m->graph->inputs[i]];
     if (v->kind == ER_VALUE_INPUT && !er__dtype_is_numeric(v->info.dtype))
@@ -842,13 +836,13 @@ er_status er_session_create(const er_model *model, const er_session_options *opt
   if (model->limits.optimize > 1 && all_cpu && g->n_nodes > 0) {
     er_graph *copy;
     st = er__graph_clone(g, &s->arena, &s->owned, &copy);
-    if (st == ER_STATUS_OK) st = er__graph_optimize_fusion(copy);
-    /* Then convolution chains to the channel-blocked layout, unless the
-     * session runs the reference kernels (the numerical truth is the
-     * model's own ops). */
-    int block = o.force_reference || er__force_reference_env() ? 0 : er__cpu_layout_block();
-    if (st == ER_STATUS_OK && block)
-      st = er__graph_block_layout(copy, block, er__cpu_node_prefers_planar, NULL);
+    /* The session passes end with convolution chains in the
+     * channel-blocked layout, unless the session runs the reference
+     * kernels (the numerical truth is the model's own ops). */
+    er_pass_ctx pc = {.level = model->limits.optimize,
+                      .block = o.force_reference || er__force_reference_env() ? 0 : er__cpu_layout_block(),
+                      .keep_planar = er__cpu_node_prefers_planar};
+    if (st == ER_STATUS_OK) st = er__graph_run_passes(copy, ER_PASS_SESSION, &pc);
     if (st != ER_STATUS_OK) goto fail;
     er__plan_free(s->plan);
     s->plan = NULL;

@@ -9,6 +9,7 @@
 #include "harness.h"
 #include "onnx-builder.h"
 #include "backends/cpu/cpu-kernels.h"
+#include "graph/ir.h"
 
 static uint64_t rng_state = 12345;
 
@@ -1497,9 +1498,14 @@ static void test_blocked_half_block(void) {
     tb_graph_output(&g, "y", 1, -1, NULL);
     tb_model(&m, 8, 13, &g);
     er_model *opt = load(&m, 2), *plain = load(&m, -1);
+    /* The planar choice goes with the direct kernel, which takes output
+     * blocks of 8 channels at least 3/4 full: half of an AVX2 block (4
+     * channels) is below that, so on AVX2 the first layer is blocked too
+     * (an AMD EPYC without AVX-512 runs this case that way). */
+    int want = near || b / 2 < 6 ? 3 : 2;
     int blocked = count_in_layout(opt, "blocked", "BlockedConv");
-    CHECK(blocked == (near ? 3 : 2));
-    if (blocked != (near ? 3 : 2)) fprintf(stderr, "  near %d: %d BlockedConv\n", near, blocked);
+    CHECK(blocked == want);
+    if (blocked != want) fprintf(stderr, "  near %d: %d BlockedConv, expected %d\n", near, blocked, want);
     same_in_layouts(opt, plain, 4, (const int64_t[]){1, 1, 28, 28});
     er_model_free(opt);
     er_model_free(plain);
@@ -1751,8 +1757,118 @@ static void test_loop_invariants(void) {
   }
 }
 
+/* ---- the links every pass must leave true (issue 35) ------------------- */
+
+/* The fuzz finding: a QDQ model whose MaxPool reads a DequantizeLinear.
+ * Sinking the DQ below the MaxPool left the DQ's old output naming it as
+ * producer; after the compaction that index pointed past the node list and
+ * the planner read past its per-node array. Now the session builds and the
+ * run fails on the model's own broken Reshape, by name. */
+static void test_stale_producer_finding(void) {
+  er_model *m = NULL;
+  CHECK_STATUS(er_model_load_file(ER_SOURCE_DIR "/fuzz/corpus/load/stale-producer.onnx", NULL, &m), ER_STATUS_OK);
+  if (!m) return;
+  er_session *s = NULL;
+  CHECK_STATUS(er_session_create(m, NULL, &s), ER_STATUS_OK);
+  if (s) {
+    /* Zero-filled inputs of the declared shapes, as fuzz-load gives. */
+    size_t n_in = er_model_input_count(m);
+    er_tensor *x[4] = {NULL}, *y[4] = {NULL};
+    er_named_tensor in[4];
+    CHECK(n_in <= 4);
+    for (size_t i = 0; i < n_in && i < 4; i++) {
+      er_value_info info;
+      er_model_input_info(m, i, &info);
+      int64_t dims[ER_MAX_RANK];
+      for (int d = 0; d < info.rank; d++) dims[d] = info.dims[d] < 0 ? 1 : info.dims[d];
+      CHECK_STATUS(er_tensor_create(info.dtype, info.rank, dims, &x[i]), ER_STATUS_OK);
+      in[i] = (er_named_tensor){info.name, x[i]};
+    }
+    size_t n_out = er_model_output_count(m);
+    CHECK(n_out <= 4);
+    CHECK_STATUS(er_session_run(s, in, n_in, NULL, n_out, y), ER_STATUS_INVALID_SHAPE);
+    CHECK_MSG("Times212_reshape0");
+    for (size_t i = 0; i < 4; i++) {
+      er_tensor_free(y[i]);
+      er_tensor_free(x[i]);
+    }
+  }
+  er_session_free(s);
+  er_model_free(m);
+}
+
+/* The check itself fails, naming the pass, on each kind of broken link,
+ * and er__graph_relink repairs what a pass can break. */
+static void test_check_links(void) {
+  er_pbw g = {0}, mw = {0};
+  const int64_t d[1] = {4};
+  tb_node(&g, "Relu", "r1", (const char *const[]){"x", NULL}, (const char *const[]){"a", NULL}, NULL);
+  tb_node(&g, "Relu", "r2", (const char *const[]){"a", NULL}, (const char *const[]){"y", NULL}, NULL);
+  tb_graph_input(&g, "x", 1, 1, d);
+  tb_graph_output(&g, "y", 1, 1, d);
+  tb_model(&mw, 8, 13, &g);
+  er_model *m = load(&mw, 1);
+  er__pbw_free(&g);
+  er__pbw_free(&mw);
+  CHECK(m != NULL);
+  if (!m) return;
+  er_graph *gr = m->graph;
+  CHECK_STATUS(er__graph_check_links(gr, "test"), ER_STATUS_OK);
+  int32_t a = er__graph_find(gr, "a"), y = er__graph_find(gr, "y"), x = er__graph_find(gr, "x");
+  /* A producer past the node list: the finding's shape. */
+  gr->values[a].producer = gr->n_nodes + 5;
+  CHECK_STATUS(er__graph_check_links(gr, "some-pass"), ER_STATUS_INTERNAL);
+  CHECK_MSG("after pass 'some-pass'");
+  CHECK_MSG("names producer node 7 but the graph has 2 nodes");
+  er__graph_relink(gr);
+  CHECK_STATUS(er__graph_check_links(gr, "relinked"), ER_STATUS_OK);
+  /* A producer that does not list the value. */
+  gr->values[y].producer = gr->values[a].producer;
+  CHECK_STATUS(er__graph_check_links(gr, "p2"), ER_STATUS_INTERNAL);
+  CHECK_MSG("which does not output it");
+  er__graph_relink(gr);
+  /* A node reading an intermediate nobody makes (its maker dropped it). */
+  gr->nodes[0].outputs[0] = -1;
+  er__graph_relink(gr);
+  CHECK_STATUS(er__graph_check_links(gr, "p3"), ER_STATUS_INTERNAL);
+  CHECK_MSG("reads 'a', which no node produces");
+  gr->nodes[0].outputs[0] = a;
+  er__graph_relink(gr);
+  /* An input id out of range. */
+  int32_t keep = gr->nodes[0].inputs[0];
+  gr->nodes[0].inputs[0] = gr->n_values;
+  CHECK_STATUS(er__graph_check_links(gr, "p4"), ER_STATUS_INTERNAL);
+  gr->nodes[0].inputs[0] = keep;
+  /* A graph input with a producer. */
+  gr->values[x].producer = 0;
+  CHECK_STATUS(er__graph_check_links(gr, "p5"), ER_STATUS_INTERNAL);
+  er__graph_relink(gr);
+  /* Removing a node through the toolkit leaves no stale index. */
+  bool dead[2] = {false, true};
+  er__graph_remove_nodes(gr, dead);
+  CHECK(gr->n_nodes == 1 && gr->values[y].producer == -1 && gr->values[a].producer == 0);
+  er_model_free(m);
+}
+
+/* The pass table lists every pass once, load passes before session ones. */
+static void test_pass_table(void) {
+  size_t n = 0;
+  const er_pass *p = er__graph_passes(&n);
+  CHECK(n >= 9);
+  bool session_seen = false, ordered = true;
+  for (size_t i = 0; i < n; i++) {
+    if (p[i].phase == ER_PASS_SESSION) session_seen = true;
+    else if (session_seen) ordered = false;
+    for (size_t j = 0; j < i; j++) CHECK(strcmp(p[i].name, p[j].name) != 0);
+  }
+  CHECK(ordered && session_seen);
+}
+
 int main(int argc, char **argv) {
   static const er_test_case cases[] = {
+      {"stale_producer_finding", test_stale_producer_finding},
+      {"check_links", test_check_links},
+      {"pass_table", test_pass_table},
       {"conv_bn", test_conv_bn},
       {"conv_activations", test_conv_activations},
       {"silu_and_clip", test_silu_and_clip},
