@@ -204,6 +204,13 @@ static inline const er_tensor *er__graph_const(const er_graph *g, int32_t v) {
   return val->constant;
 }
 
+/* The largest tensor a run of g may make, in bytes: the loading caller's
+ * max_tensor_bytes (it caps what a model declares and what it computes). */
+static inline uint64_t er__graph_tensor_cap(const er_graph *g) {
+  return g->model && g->model->limits.max_tensor_bytes ? g->model->limits.max_tensor_bytes
+                                                       : ER_DEFAULT_MAX_TENSOR_BYTES;
+}
+
 /* True when a and b are the same graph, or b is a copy of a (subgraphs
  * keep pointing at the original as their parent). */
 static inline bool er__graph_same(const er_graph *a, const er_graph *b) {

@@ -226,6 +226,14 @@ er_status er__op_output(const er_kctx *ctx, int i, er_dtype dtype, int rank, con
                         "output %d of shape %s exceeds %lld elements (ER_MAX_RUNTIME_ELEMENTS)", i,
                         er__dims_str(rank, dims, buf, sizeof buf), (long long)ER_MAX_RUNTIME_ELEMENTS);
   }
+  uint64_t bytes = (uint64_t)count * er_dtype_size(dtype);
+  if (ctx->graph && bytes > er__graph_tensor_cap(ctx->graph)) {
+    char buf[160];
+    return er__op_error(ctx, ER_STATUS_LIMIT, "output %d of shape %s needs %llu bytes; the cap is %llu "
+                        "(max_tensor_bytes)",
+                        i, er__dims_str(rank, dims, buf, sizeof buf), (unsigned long long)bytes,
+                        (unsigned long long)er__graph_tensor_cap(ctx->graph));
+  }
   er__tensor_release(o);
   er__tensor_set(o, dtype, rank, dims);
   er_status st = er__tensor_alloc(o, 0);

@@ -182,8 +182,60 @@ static void test_gather_indices(void) {
   er__pbw_free(&m);
 }
 
+/* What a run computes is held to the loading caller's max_tensor_bytes too
+ * (a fuzzed Conv, fuzz/corpus/load/conv-huge-pad-oom, padded a 7x5 input
+ * by 14 million and asked for 3.3 GB): LIMIT naming the node and the cap,
+ * and the session still serves the next request. */
+static void test_runtime_tensor_cap(void) {
+  er_pbw g = {0}, m = {0}, w = {0}, a = {0};
+  const int64_t xd[4] = {1, 1, 8, 8}, wd[4] = {4, 1, 3, 3};
+  float wdata[36] = {0};
+  tb_tensor(&w, "W", 1, 4, wd, wdata, sizeof wdata);
+  tb_graph_initializer(&g, &w);
+  tb_attr_ints(&a, "pads", (const int64_t[]){300, 300, 300, 300}, 4);
+  tb_node(&g, "Conv", "wide_pad", (const char *const[]){"x", "W", NULL}, (const char *const[]){"y", NULL}, &a);
+  tb_graph_input(&g, "x", 1, 4, xd);
+  tb_graph_output(&g, "y", 1, -1, NULL);
+  tb_model(&m, 8, 13, &g);
+  er_load_options o;
+  er_load_options_init(&o);
+  o.max_tensor_bytes = 1 << 20; /* the output is 4 x 606 x 606 floats: 5.9 MB */
+  er_model *model = NULL;
+  er_session *s = NULL;
+  CHECK_STATUS(er_model_load_buffer(m.buf, m.len, NULL, &o, &model), ER_STATUS_OK);
+  CHECK_STATUS(er_session_create(model, NULL, &s), ER_STATUS_OK);
+  er_tensor *x = NULL, *y = NULL;
+  er_tensor_create(ER_DTYPE_FLOAT, 4, xd, &x);
+  er_named_tensor in = {"x", x};
+  for (int k = 0; k < 2; k++) {
+    CHECK_STATUS(er_session_run(s, &in, 1, NULL, 1, &y), ER_STATUS_LIMIT);
+    CHECK_MSG("wide_pad");
+    CHECK_MSG("max_tensor_bytes");
+    CHECK(y == NULL);
+  }
+  er_tensor_free(x);
+  er_session_free(s);
+  er_model_free(model);
+  /* Under the default cap the same model runs. */
+  CHECK_STATUS(er_model_load_buffer(m.buf, m.len, NULL, NULL, &model), ER_STATUS_OK);
+  CHECK_STATUS(er_session_create(model, NULL, &s), ER_STATUS_OK);
+  er_tensor_create(ER_DTYPE_FLOAT, 4, xd, &x);
+  er_named_tensor in2 = {"x", x};
+  CHECK_STATUS(er_session_run(s, &in2, 1, NULL, 1, &y), ER_STATUS_OK);
+  CHECK(y && er_tensor_count(y) == 4 * 606 * 606);
+  er_tensor_free(y);
+  er_tensor_free(x);
+  er_session_free(s);
+  er_model_free(model);
+  er__pbw_free(&g);
+  er__pbw_free(&m);
+  er__pbw_free(&w);
+  er__pbw_free(&a);
+}
+
 int main(int argc, char **argv) {
   static const er_test_case cases[] = {
+      {"runtime_tensor_cap", test_runtime_tensor_cap},
       {"conv_attributes", test_conv_attributes},
       {"axis_out_of_range", test_axis_out_of_range},
       {"split_outputs", test_split_outputs},

@@ -179,6 +179,15 @@ static er_status run_node(er_exec *ex, er_frame *frame, int32_t i, er_tensor **i
                      "(ER_MAX_RUNTIME_ELEMENTS)",
                      node->op_type, node->name, k, er__shape_str(o, buf, sizeof buf),
                      (long long)ER_MAX_RUNTIME_ELEMENTS);
+    } else if ((uint64_t)count * er_dtype_size(o->dtype) > er__graph_tensor_cap(g)) {
+      /* The caller's one-tensor cap holds for what a run computes too: a
+       * 7x5 input padded by 14 million (a fuzzed Conv) asked for 3.3 GB. */
+      char buf[160];
+      st = er__error(ER_STATUS_LIMIT, "%s node '%s': output %d of shape %s needs %llu bytes; the cap is %llu "
+                     "(max_tensor_bytes)",
+                     node->op_type, node->name, k, er__shape_str(o, buf, sizeof buf),
+                     (unsigned long long)((uint64_t)count * er_dtype_size(o->dtype)),
+                     (unsigned long long)er__graph_tensor_cap(g));
     } else {
       st = place_output(frame, node->outputs[k], o, !optimized && !(node->op->flags & ER_OP_WRITES_ALL));
     }
