@@ -1,5 +1,5 @@
 # Convenience wrapper around CMake. `make build` leaves the CLI at build/edgerun.
-.PHONY: build check test asan fuzz setup clean demo serve-demo
+.PHONY: build check test asan fuzz setup clean demo serve-demo llm-oracles llama-cpp llm-refs bench-llm
 
 JOBS ?= $(shell nproc)
 
@@ -42,3 +42,23 @@ serve-demo: setup build
 
 clean:
 	rm -rf build build-asan
+
+# LLM oracles beyond the default run. llm-oracles: every tokenizer against
+# Hugging Face. llama-cpp: builds llama.cpp from the llama-cpp-python
+# source (about 15 minutes on 2 cores; the speed and output oracle).
+# llm-refs: remakes tests/llm/refs/llama-cpp.json with it (commit the
+# result). bench-llm: edgerun against llama-bench (bench/llm_compare.py).
+llm-oracles: setup build
+	.venv/bin/python tests/llm/tokenizer_check.py --dump build/tests/llm/tok-dump --vocabs .cache/llama.cpp/models \
+	  --smollm2 "$$(.venv/bin/python -c 'import sys; sys.path.insert(0, "tests/llm"); import llm_assets; print(llm_assets.smollm2_path())')" \
+	  --texts tests/llm/data/tokenizer-texts.txt
+
+llama-cpp: setup
+	scripts/setup-llama-cpp.sh
+
+llm-refs: llama-cpp build
+	cd build && ctest -R llm-gen-models --output-on-failure
+	.venv/bin/python tests/llm/oracle/make_refs.py --models build/llm-models
+
+bench-llm: llama-cpp build
+	.venv/bin/python bench/llm_compare.py

@@ -375,6 +375,250 @@ ER_API er_status er_tensor_read_file(const char *path, er_tensor **tensor_out,
 ER_API er_status er_tensor_write_file(const char *path, const er_tensor *tensor,
                                       const char *name);
 
+/* ------------------------------------------------------------------------ */
+/* LLMs: decoder language models (GGUF)                                      */
+/* ------------------------------------------------------------------------ */
+
+/* A loaded decoder LLM: hyper-parameters, weights (memory-mapped, used in
+ * place), tokenizer and chat template. Read-only once loaded: any number
+ * of contexts, on any threads, may share one. */
+typedef struct er_llm er_llm;
+
+typedef struct er_llm_load_options {
+  uint64_t max_file_bytes;     /* 0 = ER_DEFAULT (4 GiB) */
+  bool force_reference;        /* plain C kernels only (the numerical truth) */
+} er_llm_load_options;
+
+ER_API void er_llm_load_options_init(er_llm_load_options *opts);
+
+/* Loads a GGUF file (architectures llama and qwen2; tensor types F32, F16,
+ * BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K). Every count,
+ * offset and shape is checked; a type or architecture edgerun cannot run is
+ * UNSUPPORTED naming it. `path` and `opts` (NULL = defaults) are borrowed.
+ * The model is owned by the caller (er_llm_free). */
+ER_API er_status er_llm_load(const char *path, const er_llm_load_options *opts, er_llm **llm_out);
+/* Frees the model. Every context created from it MUST be freed first. */
+ER_API void er_llm_free(er_llm *llm);
+
+/* What the model is. Strings are owned by the model ("" when absent). */
+typedef struct er_llm_info {
+  const char *architecture;    /* "llama", "qwen2" */
+  const char *name;            /* general.name */
+  const char *license;         /* general.license */
+  const char *chat_template;   /* tokenizer.chat_template source */
+  const char *tokenizer;       /* "gpt2 (smollm)", "llama", ... */
+  int n_layers, n_heads, n_kv_heads, head_dim;
+  int64_t n_embd, n_ff, n_vocab, n_ctx_train;
+  float rope_freq_base, norm_eps;
+  uint64_t n_params;           /* weight elements */
+  uint64_t weight_bytes;       /* bytes of all weights as stored */
+  uint32_t file_type;          /* general.file_type (llama_ftype), 0 when absent */
+  int32_t bos, eos, eot;       /* special ids, -1 = none */
+} er_llm_info;
+
+ER_API void er_llm_info_get(const er_llm *llm, er_llm_info *info_out);
+/* Tensor `index` of the model (< er_llm_tensor_count): name, ggml type
+ * name ("Q4_1"), elements and bytes. Strings owned by the model. */
+ER_API size_t er_llm_tensor_count(const er_llm *llm);
+ER_API er_status er_llm_tensor_info(const er_llm *llm, size_t index, const char **name_out,
+                                    const char **type_out, uint64_t *elements_out, uint64_t *bytes_out);
+/* Metadata entry `index` (< er_llm_metadata_count) rendered as text (arrays
+ * summarised). *key_out owned by the model; the value is written to buf. */
+ER_API size_t er_llm_metadata_count(const er_llm *llm);
+ER_API er_status er_llm_metadata(const er_llm *llm, size_t index, const char **key_out, char *buf,
+                                 size_t cap);
+
+/* Text to token ids. `text` (len bytes, UTF-8) is borrowed. add_special:
+ * BOS/EOS as the model says; parse_special: special-token texts in the
+ * text become their tokens. Writes at most `cap` ids and sets *n_out to the
+ * full count: LIMIT when it exceeds cap (call with cap = 0 to size). */
+ER_API er_status er_llm_tokenize(const er_llm *llm, const char *text, size_t len, bool add_special,
+                                 bool parse_special, int32_t *ids, size_t cap, size_t *n_out);
+/* Token ids to text (special: render control tokens). Same buffer rule,
+ * in bytes. OUT_OF_RANGE names an id outside the vocabulary. */
+ER_API er_status er_llm_detokenize(const er_llm *llm, const int32_t *ids, size_t n, bool special, char *buf,
+                                   size_t cap, size_t *len_out);
+/* The bytes of one token (may be part of a UTF-8 sequence). */
+ER_API er_status er_llm_token_piece(const er_llm *llm, int32_t id, bool special, char *buf, size_t cap,
+                                    size_t *len_out);
+/* Whether generation ends at this token (EOS, end of turn). */
+ER_API bool er_llm_token_is_eog(const er_llm *llm, int32_t id);
+
+/* One chat message; both strings borrowed. */
+typedef struct er_llm_message {
+  const char *role;            /* "system", "user", "assistant" */
+  const char *content;
+} er_llm_message;
+
+/* The prompt for a conversation in the model's own chat template (or the
+ * built-in format its markers name). *text_out is malloc'd, owned by the
+ * caller (free()). */
+ER_API er_status er_llm_chat_prompt(const er_llm *llm, const er_llm_message *msgs, size_t n,
+                                    bool add_generation_prompt, char **text_out);
+
+/* ---- contexts: the KV cache and the decode step ------------------------- */
+
+typedef enum er_llm_kv_type {
+  ER_LLM_KV_F16 = 0,           /* default */
+  ER_LLM_KV_Q8,                /* int8, one scale per 32 values (half the bytes) */
+} er_llm_kv_type;
+
+typedef struct er_llm_context_options {
+  int64_t n_ctx;               /* positions per sequence; 0 = min(training context, 4096) */
+  int n_seq;                   /* sequences (slots) sharing the context; 0 = 1 */
+  int threads;                 /* 0 = 1 */
+  int n_batch;                 /* tokens per forward pass at most; 0 = 512 */
+  er_llm_kv_type kv_type;
+} er_llm_context_options;
+
+ER_API void er_llm_context_options_init(er_llm_context_options *opts);
+
+/* A context holds the preallocated KV cache of n_seq sequences of n_ctx
+ * positions (er_llm_context_stats tells its bytes), scratch for n_batch
+ * tokens and a thread pool. `llm` MUST outlive the context. Calls on one
+ * context are serialized (a lock), so one context serves one thread at a
+ * time; use several contexts for parallel work. Owned by the caller. */
+typedef struct er_llm_context er_llm_context;
+
+ER_API er_status er_llm_context_create(const er_llm *llm, const er_llm_context_options *opts,
+                                       er_llm_context **ctx_out);
+ER_API void er_llm_context_free(er_llm_context *ctx);
+
+typedef struct er_llm_context_stats {
+  int64_t n_ctx;
+  int n_seq, threads, n_batch;
+  uint64_t kv_bytes;           /* the whole KV cache */
+  uint64_t scratch_bytes;      /* activations and logits for n_batch tokens */
+  const char *kernels;         /* e.g. "q4_1_q8_1_gemm_4x1__avx2, q8_0_q8_0_gemm_4x1__avx2" */
+} er_llm_context_stats;
+
+ER_API void er_llm_context_stats_get(const er_llm_context *ctx, er_llm_context_stats *stats_out);
+
+/* Tokens held in sequence `seq` (< n_seq) of the cache. */
+ER_API int64_t er_llm_seq_length(const er_llm_context *ctx, int seq);
+/* Drops the sequence's positions from `keep` on (0 = empty it): the
+ * service keeps a shared prompt prefix and drops the rest. */
+ER_API er_status er_llm_seq_truncate(er_llm_context *ctx, int seq, int64_t keep);
+
+/* A batch for one forward pass: n entries, each a token appended to a
+ * sequence (at that sequence's current length, in entry order). Entries of
+ * several sequences may be mixed (continuous batching). All arrays are
+ * borrowed for the call. */
+typedef struct er_llm_batch {
+  size_t n;
+  const int32_t *tokens;       /* [n] */
+  const int32_t *seq;          /* [n] sequence of each entry */
+  const bool *logits;          /* [n] whether to compute this entry's logits;
+                                  NULL = only the last entry of each sequence */
+} er_llm_batch;
+
+/* Runs the model over the batch (split into passes of n_batch tokens),
+ * appending every entry to its sequence's cache. LIMIT when a sequence
+ * would pass n_ctx (nothing is appended then); OUT_OF_RANGE for a token or
+ * sequence id out of range; INTERNAL naming the layer when the activations
+ * turn non-finite (fp16 overflow, broken weights) - no logits are produced
+ * then. The logits of the flagged entries are then read with
+ * er_llm_logits (in entry order), valid until the next decode. */
+ER_API er_status er_llm_decode(er_llm_context *ctx, const er_llm_batch *batch);
+/* The logits row (n_vocab floats, owned by the context) of the i-th
+ * flagged entry of the last decode, or NULL. */
+ER_API const float *er_llm_logits(const er_llm_context *ctx, size_t i);
+
+/* ---- sampling ------------------------------------------------------------ */
+
+/* The sampler chain, applied in this order: repetition / presence /
+ * frequency penalties over the last penalty_last_n tokens, top-k, top-p,
+ * min-p, temperature, then a seeded draw. temperature 0 = greedy (argmax,
+ * ties to the lower id). Same seed and inputs: same tokens. */
+typedef struct er_llm_sampler_options {
+  float temperature;           /* default 0.8; 0 = greedy */
+  int top_k;                   /* default 40; 0 = off */
+  float top_p;                 /* default 0.95; 1 = off */
+  float min_p;                 /* default 0.05; 0 = off */
+  float repeat_penalty;        /* default 1.0 = off (llama.cpp's rule) */
+  float presence_penalty;      /* default 0 (OpenAI's rule) */
+  float frequency_penalty;     /* default 0 */
+  int penalty_last_n;          /* default 64 */
+  uint64_t seed;               /* default 0 */
+} er_llm_sampler_options;
+
+ER_API void er_llm_sampler_options_init(er_llm_sampler_options *opts);
+
+typedef struct er_llm_sampler er_llm_sampler;
+
+/* A sampler with its own random state and scratch for n_vocab candidates.
+ * `opts` is copied. Owned by the caller; one thread at a time. */
+ER_API er_status er_llm_sampler_create(const er_llm *llm, const er_llm_sampler_options *opts,
+                                       er_llm_sampler **sampler_out);
+ER_API void er_llm_sampler_free(er_llm_sampler *sampler);
+/* Picks the next token from a logits row (borrowed; not modified).
+ * history (n_history ids, borrowed) feeds the penalties. INVALID_ARGUMENT
+ * when a logit is NaN (reported, never sampled from). */
+ER_API er_status er_llm_sample(er_llm_sampler *sampler, const float *logits, const int32_t *history,
+                               size_t n_history, int32_t *token_out);
+
+/* ---- generation (prompt in, text out) ----------------------------------- */
+
+/* Called with each new token and its bytes (piece, len; may be part of a
+ * UTF-8 sequence) as it is generated. Return false to stop. */
+typedef bool (*er_llm_token_fn)(void *user, int32_t token, const char *piece, size_t len);
+
+typedef struct er_llm_generate_options {
+  int64_t max_tokens;          /* new tokens at most; default 256 */
+  const char *const *stop;     /* stop strings (borrowed), n_stop of them; the
+                                  text up to a stop string is kept */
+  size_t n_stop;
+  bool ignore_eos;             /* keep going past end-of-generation tokens */
+  er_llm_sampler_options sampling;
+} er_llm_generate_options;
+
+ER_API void er_llm_generate_options_init(er_llm_generate_options *opts);
+
+typedef enum er_llm_finish {
+  ER_LLM_FINISH_STOP = 0,      /* an end-of-generation token or a stop string */
+  ER_LLM_FINISH_LENGTH,        /* max_tokens or the context's end */
+  ER_LLM_FINISH_CALLBACK,      /* the callback returned false */
+} er_llm_finish;
+
+typedef struct er_llm_generate_result {
+  int64_t prompt_tokens, completion_tokens;
+  double prompt_ms, decode_ms; /* prefill (to the first token) and the rest */
+  er_llm_finish finish;
+} er_llm_generate_result;
+
+/* Feeds `prompt` (n_prompt ids, borrowed) to sequence `seq` after what it
+ * holds, then samples and feeds up to max_tokens new tokens, calling `fn`
+ * (may be NULL) for each. The generated tokens stay in the sequence.
+ * result_out may be NULL. */
+ER_API er_status er_llm_generate(er_llm_context *ctx, int seq, const int32_t *prompt, size_t n_prompt,
+                                 const er_llm_generate_options *opts, er_llm_token_fn fn, void *user,
+                                 er_llm_generate_result *result_out);
+
+/* ---- quantizing GGUF models ---------------------------------------------- */
+
+typedef struct er_llm_quantize_options {
+  const char *type;            /* "Q4_K_M" (default), "Q5_K_M", "Q4_K_S", "Q5_K_S",
+                                  "Q6_K", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
+                                  "F16", "BF16", "F32"; which tensors get wider
+                                  types follows llama.cpp's llama-quantize */
+  int threads;                 /* default 1 */
+  const char *const *keep;     /* tensors copied in their source type (borrowed) */
+  size_t n_keep;
+  bool progress;               /* a line per tensor on stderr */
+} er_llm_quantize_options;
+
+typedef struct er_llm_quantize_result {
+  size_t tensors_quantized, tensors_copied;
+  uint64_t bytes_in, bytes_out;
+} er_llm_quantize_result;
+
+ER_API void er_llm_quantize_options_init(er_llm_quantize_options *opts);
+/* Re-encodes the GGUF model at in_path (any type edgerun reads) as
+ * out_path, written through a temporary file and a rename. Metadata is
+ * copied; general.file_type says the new type. result_out may be NULL. */
+ER_API er_status er_llm_quantize(const char *in_path, const char *out_path, const er_llm_quantize_options *opts,
+                                 er_llm_quantize_result *result_out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,7 +7,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "cli/cli.h"
+#include "cli/cli-llm.h"
 #include "edgerun-backend.h"
 
 void er_cmd_bench_help(FILE *out) {
@@ -15,6 +15,7 @@ void er_cmd_bench_help(FILE *out) {
           "usage: edgerun bench MODEL [--threads T] [--warmup N] [--iterations N] [--json]\n"
           "                     [--profile trace.json] [--dim NAME=V ...] [--input NAME=FILE ...]\n"
           "                     [--reference] [--seed S] [--compare BACKEND] [backend options]\n\n"
+          "       edgerun bench MODEL.gguf --llm [-p 128] [-n 64] (see bench --llm --help)\n\n"
           "Measures MODEL on this machine: load time (file to ready session), the first run,\n"
           "then N timed runs after the warm-up: p50/p95/p99/mean latency, throughput, peak\n"
           "RSS and the memory plan's arena bytes. Inputs are seeded random values of the\n"
@@ -26,8 +27,9 @@ void er_cmd_bench_help(FILE *out) {
           "mean_ms, min_ms, throughput_ips, peak_rss_kb, arena_bytes and more.\n"
           "--compare BACKEND (e.g. cpu) also measures the model on BACKEND in the same\n"
           "process and prints the p50 ratio and the largest difference between the two\n"
-          "backends' outputs; the placement summary (fallback share) is reported.\n\n%s",
+          "backends' outputs; the placement summary (fallback share) is reported.\n\n%s\n",
           er_cli_backend_help);
+  er_cmd_bench_llm_help(out);
 }
 
 #define MAX_DIMS 32
@@ -128,6 +130,9 @@ static int write_trace(const char *path, const er_node_timing *t, size_t n) {
 }
 
 int er_cmd_bench(int argc, char **argv) {
+  /* LLMs have their own figures (tokens/s, not latency percentiles). */
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--llm") == 0 || (argv[i][0] != '-' && er_cli_is_gguf(argv[i]))) return er_cmd_bench_llm(argc, argv);
   const char *path = NULL, *trace = NULL;
   int threads = 1, warmup = 5, iterations = 50, rc = 1;
   bool json = false, reference = false;

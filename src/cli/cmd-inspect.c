@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "cli/cli-llm.h"
 
 void er_cmd_inspect_help(FILE *out) {
   fprintf(out,
@@ -10,7 +10,9 @@ void er_cmd_inspect_help(FILE *out) {
           "                     [--backend-path P] [--target PROFILE.json [--assume-quantized]]\n\n"
           "Loads MODEL and prints its inputs and outputs (with symbolic dims), the\n"
           "operator histogram, parameter count and weight bytes, the opset and IR\n"
-          "version, and metadata_props.\n\n"
+          "version, and metadata_props.\n"
+          "On a GGUF LLM: architecture, layers, heads, context length, parameters, tensor\n"
+          "types with bytes per weight, the chat template and the licence.\n\n"
           "With --backend, also where each node would run and why not on the\n"
           "preferred backend, the share of compute (MACs) that falls back to the CPU\n"
           "(a warning above 20%%), the segments and the host/device transfers.\n"
@@ -94,6 +96,7 @@ int er_cmd_inspect(int argc, char **argv) {
     else return er_cli_fail("inspect", "unexpected argument '%s'", argv[i]);
   }
   if (!path) return er_cli_fail("inspect", "no MODEL given (see edgerun inspect --help)");
+  if (er_cli_is_gguf(path)) return er_cmd_inspect_llm(path, json);
   if (er_cli_backend_load("inspect", &be)) return 1;
   er_model *m, *as_written = NULL;
   er_status st = er_model_load_file(path, NULL, &m);

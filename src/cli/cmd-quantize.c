@@ -7,12 +7,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "cli/cli-llm.h"
 #include "quant/quantize.h"
 
 void er_cmd_quantize_help(FILE *out) {
   fprintf(out,
-          "usage: edgerun quantize MODEL --calib DATA -o OUT [options]\n\n"
+          "usage: edgerun quantize MODEL --calib DATA -o OUT [options]\n"
+          "       edgerun quantize MODEL.gguf -o OUT.gguf --type T [--threads N] [--keep TENSOR,...]\n\n"
+          "A GGUF LLM is re-encoded to T: Q4_K_M (default), Q5_K_M, Q4_K_S, Q5_K_S, Q6_K,\n"
+          "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, F16, BF16 or F32, with llama.cpp's choice of\n"
+          "wider types for sensitive tensors (output, attn_v, ffn_down); --keep copies the\n"
+          "named tensors as they are.\n\n"
           "Post-training static quantization to a standard ONNX QDQ model (onnxruntime\n"
           "runs it too). DATA is a folder of .npy/.pb files matched to inputs by name,\n"
           "ONNX test_data_set_N folders, one .npy/.pb file, or a folder of PNG/JPEG\n"
@@ -76,7 +81,48 @@ static bool parse_i64(const char *s, int64_t *out) {
   return true;
 }
 
+/* quantize MODEL.gguf -o OUT.gguf --type T: the LLM path. */
+static int quantize_gguf(int argc, char **argv) {
+  const char *cmd = "quantize", *model = NULL, *out = NULL;
+  er_llm_quantize_options o;
+  er_llm_quantize_options_init(&o);
+  o.progress = true;
+  char keep_buf[4096];
+  const char *keep[64];
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) && i + 1 < argc) {
+      out = argv[++i];
+    } else if (strcmp(a, "--type") == 0 && i + 1 < argc) {
+      o.type = argv[++i];
+    } else if (strcmp(a, "--threads") == 0 && i + 1 < argc) {
+      if (!er_cli_parse_int(argv[++i], &o.threads) || o.threads < 1) return er_cli_fail(cmd, "--threads needs a count");
+    } else if (strcmp(a, "--keep") == 0 && i + 1 < argc) {
+      snprintf(keep_buf, sizeof keep_buf, "%s", argv[++i]);
+      for (char *tok = strtok(keep_buf, ","); tok && o.n_keep < 64; tok = strtok(NULL, ",")) keep[o.n_keep++] = tok;
+      o.keep = keep;
+    } else if (strcmp(a, "--quiet") == 0) {
+      o.progress = false;
+    } else if (a[0] == '-') {
+      return er_cli_fail(cmd, "unknown option '%s' for a GGUF model (see --help)", a);
+    } else if (!model) {
+      model = a;
+    } else {
+      return er_cli_fail(cmd, "unexpected argument '%s'", a);
+    }
+  }
+  if (!model || !out) return er_cli_fail(cmd, "give MODEL.gguf and -o OUT.gguf");
+  er_llm_quantize_result r;
+  er_status st = er_llm_quantize(model, out, &o, &r);
+  if (st != ER_STATUS_OK) return er_cli_fail_status(cmd, st, "quantizing");
+  fprintf(stderr, "%s: %zu tensors quantized to %s, %zu copied; %.2f MB -> %.2f MB\n", out, r.tensors_quantized,
+          o.type, r.tensors_copied, (double)r.bytes_in / 1e6, (double)r.bytes_out / 1e6);
+  return 0;
+}
+
 int er_cmd_quantize(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (argv[i][0] != '-' && er_cli_is_gguf(argv[i])) return quantize_gguf(argc, argv);
   const char *model = NULL, *calib = NULL, *out = NULL, *report = NULL, *prep = NULL;
   bool quiet = false;
   er_quant_options o;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "cli/cli-llm.h"
 
 static const er_cli_cmd commands[] = {
     {"run", "run a model once on input files and write its outputs", er_cmd_run, er_cmd_run_help},
@@ -21,6 +21,9 @@ static const er_cli_cmd commands[] = {
     {"quantize", "quantize a model to int8/int4 QDQ with calibration data", er_cmd_quantize, er_cmd_quantize_help},
     {"analyze", "compare a float and a quantized model layer by layer", er_cmd_analyze, er_cmd_analyze_help},
     {"eval", "accuracy or agreement of a model on data; a deployment gate", er_cmd_eval, er_cmd_eval_help},
+    {"generate", "generate text with a GGUF LLM, streamed, with tokens/s", er_cmd_generate, er_cmd_generate_help},
+    {"tokenize", "print the token ids of a text under a GGUF model's tokenizer", er_cmd_tokenize, er_cmd_tokenize_help},
+    {"perplexity", "perplexity of a GGUF LLM on a text (llama.cpp's chunking)", er_cmd_perplexity, er_cmd_perplexity_help},
 };
 
 int er_cli_fail(const char *cmd, const char *fmt, ...) {

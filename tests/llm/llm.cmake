@@ -1,0 +1,27 @@
+# The engine end to end: generated test models (gen_llm_models.py, seeded,
+# into the build tree), the public API's own tests, the comparison with
+# llama.cpp's committed references, and the CLI.
+add_test(NAME llm-gen-models
+         COMMAND ${ER_PY} ${CMAKE_CURRENT_LIST_DIR}/gen_llm_models.py --out ${CMAKE_BINARY_DIR}/llm-models
+                 --edgerun $<TARGET_FILE:edgerun>)
+set_tests_properties(llm-gen-models PROPERTIES FIXTURES_SETUP llm_models TIMEOUT 900)
+
+add_executable(llm-dump ${CMAKE_CURRENT_LIST_DIR}/llm-dump.c)
+target_link_libraries(llm-dump PRIVATE libedgerun)
+
+add_executable(test-llm ${CMAKE_CURRENT_LIST_DIR}/test-llm.c)
+target_link_libraries(test-llm PRIVATE er_test_support)
+target_compile_definitions(test-llm PRIVATE ER_LLM_MODELS="${CMAKE_BINARY_DIR}/llm-models")
+add_test(NAME llm-api COMMAND test-llm)
+set_tests_properties(llm-api PROPERTIES FIXTURES_REQUIRED llm_models TIMEOUT 900 ENVIRONMENT "ER_SMOLLM2=${ER_SMOLLM2}")
+
+# Greedy text and first-step logits equal llama.cpp's (tests/llm/refs).
+add_test(NAME llm-vs-llama-cpp
+         COMMAND ${ER_PY} ${CMAKE_CURRENT_LIST_DIR}/check_refs.py --dump $<TARGET_FILE:llm-dump>
+                 --models ${CMAKE_BINARY_DIR}/llm-models)
+set_tests_properties(llm-vs-llama-cpp PROPERTIES FIXTURES_REQUIRED llm_models TIMEOUT 1200)
+
+add_test(NAME llm-cli
+         COMMAND ${ER_PY} ${CMAKE_CURRENT_LIST_DIR}/test_llm_cli.py --edgerun $<TARGET_FILE:edgerun>
+                 --models ${CMAKE_BINARY_DIR}/llm-models --dump $<TARGET_FILE:llm-dump>)
+set_tests_properties(llm-cli PROPERTIES FIXTURES_REQUIRED llm_models TIMEOUT 900)
