@@ -15,10 +15,11 @@ target_compile_definitions(test-llm PRIVATE ER_LLM_MODELS="${CMAKE_BINARY_DIR}/l
 add_test(NAME llm-api COMMAND test-llm)
 set_tests_properties(llm-api PROPERTIES FIXTURES_REQUIRED llm_models TIMEOUT 900 ENVIRONMENT "ER_SMOLLM2=${ER_SMOLLM2}")
 
-# Greedy text and first-step logits equal llama.cpp's (tests/llm/refs).
+# Greedy text, first-step logits and SmolLM2's perplexity against
+# llama.cpp's (tests/llm/refs).
 add_test(NAME llm-vs-llama-cpp
          COMMAND ${ER_PY} ${CMAKE_CURRENT_LIST_DIR}/check_refs.py --dump $<TARGET_FILE:llm-dump>
-                 --models ${CMAKE_BINARY_DIR}/llm-models)
+                 --models ${CMAKE_BINARY_DIR}/llm-models --edgerun $<TARGET_FILE:edgerun>)
 set_tests_properties(llm-vs-llama-cpp PROPERTIES FIXTURES_REQUIRED llm_models TIMEOUT 1200)
 
 add_test(NAME llm-cli

