@@ -11,7 +11,10 @@ reference was made from) and tests/llm/llm-dump runs the same prompt:
 - the greedy continuation must equal llama.cpp's token for token, up to
   the first step where llama.cpp's own top two logits were within
   TIE_MARGIN of each other (its "margins"); past a near tie the two
-  engines may rightly continue differently, and the check stops there.
+  engines may rightly continue differently, and the check stops there;
+- with --edgerun: `edgerun quantize` of the generated float models to ten
+  types must give the very tensors llama-quantize gave (types and bytes),
+  and SmolLM2's perplexity must be within PPL_TOL of llama-perplexity's.
 
 LOGIT_TOL, measured against llama.cpp with flash attention and weight
 repacking off (make_refs.py says why): in about half the runs the logits
@@ -35,7 +38,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from llm_assets import PROMPTS, smollm2_path  # noqa: E402
+from llm_assets import PROMPTS, gguf_tensor_digest, smollm2_path  # noqa: E402
 
 LOGIT_TOL = 0.1
 # A greedy step is a near tie when llama.cpp's top two logits were within
@@ -63,6 +66,25 @@ def check_perplexity(edgerun, ref):
     print(f"{'smollm2 perplexity':34s} edgerun {got:.4f}, llama.cpp {ref['ppl']:.4f}: {rel * 100:.3f}% apart "
           f"(tol {PPL_TOL * 100:.1f}%)  {'ok' if rel <= PPL_TOL else 'DIFFERS'}")
     return [] if rel <= PPL_TOL else [f"perplexity {got:.4f} is {rel * 100:.2f}% from llama.cpp's {ref['ppl']:.4f}"]
+
+
+def check_quantize(edgerun, models, index, q):
+    """edgerun quantize against llama-quantize on the same float model:
+    every tensor's type and bytes identical."""
+    tag = f"quantize {q['model']} {q['type']}"
+    if q["model"] not in index or index[q["model"]]["sha256"] != q["sha256"]:
+        return [f"{tag}: the generated model differs from the one the reference was made from: run `make llm-refs`"]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "out.gguf")
+        p = subprocess.run([edgerun, "quantize", os.path.join(models, index[q["model"]]["file"]), "-o", out, "--type",
+                            q["type"]], capture_output=True, text=True)
+        if p.returncode != 0:
+            return [f"{tag}: edgerun failed: {p.stderr.strip()}"]
+        digest, size = gguf_tensor_digest(out), os.path.getsize(out)
+    same = digest == q["tensors_sha256"]
+    print(f"{tag:34s} {size} bytes (llama-quantize {q['bytes']}), tensors "
+          f"{'byte-identical' if same else 'DIFFER'}  {'ok' if same else 'DIFFERS'}")
+    return [] if same else [f"{tag}: tensors differ from llama-quantize's ({size} vs {q['bytes']} bytes)"]
 
 
 def sha256(path):
@@ -149,6 +171,10 @@ def main():
         print(f"{tag:34s} logits within {worst:.2e} of spread (tol {tol}), greedy {same}/{len(w)} {why}  {status}")
         if not ok:
             failures.append(f"{tag}: greedy {why}: edgerun {g[same:same + 4]} vs llama.cpp {w[same:same + 4]}")
+    if a.edgerun:
+        for q in refs.get("quantize", []):
+            runs += 1
+            failures += check_quantize(a.edgerun, a.models, index, q)
     if a.edgerun and "perplexity" in refs:
         runs += 1
         failures += check_perplexity(a.edgerun, refs["perplexity"])

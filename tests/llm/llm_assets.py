@@ -38,3 +38,24 @@ def smollm2_path():
 # An English text every Debian system has (base-files): the perplexity
 # comparison with llama.cpp (check_refs.py).
 PERPLEXITY_TEXT = "/usr/share/common-licenses/GPL-3"
+
+# GGUF quantization compared with llama.cpp's llama-quantize (no imatrix):
+# (generated float model, target type). check_refs.py requires edgerun's
+# tensors to be byte-identical, types and data.
+QUANT_REFS = [("qwen2-tiny-f16", t) for t in ("Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "Q4_0")] + \
+             [("llama-tiny-f16", t) for t in ("Q4_1", "Q5_0", "Q5_1", "Q4_K_S", "Q5_K_S")]
+
+
+def gguf_tensor_digest(path):
+    """SHA-256 over every tensor's name, type and data bytes, in name
+    order: equal for two files that hold the same tensors, whatever their
+    metadata."""
+    import hashlib
+
+    import gguf
+    import numpy as np
+    h = hashlib.sha256()
+    for t in sorted(gguf.GGUFReader(path).tensors, key=lambda t: t.name):
+        h.update(t.name.encode() + b"\0" + t.tensor_type.name.encode() + b"\0")
+        h.update(np.ascontiguousarray(t.data).view(np.uint8).tobytes())
+    return h.hexdigest()

@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 SRC = os.path.join(ROOT, ".cache", "llama.cpp-src")
 BUILD = os.path.join(ROOT, ".cache", "llama.cpp-build")
 sys.path.insert(0, os.path.dirname(HERE))
-from llm_assets import PERPLEXITY_TEXT, PROMPTS, REF_MODELS, smollm2_path  # noqa: E402
+from llm_assets import PERPLEXITY_TEXT, PROMPTS, QUANT_REFS, REF_MODELS, gguf_tensor_digest, smollm2_path  # noqa: E402
 
 
 def build_oracle():
@@ -94,6 +94,17 @@ def main():
     refs["perplexity"] = {"model": "smollm2-135m-q4_1", "text": ppl_text, "sha256": sha256(ppl_text),
                           "ctx": ppl_ctx, "chunks": ppl_chunks, "ppl": ppl}
     print(f"smollm2 perplexity on {ppl_text} (ctx {ppl_ctx}, {ppl_chunks} chunks): {ppl}")
+    # llama-quantize's output (no imatrix) for each (float model, type).
+    refs["quantize"] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, qtype in QUANT_REFS:
+            src = os.path.join(a.models, name + ".gguf")
+            dst = os.path.join(tmp, f"{name}-{qtype}.gguf")
+            subprocess.run([os.path.join(BUILD, "bin", "llama-quantize"), src, dst, qtype], check=True,
+                           capture_output=True)
+            refs["quantize"].append({"model": name, "sha256": sha256(src), "type": qtype, "bytes": os.path.getsize(dst),
+                                     "tensors_sha256": gguf_tensor_digest(dst)})
+            print(f"llama-quantize {name} {qtype}: {os.path.getsize(dst)} bytes")
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(refs, f, indent=0)
