@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -508,6 +509,15 @@ const er_gguf_tensor *er__gguf_find_tensor(const er_gguf *g, const char *name) {
   return NULL;
 }
 
+/* A float value as an integer, truncated, saturating at the int64 range;
+ * NaN gives 0 (a plain cast of those is undefined). */
+static int64_t f64_to_i64(double v) {
+  if (isnan(v)) return 0;
+  if (v >= 9223372036854775807.0) return INT64_MAX;
+  if (v <= -9223372036854775808.0) return INT64_MIN;
+  return (int64_t)v;
+}
+
 int64_t er__gguf_kv_i64(const er_gguf_kv *kv, uint64_t i) {
   const uint8_t *p = kv->data + i * vtype_size(kv->elem_type);
   switch (kv->elem_type) {
@@ -520,8 +530,8 @@ int64_t er__gguf_kv_i64(const er_gguf_kv *kv, uint64_t i) {
   case ER_GGUF_INT32: { int32_t v; memcpy(&v, p, 4); return v; }
   case ER_GGUF_UINT64: { uint64_t v; memcpy(&v, p, 8); return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v; }
   case ER_GGUF_INT64: { int64_t v; memcpy(&v, p, 8); return v; }
-  case ER_GGUF_FLOAT32: { float v; memcpy(&v, p, 4); return (int64_t)v; }
-  case ER_GGUF_FLOAT64: { double v; memcpy(&v, p, 8); return (int64_t)v; }
+  case ER_GGUF_FLOAT32: { float v; memcpy(&v, p, 4); return f64_to_i64(v); }
+  case ER_GGUF_FLOAT64: { double v; memcpy(&v, p, 8); return f64_to_i64(v); }
   default: return 0;
   }
 }

@@ -340,10 +340,37 @@ static void test_file(void) {
   free(b.p);
 }
 
+/* A float metadata value read as an integer saturates (NaN gives 0): a
+ * plain cast of NaN or of -1e30 to int64 is undefined behaviour. */
+static void test_float_as_int(void) {
+  static const float vals[] = {NAN, -1e30f, 1e30f, -2.5f};
+  static const int64_t want[] = {0, INT64_MIN, INT64_MAX, -2};
+  spec s = valid_spec();
+  buf b = {0};
+  write_gguf(&b, &s);
+  const char *key = "llama.rope.freq_base";
+  size_t at = 0;
+  for (size_t i = 0; i + strlen(key) <= b.n; i++)
+    if (memcmp(b.p + i, key, strlen(key)) == 0) at = i + strlen(key) + 4; /* after the name and its type */
+  CHECK(at > 0);
+  for (size_t c = 0; c < ER_ARRAY_LEN(vals) && at; c++) {
+    memcpy(b.p + at, &vals[c], 4);
+    er_gguf *g = NULL;
+    CHECK_STATUS(er__gguf_open_buffer(b.p, b.n, "test.gguf", &g), ER_STATUS_OK);
+    if (!g) continue;
+    const er_gguf_kv *kv = er__gguf_find(g, key);
+    CHECK(kv != NULL);
+    if (kv) CHECK(er__gguf_kv_i64(kv, 0) == want[c]);
+    er__gguf_close(g);
+  }
+  free(b.p);
+}
+
 int main(int argc, char **argv) {
   static const er_test_case cases[] = {
       {"valid", test_valid},       {"header", test_header}, {"lengths", test_lengths},
       {"tensors", test_tensors},   {"truncations", test_truncations}, {"file", test_file},
+      {"float_as_int", test_float_as_int},
   };
   return er_test_run(cases, ER_ARRAY_LEN(cases), argc, argv);
 }
