@@ -15,11 +15,17 @@ target_compile_definitions(test-llm PRIVATE ER_LLM_MODELS="${CMAKE_BINARY_DIR}/l
 add_test(NAME llm-api COMMAND test-llm)
 set_tests_properties(llm-api PROPERTIES FIXTURES_REQUIRED llm_models TIMEOUT 900 ENVIRONMENT "ER_SMOLLM2=${ER_SMOLLM2}")
 
+# The sanitizer build runs the quantizer on two of the ten pairs and skips
+# the perplexity run (about 3 of its 5 minutes under ASan); the release
+# build runs them all.
+if(ER_SANITIZE)
+  set(ER_LLM_LIGHT --light)
+endif()
 # Greedy text, first-step logits and SmolLM2's perplexity against
 # llama.cpp's (tests/llm/refs).
 add_test(NAME llm-vs-llama-cpp
          COMMAND ${ER_PY} ${CMAKE_CURRENT_LIST_DIR}/check_refs.py --dump $<TARGET_FILE:llm-dump>
-                 --models ${CMAKE_BINARY_DIR}/llm-models --edgerun $<TARGET_FILE:edgerun>)
+                 --models ${CMAKE_BINARY_DIR}/llm-models --edgerun $<TARGET_FILE:edgerun> ${ER_LLM_LIGHT})
 set_tests_properties(llm-vs-llama-cpp PROPERTIES FIXTURES_REQUIRED llm_models TIMEOUT 1200)
 
 add_test(NAME llm-cli
