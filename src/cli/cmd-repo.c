@@ -31,7 +31,7 @@ void er_cmd_repo_help(FILE *out) {
 
 static bool loads(const char *repo, const char *model, int64_t v, const er__model_config *cfg,
                   const er__serve_options *opt, char *err, size_t errsz) {
-  er__version *ver = er__version_load(repo, model, v, cfg, opt, err, errsz);
+  er__version *ver = er__version_load(repo, model, v, cfg, opt, NULL, NULL, err, errsz);
   if (!ver) return false;
   er__version_unref(ver);
   return true;
@@ -92,7 +92,7 @@ int er_cmd_repo(int argc, char **argv) {
   if (!er__config_read(repo, model, &cfg, &stamp, err, sizeof err))
     return er_cli_fail("repo", "%s", err);
   int n = er__repo_versions(repo, model, versions, ER_SERVE_MAX_VERSIONS);
-  if (n == 0) return er_cli_fail("repo", "%s/%s has no version folder with a model.onnx", repo, model);
+  if (n == 0) return er_cli_fail("repo", "%s/%s has no version folder with a model.onnx or model.gguf", repo, model);
 
   if (strcmp(verb, "list") == 0) {
     for (int i = 0; i < n; i++) {

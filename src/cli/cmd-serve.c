@@ -17,9 +17,11 @@
 void er_cmd_serve_help(FILE *out) {
   fprintf(out,
           "usage: edgerun serve --repo DIR [options]\n\n"
-          "Serves the models of a repository over HTTP/1.1 with the KServe v2 protocol:\n"
+          "Serves the models of a repository over HTTP/1.1: ONNX models with the KServe v2\n"
+          "protocol, GGUF language models with OpenAI-compatible /v1/chat/completions,\n"
+          "/v1/completions (streamed or not), /v1/models, /tokenize and /detokenize:\n"
           "  DIR/<model>/config.json         optional settings (see docs/operations.md)\n"
-          "  DIR/<model>/<version>/model.onnx\n\n"
+          "  DIR/<model>/<version>/model.onnx or model.gguf\n\n"
           "network and security:\n"
           "  --listen HOST:PORT        address to bind (default 127.0.0.1:%d; [::1]:PORT for IPv6)\n"
           "  --allow CIDR              clients allowed besides loopback (repeatable); required\n"

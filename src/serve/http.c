@@ -124,7 +124,8 @@ unsigned long long er__http_conn_timeouts(void) { return atomic_load(&conn_timeo
 
 enum {
   R_NONE, R_PAGE, R_METRICS, R_STATUS, R_SERVER_META, R_LIVE, R_READY, R_MODEL_META,
-  R_MODEL_READY, R_MODEL_CONFIG, R_INFER, R_REPO_INDEX, R_REPO_LOAD, R_REPO_UNLOAD
+  R_MODEL_READY, R_MODEL_CONFIG, R_INFER, R_REPO_INDEX, R_REPO_LOAD, R_REPO_UNLOAD,
+  R_OAI_CHAT, R_OAI_COMPLETION, R_OAI_MODELS, R_TOKENIZE, R_DETOKENIZE
 };
 
 enum { S_NEW, S_WAITING, S_DONE };
@@ -143,6 +144,7 @@ typedef struct req_ctx {
   int64_t t_start;           /* headers complete, microseconds */
   atomic_int state;
   er__job *job;
+  er__oai *oai;              /* an OpenAI-style generation request */
   er__infer_req ireq;
   er__load_task task;
   bool inflight;
@@ -380,6 +382,14 @@ static int route(req_ctx *rc, const char *url, char *err, size_t errsz) {
     return 404;
   }
   if (n == 0) rc->route = R_PAGE, want_post = 0;
+  else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "models") == 0)
+    rc->route = R_OAI_MODELS, want_post = 0;
+  else if (n == 3 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "chat") == 0 && strcmp(seg[2], "completions") == 0)
+    rc->route = R_OAI_CHAT, want_post = 1;
+  else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "completions") == 0)
+    rc->route = R_OAI_COMPLETION, want_post = 1;
+  else if (n == 1 && strcmp(seg[0], "tokenize") == 0) rc->route = R_TOKENIZE, want_post = 1;
+  else if (n == 1 && strcmp(seg[0], "detokenize") == 0) rc->route = R_DETOKENIZE, want_post = 1;
   else if (n == 1 && strcmp(seg[0], "metrics") == 0) rc->route = R_METRICS, want_post = 0;
   else if (n == 2 && strcmp(seg[0], "api") == 0 && strcmp(seg[1], "status") == 0)
     rc->route = R_STATUS, want_post = 0;
@@ -500,6 +510,9 @@ static enum MHD_Result answer_get(req_ctx *rc) {
       return send_sb(rc, 200, "application/json", &sb);
     case R_LIVE:
       return send_buf(rc, 200, NULL, NULL, 0, NULL, -1);
+    case R_OAI_MODELS:
+      er__oai_models(srv, &sb);
+      return send_sb(rc, 200, "application/json", &sb);
     case R_READY:
       if (er__server_ready(srv, why, sizeof why)) return send_buf(rc, 200, NULL, NULL, 0, NULL, -1);
       return send_error(rc, 503, why);
@@ -625,6 +638,12 @@ static enum MHD_Result infer_start(req_ctx *rc) {
   er__model_config cfg;
   er__version *v = er__model_acquire(rc->model, rc->version, &cfg, &status, err, sizeof err);
   if (!v) return infer_error(rc, status, err);
+  if (v->engine) {
+    er__version_unref(v);
+    snprintf(err, sizeof err, "model '%s' is a language model: use /v1/chat/completions or /v1/completions",
+             rc->model->name);
+    return infer_error(rc, 400, err);
+  }
   er__job *job = calloc(1, sizeof *job);
   if (!job) {
     er__version_unref(v);
@@ -685,6 +704,100 @@ static enum MHD_Result infer_finish(req_ctx *rc) {
   char *p = sb.p;
   return send_buf(rc, 200, json_len >= 0 ? "application/octet-stream" : "application/json", p,
                   sb.len, NULL, json_len);
+}
+
+/* ---- OpenAI-style generation (openai.c) ------------------------------------ */
+
+/* An error body already in OpenAI's shape. */
+static enum MHD_Result send_oai(req_ctx *rc, int status, er__sb *sb) {
+  if (sb->oom) {
+    er__sb_free(sb);
+    return MHD_NO;
+  }
+  char *p = sb->p;
+  sb->p = NULL;
+  return send_buf(rc, status, "application/json", p, sb->len,
+                  status == 429 ? RETRY_AFTER_BUSY : status == 503 ? RETRY_AFTER_LOADING : NULL, -1);
+}
+
+static void oai_wake(void *arg) {
+  req_ctx *rc = arg;
+  atomic_store(&rc->state, S_DONE);   /* a stream's handler is not called again: only its reader */
+  MHD_resume_connection(rc->conn);
+}
+
+static void oai_suspend(void *arg) {
+  req_ctx *rc = arg;
+  MHD_suspend_connection(rc->conn);
+}
+
+/* Runs under the engine's queue lock when the request is accepted: a
+ * non-streamed request waits suspended until the engine is done with it. */
+static void oai_accept(void *arg) {
+  req_ctx *rc = arg;
+  rc->inflight = true;
+  atomic_fetch_add(&rc->model->m.inflight, 1);
+  atomic_fetch_add(&rc->srv->inflight, 1);
+  rc->answering = true;
+  atomic_fetch_add(&rc->srv->answering, 1);
+  if (!er__oai_streams(rc->oai)) {
+    atomic_store(&rc->state, S_WAITING);
+    MHD_suspend_connection(rc->conn);
+  }
+}
+
+static ssize_t oai_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+  req_ctx *rc = cls;
+  (void)pos;
+  long n = er__oai_stream_read(rc->oai, buf, max);
+  if (n < 0) return MHD_CONTENT_READER_END_OF_STREAM;
+  return (ssize_t)n;
+}
+
+static enum MHD_Result oai_start(req_ctx *rc, int kind) {
+  er__server *srv = rc->srv;
+  er__sb err = {0};
+  if (atomic_load(&srv->draining)) {
+    er__sb_puts(&err, "{\"error\":{\"message\":\"the server is shutting down; send the request elsewhere\","
+                      "\"type\":\"server_error\",\"param\":null,\"code\":null}}");
+    return send_oai(rc, 503, &err);
+  }
+  int st = er__oai_prepare(srv, kind, rc->body, rc->body_len, &rc->oai, &err);
+  free(rc->body);
+  rc->body = NULL;
+  rc->body_len = rc->body_cap = 0;
+  if (st) return send_oai(rc, st, &err);
+  rc->model = er__oai_model(rc->oai);
+  st = er__oai_submit(rc->oai, oai_accept, rc, oai_wake, oai_suspend, rc, &err);
+  if (st) return send_oai(rc, st, &err);
+  er__sb_free(&err);
+  if (!er__oai_streams(rc->oai)) return MHD_YES;   /* suspended until done */
+  struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, oai_reader, rc, NULL);
+  if (!r) return MHD_NO;
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+  MHD_add_response_header(r, "Cache-Control", "no-cache");
+  MHD_add_response_header(r, "X-Accel-Buffering", "no");
+  MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+  enum MHD_Result ret = MHD_queue_response(rc->conn, 200, r);
+  MHD_destroy_response(r);
+  count_code(srv, 200);
+  rc->status = 200;
+  return ret;
+}
+
+static enum MHD_Result oai_finish(req_ctx *rc) {
+  er__sb sb = {0};
+  int st = er__oai_response(rc->oai, &sb);
+  end_inflight(rc);
+  if (st != 200) return send_oai(rc, st, &sb);
+  return send_sb(rc, 200, "application/json", &sb);
+}
+
+static enum MHD_Result answer_tokenize(req_ctx *rc, bool detok) {
+  er__sb sb = {0};
+  int st = er__oai_tokenize(rc->srv, detok, rc->body, rc->body_len, &sb);
+  if (st != 200) return send_oai(rc, st, &sb);
+  return send_sb(rc, 200, "application/json", &sb);
 }
 
 /* ---- the access handler ------------------------------------------------- */
@@ -783,6 +896,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
   int state = atomic_load(&rc->state);
   if (state == S_WAITING) return MHD_YES;   /* spurious call while suspended */
   if (state == S_DONE) {
+    if (rc->oai) return oai_finish(rc);
     if (rc->route == R_INFER) return infer_finish(rc);
     int st = rc->task.status;
     if (st == 200) return send_buf(rc, 200, "application/json", strdup("{}"), 2, NULL, -1);
@@ -803,6 +917,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
   switch (rc->route) {
     case R_INFER:
       return infer_start(rc);
+    case R_OAI_CHAT:
+      return oai_start(rc, ER__OAI_CHAT);
+    case R_OAI_COMPLETION:
+      return oai_start(rc, ER__OAI_COMPLETION);
+    case R_TOKENIZE:
+    case R_DETOKENIZE:
+      return answer_tokenize(rc, rc->route == R_DETOKENIZE);
     case R_REPO_INDEX:
       return answer_index(rc);
     case R_REPO_UNLOAD:
@@ -856,10 +977,9 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
                         (double)(er__now_us() - rc->t_start) / 1000.0),
               "request answered");
     }
-    if (rc->route == R_INFER) {
-      end_arriving(rc);
-      end_inflight(rc);
-    }
+    if (rc->route == R_INFER) end_arriving(rc);
+    if (rc->route == R_INFER || rc->oai) end_inflight(rc);
+    er__oai_free(rc->oai);
     /* The response is out (or the client is gone): a drain may end. */
     if (rc->answering) {
       rc->answering = false;

@@ -493,7 +493,7 @@ void er__kserve_model_meta(const er__model *m, const er__version *v, er__sb *out
   er__sb_puts(out, ",\"versions\":[");
   for (int i = 0; i < m->n_live; i++)
     er__sb_printf(out, "%s\"%lld\"", i ? "," : "", (long long)m->live[i]->number);
-  er__sb_puts(out, "],\"platform\":\"edgerun_onnx\",\"inputs\":[");
+  er__sb_printf(out, "],\"platform\":\"%s\",\"inputs\":[", v->engine ? "edgerun_gguf" : "edgerun_onnx");
   for (size_t i = 0; i < v->n_in; i++) {
     if (i) er__sb_puts(out, ",");
     put_io(out, &v->in[i]);

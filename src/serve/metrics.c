@@ -38,6 +38,15 @@ void er__metrics_request(er__model_metrics *m, int http_status, int64_t latency_
   atomic_fetch_add(&m->lat_count, 1);
 }
 
+void er__metrics_time(atomic_ullong *bucket, atomic_ullong *sum_us, atomic_ullong *count, int64_t us) {
+  double s = (double)us * 1e-6;
+  int b = 0;
+  while (b < ER__LAT_BUCKETS && s > lat_le[b]) b++;
+  atomic_fetch_add(&bucket[b], 1);
+  atomic_fetch_add(sum_us, (unsigned long long)(us > 0 ? us : 0));
+  atomic_fetch_add(count, 1);
+}
+
 void er__metrics_batch(er__model_metrics *m, int rows) {
   int b = 0;
   while (b < ER__BATCH_BUCKETS && rows > batch_le[b]) b++;
@@ -157,11 +166,21 @@ void er__monitor_sample(er__server *srv) {
     s.p99_ms = sorted[(n - 1) * 99 / 100] / 1000.0;
   }
   int nm = atomic_load(&srv->n_models);
+  static unsigned long long ttft_sum_prev, ttft_n_prev;   /* monitor thread only */
+  unsigned long long ttft_sum = 0, ttft_n = 0;
   for (int i = 0; i < nm; i++) {
-    pthread_mutex_lock(&srv->models[i]->lock);
-    s.queue += srv->models[i]->q_len;
-    pthread_mutex_unlock(&srv->models[i]->lock);
+    er__model *m = srv->models[i];
+    pthread_mutex_lock(&m->lock);
+    s.queue += m->q_len;
+    pthread_mutex_unlock(&m->lock);
+    s.queue += atomic_load(&m->m.queued);
+    s.tok_s += (double)atomic_exchange(&m->m.gen_this_second, 0);
+    ttft_sum += atomic_load(&m->m.ttft_sum_us);
+    ttft_n += atomic_load(&m->m.ttft_count);
   }
+  if (ttft_n > ttft_n_prev) s.ttft_ms = (double)(ttft_sum - ttft_sum_prev) / (double)(ttft_n - ttft_n_prev) / 1000.0;
+  ttft_sum_prev = ttft_sum;
+  ttft_n_prev = ttft_n;
   uint64_t rss = read_rss();
   double cpu = read_cpu();
   er__thermal th;
@@ -354,6 +373,7 @@ void er__metrics_write(er__server *srv, er__sb *o) {
   er__sb_printf(o, "edgerun_ready %d\n", er__server_ready(srv, why, sizeof why) ? 1 : 0);
   head(o, "edgerun_uptime_seconds", "gauge", "Seconds since the service started.");
   er__sb_printf(o, "edgerun_uptime_seconds %.1f\n", er__wall_s() - srv->start_wall);
+  er__llm_metrics_write(srv, o);
 }
 
 /* ========================================================================
@@ -376,8 +396,14 @@ void er__status_json(er__server *srv, er__sb *o) {
                   m->n_live ? "READY" : m->loading ? "LOADING" : "UNAVAILABLE");
     for (int v = 0; v < m->n_live; v++)
       er__sb_printf(o, "%s%lld", v ? "," : "", (long long)m->live[v]->number);
-    er__sb_printf(o, "],\"queue\":%d,\"inflight\":%d,\"max_batch\":%d,\"instances\":%d}",
+    er__sb_printf(o, "],\"queue\":%d,\"inflight\":%d,\"max_batch\":%d,\"instances\":%d",
                   m->q_len, atomic_load(&m->m.inflight), m->cfg.max_batch, m->n_workers);
+    if (atomic_load(&m->m.kv_total) > 0)
+      er__sb_printf(o, ",\"llm\":{\"active\":%d,\"queued\":%d,\"kv_used\":%lld,\"kv_total\":%lld,"
+                       "\"generated_tokens\":%llu}",
+                    atomic_load(&m->m.active), atomic_load(&m->m.queued), (long long)atomic_load(&m->m.kv_used),
+                    (long long)atomic_load(&m->m.kv_total), atomic_load(&m->m.gen_tokens));
+    er__sb_puts(o, "}");
     pthread_mutex_unlock(&m->lock);
   }
   er__sb_puts(o, "],\"series\":[");
@@ -387,9 +413,9 @@ void er__status_json(er__server *srv, er__sb *o) {
     const er__sample *s = &srv->series[(start + k) % ER__SERIES];
     er__sb_printf(o,
                   "%s{\"t\":%.3f,\"rps\":%.1f,\"p50_ms\":%.3f,\"p95_ms\":%.3f,\"p99_ms\":%.3f,"
-                  "\"queue\":%d,\"rss_mb\":%.2f,\"temp_c\":%.1f}",
+                  "\"queue\":%d,\"rss_mb\":%.2f,\"temp_c\":%.1f,\"tok_s\":%.1f,\"ttft_ms\":%.2f}",
                   k ? "," : "", s->t, s->rps, s->p50_ms, s->p95_ms, s->p99_ms, s->queue,
-                  s->rss_mb, s->temp_c);
+                  s->rss_mb, s->temp_c, s->tok_s, s->ttft_ms);
   }
   pthread_mutex_unlock(&srv->lock);
   er__sb_puts(o, "]}");

@@ -20,6 +20,7 @@
 #include "serve.h"
 
 #define MODEL_FILE "model.onnx"
+#define LLM_FILE "model.gguf"
 #define CONFIG_FILE "config.json"
 #define MAX_VERSION_NUMBER 999999999LL
 #define MAX_WARMUP_RUNS 1000
@@ -50,6 +51,12 @@ void er__config_defaults(er__model_config *cfg) {
   cfg->warmup_runs = 1;
   cfg->pre_scale = 1.0f;
   cfg->pre_axis = 1;
+  cfg->llm.slots = 4;
+  cfg->llm.kv_type = ER_LLM_KV_F16;
+  cfg->llm.n_batch = 512;
+  cfg->llm.max_tokens = 0;
+  cfg->llm.prefix_cache = true;
+  er_llm_sampler_options_init(&cfg->llm.sampling);
 }
 
 static bool get_int(json_t *v, const char *key, int64_t lo, int64_t hi, int64_t *out, char *err,
@@ -175,6 +182,40 @@ static bool parse_pre(json_t *v, er__model_config *cfg, char *err, size_t errsz)
   return true;
 }
 
+/* "sampling": {"temperature": 0.7, "top_p": 0.9, ...}: the defaults of
+ * requests that leave a field out. */
+static bool parse_sampling(json_t *v, er_llm_sampler_options *so, char *err, size_t errsz) {
+  if (!json_is_object(v)) {
+    snprintf(err, errsz, "config.json: \"sampling\" must be an object");
+    return false;
+  }
+  const char *key;
+  json_t *x;
+  json_object_foreach(v, key, x) {
+    double d = json_number_value(x);
+    bool num = json_is_number(x);
+    bool ok = num;
+    if (strcmp(key, "temperature") == 0) ok = ok && d >= 0 && d <= 100, so->temperature = (float)d;
+    else if (strcmp(key, "top_p") == 0) ok = ok && d > 0 && d <= 1, so->top_p = (float)d;
+    else if (strcmp(key, "min_p") == 0) ok = ok && d >= 0 && d <= 1, so->min_p = (float)d;
+    else if (strcmp(key, "top_k") == 0) ok = json_is_integer(x) && d >= 0 && d <= 1e6, so->top_k = (int)d;
+    else if (strcmp(key, "repeat_penalty") == 0) ok = ok && d > 0 && d <= 100, so->repeat_penalty = (float)d;
+    else if (strcmp(key, "presence_penalty") == 0) ok = ok && d >= -2 && d <= 2, so->presence_penalty = (float)d;
+    else if (strcmp(key, "frequency_penalty") == 0) ok = ok && d >= -2 && d <= 2, so->frequency_penalty = (float)d;
+    else {
+      snprintf(err, errsz, "config.json: unknown sampling key \"%s\" (known: temperature, top_p, min_p, top_k, "
+                           "repeat_penalty, presence_penalty, frequency_penalty)", key);
+      return false;
+    }
+    if (!ok) {
+      snprintf(err, errsz, "config.json: sampling \"%s\" is out of its range (temperature 0..100, top_p (0,1], "
+                           "min_p 0..1, top_k a count, repeat_penalty > 0, penalties -2..2)", key);
+      return false;
+    }
+  }
+  return true;
+}
+
 bool er__config_parse(const char *text, size_t len, er__model_config *cfg, char *err,
                       size_t errsz) {
   json_error_t je;
@@ -207,6 +248,7 @@ bool er__config_parse(const char *text, size_t len, er__model_config *cfg, char 
     } else if (strcmp(key, "threads") == 0) {
       ok = get_int(v, key, 1, MAX_THREADS, &n, err, errsz);
       cfg->threads = (int)n;
+      cfg->threads_given = true;
     } else if (strcmp(key, "instances") == 0) {
       ok = get_int(v, key, 1, ER_SERVE_MAX_INSTANCES, &n, err, errsz);
       cfg->instances = (int)n;
@@ -219,6 +261,7 @@ bool er__config_parse(const char *text, size_t len, er__model_config *cfg, char 
     } else if (strcmp(key, "timeout_ms") == 0) {
       ok = get_int(v, key, 1, MAX_TIMEOUT_MS, &n, err, errsz);
       cfg->timeout_ms = n;
+      cfg->timeout_given = true;
     } else if (strcmp(key, "queue_size") == 0) {
       ok = get_int(v, key, 1, ER_SERVE_MAX_QUEUE, &n, err, errsz);
       cfg->queue_size = (int)n;
@@ -229,10 +272,38 @@ bool er__config_parse(const char *text, size_t len, er__model_config *cfg, char 
       ok = parse_policy(v, cfg, err, errsz);
     } else if (strcmp(key, "preprocess") == 0) {
       ok = parse_pre(v, cfg, err, errsz);
+    } else if (strcmp(key, "ctx") == 0) {
+      ok = get_int(v, key, 16, 1 << 20, &n, err, errsz);
+      cfg->llm.ctx = n;
+    } else if (strcmp(key, "slots") == 0) {
+      ok = get_int(v, key, 1, ER_SERVE_MAX_SLOTS, &n, err, errsz);
+      cfg->llm.slots = (int)n;
+    } else if (strcmp(key, "n_batch") == 0) {
+      ok = get_int(v, key, 1, 8192, &n, err, errsz);
+      cfg->llm.n_batch = (int)n;
+    } else if (strcmp(key, "max_prompt_tokens") == 0) {
+      ok = get_int(v, key, 1, 1 << 20, &n, err, errsz);
+      cfg->llm.max_prompt_tokens = n;
+    } else if (strcmp(key, "max_tokens") == 0) {
+      ok = get_int(v, key, 1, 1 << 20, &n, err, errsz);
+      cfg->llm.max_tokens = n;
+    } else if (strcmp(key, "kv_cache_type") == 0) {
+      const char *t = json_string_value(v);
+      ok = t && (strcmp(t, "f16") == 0 || strcmp(t, "q8_0") == 0);
+      if (!ok) snprintf(err, errsz, "config.json: \"kv_cache_type\" must be \"f16\" or \"q8_0\"");
+      else cfg->llm.kv_type = strcmp(t, "f16") == 0 ? ER_LLM_KV_F16 : ER_LLM_KV_Q8;
+    } else if (strcmp(key, "prefix_cache") == 0 || strcmp(key, "log_prompts") == 0) {
+      ok = json_is_boolean(v);
+      if (!ok) snprintf(err, errsz, "config.json: \"%s\" must be true or false", key);
+      if (key[0] == 'p') cfg->llm.prefix_cache = json_is_true(v);
+      else cfg->llm.log_prompts = json_is_true(v);
+    } else if (strcmp(key, "sampling") == 0) {
+      ok = parse_sampling(v, &cfg->llm.sampling, err, errsz);
     } else {
       snprintf(err, errsz, "config.json: unknown key \"%s\" (known: backends, allow_fallback, threads, "
                            "instances, max_batch, batch_delay_us, timeout_ms, queue_size, "
-                           "warmup_runs, version_policy, preprocess)", key);
+                           "warmup_runs, version_policy, preprocess; for LLMs ctx, slots, n_batch, kv_cache_type, "
+                           "max_prompt_tokens, max_tokens, prefix_cache, log_prompts, sampling)", key);
       ok = false;
     }
   }
@@ -315,7 +386,10 @@ int er__repo_versions(const char *repo, const char *model, int64_t *out, int max
     struct stat sb;
     if (!parse_version(e->d_name, &v)) continue;
     snprintf(path, sizeof path, "%s/%s/%s/%s", repo, model, e->d_name, MODEL_FILE);
-    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+      snprintf(path, sizeof path, "%s/%s/%s/%s", repo, model, e->d_name, LLM_FILE);
+      if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+    }
     out[n++] = v;
   }
   closedir(d);
@@ -323,13 +397,24 @@ int er__repo_versions(const char *repo, const char *model, int64_t *out, int max
   return n;
 }
 
+/* The model file of a version folder: model.onnx, else model.gguf. */
+static const char *version_file(const char *repo, const char *model, int64_t number) {
+  char path[4200];
+  struct stat sb;
+  snprintf(path, sizeof path, "%s/%s/%lld/%s", repo, model, (long long)number, MODEL_FILE);
+  if (stat(path, &sb) == 0) return MODEL_FILE;
+  snprintf(path, sizeof path, "%s/%s/%lld/%s", repo, model, (long long)number, LLM_FILE);
+  return stat(path, &sb) == 0 ? LLM_FILE : MODEL_FILE;
+}
+
 static int64_t version_stamp(const char *repo, const char *model, int64_t number) {
   char path[4200];
   struct stat sb;
   int64_t stamp = 0;
-  snprintf(path, sizeof path, "%s/%s/%lld/%s", repo, model, (long long)number, MODEL_FILE);
+  const char *file = version_file(repo, model, number);
+  snprintf(path, sizeof path, "%s/%s/%lld/%s", repo, model, (long long)number, file);
   if (stat(path, &sb) == 0) stamp = file_stamp(&sb);
-  snprintf(path, sizeof path, "%s/%s/%lld/%s%s", repo, model, (long long)number, MODEL_FILE,
+  snprintf(path, sizeof path, "%s/%s/%lld/%s%s", repo, model, (long long)number, file,
            ER_SIGN_SUFFIX);
   if (stat(path, &sb) == 0) stamp ^= (int64_t)(((uint64_t)file_stamp(&sb) * 7u) >> 1);
   return stamp;
@@ -385,7 +470,8 @@ static bool verify_others(const char *dir, const er__serve_options *opt, char *e
     char path[4200];
     struct stat sb;
     size_t n = strlen(e->d_name), sl = strlen(ER_SIGN_SUFFIX);
-    if (e->d_name[0] == '.' || strcmp(e->d_name, MODEL_FILE) == 0) continue;
+    if (e->d_name[0] == '.' || strcmp(e->d_name, MODEL_FILE) == 0 || strcmp(e->d_name, LLM_FILE) == 0)
+      continue;
     if (n > sl && strcmp(e->d_name + n - sl, ER_SIGN_SUFFIX) == 0) continue;
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
@@ -460,6 +546,8 @@ static bool warm_up(er__version *v, int runs, int max_batch, char *err, size_t e
 
 static void version_destroy(er__version *v) {
   if (!v) return;
+  er__llm_engine_free(v->engine);
+  er_llm_free(v->llm);
   er_session_free(v->session);
   er_model_free(v->model);
   free(v);
@@ -467,12 +555,13 @@ static void version_destroy(er__version *v) {
 
 er__version *er__version_load(const char *repo, const char *model, int64_t number,
                               const er__model_config *cfg, const er__serve_options *opt,
-                              char *err, size_t errsz) {
+                              er__model *owner, er__server *srv, char *err, size_t errsz) {
   char dir[4200], path[4300], sig[4400];
   int64_t t0 = er__now_us();
   er_status st;
   snprintf(dir, sizeof dir, "%s/%s/%lld", repo, model, (long long)number);
-  snprintf(path, sizeof path, "%s/%s", dir, MODEL_FILE);
+  const char *file = version_file(repo, model, number);
+  snprintf(path, sizeof path, "%s/%s", dir, file);
   er__version *v = calloc(1, sizeof *v);
   if (!v) {
     snprintf(err, errsz, "out of memory");
@@ -480,6 +569,17 @@ er__version *er__version_load(const char *repo, const char *model, int64_t numbe
   }
   atomic_init(&v->refs, 1);
   v->number = number;
+  if (strcmp(file, LLM_FILE) == 0) {
+    /* A GGUF file is memory-mapped, not read whole: its signature is
+     * checked by streaming it, then the same path is mapped. */
+    if (opt && opt->require_signed &&
+        (!er__sign_verify_file((const unsigned char(*)[32])opt->keys, opt->n_keys, path, err, errsz) ||
+         !verify_others(dir, opt, err, errsz)))
+      goto fail;
+    if (!er__llm_version_load(v, path, cfg, owner, srv, err, errsz)) goto fail;
+    v->load_seconds = (double)(er__now_us() - t0) * 1e-6;
+    return v;
+  }
   if (opt && opt->require_signed) {
     size_t size = 0;
     void *bytes = read_all(path, &size, err, errsz);
@@ -749,7 +849,7 @@ static void sync_model(er__server *srv, er__model *m) {
                                                        (json_int_t)num),
             "loading version %lld of '%s'", (long long)num, m->name);
     test_load_delay();
-    er__version *v = er__version_load(opt->repo, m->name, num, &cfg, opt, err, sizeof err);
+    er__version *v = er__version_load(opt->repo, m->name, num, &cfg, opt, m, srv, err, sizeof err);
     char clean[ER_SERVE_ERR];
     if (!v) er__sanitize(err, clean, sizeof clean);
 
@@ -892,7 +992,7 @@ int er__repo_load(er__server *srv, er__model *m, int64_t version, char *err, siz
   int status = 200;
   pthread_mutex_lock(&m->lock);
   if (version ? !is_live(m, version) : m->n_live == 0) {
-    const char *why = "no version folder with a model.onnx";
+    const char *why = "no version folder with a model.onnx or model.gguf";
     for (int i = 0; i < m->n_seen; i++)
       if ((version == 0 || m->seen[i].number == version) && m->seen[i].reason[0])
         why = m->seen[i].reason;

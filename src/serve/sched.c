@@ -323,6 +323,20 @@ bool er__sched_start(er__model *m, int instances) {
 }
 
 void er__sched_stop(er__model *m) {
+  /* LLM versions end their sequences and answer their queues first. */
+  er__version *llm[ER_SERVE_MAX_VERSIONS];
+  int n_llm = 0;
+  pthread_mutex_lock(&m->lock);
+  for (int i = 0; i < m->n_live; i++)
+    if (m->live[i]->engine) {
+      er__version_ref(m->live[i]);
+      llm[n_llm++] = m->live[i];
+    }
+  pthread_mutex_unlock(&m->lock);
+  for (int i = 0; i < n_llm; i++) {
+    er__llm_engine_end_all(llm[i]->engine);
+    er__version_unref(llm[i]);
+  }
   pthread_mutex_lock(&m->lock);
   m->stop = true;
   pthread_cond_broadcast(&m->q_cond);

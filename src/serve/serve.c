@@ -299,6 +299,7 @@ int er__serve_main(er__serve_options *opt) {
   }
 
   /* Drain: readiness turns false now; requests already accepted finish. */
+  atomic_store(&srv->drain_start_us, er__now_us());
   atomic_store(&srv->draining, true);
   er__sched_kick(srv);   /* batch waits end early: nobody else is coming */
   er__serve_log(ER__LOG_INFO, "draining", json_pack("{s:i}", "inflight", atomic_load(&srv->inflight)),

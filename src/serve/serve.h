@@ -7,6 +7,8 @@
  *   kserve.c   KServe v2 tensors: JSON and binary-data decode and encode
  *   repo.c     the model repository: config.json, versions, load, swap
  *   sched.c    per-model queues, worker threads and dynamic batching
+ *   llm.c      LLM versions: the decode loop with continuous batching
+ *   openai.c   the OpenAI-compatible endpoints (/v1/...) on llm.c
  *   metrics.c  counters, histograms, Prometheus text, status series, thermal
  *   log.c      JSON-lines logs with size-based rotation
  *   sign.c     Ed25519 signatures of model files (libsodium)
@@ -140,6 +142,23 @@ typedef struct er__serve_options {
 
 enum { ER__POLICY_LATEST, ER__POLICY_ALL, ER__POLICY_SPECIFIC };
 
+#define ER_SERVE_MAX_SLOTS 64         /* parallel sequences of one LLM */
+#define ER_SERVE_MAX_STOP 16          /* stop strings of one request */
+#define ER_SERVE_MAX_MESSAGES 256     /* messages of one chat request */
+
+/* The LLM part of config.json (used when the version is a model.gguf). */
+typedef struct er__llm_config {
+  int64_t ctx;               /* positions per sequence; 0 = min(training context, 4096) */
+  int slots;                 /* sequences decoded together (continuous batching) */
+  int kv_type;               /* er_llm_kv_type */
+  int n_batch;               /* tokens per forward pass at most */
+  int64_t max_prompt_tokens; /* 0 = the context less one */
+  int64_t max_tokens;        /* new tokens per request at most (and the default); 0 = to the context's end */
+  bool prefix_cache;         /* reuse a slot's cached prompt prefix */
+  bool log_prompts;          /* request logs carry the prompt text */
+  er_llm_sampler_options sampling; /* defaults for fields a request leaves out */
+} er__llm_config;
+
 /* REPO/<model>/config.json, with defaults for what it leaves out. */
 typedef struct er__model_config {
   char backends[4][16];      /* preferred backends, in order */
@@ -164,6 +183,8 @@ typedef struct er__model_config {
   float pre_mean[ER_SERVE_MAX_CHANNELS], pre_std[ER_SERVE_MAX_CHANNELS];
   int pre_channels;
   int pre_axis;
+  bool threads_given, timeout_given; /* for the LLM defaults (all cores, 5 minutes) */
+  er__llm_config llm;
 } er__model_config;
 
 void er__config_defaults(er__model_config *cfg);
@@ -184,16 +205,29 @@ typedef struct er__model_metrics {
   atomic_ullong batch_bucket[ER__BATCH_BUCKETS + 1];
   atomic_ullong batch_sum, batch_count;
   atomic_int inflight;       /* accepted, not yet answered */
+  /* LLMs (llm.c); time buckets in seconds as lat_le */
+  atomic_ullong prompt_tokens, gen_tokens, reused_tokens;
+  atomic_ullong ttft_bucket[ER__LAT_BUCKETS + 1], ttft_sum_us, ttft_count;
+  atomic_ullong tpot_bucket[ER__LAT_BUCKETS + 1], tpot_sum_us, tpot_count;
+  atomic_ullong finish[4];   /* stop, length, cancelled, error */
+  atomic_int active, queued; /* sequences decoding now, requests waiting for a slot */
+  atomic_llong kv_used, kv_total; /* positions held / positions of the cache */
+  atomic_ullong kv_bytes;
+  atomic_ullong gen_this_second; /* for the status series */
 } er__model_metrics;
 
 int er__code_index(int http_status);
 void er__metrics_request(er__model_metrics *m, int http_status, int64_t latency_us);
 void er__metrics_batch(er__model_metrics *m, int rows);
+/* Adds one observation (microseconds) to a histogram with lat_le's buckets. */
+void er__metrics_time(atomic_ullong *bucket, atomic_ullong *sum_us, atomic_ullong *count, int64_t us);
 
 /* ---- the repository, versions and jobs (repo.c, sched.c) --------------- */
 
 typedef struct er__server er__server;
 typedef struct er__model er__model;
+
+typedef struct er__llm_engine er__llm_engine;
 
 typedef struct er__version {
   atomic_int refs;
@@ -201,6 +235,8 @@ typedef struct er__version {
   int64_t number;
   er_model *model;
   er_session *session;
+  er_llm *llm;               /* a model.gguf version: the LLM and its engine */
+  er__llm_engine *engine;
   size_t n_in, n_out;
   er_value_info in[ER_SERVE_MAX_IO], out[ER_SERVE_MAX_IO]; /* owned by model */
   bool batchable;            /* every input and output has a dynamic dim 0 */
@@ -300,14 +336,15 @@ void er__repo_scan(er__server *srv);
  * an error message for non-200. Load runs on the loader thread. */
 int er__repo_load(er__server *srv, er__model *m, int64_t version, char *err, size_t errsz);
 void er__repo_unload(er__server *srv, er__model *m);
-/* Lists version folder numbers of REPO/<model> with a model.onnx, highest
+/* Lists version folder numbers of REPO/<model> with a model.onnx or a
+ * model.gguf, highest
  * first; used by the service and `edgerun repo`. */
 int er__repo_versions(const char *repo, const char *model, int64_t *out, int max);
 /* Loads one version completely (verify, load, session, warm-up); used by
  * the service and `edgerun repo rollback` to tell a good version. */
 er__version *er__version_load(const char *repo, const char *model, int64_t number,
                               const er__model_config *cfg, const er__serve_options *opt,
-                              char *err, size_t errsz);
+                              er__model *owner, er__server *srv, char *err, size_t errsz);
 bool er__config_read(const char *repo, const char *model, er__model_config *cfg, int64_t *stamp,
                      char *err, size_t errsz);
 
@@ -344,6 +381,7 @@ typedef struct er__thermal {
 typedef struct er__sample {
   double t;                  /* wall clock seconds */
   double rps, p50_ms, p95_ms, p99_ms;
+  double tok_s, ttft_ms;     /* LLMs: tokens generated in the second, mean TTFT of the second */
   int queue;
   double rss_mb, temp_c;
 } er__sample;
@@ -376,6 +414,7 @@ struct er__server {
   int series_len, series_pos;
   double cpu_seconds;
   uint64_t rss_bytes;
+  atomic_llong drain_start_us; /* when the drain began (0 = not draining) */
   /* latency samples of the current second (all models), for percentiles */
   pthread_mutex_t lat_lock;
   uint32_t lat_us[4096];
@@ -425,6 +464,93 @@ void er__kserve_model_meta(const er__model *m, const er__version *v, er__sb *out
 /* The status page (generated from status.html at build time). */
 extern const unsigned char er__status_html[];
 extern const size_t er__status_html_len;
+
+/* ---- LLMs (llm.c) ------------------------------------------------------- */
+
+enum { ER__FIN_STOP, ER__FIN_LENGTH, ER__FIN_CANCELLED, ER__FIN_ERROR };
+
+/* One generation request, shared by its HTTP connection and the engine
+ * (reference counted: each side drops its reference when done with it). */
+typedef struct er__llm_req {
+  atomic_int refs;
+  struct er__llm_req *next;  /* engine queue link */
+  /* Set before submit, read-only afterwards. */
+  int32_t *prompt;           /* owned */
+  size_t n_prompt;
+  int64_t max_tokens;
+  er_llm_sampler_options sampling;
+  char *stop[ER_SERVE_MAX_STOP]; /* owned */
+  size_t n_stop;
+  bool stream;
+  int64_t t_submit, deadline; /* microseconds, monotonic */
+  /* Filled by the engine, under `lock`. */
+  pthread_mutex_t lock;
+  er__sb text;               /* generated text the connection has not taken yet */
+  bool started, done;
+  int finish;                /* ER__FIN_* once done */
+  int status;                /* HTTP status of an error (finish ER__FIN_ERROR) */
+  char err[ER_SERVE_ERR];
+  int64_t completion_tokens, reused_tokens;
+  int64_t t_first, t_done;
+  bool waiting;              /* the connection is suspended until there is more */
+  bool gone;                 /* the connection ended; nobody reads any more */
+  void (*wake)(void *arg);   /* resumes the connection; called under `lock` */
+  void *wake_arg;
+} er__llm_req;
+
+er__llm_req *er__llm_req_new(void);
+void er__llm_req_unref(er__llm_req *r);
+
+/* Loads REPO/<model>/<n>/model.gguf into v (v->llm, v->engine): the KV
+ * cache of every slot is allocated here, and one token is decoded to warm
+ * up. False with a message. */
+bool er__llm_version_load(er__version *v, const char *path, const er__model_config *cfg,
+                          er__model *owner, er__server *srv, char *err, size_t errsz);
+/* Stops the engine (every request still held is answered) and frees it. */
+void er__llm_engine_free(er__llm_engine *e);
+/* Ends every sequence now (finish "length") and fails queued requests:
+ * the drain's end and shutdown. */
+void er__llm_engine_end_all(er__llm_engine *e);
+/* Queues a request (one reference passes to the engine) or refuses it:
+ * returns 0 when queued (on_accept ran first under the queue lock), else
+ * the HTTP status (429, 503) with a message. */
+int er__llm_submit(er__llm_engine *e, er__llm_req *r, void (*on_accept)(void *arg), void *arg,
+                   char *err, size_t errsz);
+/* What a version's engine runs with. */
+void er__llm_engine_info(const er__llm_engine *e, int64_t *n_ctx, int *slots, uint64_t *kv_bytes);
+/* The version's default limits and sampling. */
+const er__llm_config *er__llm_engine_config(const er__llm_engine *e);
+/* Prometheus lines for LLM models. */
+void er__llm_metrics_write(er__server *srv, er__sb *o);
+
+/* ---- the OpenAI-compatible API (openai.c) -------------------------------- */
+
+enum { ER__OAI_CHAT, ER__OAI_COMPLETION };
+typedef struct er__oai er__oai;
+
+/* Parses and checks a /v1/chat/completions or /v1/completions body,
+ * resolves its model, renders and tokenizes the prompt. Returns 0 with
+ * *out, else an HTTP status with an OpenAI error body in err_body. */
+int er__oai_prepare(er__server *srv, int kind, const char *body, size_t len, er__oai **out,
+                    er__sb *err_body);
+er__model *er__oai_model(const er__oai *o);
+bool er__oai_streams(const er__oai *o);
+/* Submits the request to the engine; same contract as er__llm_submit.
+ * wake/suspend act on the connection (suspend is called from
+ * er__oai_stream_read only). */
+int er__oai_submit(er__oai *o, void (*on_accept)(void *arg), void *accept_arg,
+                   void (*wake)(void *arg), void (*suspend)(void *arg), void *conn_arg,
+                   er__sb *err_body);
+/* A finished non-streamed request: its HTTP status and body. */
+int er__oai_response(er__oai *o, er__sb *out);
+/* The next bytes of a stream: > 0 bytes written, 0 = nothing yet (the
+ * connection was suspended), -1 = the stream is complete. */
+long er__oai_stream_read(er__oai *o, char *buf, size_t max);
+/* The connection is done with the request (answered or gone). */
+void er__oai_free(er__oai *o);
+void er__oai_models(er__server *srv, er__sb *out);
+/* /tokenize (detok false) and /detokenize: status and body. */
+int er__oai_tokenize(er__server *srv, bool detok, const char *body, size_t len, er__sb *out);
 
 /* serve.c: the entry point for `edgerun serve`. */
 int er__serve_main(er__serve_options *opt);
