@@ -552,7 +552,8 @@ static void chunk(er__oai *o, const char *text, size_t n, int finish, bool role)
 }
 
 long er__oai_stream_read(er__oai *o, char *buf, size_t max) {
-  if (o->out_pos >= o->out.len) {
+  /* Each pass produces the next event (a phase may produce none). */
+  while (o->out_pos >= o->out.len) {
     o->out.len = o->out_pos = 0;
     if (o->phase == PH_END) return -1;
     er__llm_req *r = o->req;
