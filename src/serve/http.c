@@ -47,6 +47,9 @@ typedef struct conn_track {
   atomic_int phase;
   atomic_llong since;        /* microseconds, monotonic: start of the phase */
   bool killed;
+  er__llm_req *llm;          /* a non-streamed generation waiting suspended (one
+                                reference; under conn_lock): the watchdog tells the
+                                engine when its client hangs up */
 } conn_track;
 
 static atomic_ullong conn_timeouts;
@@ -84,7 +87,9 @@ static void notify_connection(void *cls, struct MHD_Connection *c, void **socket
     if (t->prev) t->prev->next = t->next;
     else srv->conns = t->next;
     if (t->next) t->next->prev = t->prev;
+    er__llm_req *r = t->llm;
     pthread_mutex_unlock(&srv->conn_lock);
+    er__llm_req_unref(r);
     free(t);
     *socket_context = NULL;
   }
@@ -110,6 +115,15 @@ static void *watchdog_main(void *p) {
         t->killed = true;
         atomic_fetch_add(&conn_timeouts, 1);
       }
+      char c;
+      if (t->llm && t->fd >= 0 && recv(t->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+        /* End of stream while the reply is being generated: the client left. */
+        pthread_mutex_lock(&t->llm->lock);
+        t->llm->peer_closed = true;
+        pthread_mutex_unlock(&t->llm->lock);
+        er__llm_req_unref(t->llm);
+        t->llm = NULL;
+      }
     }
     pthread_mutex_unlock(&srv->conn_lock);
   }
@@ -117,6 +131,19 @@ static void *watchdog_main(void *p) {
 }
 
 unsigned long long er__http_conn_timeouts(void) { return atomic_load(&conn_timeouts); }
+
+/* Sets (r) or clears (NULL) the generation a connection waits for. */
+static void track_llm(er__server *srv, struct MHD_Connection *c, er__llm_req *r) {
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  conn_track *t = ci ? ci->socket_context : NULL;
+  if (!t) return;
+  if (r) atomic_fetch_add(&r->refs, 1);
+  pthread_mutex_lock(&srv->conn_lock);
+  er__llm_req *old = t->llm;
+  t->llm = r;
+  pthread_mutex_unlock(&srv->conn_lock);
+  er__llm_req_unref(old);
+}
 
 /* ========================================================================
  * Requests
@@ -145,6 +172,8 @@ typedef struct req_ctx {
   atomic_int state;
   er__job *job;
   er__oai *oai;              /* an OpenAI-style generation request */
+  bool oai_errors;           /* an OpenAI path: errors in OpenAI's shape */
+  char model_id[ER_SERVE_MAX_NAME + 1]; /* GET /v1/models/<id> */
   er__infer_req ireq;
   er__load_task task;
   bool inflight;
@@ -204,9 +233,21 @@ static enum MHD_Result send_error(req_ctx *rc, int status, const char *msg) {
   char clean[ER_SERVE_ERR * 2];
   er__sb sb = {0};
   er__sanitize(msg, clean, sizeof clean);
-  er__sb_puts(&sb, "{\"error\":");
-  er__sb_json_str(&sb, clean);
-  er__sb_puts(&sb, "}");
+  if (rc->oai_errors) {   /* {"error": {"message", "type", "param", "code"}} */
+    er__sb_puts(&sb, "{\"error\":{\"message\":");
+    er__sb_json_str(&sb, clean);
+    er__sb_printf(&sb, ",\"type\":\"%s\",\"param\":null,\"code\":null}}",
+                  status == 401   ? "authentication_error"
+                  : status == 403 ? "permission_error"
+                  : status == 404 ? "not_found_error"
+                  : status == 429 ? "rate_limit_error"
+                  : status >= 500 ? "server_error"
+                                  : "invalid_request_error");
+  } else {
+    er__sb_puts(&sb, "{\"error\":");
+    er__sb_json_str(&sb, clean);
+    er__sb_puts(&sb, "}");
+  }
   const char *retry = NULL;
   if (status == 429) retry = RETRY_AFTER_BUSY;
   if (status == 503) retry = RETRY_AFTER_LOADING;
@@ -384,7 +425,14 @@ static int route(req_ctx *rc, const char *url, char *err, size_t errsz) {
   if (n == 0) rc->route = R_PAGE, want_post = 0;
   else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "models") == 0)
     rc->route = R_OAI_MODELS, want_post = 0;
-  else if (n == 3 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "chat") == 0 && strcmp(seg[2], "completions") == 0)
+  else if (n == 3 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "models") == 0) {
+    rc->route = R_OAI_MODELS, want_post = 0;
+    if (!er__valid_name(seg[2])) {
+      snprintf(err, errsz, "The model '%.64s' does not exist in the repository", seg[2]);
+      return 404;
+    }
+    snprintf(rc->model_id, sizeof rc->model_id, "%s", seg[2]);
+  } else if (n == 3 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "chat") == 0 && strcmp(seg[2], "completions") == 0)
     rc->route = R_OAI_CHAT, want_post = 1;
   else if (n == 2 && strcmp(seg[0], "v1") == 0 && strcmp(seg[1], "completions") == 0)
     rc->route = R_OAI_COMPLETION, want_post = 1;
@@ -511,7 +559,11 @@ static enum MHD_Result answer_get(req_ctx *rc) {
     case R_LIVE:
       return send_buf(rc, 200, NULL, NULL, 0, NULL, -1);
     case R_OAI_MODELS:
-      er__oai_models(srv, &sb);
+      if (!er__oai_models(srv, rc->model_id[0] ? rc->model_id : NULL, &sb)) {
+        er__sb_free(&sb);
+        snprintf(why, sizeof why, "The model '%s' does not exist or has no ready version", rc->model_id);
+        return send_error(rc, 404, why);
+      }
       return send_sb(rc, 200, "application/json", &sb);
     case R_READY:
       if (er__server_ready(srv, why, sizeof why)) return send_buf(rc, 200, NULL, NULL, 0, NULL, -1);
@@ -771,7 +823,10 @@ static enum MHD_Result oai_start(req_ctx *rc, int kind) {
   st = er__oai_submit(rc->oai, oai_accept, rc, oai_wake, oai_suspend, rc, &err);
   if (st) return send_oai(rc, st, &err);
   er__sb_free(&err);
-  if (!er__oai_streams(rc->oai)) return MHD_YES;   /* suspended until done */
+  if (!er__oai_streams(rc->oai)) {   /* suspended until done; the watchdog sees a hang-up */
+    track_llm(srv, rc->conn, er__oai_req(rc->oai));
+    return MHD_YES;
+  }
   struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, oai_reader, rc, NULL);
   if (!r) return MHD_NO;
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
@@ -787,8 +842,13 @@ static enum MHD_Result oai_start(req_ctx *rc, int kind) {
 
 static enum MHD_Result oai_finish(req_ctx *rc) {
   er__sb sb = {0};
+  track_llm(rc->srv, rc->conn, NULL);
   int st = er__oai_response(rc->oai, &sb);
   end_inflight(rc);
+  if (st == 499) {   /* the client hung up: close without an answer */
+    er__sb_free(&sb);
+    return MHD_NO;
+  }
   if (st != 200) return send_oai(rc, st, &sb);
   return send_sb(rc, 200, "application/json", &sb);
 }
@@ -819,6 +879,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     *con_cls = rc;
     track_phase(conn, PH_BODY);
     rc->is_post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+    rc->oai_errors = strncmp(url, "/v1/", 4) == 0 || strcmp(url, "/tokenize") == 0 ||
+                     strcmp(url, "/detokenize") == 0;
     bool known = rc->is_post || strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
                  strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
     if (!host_ok(srv, conn))
@@ -979,6 +1041,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
     }
     if (rc->route == R_INFER) end_arriving(rc);
     if (rc->route == R_INFER || rc->oai) end_inflight(rc);
+    if (rc->oai) track_llm(srv, conn, NULL);
     er__oai_free(rc->oai);
     /* The response is out (or the client is gone): a drain may end. */
     if (rc->answering) {

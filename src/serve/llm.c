@@ -64,6 +64,7 @@ struct er__llm_engine {
   pthread_cond_t cond;
   er__llm_req *q_head, *q_tail;
   int q_len;
+  int n_active;              /* slots holding a request */
   bool stop, end_all;
   int end_all_done;          /* generations of end_all answered */
   pthread_cond_t ended;
@@ -197,6 +198,9 @@ static void release(er__llm_engine *e, slot *sl, int finish) {
   sl->decoding = false;
   sl->last_use = er__now_us();
   atomic_fetch_sub(&e->m->active, 1);
+  pthread_mutex_lock(&e->lock);
+  e->n_active--;
+  pthread_mutex_unlock(&e->lock);
   er__llm_req_unref(r);
 }
 
@@ -254,6 +258,7 @@ static bool admit(er__llm_engine *e, er__llm_req *r) {
   }
   sl->req = r;
   sl->t_prev = 0;
+  e->n_active++;   /* admit runs under e->lock */
   atomic_fetch_add(&e->m->active, 1);
   atomic_fetch_add(&e->m->prompt_tokens, r->n_prompt);
   atomic_fetch_add(&e->m->reused_tokens, best_common);
@@ -336,10 +341,17 @@ static void step(er__llm_engine *e) {
   for (int s = 0; s < e->n_slots; s++) {
     slot *sl = &e->slots[s];
     if (!sl->req) continue;
-    pthread_mutex_lock(&sl->req->lock);
-    bool gone = sl->req->gone;
-    pthread_mutex_unlock(&sl->req->lock);
-    if (gone) release(e, sl, ER__FIN_CANCELLED);
+    er__llm_req *r = sl->req;
+    pthread_mutex_lock(&r->lock);
+    bool gone = r->gone, closed = r->peer_closed;
+    if (closed && !gone) {   /* the connection waits suspended: end it so it can finish */
+      r->done = true;
+      r->finish = ER__FIN_CANCELLED;
+      r->t_done = now;
+      wake(r);
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (gone || closed) release(e, sl, ER__FIN_CANCELLED);
     else if (now > sl->req->deadline) {
       char msg[ER_SERVE_ERR];
       snprintf(msg, sizeof msg, "the request's deadline of %lld ms passed (config.json timeout_ms)",
@@ -471,15 +483,14 @@ static void *engine_main(void *p) {
 int er__llm_submit(er__llm_engine *e, er__llm_req *r, void (*on_accept)(void *arg), void *arg,
                    char *err, size_t errsz) {
   pthread_mutex_lock(&e->lock);
-  int active = 0;
-  for (int s = 0; s < e->n_slots; s++) active += e->slots[s].req != NULL;
+  int active = e->n_active;
   if (e->stop || (e->srv && atomic_load(&e->srv->draining))) {
     pthread_mutex_unlock(&e->lock);
     snprintf(err, errsz, "the server is shutting down; send the request elsewhere");
     return 503;
   }
   /* A request beyond the free slots waits in the bounded queue. */
-  if (e->q_len >= e->queue_cap && active + e->q_len >= e->n_slots) {
+  if (active + e->q_len >= e->n_slots + e->queue_cap) {
     pthread_mutex_unlock(&e->lock);
     snprintf(err, errsz, "model '%s' is busy: %d sequences decoding and %d requests queued "
                          "(config.json slots %d, queue_size %d); retry shortly",

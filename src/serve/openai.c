@@ -373,6 +373,8 @@ static int parse_fields(er__oai *o, json_t *root, er__sb *err) {
                            ? " (no tool calls)" : "");
     }
   }
+  if (o->include_usage && !o->stream)
+    return oai_error(err, 400, "stream_options", NULL, "\"stream_options\" is only allowed with \"stream\": true");
   if (!seeded) {   /* OpenAI's rule: no seed, a different draw each time */
     static atomic_ullong counter;
     r->sampling.seed = (uint64_t)er__now_us() ^ (atomic_fetch_add(&counter, 1) * 0x9E3779B97F4A7C15ull);
@@ -444,6 +446,7 @@ int er__oai_prepare(er__server *srv, int kind, const char *body, size_t len, er_
 
 er__model *er__oai_model(const er__oai *o) { return o->model; }
 bool er__oai_streams(const er__oai *o) { return o->stream; }
+er__llm_req *er__oai_req(const er__oai *o) { return o->req; }
 
 int er__oai_submit(er__oai *o, void (*on_accept)(void *arg), void *accept_arg, void (*wake)(void *arg),
                    void (*suspend)(void *arg), void *conn_arg, er__sb *err) {
@@ -509,6 +512,10 @@ int er__oai_response(er__oai *o, er__sb *out) {
   char errmsg[ER_SERVE_ERR];
   snprintf(errmsg, sizeof errmsg, "%s", r->err);
   pthread_mutex_unlock(&r->lock);
+  if (finish == ER__FIN_CANCELLED) {   /* the client hung up: nobody reads this */
+    record(o, 499, finish, true);
+    return oai_error(out, 499, NULL, NULL, "the client closed the connection");
+  }
   if (finish == ER__FIN_ERROR) {
     record(o, status, finish, false);
     return oai_error(out, status, NULL, NULL, "%s", errmsg);
@@ -625,13 +632,14 @@ void er__oai_free(er__oai *o) {
 
 /* ---- /v1/models, /tokenize, /detokenize ------------------------------------ */
 
-void er__oai_models(er__server *srv, er__sb *out) {
+bool er__oai_models(er__server *srv, const char *id, er__sb *out) {
   int nm = atomic_load(&srv->n_models);
   bool first = true;
-  er__sb_puts(out, "{\"object\":\"list\",\"data\":[");
+  if (!id) er__sb_puts(out, "{\"object\":\"list\",\"data\":[");
   for (int i = 0; i < nm; i++) {
     er__model *m = srv->models[i];
     er__version *v = NULL;
+    if (id && strcmp(id, m->name) != 0) continue;
     pthread_mutex_lock(&m->lock);
     if (m->n_live && m->live[0]->engine) er__version_ref(v = m->live[0]);
     pthread_mutex_unlock(&m->lock);
@@ -648,7 +656,8 @@ void er__oai_models(er__server *srv, er__sb *out) {
     first = false;
     er__version_unref(v);
   }
-  er__sb_puts(out, "]}");
+  if (!id) er__sb_puts(out, "]}");
+  return !id || !first;
 }
 
 int er__oai_tokenize(er__server *srv, bool detok, const char *body, size_t len, er__sb *out) {

