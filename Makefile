@@ -1,5 +1,5 @@
 # Convenience wrapper around CMake. `make build` leaves the CLI at build/edgerun.
-.PHONY: build check test asan fuzz setup clean demo serve-demo llm-oracles llama-cpp llm-refs bench-llm
+.PHONY: build check test asan fuzz setup clean demo serve-demo llm-oracles llama-cpp llm-refs bench-llm bench-llm-serve
 
 JOBS ?= $(shell nproc)
 
@@ -65,3 +65,9 @@ llm-refs: llama-cpp build
 
 bench-llm: llama-cpp build
 	.venv/bin/python bench/llm_compare.py
+
+# edgerun serve against llama-server (continuous batching, TTFT) and a
+# two-minute load test at twice the slots with a SIGTERM at the end; on a
+# shared machine each round waits (up to 10 min) for the others to go quiet.
+bench-llm-serve: llama-cpp build
+	.venv/bin/python bench/llm_serve_bench.py --rounds 3 --load 120 --quiet-wait 600
