@@ -104,8 +104,8 @@ static void count_finish(er__llm_engine *e, int finish) {
   atomic_fetch_add(&e->m->finish[finish], 1);
 }
 
-/* Ends a request that never got a slot, or failed. */
-static void fail_req(er__llm_engine *e, er__llm_req *r, int status, const char *msg) {
+/* Marks a request failed with an HTTP status and message; wakes its connection. */
+static void set_error(er__llm_req *r, int status, const char *msg) {
   pthread_mutex_lock(&r->lock);
   r->done = true;
   r->finish = ER__FIN_ERROR;
@@ -114,6 +114,11 @@ static void fail_req(er__llm_engine *e, er__llm_req *r, int status, const char *
   snprintf(r->err, sizeof r->err, "%s", msg);
   wake(r);
   pthread_mutex_unlock(&r->lock);
+}
+
+/* Ends a request that never got a slot. */
+static void fail_req(er__llm_engine *e, er__llm_req *r, int status, const char *msg) {
+  set_error(r, status, msg);
   count_finish(e, ER__FIN_ERROR);
   er__llm_req_unref(r);
 }
@@ -210,15 +215,7 @@ static void finish_slot(er__llm_engine *e, slot *sl, int finish) {
 }
 
 static void error_slot(er__llm_engine *e, slot *sl, int status, const char *msg) {
-  er__llm_req *r = sl->req;
-  pthread_mutex_lock(&r->lock);
-  r->done = true;
-  r->finish = ER__FIN_ERROR;
-  r->status = status;
-  r->t_done = er__now_us();
-  snprintf(r->err, sizeof r->err, "%s", msg);
-  wake(r);
-  pthread_mutex_unlock(&r->lock);
+  set_error(sl->req, status, msg);
   release(e, sl, ER__FIN_ERROR);
 }
 
