@@ -524,6 +524,39 @@ ER_API er_status er_llm_decode(er_llm_context *ctx, const er_llm_batch *batch);
  * flagged entry of the last decode, or NULL. */
 ER_API const float *er_llm_logits(const er_llm_context *ctx, size_t i);
 
+/* ---- evaluating on text ------------------------------------------------- */
+
+typedef struct er_llm_eval_options {
+  int64_t n_ctx;               /* chunk length; 0 = 512 */
+  int64_t max_chunks;          /* 0 = every whole chunk of the text */
+  int threads;                 /* 0 = 1 */
+  int n_batch;                 /* tokens per forward pass; 0 = min(n_ctx, 512), 128 with a baseline */
+  er_llm_kv_type kv_type;      /* the contexts' KV cache (default f16) */
+  /* Called after each chunk with the perplexity so far (NULL = silent). */
+  void (*progress)(void *user, int64_t chunk, int64_t n_chunks, double ppl_so_far);
+  void *progress_user;
+} er_llm_eval_options;
+
+typedef struct er_llm_eval_result {
+  double ppl, ppl_error;       /* the model's perplexity and its standard error */
+  double base_ppl, base_ppl_error; /* the baseline's (0 without one) */
+  double top1_agreement;       /* scored positions where both argmaxes agree (0..1) */
+  double mean_kld;             /* mean KL(baseline || model) in nats per position */
+  int64_t chunks, n_ctx, tokens_scored;
+} er_llm_eval_result;
+
+ER_API void er_llm_eval_options_init(er_llm_eval_options *opts);
+/* Perplexity of `model` over `tokens` (a text tokenized with its special
+ * tokens, er_llm_tokenize add_special), chunked as llama.cpp's
+ * llama-perplexity does: floor(n / n_ctx) chunks (at most max_chunks), each
+ * from an empty cache with its first token BOS when the text starts with
+ * one, the second half of each scored. With a baseline (NULL = none; same
+ * vocabulary) both run over the same positions and the result also holds
+ * the baseline's perplexity, the next-token argmax agreement and the mean
+ * KL divergence. LIMIT when the text is shorter than 2 * n_ctx tokens. */
+ER_API er_status er_llm_evaluate(const er_llm *model, const er_llm *baseline, const int32_t *tokens, size_t n_tokens,
+                                 const er_llm_eval_options *opts, er_llm_eval_result *result_out);
+
 /* ---- sampling ------------------------------------------------------------ */
 
 /* The sampler chain, applied in this order: repetition / presence /
@@ -604,12 +637,34 @@ typedef struct er_llm_quantize_options {
   int threads;                 /* default 1 */
   const char *const *keep;     /* tensors copied in their source type (borrowed) */
   size_t n_keep;
-  bool progress;               /* a line per tensor on stderr */
+  bool progress;               /* progress on stderr */
+  /* Activation-aware rounding: an importance matrix (the mean square of
+   * each weight column's input) weighs each block's rounding error. It is
+   * measured by running the input model over calib_text, or read from
+   * imatrix (llama.cpp's GGUF imatrix format); NULL both = plain rounding. */
+  const char *calib_text;      /* a UTF-8 text file */
+  int64_t calib_ctx;           /* tokens per calibration chunk; 0 = 512 */
+  int64_t calib_chunks;        /* at most this many chunks; 0 = the whole text */
+  const char *imatrix;         /* read this importance matrix instead */
+  const char *imatrix_out;     /* write the measured one here (llama-quantize reads it) */
+  /* Mixed precision by budget: with max_ppl_rise > 0 the fewest tensors
+   * (token embedding and output first, then by measured error) are kept at
+   * keep_type so that the perplexity on eval_text rises at most
+   * max_ppl_rise (relative: 0.02 = 2 %) over the input model's. */
+  double max_ppl_rise;
+  const char *eval_text;       /* default: calib_text (the report says so) */
+  int64_t eval_ctx;            /* 0 = 512 */
+  int64_t eval_chunks;         /* 0 = every chunk of the text */
+  const char *keep_type;       /* "Q8_0" (default) or "F16" */
+  const char *report;          /* write REPORT.json and REPORT.html (NULL = none) */
 } er_llm_quantize_options;
 
 typedef struct er_llm_quantize_result {
   size_t tensors_quantized, tensors_copied;
   uint64_t bytes_in, bytes_out;
+  size_t tensors_kept_wide;    /* by the perplexity budget */
+  double ppl_in, ppl_out;      /* on eval_text, when a budget was given (else 0) */
+  int64_t calib_chunks, calib_tokens; /* of the importance matrix (0 without) */
 } er_llm_quantize_result;
 
 ER_API void er_llm_quantize_options_init(er_llm_quantize_options *opts);

@@ -2,7 +2,7 @@
 # Builds llama.cpp (the LLM engine's speed and output oracle) from the
 # source that the llama-cpp-python package on the Python package index
 # carries (vendor/llama.cpp, MIT), into .cache/llama.cpp-build/bin:
-# llama-bench, llama-cli, llama-simple, llama-perplexity, llama-quantize,
+# llama-bench, llama-cli, llama-simple, llama-perplexity, llama-quantize, llama-imatrix,
 # llama-tokenize, llama-server. About 15 minutes on 2 cores, so it is not
 # part of `make test`; bench/llm_compare.py and `make llama-cpp` builds it.
 # Safe to run again: it only builds what is missing.
@@ -24,7 +24,7 @@ if [ ! -f "$SRC/.complete-$LCPP_VERSION" ]; then
   rm -rf .cache/sdist/llama_cpp_python-$LCPP_VERSION
   touch "$SRC/.complete-$LCPP_VERSION"
 fi
-TOOLS="llama-bench llama-cli llama-simple llama-perplexity llama-quantize llama-tokenize llama-server"
+TOOLS="llama-bench llama-cli llama-simple llama-perplexity llama-quantize llama-imatrix llama-tokenize llama-server"
 missing=0
 for t in $TOOLS; do [ -x "$BUILD/bin/$t" ] || missing=1; done
 if [ "$missing" = 1 ]; then

@@ -36,6 +36,9 @@ void er_cmd_perplexity_help(FILE *out);
 /* bench MODEL.gguf --llm (cmd-bench-llm.c): called by cmd-bench.c. */
 int er_cmd_bench_llm(int argc, char **argv);
 void er_cmd_bench_llm_help(FILE *out);
+/* eval MODEL.gguf --text (cmd-eval-llm.c): called by cmd-eval.c. */
+int er_cmd_eval_llm(int argc, char **argv);
+void er_cmd_eval_llm_help(FILE *out);
 /* inspect MODEL.gguf (cmd-inspect-llm.c): called by cmd-inspect.c. */
 int er_cmd_inspect_llm(const char *path, bool json);
 

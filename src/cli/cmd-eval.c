@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "cli/cli-llm.h"
 #include "quant/quantize.h"
 
 void er_cmd_eval_help(FILE *out) {
@@ -17,10 +17,13 @@ void er_cmd_eval_help(FILE *out) {
           "--max-drop X (with --baseline) makes it a gate: exit status 3 when the top-1\n"
           "accuracy drop from the baseline (with labels) or the disagreement with it\n"
           "(without) is more than X percentage points.\n\n"
-          "  --samples N, --batch N, --preprocess SPEC, --threads N   as for quantize\n");
+          "  --samples N, --batch N, --preprocess SPEC, --threads N   as for quantize\n\n");
+  er_cmd_eval_llm_help(out);
 }
 
 int er_cmd_eval(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (argv[i][0] != '-' && er_cli_is_gguf(argv[i])) return er_cmd_eval_llm(argc, argv);
   const char *mpath = NULL, *data_path = NULL, *labels_path = NULL, *base = NULL, *prep = NULL;
   bool json = false, gate = false;
   double max_drop = 0;

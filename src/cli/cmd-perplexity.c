@@ -34,15 +34,12 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* -log p(tok) under softmax(logits), as llama.cpp computes it: the sum of
- * exponentials in double, each term in float. */
-static double nll_of(const float *logits, int64_t n_vocab, int32_t tok) {
-  float mx = logits[0];
-  for (int64_t i = 1; i < n_vocab; i++)
-    if (logits[i] > mx) mx = logits[i];
-  double sum = 0.0;
-  for (int64_t i = 0; i < n_vocab; i++) sum += expf(logits[i] - mx);
-  return -((double)(logits[tok] - mx) - log(sum));
+/* llama-perplexity's running figures: "[1]18.1234,[2]...". */
+static void show_chunk(void *user, int64_t chunk, int64_t n_chunks, double ppl) {
+  (void)user;
+  (void)n_chunks;
+  fprintf(stderr, "[%lld]%.4f,", (long long)chunk, ppl);
+  fflush(stderr);
 }
 
 int er_cmd_perplexity(int argc, char **argv) {
@@ -78,8 +75,7 @@ int er_cmd_perplexity(int argc, char **argv) {
   if (n_ctx < 4) return er_cli_fail(cmd, "--ctx %lld is too small (at least 4)", (long long)n_ctx);
   if (lo.ctx.n_batch == 0 || lo.ctx.n_batch > n_ctx) lo.ctx.n_batch = (int)(n_ctx < 512 ? n_ctx : 512);
   er_llm *llm = NULL;
-  er_llm_context *ctx = NULL;
-  int rc = er_cli_llm_open(cmd, model, &lo, &llm, &ctx);
+  int rc = er_cli_llm_open(cmd, model, &lo, &llm, NULL);
   if (rc) return rc;
   char *text = NULL;
   size_t len = 0;
@@ -87,80 +83,42 @@ int er_cmd_perplexity(int argc, char **argv) {
   size_t n_tok = 0;
   if ((rc = er_cli_read_text(cmd, path, &text, &len))) goto done;
   if ((rc = er_cli_tokenize(cmd, llm, text, len, true, false, &toks, &n_tok))) goto done;
-  er_llm_info info;
-  er_llm_info_get(llm, &info);
   if ((int64_t)n_tok < 2 * n_ctx) {
     rc = er_cli_fail(cmd, "the text has %zu tokens; perplexity at --ctx %lld needs at least %lld", n_tok,
                      (long long)n_ctx, (long long)(2 * n_ctx));
     goto done;
   }
-  int64_t n_chunks = (int64_t)n_tok / n_ctx;
-  if (max_chunks > 0 && max_chunks < n_chunks) n_chunks = max_chunks;
-  const int64_t first = n_ctx / 2, B = lo.ctx.n_batch;
-  /* Whether the model adds BOS: then every chunk starts with it. */
-  const bool add_bos = info.bos >= 0 && toks[0] == info.bos;
-  int32_t *seqs = calloc((size_t)B, sizeof *seqs);
-  bool *want = calloc((size_t)B, sizeof *want);
-  int32_t *batch = malloc((size_t)B * sizeof *batch);
-  if (!seqs || !want || !batch) {
-    free(seqs);
-    free(want);
-    free(batch);
-    rc = er_cli_fail(cmd, "out of memory");
+  er_llm_eval_options eo;
+  er_llm_eval_options_init(&eo);
+  eo.n_ctx = n_ctx;
+  eo.max_chunks = max_chunks;
+  eo.threads = lo.ctx.threads;
+  eo.n_batch = lo.ctx.n_batch;
+  eo.kv_type = lo.ctx.kv_type;
+  if (!json) {
+    int64_t n_chunks = (int64_t)n_tok / n_ctx;
+    if (max_chunks > 0 && max_chunks < n_chunks) n_chunks = max_chunks;
+    fprintf(stderr, "perplexity: %zu tokens, %lld chunks of %lld\n", n_tok, (long long)n_chunks, (long long)n_ctx);
+    eo.progress = show_chunk;
+  }
+  double t0 = now_s();
+  er_llm_eval_result r;
+  er_status st = er_llm_evaluate(llm, NULL, toks, n_tok, &eo, &r);
+  if (st != ER_STATUS_OK) {
+    rc = er_cli_fail_status(cmd, st, "running the model");
     goto done;
   }
-  double nll = 0, nll2 = 0, t0 = now_s();
-  int64_t count = 0;
-  if (!json) fprintf(stderr, "perplexity: %zu tokens, %lld chunks of %lld\n", n_tok, (long long)n_chunks, (long long)n_ctx);
-  for (int64_t c = 0; c < n_chunks && !rc; c++) {
-    const int32_t *chunk = toks + c * n_ctx;
-    er_llm_seq_truncate(ctx, 0, 0);
-    for (int64_t b0 = 0; b0 < n_ctx && !rc; b0 += B) {
-      int64_t bn = n_ctx - b0 < B ? n_ctx - b0 : B;
-      for (int64_t j = 0; j < bn; j++) {
-        int64_t p = b0 + j;
-        batch[j] = p == 0 && add_bos ? info.bos : chunk[p];
-        want[j] = p >= first && p < n_ctx - 1;
-      }
-      er_llm_batch bt = {(size_t)bn, batch, seqs, want};
-      er_status st = er_llm_decode(ctx, &bt);
-      if (st != ER_STATUS_OK) {
-        rc = er_cli_fail_status(cmd, st, "running the model");
-        break;
-      }
-      size_t row = 0;
-      for (int64_t j = 0; j < bn; j++) {
-        if (!want[j]) continue;
-        double v = nll_of(er_llm_logits(ctx, row++), info.n_vocab, chunk[b0 + j + 1]);
-        nll += v;
-        nll2 += v * v;
-        count++;
-      }
-    }
-    if (!rc && !json) {
-      fprintf(stderr, "[%lld]%.4f,", (long long)(c + 1), exp(nll / (double)count));
-      fflush(stderr);
-    }
-  }
-  free(seqs);
-  free(want);
-  free(batch);
-  if (!rc) {
-    double mean = nll / (double)count, var = nll2 / (double)count - mean * mean;
-    double err = count > 1 && var > 0 ? sqrt(var / (double)(count - 1)) * exp(mean) : 0.0;
-    double secs = now_s() - t0;
-    if (json)
-      printf("{\"ppl\": %.6f, \"ppl_error\": %.6f, \"chunks\": %lld, \"ctx\": %lld, \"tokens_scored\": %lld, "
-             "\"seconds\": %.2f}\n",
-             exp(mean), err, (long long)n_chunks, (long long)n_ctx, (long long)count, secs);
-    else
-      printf("\nFinal estimate: PPL = %.4f +/- %.5f (%lld chunks of %lld, %.1f s)\n", exp(mean), err,
-             (long long)n_chunks, (long long)n_ctx, secs);
-  }
+  double secs = now_s() - t0;
+  if (json)
+    printf("{\"ppl\": %.6f, \"ppl_error\": %.6f, \"chunks\": %lld, \"ctx\": %lld, \"tokens_scored\": %lld, "
+           "\"seconds\": %.2f}\n",
+           r.ppl, r.ppl_error, (long long)r.chunks, (long long)n_ctx, (long long)r.tokens_scored, secs);
+  else
+    printf("\nFinal estimate: PPL = %.4f +/- %.5f (%lld chunks of %lld, %.1f s)\n", r.ppl, r.ppl_error,
+           (long long)r.chunks, (long long)n_ctx, secs);
 done:
   free(toks);
   free(text);
-  er_llm_context_free(ctx);
   er_llm_free(llm);
   return rc;
 }

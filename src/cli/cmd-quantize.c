@@ -13,11 +13,24 @@
 void er_cmd_quantize_help(FILE *out) {
   fprintf(out,
           "usage: edgerun quantize MODEL --calib DATA -o OUT [options]\n"
-          "       edgerun quantize MODEL.gguf -o OUT.gguf --type T [--threads N] [--keep TENSOR,...]\n\n"
+          "       edgerun quantize MODEL.gguf -o OUT.gguf --type T [--calib-text FILE] [options]\n\n"
           "A GGUF LLM is re-encoded to T: Q4_K_M (default), Q5_K_M, Q4_K_S, Q5_K_S, Q6_K,\n"
           "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, F16, BF16 or F32, with llama.cpp's choice of\n"
-          "wider types for sensitive tensors (output, attn_v, ffn_down); --keep copies the\n"
-          "named tensors as they are.\n\n"
+          "wider types for sensitive tensors (output, attn_v, ffn_down).\n"
+          "  --calib-text FILE        run the model over FILE and weigh each block's rounding\n"
+          "                           error by its columns' activation energy (an importance\n"
+          "                           matrix, llama.cpp's imatrix idea)\n"
+          "  --calib-ctx N, --calib-chunks N   chunk length (512) and at most N chunks\n"
+          "  --imatrix FILE           use this importance matrix (llama-imatrix's GGUF format)\n"
+          "  --imatrix-out FILE       write the measured one (llama-quantize --imatrix reads it)\n"
+          "  --keep TENSOR,...        copy these tensors as they are\n"
+          "  --keep-float auto:X%%     keep the fewest tensors at --keep-type (Q8_0, or F16)\n"
+          "                           so the perplexity on --eval-text rises at most X%%\n"
+          "                           (embedding and output first, then by measured error)\n"
+          "  --eval-text FILE         held-out text for the budget (default: the calibration\n"
+          "                           text); --eval-ctx N (512) and --eval-chunks N its chunks\n"
+          "  --report PREFIX          PREFIX.json and PREFIX.html: each tensor's type, bytes\n"
+          "                           and error (default: OUT without .gguf, plus .report)\n\n"
           "Post-training static quantization to a standard ONNX QDQ model (onnxruntime\n"
           "runs it too). DATA is a folder of .npy/.pb files matched to inputs by name,\n"
           "ONNX test_data_set_N folders, one .npy/.pb file, or a folder of PNG/JPEG\n"
@@ -83,7 +96,7 @@ static bool parse_i64(const char *s, int64_t *out) {
 
 /* quantize MODEL.gguf -o OUT.gguf --type T: the LLM path. */
 static int quantize_gguf(int argc, char **argv) {
-  const char *cmd = "quantize", *model = NULL, *out = NULL;
+  const char *cmd = "quantize", *model = NULL, *out = NULL, *report = NULL;
   er_llm_quantize_options o;
   er_llm_quantize_options_init(&o);
   o.progress = true;
@@ -91,16 +104,57 @@ static int quantize_gguf(int argc, char **argv) {
   const char *keep[64];
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) && i + 1 < argc) {
-      out = argv[++i];
-    } else if (strcmp(a, "--type") == 0 && i + 1 < argc) {
-      o.type = argv[++i];
-    } else if (strcmp(a, "--threads") == 0 && i + 1 < argc) {
-      if (!er_cli_parse_int(argv[++i], &o.threads) || o.threads < 1) return er_cli_fail(cmd, "--threads needs a count");
-    } else if (strcmp(a, "--keep") == 0 && i + 1 < argc) {
-      snprintf(keep_buf, sizeof keep_buf, "%s", argv[++i]);
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    bool takes = strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0 || strcmp(a, "--type") == 0 ||
+                 strcmp(a, "--threads") == 0 || strcmp(a, "--keep") == 0 || strcmp(a, "--calib-text") == 0 ||
+                 strcmp(a, "--calib-ctx") == 0 || strcmp(a, "--calib-chunks") == 0 || strcmp(a, "--imatrix") == 0 ||
+                 strcmp(a, "--imatrix-out") == 0 || strcmp(a, "--keep-float") == 0 || strcmp(a, "--eval-text") == 0 ||
+                 strcmp(a, "--eval-chunks") == 0 || strcmp(a, "--eval-ctx") == 0 || strcmp(a, "--keep-type") == 0 || strcmp(a, "--report") == 0;
+    if (takes && !v) return er_cli_fail(cmd, "%s needs a value", a);
+    if (takes) i++;
+    int64_t n;
+    if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
+      out = v;
+    } else if (strcmp(a, "--type") == 0) {
+      o.type = v;
+    } else if (strcmp(a, "--threads") == 0) {
+      if (!er_cli_parse_int(v, &o.threads) || o.threads < 1) return er_cli_fail(cmd, "--threads needs a count");
+    } else if (strcmp(a, "--keep") == 0) {
+      snprintf(keep_buf, sizeof keep_buf, "%s", v);
       for (char *tok = strtok(keep_buf, ","); tok && o.n_keep < 64; tok = strtok(NULL, ",")) keep[o.n_keep++] = tok;
       o.keep = keep;
+    } else if (strcmp(a, "--calib-text") == 0) {
+      o.calib_text = v;
+    } else if (strcmp(a, "--imatrix") == 0) {
+      o.imatrix = v;
+    } else if (strcmp(a, "--imatrix-out") == 0) {
+      o.imatrix_out = v;
+    } else if (strcmp(a, "--eval-text") == 0) {
+      o.eval_text = v;
+    } else if (strcmp(a, "--keep-type") == 0) {
+      o.keep_type = v;
+    } else if (strcmp(a, "--report") == 0) {
+      report = v;
+    } else if (strcmp(a, "--calib-ctx") == 0 || strcmp(a, "--calib-chunks") == 0 || strcmp(a, "--eval-chunks") == 0 ||
+               strcmp(a, "--eval-ctx") == 0) {
+      if (!parse_i64(v, &n) || n < 1) return er_cli_fail(cmd, "%s '%s' is not a positive count", a, v);
+      if (strcmp(a, "--calib-ctx") == 0) o.calib_ctx = n;
+      else if (strcmp(a, "--calib-chunks") == 0) o.calib_chunks = n;
+      else if (strcmp(a, "--eval-ctx") == 0) o.eval_ctx = n;
+      else o.eval_chunks = n;
+    } else if (strcmp(a, "--keep-float") == 0) {
+      /* auto:2% or auto:0.02: the perplexity budget. */
+      char *end;
+      if (strncmp(v, "auto:", 5) != 0)
+        return er_cli_fail(cmd, "--keep-float '%s' for a GGUF model must be auto:X%% (use --keep for names)", v);
+      double x = strtod(v + 5, &end);
+      if (end == v + 5 || x <= 0) return er_cli_fail(cmd, "--keep-float '%s': the budget must be a number > 0", v);
+      if (*end == '%') {
+        x /= 100;
+        end++;
+      }
+      if (*end) return er_cli_fail(cmd, "--keep-float '%s': write the budget as auto:2%% or auto:0.02", v);
+      o.max_ppl_rise = x;
     } else if (strcmp(a, "--quiet") == 0) {
       o.progress = false;
     } else if (a[0] == '-') {
@@ -112,11 +166,28 @@ static int quantize_gguf(int argc, char **argv) {
     }
   }
   if (!model || !out) return er_cli_fail(cmd, "give MODEL.gguf and -o OUT.gguf");
+  if (o.max_ppl_rise > 0 && !o.calib_text && !o.eval_text)
+    return er_cli_fail(cmd, "--keep-float auto: needs --eval-text FILE (or --calib-text) to measure perplexity on");
+  char report_buf[4096];
+  if (!report) {
+    size_t n = strlen(out);
+    if (n > 5 && strcmp(out + n - 5, ".gguf") == 0) n -= 5;
+    snprintf(report_buf, sizeof report_buf, "%.*s.report", (int)n, out);
+    report = report_buf;
+  }
+  o.report = report;
   er_llm_quantize_result r;
   er_status st = er_llm_quantize(model, out, &o, &r);
   if (st != ER_STATUS_OK) return er_cli_fail_status(cmd, st, "quantizing");
   fprintf(stderr, "%s: %zu tensors quantized to %s, %zu copied; %.2f MB -> %.2f MB\n", out, r.tensors_quantized,
           o.type, r.tensors_copied, (double)r.bytes_in / 1e6, (double)r.bytes_out / 1e6);
+  if (r.calib_chunks)
+    fprintf(stderr, "importance matrix: %lld chunks, %lld tokens\n", (long long)r.calib_chunks,
+            (long long)r.calib_tokens);
+  if (o.max_ppl_rise > 0)
+    fprintf(stderr, "perplexity %.4f -> %.4f (%+.2f%%, budget %.2f%%): %zu tensors kept at %s\n", r.ppl_in, r.ppl_out,
+            100 * (r.ppl_out / r.ppl_in - 1), 100 * o.max_ppl_rise, r.tensors_kept_wide, o.keep_type);
+  fprintf(stderr, "report: %s.json, %s.html\n", report, report);
   return 0;
 }
 

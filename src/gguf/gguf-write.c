@@ -166,6 +166,27 @@ er_status er__gguf_writer_kv_f32(er_gguf_writer *w, const char *key, float v) {
   return set_kv(w, key, strlen(key), ER_GGUF_FLOAT32, &v, 4);
 }
 
+er_status er__gguf_writer_kv_str_array(er_gguf_writer *w, const char *key, const char *const *v, size_t n) {
+  uint64_t bytes = 12;
+  for (size_t i = 0; i < n; i++) bytes += 8 + strlen(v[i]);
+  uint8_t *buf = malloc((size_t)bytes), *p = buf;
+  if (!buf) return fail(w, er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for GGUF metadata"));
+  uint32_t et = ER_GGUF_STRING;
+  uint64_t count = n;
+  memcpy(p, &et, 4);
+  memcpy(p + 4, &count, 8);
+  p += 12;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t len = strlen(v[i]);
+    memcpy(p, &len, 8);
+    memcpy(p + 8, v[i], (size_t)len);
+    p += 8 + len;
+  }
+  er_status st = set_kv(w, key, strlen(key), ER_GGUF_ARRAY, buf, (size_t)bytes);
+  free(buf);
+  return st;
+}
+
 er_status er__gguf_writer_kv_str(er_gguf_writer *w, const char *key, const char *v) {
   uint64_t n = strlen(v);
   uint8_t *buf = malloc((size_t)n + 8);

@@ -28,6 +28,8 @@ er_status er__gguf_writer_kv_copy(er_gguf_writer *w, const er_gguf_kv *kv);
 er_status er__gguf_writer_kv_u32(er_gguf_writer *w, const char *key, uint32_t v);
 er_status er__gguf_writer_kv_f32(er_gguf_writer *w, const char *key, float v);
 er_status er__gguf_writer_kv_str(er_gguf_writer *w, const char *key, const char *v);
+/* An array of n strings (borrowed, copied). */
+er_status er__gguf_writer_kv_str_array(er_gguf_writer *w, const char *key, const char *const *v, size_t n);
 
 /* Declares the next tensor: name (borrowed, copied), ggml dims (dims[0]
  * the row length), type. */

@@ -81,6 +81,12 @@ static void matmul(er_llm_context *ctx, act_cache *c, const er_llm_weight *w, co
   gemm_job j = {w, xq, xrb, n, y, ldy, chunk};
   int64_t n_items = (w->rows + chunk - 1) / chunk;
   er__parallel_for_items(ctx->pool, n_items, gemm_chunk, &j);
+  if (ctx->observe) ctx->observe(ctx->observe_user, w->t ? w->t->name_z : "", x, n, w->cols, y, w->rows, ldy);
+}
+
+void er__llm_context_observe(er_llm_context *ctx, er_llm_observer fn, void *user) {
+  ctx->observe = fn;
+  ctx->observe_user = user;
 }
 
 /* ======================================================================== */

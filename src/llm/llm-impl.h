@@ -14,6 +14,7 @@
 #include "gguf/gguf.h"
 #include "llm/chat.h"
 #include "llm/tokenizer.h"
+#include "llm/llm-observe.h"
 
 #define ER_LLM_MAX_LAYERS 512
 #define ER_LLM_MAX_HEADS 1024
@@ -127,6 +128,8 @@ struct er_llm_context {
   float *rope;                /* [2][n_batch][n_rot / 2] cos, then sin, per entry */
   uint64_t scratch_bytes;
   char kernels[512];
+  er_llm_observer observe;    /* NULL, or called with every product's input (llm-observe.h) */
+  void *observe_user;
 };
 
 /* ---- model.c -------------------------------------------------------------- */

@@ -32,3 +32,10 @@ add_test(NAME llm-cli
          COMMAND ${ER_PY} ${CMAKE_CURRENT_LIST_DIR}/test_llm_cli.py --edgerun $<TARGET_FILE:edgerun>
                  --models ${CMAKE_BINARY_DIR}/llm-models --dump $<TARGET_FILE:llm-dump>)
 set_tests_properties(llm-cli PROPERTIES FIXTURES_REQUIRED llm_models TIMEOUT 900)
+
+# The LLM quantizer's calibration, report and perplexity budget, and the
+# eval gate (the sanitizer build skips the SmolLM2 quality comparison).
+add_test(NAME llm-quant
+         COMMAND ${ER_PY} ${CMAKE_CURRENT_LIST_DIR}/test_llm_quant.py --edgerun $<TARGET_FILE:edgerun>
+                 --models ${CMAKE_BINARY_DIR}/llm-models ${ER_LLM_LIGHT})
+set_tests_properties(llm-quant PROPERTIES FIXTURES_REQUIRED llm_models TIMEOUT 900)

@@ -764,6 +764,60 @@ static void test_dispatch(void) {
   }
 }
 
+/* The importance-weighted quantizers (qblock-imatrix.c): on rows whose
+ * columns matter very unequally (a few hundred times for one column in
+ * eight, as activation outliers make them), the error weighted by that
+ * importance must be well below plain rounding's, for every weighted type;
+ * with no importance values the result is plain rounding byte for byte;
+ * and every weighted block decodes to values within the row's range. */
+static void test_weighted(void) {
+  const uint32_t types[] = {ER_GGML_Q4_0, ER_GGML_Q4_1, ER_GGML_Q5_0, ER_GGML_Q5_1,
+                            ER_GGML_Q4_K, ER_GGML_Q5_K, ER_GGML_Q6_K};
+  const int64_t k = 1024, rows = 32;
+  float *x = malloc((size_t)k * sizeof(float)), *y = malloc((size_t)k * sizeof(float)), *qw = malloc((size_t)k * 4);
+  uint8_t *a = malloc(er__qb_row_bytes(ER_GGML_F32, k)), *b = malloc(er__qb_row_bytes(ER_GGML_F32, k));
+  if (!x || !y || !qw || !a || !b) exit(2);
+  for (int64_t j = 0; j < k; j++) qw[j] = (rng_u64() % 8 == 0) ? 300.0f * (float)(0.5 + rng_unit()) : 1.0f;
+  for (size_t it = 0; it < ER_ARRAY_LEN(types); it++) {
+    const uint32_t t = types[it];
+    const size_t rb = er__qb_row_bytes(t, k);
+    CHECK(er__qb_uses_importance(t));
+    double err_plain = 0, err_weighted = 0;
+    bool same_without = true, in_range = true;
+    for (int64_t r = 0; r < rows; r++) {
+      float lo = 0, hi = 0;
+      for (int64_t j = 0; j < k; j++) {
+        x[j] = rng_gauss() * (r % 3 == 0 ? 0.02f : 1.0f);
+        lo = x[j] < lo ? x[j] : lo;
+        hi = x[j] > hi ? x[j] : hi;
+      }
+      er__qb_quantize_row(t, x, a, k);
+      er__qb_quantize_row_weighted(t, x, b, k, NULL);
+      same_without = same_without && memcmp(a, b, rb) == 0;
+      er__qb_dequantize_row(t, a, y, k);
+      for (int64_t j = 0; j < k; j++) err_plain += qw[j] * ((double)x[j] - y[j]) * ((double)x[j] - y[j]);
+      er__qb_quantize_row_weighted(t, x, b, k, qw);
+      er__qb_dequantize_row(t, b, y, k);
+      const float slack = 0.1f * (hi - lo);
+      for (int64_t j = 0; j < k; j++) {
+        err_weighted += qw[j] * ((double)x[j] - y[j]) * ((double)x[j] - y[j]);
+        if (!(y[j] >= lo - slack && y[j] <= hi + slack)) in_range = false;
+      }
+    }
+    if (!same_without || !in_range || !(err_weighted < 0.8 * err_plain))
+      fprintf(stderr, "  %s: weighted error %.4g vs plain %.4g, same without weights %d, in range %d\n",
+              er__ggml_type_name(t), err_weighted, err_plain, same_without, in_range);
+    CHECK(same_without);
+    CHECK(in_range);
+    CHECK(err_weighted < 0.8 * err_plain);
+  }
+  free(x);
+  free(y);
+  free(qw);
+  free(a);
+  free(b);
+}
+
 int main(int argc, char **argv) {
   const er_test_case cases[] = {
       {"geometry", test_geometry},
@@ -771,6 +825,7 @@ int main(int argc, char **argv) {
       {"act_format", test_act_format},
       {"act_quantizers_avx2_equal_reference", test_act_quantizers},
       {"round_trip", test_round_trip},
+      {"weighted", test_weighted},
       {"products", test_products},
       {"products_large", test_products_large},
   };

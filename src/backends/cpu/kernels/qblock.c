@@ -146,7 +146,7 @@ static int nearest_int(float f) {
  * super-block: j < 4 in the low 6 bits of bytes j and j + 4; j >= 4 in the
  * nibbles of byte j + 4 with their top two bits in the top bits of bytes
  * j - 4 and j. */
-static void k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+void er__qb_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
   if (j < 4) {
     *sc = q[j] & 63;
     *m = q[j + 4] & 63;
@@ -275,9 +275,9 @@ static void dequant_q4_k(const er_block_q4_k *b, float *y, int64_t nb) {
     const uint8_t *q = b[i].qs;
     for (int j = 0; j < 8; j += 2, q += 32) {
       uint8_t sc, m;
-      k4_scale_min(j, b[i].scales, &sc, &m);
+      er__qb_k4_scale_min(j, b[i].scales, &sc, &m);
       const float d1 = d * (float)sc, m1 = dmin * (float)m;
-      k4_scale_min(j + 1, b[i].scales, &sc, &m);
+      er__qb_k4_scale_min(j + 1, b[i].scales, &sc, &m);
       const float d2 = d * (float)sc, m2 = dmin * (float)m;
       for (int l = 0; l < 32; l++) *y++ = d1 * (float)(q[l] & 0xF) - m1;
       for (int l = 0; l < 32; l++) *y++ = d2 * (float)(q[l] >> 4) - m2;
@@ -294,9 +294,9 @@ static void dequant_q5_k(const er_block_q5_k *b, float *y, int64_t nb) {
     uint8_t u1 = 1, u2 = 2;
     for (int j = 0; j < 8; j += 2, ql += 32) {
       uint8_t sc, m;
-      k4_scale_min(j, b[i].scales, &sc, &m);
+      er__qb_k4_scale_min(j, b[i].scales, &sc, &m);
       const float d1 = d * (float)sc, m1 = dmin * (float)m;
-      k4_scale_min(j + 1, b[i].scales, &sc, &m);
+      er__qb_k4_scale_min(j + 1, b[i].scales, &sc, &m);
       const float d2 = d * (float)sc, m2 = dmin * (float)m;
       for (int l = 0; l < 32; l++) *y++ = d1 * (float)((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
       for (int l = 0; l < 32; l++) *y++ = d2 * (float)((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
@@ -502,8 +502,8 @@ static void quant_q8_1(const float *x, er_block_q8_1 *b, int64_t nb) {
  * the weighted least-squares scale and minimum for its levels, keeping the
  * best. L gets the levels, *neg_min the minimum negated (>= 0); returns
  * the scale. */
-static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min,
-                           uint8_t *Laux, float rmin, float rdelta, int nstep, bool use_mad) {
+float er__qb_fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, uint8_t *Laux,
+                           float rmin, float rdelta, int nstep, bool use_mad) {
   float min = x[0], max = x[0];
   float sum_w = w[0], sum_x = sum_w * x[0];
   for (int i = 1; i < n; i++) {
@@ -570,11 +570,11 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
 }
 
 /* A symmetric scale for n values on the levels -nmax..nmax-1 (stored as
- * L + nmax), weighting each value by its square: the scale that puts the
- * largest magnitude on -nmax, then 18 trial scales around it, each with its
- * least-squares scale, keeping the best (ggml's make_qx_quants with
- * rmse_type 1 and no importance weights, which is what Q6_K uses). */
-static float fit_scale_sym(int n, int nmax, const float *x, int8_t *L) {
+ * L + nmax), weighting each value by qw[i] or, with qw NULL, its square:
+ * the scale that puts the largest magnitude on -nmax, then 18 trial scales
+ * around it, each with its least-squares scale, keeping the best (ggml's
+ * make_qx_quants with rmse_type 1; Q6_K uses it without weights). */
+float er__qb_fit_scale_sym(int n, int nmax, const float *x, int8_t *L, const float *qw) {
   float max = 0, amax = 0;
   for (int i = 0; i < n; i++) {
     float ax = fabsf(x[i]);
@@ -593,7 +593,7 @@ static float fit_scale_sym(int n, int nmax, const float *x, int8_t *L) {
     int l = nearest_int(iscale * x[i]);
     l = QB_MAX(-nmax, QB_MIN(nmax - 1, l));
     L[i] = (int8_t)(l + nmax);
-    float w = x[i] * x[i];
+    float w = qw ? qw[i] : x[i] * x[i];
     sumlx += w * x[i] * (float)l;
     suml2 += w * (float)l * (float)l;
   }
@@ -606,7 +606,7 @@ static float fit_scale_sym(int n, int nmax, const float *x, int8_t *L) {
     for (int i = 0; i < n; i++) {
       int l = nearest_int(iscale * x[i]);
       l = QB_MAX(-nmax, QB_MIN(nmax - 1, l));
-      float w = x[i] * x[i];
+      float w = qw ? qw[i] : x[i] * x[i];
       sumlx += w * x[i] * (float)l;
       suml2 += w * (float)l * (float)l;
     }
@@ -693,7 +693,7 @@ static void quant_q2_k(const float *x, er_block_q2_k *b, int64_t nb) {
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < 16; j++) {
       for (int l = 0; l < 16; l++) w[l] = fabsf(x[16 * j + l]);
-      scales[j] = fit_scale_min(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
+      scales[j] = er__qb_fit_scale_min(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
       if (scales[j] > max_scale) max_scale = scales[j];
       if (mins[j] > max_min) max_min = mins[j];
     }
@@ -819,14 +819,14 @@ static void quant_k4_levels(const float *x, int nmax, float rmin, int nstep, uin
     for (int l = 0; l < 32; l++) sum_x2 += x[32 * j + l] * x[32 * j + l];
     const float av_x = sqrtf(sum_x2 / 32);
     for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(x[32 * j + l]);
-    scales[j] = fit_scale_min(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
+    scales[j] = er__qb_fit_scale_min(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
     if (scales[j] > max_scale) max_scale = scales[j];
     if (mins[j] > max_min) max_min = mins[j];
   }
   pack_k4_scales(scales, mins, max_scale, max_min, packed, d, dmin);
   for (int j = 0; j < 8; j++) {
     uint8_t sc, m;
-    k4_scale_min(j, packed, &sc, &m);
+    er__qb_k4_scale_min(j, packed, &sc, &m);
     const float dj = h2f(*d) * (float)sc;
     if (dj == 0.0f) continue;
     const float dm = h2f(*dmin) * (float)m;
@@ -880,7 +880,7 @@ static void quant_q6_k(const float *x, er_block_q6_k *b, int64_t nb) {
   for (int64_t i = 0; i < nb; i++, x += ER_QK_K) {
     float max_scale = 0, max_abs_scale = 0;
     for (int ib = 0; ib < 16; ib++) {
-      scales[ib] = fit_scale_sym(16, 32, x + 16 * ib, L + 16 * ib);
+      scales[ib] = er__qb_fit_scale_sym(16, 32, x + 16 * ib, L + 16 * ib, NULL);
       const float abs_scale = fabsf(scales[ib]);
       if (abs_scale > max_abs_scale) {
         max_abs_scale = abs_scale;
@@ -1177,7 +1177,7 @@ static int k4_scales_summs(const uint8_t packed[12], const er_block_q8_k *b, int
   int summs = 0;
   for (int j = 0; j < 8; j++) {
     uint8_t s, m;
-    k4_scale_min(j, packed, &s, &m);
+    er__qb_k4_scale_min(j, packed, &s, &m);
     for (int l = 0; l < 32; l++) sc[32 * j + l] = s;
     summs += m * (b->bsums[2 * j] + b->bsums[2 * j + 1]);
   }

@@ -111,6 +111,24 @@ bool er__qb_can_quantize(uint32_t type);
 void er__qb_dequantize_row(uint32_t type, const void *src, float *dst, int64_t k);
 void er__qb_quantize_row(uint32_t type, const float *src, void *dst, int64_t k);
 
+/* Quantizing with importance weights (qblock-imatrix.c, llama.cpp's
+ * imatrix idea): qw[k] (k floats, >= 0) is how much column j of the row
+ * matters to the product, usually the mean square of the activation that
+ * multiplies it; each block's scale is fit to minimize the error weighted
+ * by qw. Types without a weighted fit (F16, Q8_0, ...) and qw NULL quantize
+ * as er__qb_quantize_row does. */
+bool er__qb_uses_importance(uint32_t type);
+void er__qb_quantize_row_weighted(uint32_t type, const float *src, void *dst, int64_t k, const float *qw);
+
+/* The fits the reference quantizers share with the weighted ones:
+ * ggml's make_qkx2/3_quants (scale and minimum on levels 0..nmax, weights
+ * w), make_qx_quants with rmse_type 1 (a symmetric scale, weights qw or
+ * x^2 when NULL), and the 6-bit scale/minimum unpacking of Q4_K / Q5_K. */
+float er__qb_fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min, uint8_t *Laux,
+                           float rmin, float rdelta, int nstep, bool use_mad);
+float er__qb_fit_scale_sym(int n, int nmax, const float *x, int8_t *L, const float *qw);
+void er__qb_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m);
+
 /* The activation format a weight type's product reads: ER_GGML_Q8_0,
  * ER_GGML_Q8_1, ER_GGML_Q8_K, or ER_GGML_F32 (the float weight types);
  * UINT32_MAX for a weight type without a product. */
