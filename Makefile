@@ -1,5 +1,5 @@
 # Convenience wrapper around CMake. `make build` leaves the CLI at build/edgerun.
-.PHONY: build check test asan fuzz setup clean demo serve-demo llm-oracles llama-cpp llm-refs bench-llm bench-llm-serve
+.PHONY: build check test asan fuzz setup clean demo serve-demo llm-oracles llama-cpp llm-refs bench-llm bench-llm-serve bench-llm-quant
 
 JOBS ?= $(shell nproc)
 
@@ -65,6 +65,11 @@ llm-refs: llama-cpp build
 
 bench-llm: llama-cpp build
 	.venv/bin/python bench/llm_compare.py
+
+# edgerun quantize against llama-quantize (with and without an importance
+# matrix) on the same float models and text halves (bench/REPORT-llm-quant.md).
+bench-llm-quant: llama-cpp build
+	.venv/bin/python bench/llm_quant_bench.py
 
 # edgerun serve against llama-server (continuous batching, TTFT) and a
 # two-minute load test at twice the slots with a SIGTERM at the end; on a
