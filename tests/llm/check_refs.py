@@ -38,7 +38,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from llm_assets import PROMPTS, gguf_tensor_digest, smollm2_path  # noqa: E402
+from llm_assets import IMATRIX_DIR, PROMPTS, gguf_tensor_digest, smollm2_path  # noqa: E402
 
 LOGIT_TOL = 0.1
 # A greedy step is a near tie when llama.cpp's top two logits were within
@@ -70,14 +70,21 @@ def check_perplexity(edgerun, ref):
 
 def check_quantize(edgerun, models, index, q):
     """edgerun quantize against llama-quantize on the same float model:
-    every tensor's type and bytes identical."""
-    tag = f"quantize {q['model']} {q['type']}"
+    every tensor's type and bytes identical. With q["imatrix"], both were
+    given the same importance matrix (llama-imatrix's file, committed)."""
+    tag = f"quantize {q['model']} {q['type']}" + (" imatrix" if "imatrix" in q else "")
     if q["model"] not in index or index[q["model"]]["sha256"] != q["sha256"]:
         return [f"{tag}: the generated model differs from the one the reference was made from: run `make llm-refs`"]
+    extra = []
+    if "imatrix" in q:
+        im = os.path.join(IMATRIX_DIR, q["imatrix"])
+        if not os.path.exists(im) or sha256(im) != q["imatrix_sha256"]:
+            return [f"{tag}: {im} is missing or differs from the file the reference was made with"]
+        extra = ["--imatrix", im]
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out.gguf")
         p = subprocess.run([edgerun, "quantize", os.path.join(models, index[q["model"]]["file"]), "-o", out, "--type",
-                            q["type"]], capture_output=True, text=True)
+                            q["type"], "--quiet", *extra], capture_output=True, text=True)
         if p.returncode != 0:
             return [f"{tag}: edgerun failed: {p.stderr.strip()}"]
         digest, size = gguf_tensor_digest(out), os.path.getsize(out)
@@ -175,7 +182,8 @@ def main():
         if not ok:
             failures.append(f"{tag}: greedy {why}: edgerun {g[same:same + 4]} vs llama.cpp {w[same:same + 4]}")
     if a.edgerun:
-        for q in refs.get("quantize", [])[::5] if a.light else refs.get("quantize", []):
+        quant = refs.get("quantize", []) + refs.get("quantize_imatrix", [])
+        for q in quant[::5] if a.light else quant:
             runs += 1
             failures += check_quantize(a.edgerun, a.models, index, q)
     if a.edgerun and "perplexity" in refs and not a.light:

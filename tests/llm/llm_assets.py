@@ -44,6 +44,15 @@ PERPLEXITY_TEXT = "/usr/share/common-licenses/GPL-3"
 # tensors to be byte-identical, types and data.
 QUANT_REFS = [("qwen2-tiny-f16", t) for t in ("Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "Q4_0")] + \
              [("llama-tiny-f16", t) for t in ("Q4_1", "Q5_0", "Q5_1", "Q4_K_S", "Q5_K_S")]
+# (model, type) pairs quantized by llama-quantize --imatrix with the
+# importance matrix llama-imatrix measured on that model (committed in
+# tests/llm/data/imatrix/, made by make_refs.py from the first half of
+# IMATRIX_TEXT, chunks of 128, 8 chunks): edgerun given the same matrix must
+# write the same tensors.
+IMATRIX_TEXT = "/usr/share/common-licenses/GPL-3"
+IMATRIX_REFS = [("qwen2-tiny-f16", t) for t in ("Q4_K_M", "Q4_0", "Q5_0")] + \
+               [("llama-tiny-f16", t) for t in ("Q5_K_M", "Q4_1", "Q5_1", "Q6_K")]
+IMATRIX_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "imatrix")
 
 
 def gguf_tensor_digest(path):

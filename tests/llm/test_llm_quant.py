@@ -189,6 +189,15 @@ def main():
             rc3, out, _ = run([E, "eval", o, "--text", held, "--baseline", sm16, "--json", "--threads", "2",
                                "--chunks", "4"])
             rises[name] = json.loads(out)["ppl_rise"] if rc == rc2 == rc3 == 0 else None
+        # SmolLM2 stores blk.10 before blk.2: the wider attn_v / ffn_down
+        # layers must follow the layer number (llama-quantize's rule), not
+        # the file's order: Q6_K on the first and last eighth and every
+        # third layer between (30 layers: 0-2, 26-29, 5, 8, ...).
+        ts = tensors(os.path.join(tmp, "smol-plain.gguf"))
+        n = 30
+        more = [i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2 for i in range(n)]
+        got = [ts[f"blk.{i}.ffn_down.weight"][0] == "Q6_K" for i in range(n)]
+        check(got == more, f"SmolLM2 Q4_K_M: Q6_K ffn_down on layers {[i for i in range(n) if got[i]]}")
         check(None not in rises.values() and rises["imatrix"] < rises["plain"],
               f"SmolLM2 Q4_K_M: perplexity rise {rises.get('imatrix')} with the importance matrix, "
               f"{rises.get('plain')} without")

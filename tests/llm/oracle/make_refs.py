@@ -23,7 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 SRC = os.path.join(ROOT, ".cache", "llama.cpp-src")
 BUILD = os.path.join(ROOT, ".cache", "llama.cpp-build")
 sys.path.insert(0, os.path.dirname(HERE))
-from llm_assets import PERPLEXITY_TEXT, PROMPTS, QUANT_REFS, REF_MODELS, gguf_tensor_digest, smollm2_path  # noqa: E402
+from llm_assets import (IMATRIX_DIR, IMATRIX_REFS, IMATRIX_TEXT, PERPLEXITY_TEXT, PROMPTS, QUANT_REFS,  # noqa: E402
+                        REF_MODELS, gguf_tensor_digest, smollm2_path)
 
 
 def build_oracle():
@@ -46,14 +47,50 @@ def sha256(path):
     return h.hexdigest()
 
 
+def imatrix_refs(models):
+    """llama-imatrix on each model over the first half of IMATRIX_TEXT (into
+    tests/llm/data/imatrix/, committed), then llama-quantize --imatrix."""
+    text = open(IMATRIX_TEXT, encoding="utf-8").read()
+    out = []
+    os.makedirs(IMATRIX_DIR, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        calib = os.path.join(tmp, "calib.txt")
+        open(calib, "w").write(text[:text.index("\n\n", len(text) // 2)])
+        for name in sorted({m for m, _ in IMATRIX_REFS}):
+            im = os.path.join(IMATRIX_DIR, name + ".imatrix.gguf")
+            subprocess.run([os.path.join(BUILD, "bin", "llama-imatrix"), "-m", os.path.join(models, name + ".gguf"),
+                            "-f", calib, "-o", im, "-c", "128", "--chunks", "8", "-t", "1", "--no-ppl"],
+                           check=True, capture_output=True)
+        for name, qtype in IMATRIX_REFS:
+            src, im = os.path.join(models, name + ".gguf"), os.path.join(IMATRIX_DIR, name + ".imatrix.gguf")
+            dst = os.path.join(tmp, f"{name}-{qtype}.gguf")
+            subprocess.run([os.path.join(BUILD, "bin", "llama-quantize"), "--imatrix", im, src, dst, qtype],
+                           check=True, capture_output=True)
+            out.append({"model": name, "sha256": sha256(src), "type": qtype, "imatrix": os.path.basename(im),
+                        "imatrix_sha256": sha256(im), "bytes": os.path.getsize(dst),
+                        "tensors_sha256": gguf_tensor_digest(dst)})
+            print(f"llama-quantize --imatrix {name} {qtype}: {os.path.getsize(dst)} bytes")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", required=True, help="folder of gen_llm_models.py output")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(HERE), "refs", "llama-cpp.json"))
     ap.add_argument("--n-gen", type=int, default=64)
+    ap.add_argument("--only-imatrix", action="store_true",
+                    help="remake only the importance matrices and the quantize_imatrix references")
     a = ap.parse_args()
     if not os.path.exists(os.path.join(BUILD, "bin", "llama-bench")):
         sys.exit("llama.cpp is not built: run scripts/setup-llama-cpp.sh")
+    if a.only_imatrix:
+        with open(a.out) as f:
+            refs = json.load(f)
+        refs["quantize_imatrix"] = imatrix_refs(a.models)
+        with open(a.out, "w") as f:
+            json.dump(refs, f, indent=0)
+            f.write("\n")
+        return
     exe = build_oracle()
     version = sorted(glob.glob(os.path.join(SRC, ".complete-*")))
     # Flash attention off: llama.cpp's CPU flash attention accumulates the
@@ -105,6 +142,7 @@ def main():
             refs["quantize"].append({"model": name, "sha256": sha256(src), "type": qtype, "bytes": os.path.getsize(dst),
                                      "tensors_sha256": gguf_tensor_digest(dst)})
             print(f"llama-quantize {name} {qtype}: {os.path.getsize(dst)} bytes")
+    refs["quantize_imatrix"] = imatrix_refs(a.models)
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(refs, f, indent=0)
