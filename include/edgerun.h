@@ -392,7 +392,7 @@ typedef struct er_llm_load_options {
 ER_API void er_llm_load_options_init(er_llm_load_options *opts);
 
 /* Loads a GGUF file (architectures llama and qwen2; tensor types F32, F16,
- * BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K). Every count,
+ * BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K). Every count,
  * offset and shape is checked; a type or architecture edgerun cannot run is
  * UNSUPPORTED naming it. `path` and `opts` (NULL = defaults) are borrowed.
  * The model is owned by the caller (er_llm_free). */

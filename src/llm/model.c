@@ -162,7 +162,7 @@ static er_status weight(er_llm *m, const char *name, int64_t rows, int64_t cols,
   const er_qb_kernel *k = er__qb_kernel(t->type, m->force_reference);
   if (!k)
     return er__error(ER_STATUS_UNSUPPORTED, "%s: tensor '%s' has type %s, which edgerun cannot multiply (F32, F16, "
-                     "BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K are supported)",
+                     "BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K are supported)",
                      what, name, er__ggml_type_name(t->type) ? er__ggml_type_name(t->type) : "?");
   w->t = t;
   w->data = t->data;
