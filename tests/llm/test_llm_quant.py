@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import gguf
@@ -41,7 +42,10 @@ def check(cond, what):
 
 
 def run(args, timeout=900):
+    t0 = time.time()
     p = subprocess.run(args, capture_output=True, text=True, timeout=timeout, errors="replace")
+    if time.time() - t0 > 5:
+        print(f"     ({time.time() - t0:.1f} s: {' '.join(os.path.basename(x) for x in args[:2])} ...)")
     return p.returncode, p.stdout, p.stderr
 
 
@@ -108,7 +112,7 @@ def main():
 
     # --- eval and the gate -------------------------------------------------
     def ev(model, *extra):
-        rc, out, err = run([E, "eval", model, "--text", held, "--ctx", "64", "--chunks", "8", "--json",
+        rc, out, err = run([E, "eval", model, "--text", held, "--ctx", "64", "--chunks", "4", "--json",
                             "--threads", "2", *extra])
         try:
             return rc, json.loads(out), err
@@ -122,7 +126,7 @@ def main():
     rc, q2, _ = ev(qa)
     check(rc == 0 and abs(q2.get("ppl", 0) - q.get("ppl", 1)) <= 1e-6 * q2.get("ppl", 0),
           "the model's perplexity does not depend on the baseline run beside it")
-    rc, out, _ = run([E, "perplexity", qa, "--text", held, "--ctx", "64", "--chunks", "8", "--json", "--threads", "2"])
+    rc, out, _ = run([E, "perplexity", qa, "--text", held, "--ctx", "64", "--chunks", "4", "--json", "--threads", "2"])
     check(rc == 0 and abs(json.loads(out)["ppl"] - q2.get("ppl", 0)) <= 1e-6 * q2.get("ppl", 0),
           "eval's perplexity is edgerun perplexity's")
     rc, g, _ = ev(qa, "--baseline", f16, "--max-ppl-rise", "0%")
@@ -134,7 +138,7 @@ def main():
     # --- the perplexity budget ---------------------------------------------
     qk = os.path.join(tmp, "k.gguf")
     rc, _, err = run([E, "quantize", f16, "-o", qk, "--type", "Q4_0", "--calib-text", calib, "--calib-ctx", "64",
-                      "--calib-chunks", "4", "--eval-text", held, "--eval-ctx", "64", "--eval-chunks", "8",
+                      "--calib-chunks", "4", "--eval-text", held, "--eval-ctx", "64", "--eval-chunks", "4",
                       "--keep-float", "auto:0.1%",
                       "--threads", "2"])
     check(rc == 0, f"--keep-float auto:0.1% ({err.strip()[-300:]})")
@@ -146,7 +150,7 @@ def main():
         check(len(kept) == b["kept_wide"] and all(t["type"] == "Q8_0" for t in kept), "kept tensors are Q8_0")
         tk = tensors(qk)
         check(all(tk[t["name"]][0] == "Q8_0" for t in kept), "the file holds them at Q8_0")
-        rc, e, _ = ev(qk, "--baseline", f16, "--chunks", "8")
+        rc, e, _ = ev(qk, "--baseline", f16)
         check(rc == 0 and abs(e.get("ppl", 0) - b["ppl_out"]) <= 1e-6 * b["ppl_out"],
               "the budget's figure is the written file's")
         trials = {t["wide"]: t["ppl"] for t in b["trials"]}
