@@ -118,8 +118,8 @@ static void set_error(er__llm_req *r, int status, const char *msg) {
 
 /* Ends a request that never got a slot. */
 static void fail_req(er__llm_engine *e, er__llm_req *r, int status, const char *msg) {
-  set_error(r, status, msg);
   count_finish(e, ER__FIN_ERROR);
+  set_error(r, status, msg);
   er__llm_req_unref(r);
 }
 
@@ -186,15 +186,17 @@ static void emit(er__llm_engine *e, slot *sl, size_t upto, int finish) {
     r->done = true;
     r->finish = finish;
     r->t_done = er__now_us();
+    /* Counted before the connection is woken: a client that reads the
+     * metrics right after its answer sees its own request in them. */
+    count_finish(e, finish);
   }
   wake(r);
   pthread_mutex_unlock(&r->lock);
-  (void)e;
 }
 
-static void release(er__llm_engine *e, slot *sl, int finish) {
+/* Frees the slot of a request already ended (and counted). */
+static void release(er__llm_engine *e, slot *sl) {
   er__llm_req *r = sl->req;
-  count_finish(e, finish);
   er_llm_sampler_free(sl->sampler);
   sl->sampler = NULL;
   er__sb_free(&sl->gen);
@@ -211,12 +213,13 @@ static void release(er__llm_engine *e, slot *sl, int finish) {
 
 static void finish_slot(er__llm_engine *e, slot *sl, int finish) {
   emit(e, sl, sl->gen.len, finish);
-  release(e, sl, finish);
+  release(e, sl);
 }
 
 static void error_slot(er__llm_engine *e, slot *sl, int status, const char *msg) {
+  count_finish(e, ER__FIN_ERROR);
   set_error(sl->req, status, msg);
-  release(e, sl, ER__FIN_ERROR);
+  release(e, sl);
 }
 
 /* Puts a queued request into the free slot sharing the longest prefix of
@@ -304,7 +307,7 @@ static bool take_token(er__llm_engine *e, slot *sl, int32_t tok) {
     int64_t at = find_stop(r, &sl->gen, before);
     if (at >= 0) {
       emit(e, sl, (size_t)at, ER__FIN_STOP);
-      release(e, sl, ER__FIN_STOP);
+      release(e, sl);
       return false;
     }
   }
@@ -341,6 +344,7 @@ static void step(er__llm_engine *e) {
     er__llm_req *r = sl->req;
     pthread_mutex_lock(&r->lock);
     bool gone = r->gone, closed = r->peer_closed;
+    if (gone || closed) count_finish(e, ER__FIN_CANCELLED);
     if (closed && !gone) {   /* the connection waits suspended: end it so it can finish */
       r->done = true;
       r->finish = ER__FIN_CANCELLED;
@@ -348,7 +352,7 @@ static void step(er__llm_engine *e) {
       wake(r);
     }
     pthread_mutex_unlock(&r->lock);
-    if (gone || closed) release(e, sl, ER__FIN_CANCELLED);
+    if (gone || closed) release(e, sl);
     else if (now > sl->req->deadline) {
       char msg[ER_SERVE_ERR];
       snprintf(msg, sizeof msg, "the request's deadline of %lld ms passed (config.json timeout_ms)",
