@@ -61,7 +61,7 @@ llama-cpp: setup
 
 llm-refs: llama-cpp build
 	cd build && ctest -R llm-gen-models --output-on-failure
-	.venv/bin/python tests/llm/oracle/make_refs.py --models build/llm-models
+	.venv/bin/python tests/llm/oracle/make_refs.py --models .cache/llm-models
 
 bench-llm: llama-cpp build
 	.venv/bin/python bench/llm_compare.py

@@ -28,7 +28,7 @@ from llm_assets import smollm2_path  # noqa: E402
 
 EDGERUN = os.path.join(ROOT, "build", "edgerun")
 LLAMA_BIN = os.path.join(ROOT, ".cache", "llama.cpp-build", "bin")
-MODELS = os.path.join(ROOT, "build", "llm-models")
+MODELS = os.path.join(ROOT, ".cache", "llm-models")
 
 
 def sh(cmd, **kw):
@@ -95,7 +95,7 @@ def main():
     ap.add_argument("-p", type=int, default=128)
     ap.add_argument("-n", type=int, default=64)
     ap.add_argument("--quick", action="store_true", help="SmolLM2 only, 1 round")
-    ap.add_argument("--models", default="", help="comma-separated names under build/llm-models, or 'smollm2'")
+    ap.add_argument("--models", default="", help="comma-separated names under .cache/llm-models, or 'smollm2'")
     ap.add_argument("--report", default=os.path.join(HERE, "REPORT-llm.md"))
     a = ap.parse_args()
     if not os.path.exists(os.path.join(LLAMA_BIN, "llama-bench")):

@@ -37,7 +37,7 @@ from llm_assets import smollm2_path  # noqa: E402
 
 EDGERUN = os.path.join(ROOT, "build", "edgerun")
 LLAMA_BIN = os.path.join(ROOT, ".cache", "llama.cpp-build", "bin")
-MODELS = os.path.join(ROOT, "build", "llm-models")
+MODELS = os.path.join(ROOT, ".cache", "llm-models")
 TEXT = "/usr/share/common-licenses/GPL-3"
 PROMPT = "The GNU General Public License is"
 

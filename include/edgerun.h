@@ -469,6 +469,12 @@ typedef struct er_llm_context_options {
   int threads;                 /* 0 = 1 */
   int n_batch;                 /* tokens per forward pass at most; 0 = 512 */
   er_llm_kv_type kv_type;
+  /* Rounds every activation (norm outputs, projections, attention output,
+   * the SwiGLU product, the residual stream) to fp16 as an accelerator
+   * that computes in fp16 stores it, and fails with the layer and the
+   * value when one is beyond fp16's range (65504). A check before
+   * deploying to such a device: slower, not a speed mode. */
+  bool fp16_activations;
 } er_llm_context_options;
 
 ER_API void er_llm_context_options_init(er_llm_context_options *opts);
@@ -532,6 +538,7 @@ typedef struct er_llm_eval_options {
   int threads;                 /* 0 = 1 */
   int n_batch;                 /* tokens per forward pass; 0 = min(n_ctx, 512), 128 with a baseline */
   er_llm_kv_type kv_type;      /* the contexts' KV cache (default f16) */
+  bool fp16_activations;       /* the model (not the baseline) in fp16 (er_llm_context_options) */
   /* Called after each chunk with the perplexity so far (NULL = silent). */
   void (*progress)(void *user, int64_t chunk, int64_t n_chunks, double ppl_so_far);
   void *progress_user;
@@ -657,6 +664,14 @@ typedef struct er_llm_quantize_options {
   int64_t eval_chunks;         /* 0 = every chunk of the text */
   const char *keep_type;       /* "Q8_0" (default) or "F16" */
   const char *report;          /* write REPORT.json and REPORT.html (NULL = none) */
+  /* For accelerators that compute in fp16: where the SwiGLU product
+   * (gate x up) or the up projection came within 16x of fp16's largest
+   * value on calib_text, that layer's ffn_up rows are divided and its
+   * ffn_down multiplied by the same power of two, which leaves the
+   * model's function unchanged and the product inside fp16's range. Needs
+   * calib_text; fails naming the site when another activation overflows
+   * fp16 (scaling the product cannot help there). */
+  bool fp16_safe;
 } er_llm_quantize_options;
 
 typedef struct er_llm_quantize_result {
@@ -665,6 +680,7 @@ typedef struct er_llm_quantize_result {
   size_t tensors_kept_wide;    /* by the perplexity budget */
   double ppl_in, ppl_out;      /* on eval_text, when a budget was given (else 0) */
   int64_t calib_chunks, calib_tokens; /* of the importance matrix (0 without) */
+  int fp16_scaled_layers;      /* layers whose SwiGLU product fp16_safe scaled */
 } er_llm_quantize_result;
 
 ER_API void er_llm_quantize_options_init(er_llm_quantize_options *opts);
@@ -673,6 +689,41 @@ ER_API void er_llm_quantize_options_init(er_llm_quantize_options *opts);
  * copied; general.file_type says the new type. result_out may be NULL. */
 ER_API er_status er_llm_quantize(const char *in_path, const char *out_path, const er_llm_quantize_options *opts,
                                  er_llm_quantize_result *result_out);
+
+/* ---- activation ranges: what an fp16 accelerator would see --------------- */
+
+/* One place in the forward pass, measured over calibration text in fp32. */
+typedef struct er_llm_act_range {
+  char site[64];               /* "blk.3.ffn_down.input" (see what) */
+  const char *what;            /* "SwiGLU product (gate x up)", static */
+  int layer;                   /* block index; -1 after the last block */
+  double max_abs;              /* the largest magnitude seen */
+  int64_t count;               /* values seen */
+  int64_t over_fp16;           /* values beyond fp16's range (round to inf) */
+  int64_t subnormal_fp16;      /* nonzero values below 2^-14 (fewer bits in fp16) */
+  int64_t zero_fp16;           /* nonzero values that fp16 rounds to zero */
+  double fp16_rel_rms;         /* sqrt(sum (v - fp16(v))^2 / sum v^2) */
+} er_llm_act_range;
+
+typedef struct er_llm_analyze_options {
+  int64_t n_ctx;               /* tokens per calibration chunk; 0 = 512 */
+  int64_t max_chunks;          /* 0 = every whole chunk of the text */
+  int threads;                 /* 0 = 1 */
+  bool progress;               /* a progress bar on stderr when it is a terminal */
+} er_llm_analyze_options;
+
+typedef struct er_llm_analyze_result {
+  er_llm_act_range *ranges;    /* in forward order; er_llm_analyze_result_free */
+  size_t n_ranges;
+  int64_t chunks, tokens;
+} er_llm_analyze_result;
+
+/* Runs the model in fp32 over a text file (chunks as for calibration;
+ * memory flat in the text length) and measures every activation site of
+ * every block: largest magnitude and what rounding to fp16 would do. */
+ER_API er_status er_llm_analyze(const er_llm *llm, const char *text_path, const er_llm_analyze_options *opts,
+                                er_llm_analyze_result *result_out);
+ER_API void er_llm_analyze_result_free(er_llm_analyze_result *result);
 
 #ifdef __cplusplus
 }

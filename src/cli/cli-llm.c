@@ -28,7 +28,9 @@ const char er_cli_llm_help[] =
     "  --ctx N          context positions per sequence (default: the model's, at most 4096)\n"
     "  --batch N        tokens per forward pass at most (default 512)\n"
     "  --kv f16|q8      KV-cache type (default f16; q8 halves its memory)\n"
-    "  --reference      plain C kernels only (the numerical truth; slow)\n";
+    "  --reference      plain C kernels only (the numerical truth; slow)\n"
+    "  --fp16           round every activation to fp16, as an accelerator computing\n"
+    "                   in fp16 does; fails naming the layer where one overflows\n";
 
 int er_cli_llm_arg(const char *cmd, er_cli_llm *o, int argc, char **argv, int *i) {
   const char *a = argv[*i];
@@ -60,6 +62,10 @@ int er_cli_llm_arg(const char *cmd, er_cli_llm *o, int argc, char **argv, int *i
   }
   if (strcmp(a, "--reference") == 0) {
     o->reference = true;
+    return 1;
+  }
+  if (strcmp(a, "--fp16") == 0) {
+    o->ctx.fp16_activations = true;
     return 1;
   }
   return 0;

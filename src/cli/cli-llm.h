@@ -39,6 +39,9 @@ void er_cmd_bench_llm_help(FILE *out);
 /* eval MODEL.gguf --text (cmd-eval-llm.c): called by cmd-eval.c. */
 int er_cmd_eval_llm(int argc, char **argv);
 void er_cmd_eval_llm_help(FILE *out);
+/* analyze MODEL.gguf --calib-text (cmd-analyze-llm.c): called by cmd-analyze.c. */
+int er_cmd_analyze_llm(int argc, char **argv);
+void er_cmd_analyze_llm_help(FILE *out);
 /* inspect MODEL.gguf (cmd-inspect-llm.c): called by cmd-inspect.c. */
 int er_cmd_inspect_llm(const char *path, bool json);
 

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "cli/cli-llm.h"
 #include "quant/quantize.h"
 
 void er_cmd_analyze_help(FILE *out) {
@@ -20,10 +20,13 @@ void er_cmd_analyze_help(FILE *out) {
           "  --labels FILE     labels of the samples: accuracy too\n"
           "  --samples N       compare at most N samples\n"
           "  --batch N, --preprocess SPEC, --threads N   as for quantize\n"
-          "  --top N           rows in the printed ranking (default 15)\n");
+          "  --top N           rows in the printed ranking (default 15)\n\n");
+  er_cmd_analyze_llm_help(out);
 }
 
 int er_cmd_analyze(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (argv[i][0] != '-' && er_cli_is_gguf(argv[i])) return er_cmd_analyze_llm(argc, argv);
   const char *fpath = NULL, *qpath = NULL, *data_path = NULL, *html = NULL, *labels_path = NULL, *prep = NULL;
   bool json = false;
   int threads = 1, top = 15;

@@ -12,11 +12,14 @@
 void er_cmd_eval_llm_help(FILE *out) {
   fprintf(out,
           "       edgerun eval MODEL.gguf --text FILE [--baseline FLOAT.gguf] [--max-ppl-rise X%%]\n"
-          "                    [--ctx 512] [--chunks N] [--json] [--threads N]\n\n"
+          "                    [--ctx 512] [--chunks N] [--json] [--threads N] [--fp16]\n\n"
           "An LLM: perplexity on FILE (llama-perplexity's chunking), and with --baseline\n"
           "the baseline's perplexity, the relative rise, how often both pick the same next\n"
           "token (greedy agreement) and the mean KL divergence. --max-ppl-rise X%% (or a\n"
-          "fraction, 0.02) makes it a gate: exit status 3 when the rise is larger.\n");
+          "fraction, 0.02) makes it a gate: exit status 3 when the rise is larger.\n"
+          "--fp16 runs the model (not the baseline) with every activation rounded to fp16,\n"
+          "as an accelerator computing in fp16 would; it fails naming the layer and the\n"
+          "site where a value overflows fp16.\n");
 }
 
 /* "2%" -> 0.02, "0.02" -> 0.02. */
@@ -95,6 +98,7 @@ int er_cmd_eval_llm(int argc, char **argv) {
     eo.max_chunks = max_chunks;
     eo.threads = lo.ctx.threads;
     eo.kv_type = lo.ctx.kv_type;
+    eo.fp16_activations = lo.ctx.fp16_activations;
     if (!json && isatty(2)) eo.progress = show_chunk;
     er_llm_eval_result r;
     er_status st = er_llm_evaluate(llm, base, toks, n_tok, &eo, &r);

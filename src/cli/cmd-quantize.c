@@ -30,7 +30,12 @@ void er_cmd_quantize_help(FILE *out) {
           "  --eval-text FILE         held-out text for the budget (default: the calibration\n"
           "                           text); --eval-ctx N (512) and --eval-chunks N its chunks\n"
           "  --report PREFIX          PREFIX.json and PREFIX.html: each tensor's type, bytes\n"
-          "                           and error (default: OUT without .gguf, plus .report)\n\n"
+          "                           and error (default: OUT without .gguf, plus .report)\n"
+          "  --fp16-safe              for accelerators computing in fp16: where the SwiGLU\n"
+          "                           product came within 16x of fp16's range on the\n"
+          "                           --calib-text, divide that layer's ffn_up and multiply\n"
+          "                           its ffn_down by a power of two (same function, product\n"
+          "                           in range); fails naming any other site beyond fp16\n\n"
           "Post-training static quantization to a standard ONNX QDQ model (onnxruntime\n"
           "runs it too). DATA is a folder of .npy/.pb files matched to inputs by name,\n"
           "ONNX test_data_set_N folders, one .npy/.pb file, or a folder of PNG/JPEG\n"
@@ -157,6 +162,8 @@ static int quantize_gguf(int argc, char **argv) {
       o.max_ppl_rise = x;
     } else if (strcmp(a, "--quiet") == 0) {
       o.progress = false;
+    } else if (strcmp(a, "--fp16-safe") == 0) {
+      o.fp16_safe = true;
     } else if (a[0] == '-') {
       return er_cli_fail(cmd, "unknown option '%s' for a GGUF model (see --help)", a);
     } else if (!model) {
@@ -166,6 +173,8 @@ static int quantize_gguf(int argc, char **argv) {
     }
   }
   if (!model || !out) return er_cli_fail(cmd, "give MODEL.gguf and -o OUT.gguf");
+  if (o.fp16_safe && !o.calib_text)
+    return er_cli_fail(cmd, "--fp16-safe needs --calib-text FILE: the scales come from the activations measured on it");
   if (o.max_ppl_rise > 0 && !o.calib_text && !o.eval_text)
     return er_cli_fail(cmd, "--keep-float auto: needs --eval-text FILE (or --calib-text) to measure perplexity on");
   char report_buf[4096];
@@ -184,6 +193,8 @@ static int quantize_gguf(int argc, char **argv) {
   if (r.calib_chunks)
     fprintf(stderr, "importance matrix: %lld chunks, %lld tokens\n", (long long)r.calib_chunks,
             (long long)r.calib_tokens);
+  if (o.fp16_safe)
+    fprintf(stderr, "fp16-safe: %d layers' SwiGLU product scaled into fp16's range\n", r.fp16_scaled_layers);
   if (o.max_ppl_rise > 0)
     fprintf(stderr, "perplexity %.4f -> %.4f (%+.2f%%, budget %.2f%%): %zu tensors kept at %s\n", r.ppl_in, r.ppl_out,
             100 * (r.ppl_out / r.ppl_in - 1), 100 * o.max_ppl_rise, r.tensors_kept_wide, o.keep_type);

@@ -117,6 +117,7 @@ er_status er_llm_context_create(const er_llm *m, const er_llm_context_options *o
   c->llm = m;
   c->threads = o.threads;
   c->n_batch = o.n_batch;
+  c->fp16 = o.fp16_activations;
   pthread_mutex_init(&c->lock, NULL);
   er_status st = er__kv_init(&c->kv, hp, o.kv_type, o.n_ctx, o.n_seq);
   if (st == ER_STATUS_OK) st = er__pool_create(o.threads, &c->pool);

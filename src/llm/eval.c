@@ -77,13 +77,15 @@ static void acc_result(const stat_acc *a, double *ppl, double *err) {
   *err = a->count > 1 && var > 0 ? sqrt(var / (double)(a->count - 1)) * exp(mean) : 0.0;
 }
 
-static er_status make_ctx(const er_llm *m, const er_llm_eval_options *o, int n_batch, er_llm_context **out) {
+static er_status make_ctx(const er_llm *m, const er_llm_eval_options *o, int n_batch, bool fp16,
+                          er_llm_context **out) {
   er_llm_context_options co;
   er_llm_context_options_init(&co);
   co.n_ctx = o->n_ctx;
   co.n_batch = n_batch;
   co.threads = o->threads < 1 ? 1 : o->threads;
   co.kv_type = o->kv_type;
+  co.fp16_activations = fp16;
   return er_llm_context_create(m, &co, out);
 }
 
@@ -125,8 +127,8 @@ er_status er_llm_evaluate(const er_llm *model, const er_llm *baseline, const int
   er_status st = ER_STATUS_OK;
   if (!batch || !seqs || !want || (baseline && (!base_rows || !lp)))
     st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for evaluation");
-  if (st == ER_STATUS_OK) st = make_ctx(model, &o, (int)B, &cm);
-  if (st == ER_STATUS_OK && baseline) st = make_ctx(baseline, &o, (int)B, &cb);
+  if (st == ER_STATUS_OK) st = make_ctx(model, &o, (int)B, o.fp16_activations, &cm);
+  if (st == ER_STATUS_OK && baseline) st = make_ctx(baseline, &o, (int)B, false, &cb);
   stat_acc am = {0}, ab = {0};
   int64_t agree = 0;
   double kl = 0;

@@ -13,6 +13,7 @@
  * stream, RMSNorm, gate and up products, SwiGLU, the down product added to
  * the stream. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,6 +88,41 @@ static void matmul(er_llm_context *ctx, act_cache *c, const er_llm_weight *w, co
 void er__llm_context_observe(er_llm_context *ctx, er_llm_observer fn, void *user) {
   ctx->observe = fn;
   ctx->observe_user = user;
+}
+
+/* The residual stream after a block's half, to the observer (y NULL:
+ * there is no product; `what` is "attn" or "ffn"). */
+static void observe_stream(er_llm_context *ctx, int il, const char *what, int64_t n) {
+  if (!ctx->observe) return;
+  char name[48];
+  snprintf(name, sizeof name, "blk.%d.%s_residual", il, what);
+  ctx->observe(ctx->observe_user, name, ctx->x, n, ctx->llm->hp.n_embd, NULL, 0, 0);
+}
+
+/* ======================================================================== */
+/* fp16 activations (er_llm_context_options.fp16_activations)                */
+/* ======================================================================== */
+
+/* Rounds n activations to fp16 as an accelerator that computes in fp16
+ * stores them; an error names the layer (-1: outside the blocks), the
+ * site and the largest magnitude when one is beyond fp16's range (it
+ * would be inf there). Nothing happens without the option. */
+static er_status fp16_site(const er_llm_context *ctx, float *v, int64_t n, int il, const char *what) {
+  if (!ctx->fp16) return ER_STATUS_OK;
+  float worst = 0;
+  for (int64_t i = 0; i < n; i++) {
+    float a = fabsf(v[i]);
+    if (a > worst || a != a) worst = a; /* a NaN stays the worst */
+    v[i] = er__f16_to_f32(er__f32_to_f16(v[i]));
+  }
+  if (worst < 65520.0f) return ER_STATUS_OK; /* 65520 and up round to inf */
+  if (il < 0)
+    return er__error(ER_STATUS_OUT_OF_RANGE, "%s reaches %g, beyond fp16's largest value 65504 (fp16 activations)", what,
+                     (double)worst);
+  return er__error(ER_STATUS_OUT_OF_RANGE, "layer %d: %s reaches %g, beyond fp16's largest value 65504 (fp16 "
+                   "activations; edgerun analyze lists such sites, edgerun quantize --fp16-safe scales the SwiGLU "
+                   "product into range)",
+                   il, what, (double)worst);
 }
 
 /* ======================================================================== */
@@ -189,6 +225,7 @@ static er_status layer(er_llm_context *ctx, int il, size_t n, const float *cosv,
 
   /* Attention. h = RMSNorm(x) * attn_norm; q, k, v = W h (+ b). */
   for (size_t e = 0; e < n; e++) ops->rmsnorm(ctx->x + e * E, L->attn_norm, ctx->h + e * E, E, m->hp.norm_eps);
+  ER_CHECK(fp16_site(ctx, ctx->h, (int64_t)n * E, il, "the attention norm's output"));
   matmul(ctx, &c, &L->wq, ctx->h, (int64_t)n, ctx->q, QW);
   matmul(ctx, &c, &L->wk, ctx->h, (int64_t)n, ctx->kk, KW);
   matmul(ctx, &c, &L->wv, ctx->h, (int64_t)n, ctx->vv, KW);
@@ -203,6 +240,9 @@ static er_status layer(er_llm_context *ctx, int il, size_t n, const float *cosv,
       for (int64_t i = 0; i < KW; i++) v[i] += L->bv[i];
     rope_apply(m, q, nh, cosv + e * (size_t)half, sinv + e * (size_t)half);
     rope_apply(m, k, nkv, cosv + e * (size_t)half, sinv + e * (size_t)half);
+    ER_CHECK(fp16_site(ctx, q, QW, il, "the query projection"));
+    ER_CHECK(fp16_site(ctx, k, KW, il, "the key projection"));
+    ER_CHECK(fp16_site(ctx, v, KW, il, "the value projection"));
     /* This entry's key and value into its sequence's cache row. */
     er__kv_store(&ctx->kv, k, KW, er__kv_k(&ctx->kv, il, ctx->seq[e], ctx->pos[e]));
     er__kv_store(&ctx->kv, v, KW, er__kv_v(&ctx->kv, il, ctx->seq[e], ctx->pos[e]));
@@ -210,26 +250,37 @@ static er_status layer(er_llm_context *ctx, int il, size_t n, const float *cosv,
   attn_job aj = {ctx, il, n, false};
   er__parallel_for_items(ctx->pool, (int64_t)n * nkv, attn_items, &aj);
   if (aj.failed)
-    return er__error(ER_STATUS_INTERNAL, "layer %d: attention scores are not finite (NaN or overflowing activations)",
+    return er__error(ER_STATUS_OUT_OF_RANGE, "layer %d: attention scores are not finite (NaN or overflowing activations)",
                      il);
+  ER_CHECK(fp16_site(ctx, ctx->att, (int64_t)n * QW, il, "the attention output"));
   /* x += Wo att. The product writes to h, then the stream adds it. */
   matmul(ctx, &c, &L->wo, ctx->att, (int64_t)n, ctx->h, E);
+  ER_CHECK(fp16_site(ctx, ctx->h, (int64_t)n * E, il, "the attention output projection"));
   for (size_t e = 0; e < n * (size_t)E; e++) ctx->x[e] += ctx->h[e];
+  ER_CHECK(fp16_site(ctx, ctx->x, (int64_t)n * E, il, "the residual stream after attention"));
+  observe_stream(ctx, il, "attn", (int64_t)n);
 
   /* Feed-forward: x += down(silu(gate h) * up h), h = RMSNorm(x) * ffn_norm. */
   for (size_t e = 0; e < n; e++) ops->rmsnorm(ctx->x + e * E, L->ffn_norm, ctx->h + e * E, E, m->hp.norm_eps);
+  ER_CHECK(fp16_site(ctx, ctx->h, (int64_t)n * E, il, "the FFN norm's output"));
   matmul(ctx, &c, &L->gate, ctx->h, (int64_t)n, ctx->g, F);
   matmul(ctx, &c, &L->up, ctx->h, (int64_t)n, ctx->u, F);
+  ER_CHECK(fp16_site(ctx, ctx->g, (int64_t)n * F, il, "the FFN gate projection"));
+  ER_CHECK(fp16_site(ctx, ctx->u, (int64_t)n * F, il, "the FFN up projection"));
   for (size_t e = 0; e < n; e++) ops->silu_mul(ctx->g + e * F, ctx->u + e * F, ctx->g + e * F, F);
+  ER_CHECK(fp16_site(ctx, ctx->g, (int64_t)n * F, il, "the SwiGLU product (gate x up)"));
   matmul(ctx, &c, &L->down, ctx->g, (int64_t)n, ctx->h, E);
+  ER_CHECK(fp16_site(ctx, ctx->h, (int64_t)n * E, il, "the FFN down projection"));
   for (size_t e = 0; e < n * (size_t)E; e++) ctx->x[e] += ctx->h[e];
+  ER_CHECK(fp16_site(ctx, ctx->x, (int64_t)n * E, il, "the residual stream after the FFN"));
+  observe_stream(ctx, il, "ffn", (int64_t)n);
 
   /* fp16 overflow in SwiGLU and broken weights show here first; naming
    * the layer is what a user needs (TESTING.md 16d). One pass over the
    * stream per layer is noise next to the products. */
   int64_t bad = first_nonfinite(ctx->x, (int64_t)n * E);
   if (bad >= 0)
-    return er__error(ER_STATUS_INTERNAL, "layer %d produced a non-finite activation (%g at token %lld of the wave, "
+    return er__error(ER_STATUS_OUT_OF_RANGE, "layer %d produced a non-finite activation (%g at token %lld of the wave, "
                      "dim %lld)",
                      il, (double)ctx->x[bad], (long long)(bad / E), (long long)(bad % E));
   return ER_STATUS_OK;
@@ -247,6 +298,7 @@ er_status er__llm_forward(er_llm_context *ctx, const int32_t *tokens, const int3
     const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)tokens[e] * m->tok_embd.row_bytes;
     er__qb_dequantize_row(m->tok_embd.type, row, ctx->x + e * E, E);
   }
+  ER_CHECK(fp16_site(ctx, ctx->x, (int64_t)n * E, -1, "the token embedding"));
   /* Each entry's rotary angles, shared by every layer and head. */
   const size_t half = (size_t)m->hp.n_rot / 2;
   float *cosv = ctx->rope, *sinv = ctx->rope + n * half;
@@ -259,10 +311,12 @@ er_status er__llm_forward(er_llm_context *ctx, const int32_t *tokens, const int3
   ctx->n_logits = w;
   if (w) {
     act_cache c = {0};
+    ER_CHECK(fp16_site(ctx, ctx->h, (int64_t)w * E, -1, "the output norm's output"));
     matmul(ctx, &c, &m->output, ctx->h, (int64_t)w, ctx->logits, m->hp.n_vocab);
+    ER_CHECK(fp16_site(ctx, ctx->logits, (int64_t)w * m->hp.n_vocab, -1, "the logits"));
     int64_t bad = first_nonfinite(ctx->logits, (int64_t)w * m->hp.n_vocab);
     if (bad >= 0)
-      return er__error(ER_STATUS_INTERNAL, "the output layer produced a non-finite logit (%g, token %lld)",
+      return er__error(ER_STATUS_OUT_OF_RANGE, "the output layer produced a non-finite logit (%g, token %lld)",
                        (double)ctx->logits[bad], (long long)(bad % m->hp.n_vocab));
   }
   return ER_STATUS_OK;

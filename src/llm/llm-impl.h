@@ -128,6 +128,7 @@ struct er_llm_context {
   float *rope;                /* [2][n_batch][n_rot / 2] cos, then sin, per entry */
   uint64_t scratch_bytes;
   char kernels[512];
+  bool fp16;                  /* activations rounded to fp16 (fp16_activations) */
   er_llm_observer observe;    /* NULL, or called with every product's input (llm-observe.h) */
   void *observe_user;
 };

@@ -11,8 +11,10 @@
 
 /* One product y = W x over a wave of n rows: x is [n][cols] floats (the
  * product's input before it is quantized to the kernel's format), y is
- * [n][ldy] with `rows` outputs each. `weight` is the GGUF tensor's name
- * ("blk.3.ffn_down.weight", "output.weight"). */
+ * [n][ldy] with `rows` outputs each (before any bias is added). `weight`
+ * is the GGUF tensor's name ("blk.3.ffn_down.weight", "output.weight").
+ * After each half of a block the residual stream comes too, as x with y
+ * NULL and `weight` "blk.N.attn_residual" or "blk.N.ffn_residual". */
 typedef void (*er_llm_observer)(void *user, const char *weight, const float *x, int64_t n, int64_t cols,
                                 const float *y, int64_t rows, int64_t ldy);
 

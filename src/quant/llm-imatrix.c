@@ -58,12 +58,7 @@ static im_entry *entry_get(er_llm_imatrix *im, const char *name, int64_t cols) {
   return e;
 }
 
-static void observe(void *user, const char *weight, const float *x, int64_t n, int64_t cols, const float *y,
-                    int64_t rows, int64_t ldy) {
-  (void)y;
-  (void)rows;
-  (void)ldy;
-  er_llm_imatrix *im = user;
+static void imatrix_add(er_llm_imatrix *im, const char *weight, const float *x, int64_t n, int64_t cols) {
   if (strncmp(weight, "blk.", 4) != 0 || im->failed != ER_STATUS_OK) return;
   im_entry *e = entry_get(im, weight, cols);
   if (!e) {
@@ -117,7 +112,9 @@ void er__llm_imatrix_stats(const er_llm_imatrix *im, int64_t *chunks, int64_t *t
 
 typedef struct calib_run {
   er_llm_context *ctx;
-  er_llm_imatrix *im;
+  er_llm_imatrix *im;          /* NULL when not wanted */
+  er_llm_ranges *rg;           /* NULL when not wanted */
+  int64_t chunks, tokens;
   const er_llm_imatrix_options *o;
   int32_t *chunk;              /* [n_ctx] */
   int64_t fill;                /* tokens in chunk */
@@ -134,8 +131,8 @@ static void progress(const calib_run *r) {
   double f = r->file_bytes > 0 ? (double)r->done_bytes / (double)r->file_bytes : 1.0;
   int fill = (int)(f * width + 0.5);
   fprintf(stderr, "\rcalibration [%.*s%*s] %3d%%  %lld chunks, %lld tokens", fill,
-          "##############################", width - fill, "", (int)(f * 100 + 0.5), (long long)r->im->chunks,
-          (long long)r->im->tokens);
+          "##############################", width - fill, "", (int)(f * 100 + 0.5), (long long)r->chunks,
+          (long long)r->tokens);
   fflush(stderr);
 }
 
@@ -150,10 +147,11 @@ static er_status run_chunk(calib_run *r) {
     int64_t bn = n - b0 < B ? n - b0 : B;
     er_llm_batch bt = {(size_t)bn, r->chunk + b0, r->seqs, r->want};
     ER_CHECK(er_llm_decode(r->ctx, &bt));
-    if (r->im->failed != ER_STATUS_OK) return r->im->failed;
+    if (r->im && r->im->failed != ER_STATUS_OK) return r->im->failed;
+    if (r->rg) ER_CHECK(er__llm_ranges_status(r->rg));
   }
-  r->im->chunks++;
-  r->im->tokens += n;
+  r->chunks++;
+  r->tokens += n;
   r->fill = 0;
   return ER_STATUS_OK;
 }
@@ -173,15 +171,23 @@ static er_status feed(calib_run *r, const er_llm *llm, const char *text, size_t 
     if (r->fill == r->o->n_ctx) {
       st = run_chunk(r);
       progress(r);
-      if (r->o->max_chunks > 0 && r->im->chunks >= r->o->max_chunks) break;
+      if (r->o->max_chunks > 0 && r->chunks >= r->o->max_chunks) break;
     }
   }
   free(ids);
   return st;
 }
 
-er_status er__llm_imatrix_compute(const er_llm *llm, const char *text_path, const er_llm_imatrix_options *opts,
-                                  er_llm_imatrix **out) {
+/* Every product (and the residual stream) to whichever collectors run. */
+static void observe(void *user, const char *weight, const float *x, int64_t n, int64_t cols, const float *y,
+                    int64_t rows, int64_t ldy) {
+  calib_run *r = user;
+  if (r->im && y) imatrix_add(r->im, weight, x, n, cols);
+  if (r->rg) er__llm_ranges_observe(r->rg, weight, x, n, cols, y, rows, ldy);
+}
+
+er_status er__llm_calibrate(const er_llm *llm, const char *text_path, const er_llm_imatrix_options *opts,
+                            er_llm_imatrix **im_out, er_llm_ranges **rg_out) {
   er_llm_imatrix_options o = {0};
   if (opts) o = *opts;
   if (o.n_ctx == 0) o.n_ctx = 512;
@@ -190,9 +196,11 @@ er_status er__llm_imatrix_compute(const er_llm *llm, const char *text_path, cons
                      (long long)o.n_ctx);
   FILE *f = fopen(text_path, "rb");
   if (!f) return er__error(ER_STATUS_IO, "cannot open calibration text '%s': %s", text_path, strerror(errno));
-  er_llm_imatrix *im = calloc(1, sizeof *im);
+  er_llm_imatrix *im = im_out ? calloc(1, sizeof *im) : NULL;
+  er_llm_ranges *rg = rg_out ? er__llm_ranges_new() : NULL;
   calib_run r = {0};
   r.im = im;
+  r.rg = rg;
   r.o = &o;
   r.tty = isatty(2);
   enum { PIECE = 1 << 20 };
@@ -201,11 +209,13 @@ er_status er__llm_imatrix_compute(const er_llm *llm, const char *text_path, cons
   r.want = calloc(512, sizeof *r.want);
   r.seqs = calloc(512, sizeof *r.seqs);
   er_status st = ER_STATUS_OK;
-  if (!im || !buf || !r.chunk || !r.want || !r.seqs)
+  if ((im_out && !im) || (rg_out && !rg) || !buf || !r.chunk || !r.want || !r.seqs)
     st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for calibration");
   if (st == ER_STATUS_OK) {
-    snprintf(im->dataset, sizeof im->dataset, "%s", text_path);
-    im->chunk_size = o.n_ctx;
+    if (im) {
+      snprintf(im->dataset, sizeof im->dataset, "%s", text_path);
+      im->chunk_size = o.n_ctx;
+    }
     if (fseek(f, 0, SEEK_END) == 0) r.file_bytes = ftell(f);
     rewind(f);
     /* Whether the model starts a text with BOS: as llama-imatrix, every
@@ -225,11 +235,11 @@ er_status er__llm_imatrix_compute(const er_llm *llm, const char *text_path, cons
     co.threads = o.threads < 1 ? 1 : o.threads;
     st = er_llm_context_create(llm, &co, &r.ctx);
   }
-  if (st == ER_STATUS_OK) er__llm_context_observe(r.ctx, observe, im);
+  if (st == ER_STATUS_OK) er__llm_context_observe(r.ctx, observe, &r);
   /* The text a piece at a time; a piece ends after its last newline (the
    * rest starts the next piece), so no word is split between two. */
   size_t carry = 0;
-  while (st == ER_STATUS_OK && !(o.max_chunks > 0 && im->chunks >= o.max_chunks)) {
+  while (st == ER_STATUS_OK && !(o.max_chunks > 0 && r.chunks >= o.max_chunks)) {
     size_t got = fread(buf + carry, 1, PIECE - carry, f);
     size_t have = carry + got, cut = have;
     if (have == 0) break;
@@ -251,10 +261,15 @@ er_status er__llm_imatrix_compute(const er_llm *llm, const char *text_path, cons
     progress(&r);
     fputc('\n', stderr);
   }
-  if (st == ER_STATUS_OK && im->chunks == 0)
+  if (st == ER_STATUS_OK && r.chunks == 0)
     st = er__error(ER_STATUS_INVALID_ARGUMENT, "calibration text '%s' has fewer than %lld tokens (one chunk)",
                    text_path, (long long)o.n_ctx);
-  if (st == ER_STATUS_OK) st = finish(im);
+  if (st == ER_STATUS_OK && im) {
+    im->chunks = r.chunks;
+    im->tokens = r.tokens;
+    st = finish(im);
+  }
+  if (rg) er__llm_ranges_set_counts(rg, r.chunks, r.tokens);
   er_llm_context_free(r.ctx);
   fclose(f);
   free(buf);
@@ -263,9 +278,11 @@ er_status er__llm_imatrix_compute(const er_llm *llm, const char *text_path, cons
   free(r.seqs);
   if (st != ER_STATUS_OK) {
     er__llm_imatrix_free(im);
+    er__llm_ranges_free(rg);
     return st;
   }
-  *out = im;
+  if (im_out) *im_out = im;
+  if (rg_out) *rg_out = rg;
   return ER_STATUS_OK;
 }
 

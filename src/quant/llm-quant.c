@@ -64,6 +64,10 @@ static const mix mixes[] = {
     {"Q5_K_M", ER_GGML_Q5_K, 17, K_M}, {"Q5_K", ER_GGML_Q5_K, 17, K_M},    {"Q6_K", ER_GGML_Q6_K, 18, PLAIN},
 };
 
+/* The SwiGLU product of a scaled layer stays below this on the calibration
+ * text: 16x under fp16's largest value, for text that reaches further. */
+#define FP16_SAFE_LIMIT (65504.0 / 16)
+
 static const mix *find_mix(const char *name) {
   for (size_t i = 0; i < ER_ARRAY_LEN(mixes); i++)
     if (strcasecmp(mixes[i].name, name) == 0) return &mixes[i];
@@ -143,6 +147,7 @@ typedef struct qjob {
   int64_t cols;
   uint8_t *dst;
   const float *qw;             /* importance [cols] or NULL */
+  float scale;                 /* every weight times this first (fp16_safe) */
   float *scratch;              /* [threads][2 * cols] */
   double *num, *den;           /* [threads] weighted error and signal */
   bool bad;                    /* a NaN or Inf in the weights */
@@ -156,8 +161,10 @@ static void quant_rows(void *arg, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; r++) {
     uint8_t *dst = j->dst + (size_t)r * j->dst_row;
     er__qb_dequantize_row(j->t->type, (const uint8_t *)j->t->data + (size_t)r * j->src_row, row, j->cols);
-    for (int64_t i = 0; i < j->cols; i++)
+    for (int64_t i = 0; i < j->cols; i++) {
       if (!isfinite(row[i])) j->bad = true;
+      row[i] *= j->scale;
+    }
     er__qb_quantize_row_weighted(j->to, row, dst, j->cols, j->qw);
     er__qb_dequantize_row(j->to, dst, back, j->cols);
     for (int64_t i = 0; i < j->cols; i++) {
@@ -184,6 +191,7 @@ typedef struct tinfo {
   bool candidate;              /* planned is a quantized type narrower than wide */
   bool is_wide;                /* kept wide in the output */
   bool weighted;               /* rounded with importance values */
+  float scale;                 /* fp16_safe's factor for the weights (1 = none) */
   double rel_err, wide_err;    /* relative output error at planned / at wide */
   uint64_t bytes, wide_bytes;
 } tinfo;
@@ -205,6 +213,9 @@ typedef struct qrun {
   /* the budget's trials: (wide tensors, perplexity) */
   struct { size_t wide_n; double ppl; } trial[64];
   int n_trials;
+  /* fp16_safe: the layers scaled, their SwiGLU/up maximum and the factor */
+  struct { int layer; double max_abs; float scale; } *fp16;
+  int n_fp16;
   bool eval_is_calib;
 } qrun;
 
@@ -225,7 +236,8 @@ static er_status quantize_tensor(qrun *q, size_t i, uint32_t to, size_t *nbytes,
   int threads = er__pool_threads(q->pool);
   memset(q->num, 0, (size_t)threads * sizeof *q->num);
   memset(q->den, 0, (size_t)threads * sizeof *q->den);
-  qjob j = {t, to, er__qb_row_bytes(t->type, cols), dst_row, cols, q->buf, qw, q->scratch, q->num, q->den, false};
+  qjob j = {t,        to,     er__qb_row_bytes(t->type, cols), dst_row, cols, q->buf, qw, q->ti[i].scale,
+            q->scratch, q->num, q->den,                          false};
   er__parallel_for_items(q->pool, rows, quant_rows, &j);
   if (j.bad)
     return er__error(ER_STATUS_INVALID_MODEL, "%s: tensor '%s' holds NaN or Inf; it cannot be quantized", q->in,
@@ -285,7 +297,7 @@ static er_status write_quantized(qrun *q, const char *path, const uint32_t *type
   er_status st = ER_STATUS_OK;
   for (size_t i = 0; st == ER_STATUS_OK && i < q->n; i++) {
     const er_gguf_tensor *t = er__gguf_tensor_at(q->g, i);
-    if (types[i] == t->type) {
+    if (types[i] == t->type && q->ti[i].scale == 1.0f) {
       st = er__gguf_writer_data(w, t->data, t->nbytes);
       if (!wide) q->ti[i].bytes = t->nbytes;
       else q->ti[i].wide_bytes = t->nbytes;
@@ -614,6 +626,16 @@ static er_status write_report(const qrun *q, const uint32_t *types) {
     } else {
       fprintf(fj, "null");
     }
+    fprintf(fj, ",\n  \"fp16_safe\": ");
+    if (q->o.fp16_safe) {
+      fprintf(fj, "{\"limit\": %g, \"layers\": [", FP16_SAFE_LIMIT);
+      for (int k = 0; k < q->n_fp16; k++)
+        fprintf(fj, "%s{\"layer\": %d, \"max_abs\": %.6g, \"ffn_up_scale\": %.9g, \"ffn_down_scale\": %.9g}",
+                k ? ", " : "", q->fp16[k].layer, q->fp16[k].max_abs, 1.0 / q->fp16[k].scale, (double)q->fp16[k].scale);
+      fprintf(fj, "]}");
+    } else {
+      fprintf(fj, "null");
+    }
     fprintf(fj, ",\n  \"tensors\": [\n");
     for (size_t i = 0; i < q->n; i++) {
       const er_gguf_tensor *t = er__gguf_tensor_at(q->g, i);
@@ -647,6 +669,8 @@ static er_status write_report(const qrun *q, const uint32_t *types) {
               q->r.ppl_in, q->r.ppl_out, 100 * (q->r.ppl_out / q->r.ppl_in - 1), 100 * q->o.max_ppl_rise,
               q->eval_is_calib ? ", measured on the calibration text" : "", q->r.tensors_kept_wide,
               q->o.keep_type);
+    if (q->o.fp16_safe)
+      fprintf(fh, " fp16-safe: the SwiGLU product of %d layers scaled below %g.", q->n_fp16, FP16_SAFE_LIMIT);
     fprintf(fh, "</p>\n<table><tr><th>tensor<th>shape<th>from<th>type<th>bytes<th>relative error<th>share of error"
                 "</tr>\n");
     for (size_t i = 0; i < q->n; i++) {
@@ -668,6 +692,74 @@ static er_status write_report(const qrun *q, const uint32_t *types) {
   free(pj);
   free(ph);
   return st;
+}
+
+/* ---- fp16_safe ------------------------------------------------------------------- */
+
+static size_t tensor_index(const qrun *q, const char *name) {
+  for (size_t i = 0; i < q->n; i++)
+    if (strcmp(er__gguf_tensor_at(q->g, i)->name_z, name) == 0) return i;
+  return (size_t)-1;
+}
+
+/* From the ranges on the calibration text: per layer whose SwiGLU product
+ * (or up projection) comes within 16x of fp16's largest value, the power
+ * of two s that brings it under FP16_SAFE_LIMIT; ffn_up (and its bias) is
+ * divided by s and ffn_down multiplied by it. silu(gate) * up is linear in
+ * up, so the layer's output is the same; a power of two changes no
+ * rounding in the block formats. Any other site beyond fp16's range is an
+ * error: this remedy does not reach it. */
+static er_status plan_fp16(qrun *q, const er_llm_ranges *rg, int n_layer) {
+  q->fp16 = calloc((size_t)(n_layer > 0 ? n_layer : 1), sizeof *q->fp16);
+  if (!q->fp16) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for the fp16 plan");
+  char name[96];
+  for (int l = 0; l < n_layer; l++) {
+    snprintf(name, sizeof name, "blk.%d.ffn_down.input", l);
+    const er_llm_act_range *prod = er__llm_ranges_find(rg, name);
+    snprintf(name, sizeof name, "blk.%d.ffn_up.output", l);
+    const er_llm_act_range *up = er__llm_ranges_find(rg, name);
+    double mx = prod ? prod->max_abs : 0;
+    if (up && up->max_abs > mx) mx = up->max_abs;
+    if (!(mx > FP16_SAFE_LIMIT)) continue;
+    if (!isfinite(mx))
+      return er__error(ER_STATUS_INVALID_MODEL, "%s: the SwiGLU product of layer %d is not finite even in fp32", q->in,
+                       l);
+    int e = (int)ceil(log2(mx / FP16_SAFE_LIMIT));
+    float s = ldexpf(1.0f, e);
+    size_t iu, id;
+    snprintf(name, sizeof name, "blk.%d.ffn_up.weight", l);
+    iu = tensor_index(q, name);
+    snprintf(name, sizeof name, "blk.%d.ffn_down.weight", l);
+    id = tensor_index(q, name);
+    if (iu == (size_t)-1 || id == (size_t)-1)
+      return er__error(ER_STATUS_UNSUPPORTED, "%s: layer %d has no ffn_up/ffn_down pair to scale", q->in, l);
+    q->ti[iu].scale = 1.0f / s;
+    q->ti[id].scale = s;
+    snprintf(name, sizeof name, "blk.%d.ffn_up.bias", l);
+    size_t ib = tensor_index(q, name);
+    if (ib != (size_t)-1) q->ti[ib].scale = 1.0f / s;
+    q->fp16[q->n_fp16].layer = l;
+    q->fp16[q->n_fp16].max_abs = mx;
+    q->fp16[q->n_fp16].scale = s;
+    q->n_fp16++;
+    if (q->o.progress)
+      fprintf(stderr, "fp16-safe: layer %d, SwiGLU product up to %.4g: ffn_up / %g, ffn_down * %g\n", l, mx,
+              (double)s, (double)s);
+  }
+  /* What the scaling does not reach. The product and the up projection
+   * of every layer are in range now (their maximum divided by s). */
+  for (size_t i = 0; i < er__llm_ranges_count(rg); i++) {
+    const er_llm_act_range *a = er__llm_ranges_at(rg, i);
+    const char *dot = strrchr(a->site, '.');
+    bool fixed = dot && (strcmp(dot, ".input") == 0 ? strstr(a->site, ".ffn_down.") != NULL
+                                                     : strstr(a->site, ".ffn_up.output") != NULL);
+    if (a->over_fp16 == 0 || fixed) continue;
+    return er__error(ER_STATUS_UNSUPPORTED,
+                     "%s: %s (%s, layer %d) reaches %g on the calibration text, beyond fp16's largest value 65504; "
+                     "--fp16-safe scales only the SwiGLU product, so this model cannot run finite in fp16",
+                     q->in, a->site, a->what, a->layer, a->max_abs);
+  }
+  return ER_STATUS_OK;
 }
 
 /* ---- the entry point ----------------------------------------------------------- */
@@ -707,6 +799,9 @@ er_status er_llm_quantize(const char *in, const char *out, const er_llm_quantize
                      q.o.max_ppl_rise);
   if (q.o.calib_text && q.o.imatrix)
     return er__error(ER_STATUS_INVALID_ARGUMENT, "give calibration text or an importance matrix file, not both");
+  if (q.o.fp16_safe && !q.o.calib_text)
+    return er__error(ER_STATUS_INVALID_ARGUMENT, "fp16-safe needs calibration text: its scales come from the "
+                     "activation ranges measured on it");
   if (strcmp(in, out) == 0)
     return er__error(ER_STATUS_INVALID_ARGUMENT, "the output '%s' is the input: write to another file", out);
   ER_CHECK(er__gguf_open(in, 0, &q.g));
@@ -737,6 +832,7 @@ er_status er_llm_quantize(const char *in, const char *out, const er_llm_quantize
     types[i] = choose(&ps, t, &q.o);
     q.ti[i].planned = types[i];
     q.ti[i].wide = wide_type_for(&q, t);
+    q.ti[i].scale = 1.0f;
     q.ti[i].candidate = types[i] != t->type && !is_float_type(types[i]) && type_bits(types[i]) < type_bits(q.ti[i].wide);
   }
   if (st == ER_STATUS_OK) {
@@ -748,7 +844,11 @@ er_status er_llm_quantize(const char *in, const char *out, const er_llm_quantize
   if (st == ER_STATUS_OK && (q.o.calib_text || q.o.max_ppl_rise > 0)) st = er_llm_load(in, NULL, &src);
   if (st == ER_STATUS_OK && q.o.calib_text) {
     er_llm_imatrix_options io = {q.o.calib_ctx, q.o.calib_chunks, q.o.threads, q.o.progress};
-    st = er__llm_imatrix_compute(src, q.o.calib_text, &io, &q.im);
+    er_llm_ranges *rg = NULL;
+    st = er__llm_calibrate(src, q.o.calib_text, &io, &q.im, q.o.fp16_safe ? &rg : NULL);
+    if (st == ER_STATUS_OK && rg) st = plan_fp16(&q, rg, ps.n_layer);
+    er__llm_ranges_free(rg);
+    q.r.fp16_scaled_layers = q.n_fp16;
   }
   if (st == ER_STATUS_OK && q.im) {
     size_t entries;
@@ -776,6 +876,7 @@ er_status er_llm_quantize(const char *in, const char *out, const er_llm_quantize
   free(q.num);
   free(q.den);
   free(q.ti);
+  free(q.fp16);
   free(types);
   er__pool_free(q.pool);
   er__gguf_close(q.g);

@@ -19,11 +19,16 @@ typedef struct er_llm_imatrix_options {
   bool progress;               /* a progress bar on stderr when it is a terminal */
 } er_llm_imatrix_options;
 
+/* Activation ranges per site of the forward pass (llm-ranges.c): what
+ * er_llm_analyze reports and quantize's fp16_safe scales by. */
+typedef struct er_llm_ranges er_llm_ranges;
+
 /* Runs the model over the text file in chunks of n_ctx tokens and collects
- * the matrix. Memory stays flat in the text length: the file is read and
- * tokenized a piece at a time (pieces end at a newline). */
-er_status er__llm_imatrix_compute(const er_llm *llm, const char *text_path, const er_llm_imatrix_options *opts,
-                                  er_llm_imatrix **out);
+ * the importance matrix (im_out not NULL) and the activation ranges (rg_out
+ * not NULL) in the same pass. Memory stays flat in the text length: the
+ * file is read and tokenized a piece at a time (pieces end at a newline). */
+er_status er__llm_calibrate(const er_llm *llm, const char *text_path, const er_llm_imatrix_options *opts,
+                            er_llm_imatrix **im_out, er_llm_ranges **rg_out);
 /* Reads an importance matrix in llama.cpp's GGUF format (llama-imatrix's
  * default output: "<tensor>.in_sum2" and "<tensor>.counts" per matrix). */
 er_status er__llm_imatrix_read(const char *path, er_llm_imatrix **out);
@@ -35,5 +40,21 @@ void er__llm_imatrix_free(er_llm_imatrix *im);
 const float *er__llm_imatrix_find(const er_llm_imatrix *im, const char *tensor, int64_t cols);
 /* Chunks and tokens the matrix was measured over. */
 void er__llm_imatrix_stats(const er_llm_imatrix *im, int64_t *chunks, int64_t *tokens, size_t *entries);
+
+/* ---- llm-ranges.c ---------------------------------------------------------- */
+
+er_llm_ranges *er__llm_ranges_new(void);
+void er__llm_ranges_free(er_llm_ranges *rg);
+/* The observer's view (llm/llm-observe.h): the product's input and output
+ * sites, or the residual stream (y NULL). */
+void er__llm_ranges_observe(er_llm_ranges *rg, const char *weight, const float *x, int64_t n, int64_t cols,
+                            const float *y, int64_t rows, int64_t ldy);
+/* ER_STATUS_OK, or the allocation failure met inside the observer. */
+er_status er__llm_ranges_status(const er_llm_ranges *rg);
+void er__llm_ranges_set_counts(er_llm_ranges *rg, int64_t chunks, int64_t tokens);
+size_t er__llm_ranges_count(const er_llm_ranges *rg);
+const er_llm_act_range *er__llm_ranges_at(const er_llm_ranges *rg, size_t i);
+/* The site's range, or NULL when it was not seen. */
+const er_llm_act_range *er__llm_ranges_find(const er_llm_ranges *rg, const char *site);
 
 #endif /* ER_LLM_QUANT_H */

@@ -17,6 +17,11 @@ Weights are drawn from numpy's PCG64 with fixed seeds and quantized by the
 gguf package (both pinned in scripts/requirements*.txt), so a file is the
 same bytes on every machine: tests compare its SHA-256 with the one their
 llama.cpp references were made from.
+
+The folder is shared by the release and sanitizer builds (.cache/llm-models
+by default): a file that exists is kept, unless this script or the pinned
+packages changed since the folder was written (its .generator stamp), which
+starts the folder over.
 """
 import argparse
 import hashlib
@@ -41,6 +46,15 @@ SPECS = {
                        embd_scale=0.05, out_scale=6.0),
     "llama-tiny": dict(arch="llama", vocab="ggml-vocab-llama-spm.gguf", layers=2, embd=256, heads=4, kv_heads=4,
                        ff=512, ctx=2048, rope_base=10000.0, eps=1e-5, tied=False, bias=False, seed=2),
+    # Layer 1's gate and up rows are 100x larger and its down rows 10^4x
+    # smaller: the same kind of function, but its SwiGLU product (gate x up)
+    # reaches ~1e5 and overflows fp16 while every other activation stays in
+    # range (fp16 tests: analyze, eval --fp16, quantize --fp16-safe). The
+    # down rows are so small that fp16 storage would flush them: they stay
+    # float32 in the file (f32_tensors).
+    "qwen2-swiglu": dict(arch="qwen2", vocab="ggml-vocab-qwen2.gguf", layers=2, embd=256, heads=4, kv_heads=2,
+                         ff=768, ctx=4096, rope_base=1000000.0, eps=1e-6, tied=True, bias=True, seed=4,
+                         embd_scale=0.05, out_scale=6.0, ffn_boost={1: 100.0}, f32_tensors=("ffn_down",)),
     "qwen2-0.5b-shape": dict(arch="qwen2", vocab="ggml-vocab-qwen2.gguf", layers=24, embd=896, heads=14,
                              kv_heads=2, ff=4864, ctx=32768, rope_base=1000000.0, eps=1e-6, tied=True, bias=True,
                              seed=3),
@@ -50,13 +64,15 @@ TYPES = {"f32": Q.F32, "f16": Q.F16, "bf16": Q.BF16, "q8_0": Q.Q8_0, "q4_0": Q.Q
 # Written by this script (gguf-py quantizes these types) ...
 WRITTEN = {"qwen2-tiny": ["f16", "q8_0", "q4_0", "q4_1"],
            "llama-tiny": ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"],
+           "qwen2-swiglu": ["f16"],
            "qwen2-0.5b-shape": ["f16", "q8_0", "q4_0"]}
 # ... and derived from one of them by `edgerun quantize` (gguf-py has no
 # k-quant quantizer): name -> (source type, edgerun type).
 DERIVED = {"qwen2-tiny": {"q4_k_m": ("f16", "Q4_K_M")},
            "llama-tiny": {"q4_k_m": ("f32", "Q4_K_M"), "q5_k_m": ("f32", "Q5_K_M"), "q6_k": ("f32", "Q6_K")},
+           "qwen2-swiglu": {},
            "qwen2-0.5b-shape": {"q4_k_m": ("f16", "Q4_K_M")}}
-SMALL = ["qwen2-tiny", "llama-tiny"]
+SMALL = ["qwen2-tiny", "llama-tiny", "qwen2-swiglu"]
 
 
 def copy_tokenizer(w, vocab_path):
@@ -115,6 +131,11 @@ def weights(spec, n_vocab):
     t["output_norm.weight"] = (1.0 + 0.1 * rng.standard_normal(E)).astype(np.float32)
     if not spec["tied"]:
         t["output.weight"] = mat(n_vocab, E, 4.0)
+    for layer, boost in spec.get("ffn_boost", {}).items():
+        p = f"blk.{layer}."
+        t[p + "ffn_gate.weight"] *= np.float32(boost)
+        t[p + "ffn_up.weight"] *= np.float32(boost)
+        t[p + "ffn_down.weight"] /= np.float32(boost * boost)
     return t
 
 
@@ -141,7 +162,7 @@ def write_model(name, spec, qtype_name, path):
     for tname, arr in weights(spec, n_vocab).items():
         # Vectors (norms, biases) stay float32, as llama.cpp's converter
         # writes them; matrices take the file's type.
-        if arr.ndim == 1 or qt == Q.F32:
+        if arr.ndim == 1 or qt == Q.F32 or any(f".{k}." in tname for k in spec.get("f32_tensors", ())):
             w.add_tensor(tname, arr)
         elif qt == Q.F16:
             w.add_tensor(tname, arr.astype(np.float16))
@@ -162,6 +183,16 @@ def sha256(path):
     return h.hexdigest()
 
 
+def generator_stamp():
+    """What the files depend on besides the seeds: this script and the
+    packages that draw and quantize the weights."""
+    h = hashlib.sha256()
+    with open(os.path.abspath(__file__), "rb") as f:
+        h.update(f.read())
+    h.update(f"numpy {np.__version__} gguf {getattr(gguf, '__version__', '?')}".encode())
+    return h.hexdigest()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
@@ -170,6 +201,15 @@ def main():
     ap.add_argument("--edgerun", help="the edgerun executable, for the k-quant models (skipped without it)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
+    stamp_path = os.path.join(a.out, ".generator")
+    stamp = generator_stamp()
+    old = open(stamp_path).read().strip() if os.path.exists(stamp_path) else ""
+    if old != stamp:
+        for f in os.listdir(a.out):
+            if f.endswith((".gguf", ".json", ".html")):
+                os.remove(os.path.join(a.out, f))
+        with open(stamp_path, "w") as f:
+            f.write(stamp + "\n")
     names = SMALL + (["qwen2-0.5b-shape"] if a.big else [])
     jobs = [(n, t, None) for n in names for t in WRITTEN[n]]
     if a.edgerun:
@@ -177,7 +217,8 @@ def main():
     if a.only:
         keep = set(a.only.split(","))
         jobs = [j for j in jobs if f"{j[0]}-{j[1]}" in keep or (j[2] and f"{j[0]}-{j[2][0]}" in keep)]
-    index = {}
+    index_path = os.path.join(a.out, "index.json")
+    index = json.load(open(index_path)) if os.path.exists(index_path) else {}
     for name, t, derived in jobs:
         path = os.path.join(a.out, f"{name}-{t}.gguf")
         if not os.path.exists(path):
@@ -186,11 +227,13 @@ def main():
                 subprocess.run([a.edgerun, "quantize", src, "-o", path, "--type", derived[1], "--quiet", "--threads",
                                 str(os.cpu_count() or 1)], check=True)
             else:
-                write_model(name, SPECS[name], t, path + ".tmp")
-                os.replace(path + ".tmp", path)
+                tmp = f"{path}.{os.getpid()}.tmp"
+                write_model(name, SPECS[name], t, tmp)
+                os.replace(tmp, path)
         index[f"{name}-{t}"] = {"file": os.path.basename(path), "sha256": sha256(path)}
-    with open(os.path.join(a.out, "index.json"), "w") as f:
+    with open(f"{index_path}.{os.getpid()}.tmp", "w") as f:
         json.dump(index, f, indent=1, sort_keys=True)
+    os.replace(f"{index_path}.{os.getpid()}.tmp", index_path)
     print(f"gen_llm_models: {len(index)} models in {a.out}")
 
 
