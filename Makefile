@@ -2,6 +2,10 @@
 .PHONY: build check test asan fuzz setup clean demo serve-demo llm-oracles llama-cpp llm-refs bench-llm bench-llm-serve bench-llm-quant
 
 JOBS ?= $(shell nproc)
+# ccache (when installed; see CMakeLists.txt) hashes paths relative to the
+# checkout, so a clean clone elsewhere reuses the objects of an earlier one.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 
 setup:
 	scripts/setup.sh

@@ -14,8 +14,9 @@ SRC=.cache/llama.cpp-src
 BUILD=.cache/llama.cpp-build
 if [ ! -f "$SRC/.complete-$LCPP_VERSION" ]; then
   if [ ! -f .cache/sdist/llama_cpp_python-$LCPP_VERSION.tar.gz ]; then
-    .venv/bin/pip download -q --disable-pip-version-check --no-binary :all: --no-deps \
-      "llama-cpp-python==$LCPP_VERSION" -d .cache/sdist
+    .venv/bin/python scripts/fetch_sdist.py llama-cpp-python "$LCPP_VERSION" .cache/sdist >/dev/null ||
+      .venv/bin/pip download -q --disable-pip-version-check --no-binary :all: --no-deps \
+        "llama-cpp-python==$LCPP_VERSION" -d .cache/sdist
   fi
   rm -rf "$SRC" .cache/sdist/llama_cpp_python-$LCPP_VERSION
   tar -xzf .cache/sdist/llama_cpp_python-$LCPP_VERSION.tar.gz -C .cache/sdist \

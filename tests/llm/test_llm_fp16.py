@@ -34,6 +34,7 @@ import gen_llm_models  # noqa: E402
 
 TEXT = "/usr/share/common-licenses/GPL-3"  # Debian's base-files
 CTX = 128
+CHUNKS = 4                     # evaluation chunks (2 in the sanitizer build)
 FAILS = []
 
 
@@ -123,7 +124,8 @@ def reference_sites(path, ids):
 
 
 def eval_json(E, model, extra, base=None):
-    args = [E, "eval", model, "--text", TEXT, "--ctx", str(CTX), "--chunks", "4", "--json", "--threads", "2"] + extra
+    args = [E, "eval", model, "--text", TEXT, "--ctx", str(CTX), "--chunks", str(CHUNKS), "--json", "--threads",
+            "2"] + extra
     if base:
         args += ["--baseline", base]
     rc, out, err = run(args)
@@ -136,6 +138,9 @@ def main():
     ap.add_argument("--models", required=True)
     ap.add_argument("--light", action="store_true", help="sanitizer build: --fp16-safe at F16 only")
     a = ap.parse_args()
+    global CHUNKS
+    if a.light:
+        CHUNKS = 2
     E = a.edgerun
     M = os.path.join(a.models, "qwen2-swiglu-f16.gguf")
     NORMAL = os.path.join(a.models, "qwen2-tiny-f16.gguf")

@@ -77,6 +77,7 @@ MNIST8 = os.path.join(SHARED, "models", "mnist-8")
 
 EDGERUN = None
 TMP = None
+LIGHT = False
 passed = failed = 0
 
 
@@ -200,6 +201,11 @@ def test_fashion():
     import train_fashion
     x_tr, _ = train_fashion.load("train")
     x_te, y_te = train_fashion.load("t10k")
+    if LIGHT:
+        # The sanitizer build runs the same code paths on a tenth of the
+        # test set (100 s of its run otherwise); the accuracy figures are
+        # the release build's.
+        x_te, y_te = x_te[:1000], y_te[:1000]
     np.save(tmp("f-calib.npy"), x_tr[:500])
     np.save(tmp("f-test.npy"), x_te)
     np.save(tmp("f-labels.npy"), y_te)
@@ -211,8 +217,9 @@ def test_fashion():
     print(f"fashion: float top-1 {100 * acc['float_top1']:.2f}%, int8 {100 * acc['quant_top1']:.2f}% "
           f"(drop {acc['top1_drop_points']:.2f} points on {acc['labelled']} images); file "
           f"{size['quant_file_bytes']} / {size['float_file_bytes']} bytes = {100 * size['file_ratio']:.1f}%")
-    check(acc["labelled"] == 10000, "all 10,000 Fashion-MNIST test images evaluated")
-    check(acc["top1_drop_points"] <= 0.5, "fashion int8 top-1 drop <= 0.5 points")
+    check(acc["labelled"] == len(y_te), f"all {len(y_te)} Fashion-MNIST test images evaluated")
+    if not LIGHT:
+        check(acc["top1_drop_points"] <= 0.5, "fashion int8 top-1 drop <= 0.5 points")
     check(size["file_ratio"] <= 0.30, "fashion int8 model file <= 30% of the float one")
     full_check(q, "the fashion QDQ model")
     ort_out = session(q).run(None, {"input": x_te})[0]
@@ -685,11 +692,13 @@ TESTS = [test_digits_accuracy, test_reduce_range, test_fashion, test_mnist8, tes
 
 
 def main():
-    global EDGERUN, TMP
+    global EDGERUN, TMP, LIGHT
     ap = argparse.ArgumentParser()
     ap.add_argument("--edgerun", required=True)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--light", action="store_true", help="sanitizer build: Fashion-MNIST on 1,000 test images")
     args = ap.parse_args()
+    LIGHT = args.light
     EDGERUN = os.path.abspath(args.edgerun)
     if ort_int8.SATURATES:
         print(f"note: {ort_int8.explain()}: QDQ models run with onnxruntime's QDQ fusion off")
