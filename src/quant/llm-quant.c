@@ -211,7 +211,7 @@ typedef struct qrun {
   size_t buf_cap;
   er_llm_quantize_result r;
   /* the budget's trials: (wide tensors, perplexity) */
-  struct { size_t wide_n; double ppl; } trial[64];
+  struct { size_t wide_n; double ppl; int dropped; } trial[128]; /* dropped: tensor index, or -1 */
   int n_trials;
   /* fp16_safe: the layers scaled, their SwiGLU/up maximum and the factor */
   struct { int layer; double max_abs; float scale; } *fp16;
@@ -450,16 +450,24 @@ typedef struct trial_ctx {
   double *best_ppl;
 } trial_ctx;
 
+/* The perplexity with the tensors flagged in `use` wide; recorded. */
+static er_status measure(trial_ctx *c, const bool *use, size_t n_wide, int dropped, double *ppl) {
+  qrun *q = c->q;
+  ER_CHECK(assemble(q, c->path, c->gb, c->gw, use, c->types));
+  ER_CHECK(perplexity_of(q, c->path, c->toks, c->n_tok, ppl));
+  if (q->n_trials < (int)(sizeof q->trial / sizeof q->trial[0])) {
+    q->trial[q->n_trials].wide_n = n_wide;
+    q->trial[q->n_trials].dropped = dropped;
+    q->trial[q->n_trials++].ppl = *ppl;
+  }
+  return ER_STATUS_OK;
+}
+
 static er_status trial(trial_ctx *c, size_t k, double *ppl) {
   qrun *q = c->q;
   memset(c->use, 0, q->n * sizeof *c->use);
   for (size_t r = 0; r < k; r++) c->use[c->rank[r]] = true;
-  ER_CHECK(assemble(q, c->path, c->gb, c->gw, c->use, c->types));
-  ER_CHECK(perplexity_of(q, c->path, c->toks, c->n_tok, ppl));
-  if (q->n_trials < 64) {
-    q->trial[q->n_trials].wide_n = k;
-    q->trial[q->n_trials++].ppl = *ppl;
-  }
+  ER_CHECK(measure(c, c->use, k, -1, ppl));
   if (q->o.progress)
     fprintf(stderr, "budget: %zu tensors wide: PPL %.4f (input %.4f, limit %.4f)\n", k, *ppl, q->r.ppl_in, c->limit);
   if (*ppl <= c->limit && k < *c->best) {
@@ -536,13 +544,35 @@ static er_status budget_search(qrun *q, const er_llm *src, uint32_t *types) {
     st = er__error(ER_STATUS_LIMIT, "the perplexity budget (+%.2f%% over %.4f) is not met even with all %zu "
                    "candidate tensors at %s (PPL %.4f): raise the budget or choose a wider --type",
                    100 * q->o.max_ppl_rise, q->r.ppl_in, n_cand, q->o.keep_type, ppl);
+  /* Pruning: the ranking is a guess, so a tensor of the prefix may not be
+   * needed once the others are wide. From the lowest-ranked up, each is
+   * dropped when the budget holds without it (one evaluation each, at
+   * most PRUNE_MAX of them: the rest stay). */
+  size_t kept = best;
   if (st == ER_STATUS_OK) {
     memset(use, 0, q->n * sizeof *use);
     for (size_t r_ = 0; r_ < best; r_++) use[rank[r_]] = true;
+    enum { PRUNE_MAX = 32 };
+    for (size_t r_ = best, tried = 0; st == ER_STATUS_OK && r_-- > 0 && tried < PRUNE_MAX; tried++) {
+      use[rank[r_]] = false;
+      st = measure(&tc, use, kept - 1, (int)rank[r_], &ppl);
+      if (st != ER_STATUS_OK) break;
+      if (q->o.progress)
+        fprintf(stderr, "budget: without %s: PPL %.4f (limit %.4f): %s\n", er__gguf_tensor_at(q->g, rank[r_])->name_z,
+                ppl, limit, ppl <= limit ? "dropped" : "kept");
+      if (ppl <= limit) {
+        kept--;
+        best_ppl = ppl;
+      } else {
+        use[rank[r_]] = true;
+      }
+    }
+  }
+  if (st == ER_STATUS_OK) {
     for (size_t i = 0; i < q->n; i++) q->ti[i].is_wide = use[i];
     st = assemble(q, q->out, gb, gw, use, types);
     q->r.ppl_out = best_ppl;
-    q->r.tensors_kept_wide = best;
+    q->r.tensors_kept_wide = kept;
   }
   er__gguf_close(gb);
   er__gguf_close(gw);
@@ -620,8 +650,13 @@ static er_status write_report(const qrun *q, const uint32_t *types) {
       json_str(fj, q->o.keep_type);
       fprintf(fj, ", \"ppl_in\": %.6f, \"ppl_out\": %.6f, \"kept_wide\": %zu, \"trials\": [", q->r.ppl_in,
               q->r.ppl_out, q->r.tensors_kept_wide);
-      for (int t = 0; t < q->n_trials; t++)
-        fprintf(fj, "%s{\"wide\": %zu, \"ppl\": %.6f}", t ? ", " : "", q->trial[t].wide_n, q->trial[t].ppl);
+      for (int t = 0; t < q->n_trials; t++) {
+        fprintf(fj, "%s{\"wide\": %zu, \"ppl\": %.6f, \"dropped\": ", t ? ", " : "", q->trial[t].wide_n,
+                q->trial[t].ppl);
+        if (q->trial[t].dropped >= 0) json_str(fj, er__gguf_tensor_at(q->g, (size_t)q->trial[t].dropped)->name_z);
+        else fprintf(fj, "null");
+        fprintf(fj, "}");
+      }
       fprintf(fj, "]}");
     } else {
       fprintf(fj, "null");

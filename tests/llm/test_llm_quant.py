@@ -54,6 +54,24 @@ def tensors(path):
     return {t.name: (t.tensor_type.name, bytes(t.data.tobytes())) for t in r.tensors}
 
 
+def budget_minimal(b, kept_names):
+    """The budget search's trials show its choice cannot lose a tensor:
+    the ranked prefix one shorter than the first that passed missed the
+    budget, and every kept tensor the pruning pass tried to drop was
+    needed (dropping it missed the budget)."""
+    limit = b["ppl_in"] * (1 + b["max_ppl_rise"])
+    prefix = [t for t in b["trials"] if t["dropped"] is None]
+    passing = [t["wide"] for t in prefix if t["ppl"] <= limit]
+    if not passing:
+        return False
+    k0 = min(passing)
+    shorter_misses = k0 == 0 or any(t["wide"] == k0 - 1 and t["ppl"] > limit for t in prefix)
+    tried = {t["dropped"]: t["ppl"] for t in b["trials"] if t["dropped"]}
+    dropped = [n for n, p in tried.items() if p <= limit]
+    return (shorter_misses and all(tried[n] > limit for n in kept_names if n in tried)
+            and not set(dropped) & set(kept_names) and len(kept_names) == k0 - len(dropped))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--edgerun", required=True)
@@ -153,10 +171,7 @@ def main():
         rc, e, _ = ev(qk, "--baseline", f16)
         check(rc == 0 and abs(e.get("ppl", 0) - b["ppl_out"]) <= 1e-6 * b["ppl_out"],
               "the budget's figure is the written file's")
-        trials = {t["wide"]: t["ppl"] for t in b["trials"]}
-        k = b["kept_wide"]
-        check(k == 0 or (k - 1) in trials and trials[k - 1] > b["ppl_in"] * 1.001,
-              "one tensor fewer misses the budget")
+        check(budget_minimal(b, [t["name"] for t in kept]), "no kept tensor can be dropped within the budget")
 
     # --- bad arguments and files ---------------------------------------------
     out = os.path.join(tmp, "bad.gguf")
@@ -212,11 +227,13 @@ def main():
         check(rc == 0, f"SmolLM2 Q4_0 --keep-float auto:4% ({err.strip()[-200:]})")
         if rc == 0:
             b = json.load(open(os.path.join(tmp, "smol-auto.report.json")))["budget"]
-            trials = {t["wide"]: t["ppl"] for t in b["trials"]}
             k = b["kept_wide"]
-            check(k > 0 and b["ppl_out"] <= b["ppl_in"] * 1.04 and trials[k - 1] > b["ppl_in"] * 1.04,
-                  f"SmolLM2 budget: {k} tensors wide, {b['ppl_in']:.3f} -> {b['ppl_out']:.3f}, "
-                  f"{k - 1} give {trials.get(k - 1)}")
+            kept = [t["name"] for t in json.load(open(os.path.join(tmp, "smol-auto.report.json")))["tensors"]
+                    if t["kept_wide"]]
+            pruned = sum(1 for t in b["trials"] if t["dropped"] and t["ppl"] <= b["ppl_in"] * 1.04)
+            check(k > 0 and b["ppl_out"] <= b["ppl_in"] * 1.04 and budget_minimal(b, kept),
+                  f"SmolLM2 budget: {k} tensors wide ({pruned} dropped by pruning), {b['ppl_in']:.3f} -> "
+                  f"{b['ppl_out']:.3f}")
 
     print(f"{'FAIL' if FAILS else 'ok'}: {len(FAILS)} failures")
     return 1 if FAILS else 0
