@@ -34,6 +34,7 @@
 #define WATCHDOG_PERIOD_MS 100
 #define CONN_MEMORY_LIMIT (64u << 10) /* bytes per connection for headers */
 #define FLOOD_FACTOR 8                /* body bytes read past the cap, as a multiple of it */
+#define DRAIN_US (30 * 1000000LL)     /* at most this long reading a body past its cap */
 
 /* ========================================================================
  * Connection tracking and the deadline watchdog
@@ -168,6 +169,7 @@ typedef struct req_ctx {
   size_t body_len, body_cap;
   uint64_t body_seen;        /* bytes received, kept or not */
   bool too_big;
+  int64_t drain_start;       /* when the body went past its cap (0: it has not) */
   int64_t t_start;           /* headers complete, microseconds */
   atomic_int state;
   er__job *job;
@@ -903,11 +905,25 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl) {
       unsigned long long declared = strtoull(cl, NULL, 10);
-      if (declared > srv->opt.max_body_bytes) {
+      /* Over the cap. A client that waits for 100 Continue, or whose body
+       * is past what is worth reading, gets its 413 now and the connection
+       * closes unread. Any other client writes its whole body before it
+       * reads (urllib, requests, tritonclient): answered now, it would see
+       * a reset and no status, so the body is read and dropped (within
+       * FLOOD_FACTOR x the cap and DRAIN_US) and the 413 follows it. */
+      const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+      bool waits = expect && strcasecmp(expect, "100-continue") == 0;
+      if (declared > srv->opt.max_body_bytes &&
+          (waits || declared > FLOOD_FACTOR * (unsigned long long)srv->opt.max_body_bytes)) {
         snprintf(err, sizeof err, "request body of %llu bytes is over the cap of %llu bytes "
                                   "(--max-body-bytes)", declared,
                  (unsigned long long)srv->opt.max_body_bytes);
         return send_error(rc, 413, err);
+      }
+      if (declared > srv->opt.max_body_bytes) {
+        rc->too_big = true;
+        rc->drain_start = er__now_us();
+        return MHD_YES;
       }
       if (declared && rc->route == R_INFER) {
         rc->body = malloc((size_t)declared);
@@ -933,9 +949,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
      * its 413 (libmicrohttpd cannot answer before the body ends); a flood
      * past FLOOD_FACTOR times the cap is not worth reading: hang up. */
     if (rc->body_seen > FLOOD_FACTOR * cap) return MHD_NO;
-    if (rc->too_big) return MHD_YES;
+    if (rc->too_big) return rc->drain_start && er__now_us() - rc->drain_start > DRAIN_US ? MHD_NO : MHD_YES;
     if (rc->body_len + n > cap) {
       rc->too_big = true;
+      rc->drain_start = er__now_us();
       free(rc->body);
       rc->body = NULL;
       rc->body_len = rc->body_cap = 0;

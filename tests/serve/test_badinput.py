@@ -3,6 +3,8 @@ status and message, bounded resources, and the server still answers the
 next valid request."""
 import gzip
 import json
+import urllib.error
+import urllib.request
 import os
 import socket
 import sys
@@ -86,8 +88,45 @@ class BadInput(unittest.TestCase):
 
     # 17 -----------------------------------------------------------------
     def test_17_body_over_cap_declared(self):
-        st, h, b = self.infer_raw(b"", b"Content-Length: %d\r\n\r\n" % (MAX_BODY + 1))
+        # A client that writes its whole body before reading: the body is
+        # read and dropped, then the 413 comes on the same connection.
+        st, h, b = self.infer_raw(b"x" * (MAX_BODY + 1), b"Content-Length: %d\r\n\r\n" % (MAX_BODY + 1))
         self.expect(st, b, {413}, "--max-body-bytes")
+
+    def test_17_body_over_cap_declared_expect_continue(self):
+        # A client that waits for 100 Continue gets the 413 at once, unread.
+        st, h, b = self.infer_raw(b"", b"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n" % (MAX_BODY + 1))
+        self.expect(st, b, {413}, "--max-body-bytes")
+
+    def test_17_body_declared_flood_is_refused_unread(self):
+        # Past 8x the cap a declared body is not worth reading: 413 at once.
+        st, h, b = self.infer_raw(b"", b"Content-Length: %d\r\n\r\n" % (8 * MAX_BODY + 1))
+        self.expect(st, b, {413}, "--max-body-bytes")
+
+    def test_17_big_body_clients_read_their_413(self):
+        # 300 MB to a server with the default 64 MiB cap, from the clients
+        # that write the whole body before reading: each reads a 413 with
+        # its JSON error, not a broken pipe.
+        srv = harness.Server(self.repo, "--api-key", API_KEY, auth=API_KEY)
+        try:
+            body = b"x" * (300 * 1000 * 1000)
+            url = f"http://127.0.0.1:{srv.port}/v2/models/digits/infer"
+            req = urllib.request.Request(url, data=body, headers={**self.auth, "Content-Type": "application/json"})
+            with self.assertRaises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(req, timeout=120)
+            self.assertEqual(e.exception.code, 413)
+            self.assertIn("--max-body-bytes", json.loads(e.exception.read())["error"])
+            import requests
+            r = requests.post(url, data=body, headers=self.auth, timeout=120)
+            self.assertEqual(r.status_code, 413)
+            self.assertIn("--max-body-bytes", r.json()["error"])
+            st, _, b = srv.request("POST", "/v2/models/digits/infer", body, self.auth, timeout=120)
+            self.assertEqual(st, 413, b)
+            st, _, b = srv.infer(self.x, headers=self.auth)
+            self.assertEqual(st, 200, b)
+        finally:
+            self.assertEqual(srv.stop(), 0, srv.stderr[-2000:])
+            srv.cleanup()
 
     def test_17_body_over_cap_chunked(self):
         chunk = b"x" * 65536
