@@ -151,17 +151,11 @@ void er__llm_ranges_observe(er_llm_ranges *rg, const char *weight, const float *
   }
   int layer = -1, used = 0;
   if (sscanf(weight, "blk.%d.%n", &layer, &used) != 1 || used == 0 || layer < 0) {
-    /* A weight outside the blocks that the roles do not know. */
-    snprintf(site, sizeof site, "%s.input", weight);
-    record(rg, site, "product input", -1, x, n, cols, cols);
-    if (y && rg->failed == ER_STATUS_OK) {
-      snprintf(site, sizeof site, "%s.output", weight);
-      record(rg, site, "product output", -1, y, n, rows, ldy);
-    }
-    return;
+    layer = -1; /* outside the blocks: only the generic sites below */
+    used = 0;
   }
   const char *part = weight + used;
-  for (size_t i = 0; i < sizeof ROLES / sizeof ROLES[0]; i++) {
+  for (size_t i = 0; layer >= 0 && i < sizeof ROLES / sizeof ROLES[0]; i++) {
     const role *ro = &ROLES[i];
     if (strcmp(part, ro->weight) != 0) continue;
     if (ro->in) {
@@ -174,6 +168,7 @@ void er__llm_ranges_observe(er_llm_ranges *rg, const char *weight, const float *
     }
     return;
   }
+  /* A weight the roles do not know: its product's input and output. */
   snprintf(site, sizeof site, "%.50s.input", weight);
   record(rg, site, "product input", layer, x, n, cols, cols);
   if (y && rg->failed == ER_STATUS_OK) {
