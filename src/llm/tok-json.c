@@ -34,6 +34,7 @@ typedef struct jtok {
   bool byte_level;           /* a ByteLevel pre-tokenizer or decoder */
   size_t bytelevel_at;       /* n_patterns when the ByteLevel pre-tokenizer came; SIZE_MAX = none */
   int spm_prefix;            /* -1 = no SentencePiece normalizer, 0 = Replace only, 1 = Prepend + Replace */
+  bool nfc;                  /* an NFC normalizer (Qwen2) */
 } jtok;
 
 static void jtok_free(jtok *j) {
@@ -324,6 +325,10 @@ static er_status read_normalizer(jtok *j, const json_t *nm) {
     j->spm_prefix = 0;
     return ER_STATUS_OK;
   }
+  if (is_str(type, "NFC")) {
+    j->nfc = true;
+    return ER_STATUS_OK;
+  }
   return unsupported(j, "normalizer", type);
 }
 
@@ -412,6 +417,7 @@ er_status er__tok_create_hf_json(const char *path, er_tokenizer **out) {
                    "SentencePiece normalizer", path);
     goto done;
   }
+  cfg.nfc = j.nfc;
   cfg.n_tokens = j.n;
   cfg.tokens = j.tokens;
   cfg.types = j.types;

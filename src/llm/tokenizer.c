@@ -78,7 +78,7 @@ struct er_tokenizer {
   int32_t trie_root[256];        /* first-byte -> node, -1 = none */
 
   int32_t bos, eos, unk, pad, eot;
-  bool add_bos, add_eos, add_space_prefix;
+  bool add_bos, add_eos, add_space_prefix, nfc;
 };
 
 /* GPT-2's bytes_to_unicode: the printable bytes stand for themselves, the
@@ -559,6 +559,7 @@ er_status er__tok_create(const er_tok_config *cfg, er_tokenizer **out) {
   t->n = cfg->n_tokens;
   t->bos = cfg->bos, t->eos = cfg->eos, t->unk = cfg->unk, t->pad = cfg->pad, t->eot = cfg->eot;
   t->add_bos = cfg->add_bos, t->add_eos = cfg->add_eos, t->add_space_prefix = cfg->add_space_prefix;
+  t->nfc = cfg->nfc;
   for (int i = 0; i < 256; i++) t->byte_tok[i] = -1, t->trie_root[i] = -1;
   t->text = er__calloc(t->n, sizeof *t->text, "tokenizer texts");
   t->piece = er__calloc(t->n, sizeof *t->piece, "tokenizer pieces");
@@ -1039,9 +1040,18 @@ er_status er__tok_encode(const er_tokenizer *t, const char *text, size_t len, bo
       i++;
       continue;
     }
-    if (i > seg)
-      st = t->kind == ER_TOK_BPE ? encode_bpe(t, &w, text + seg, i - seg, &out)
-                                 : encode_spm(t, &w, text + seg, i - seg, &out);
+    if (i > seg) {
+      const char *p = text + seg;
+      size_t n = i - seg;
+      char *norm = NULL;
+      if (t->nfc && !er__nfc_is_trivial(p, n)) {
+        st = er__nfc(p, n, &norm, &n);
+        p = norm;
+      }
+      if (st == ER_STATUS_OK)
+        st = t->kind == ER_TOK_BPE ? encode_bpe(t, &w, p, n, &out) : encode_spm(t, &w, p, n, &out);
+      free(norm);
+    }
     if (id < 0) break;
     put(&out, id);
     i += mlen;

@@ -66,6 +66,7 @@ typedef struct er_tok_config {
   int32_t eot;                        /* end of turn (<|im_end|>, <|eot_id|>), -1 = none */
   bool add_bos, add_eos;              /* added by encode when add_special */
   bool add_space_prefix;              /* SentencePiece: prepend U+2581 */
+  bool nfc;                           /* text segments in Unicode NFC first (tokenizer.json's NFC normalizer) */
 } er_tok_config;
 
 typedef struct er_tokenizer er_tokenizer;

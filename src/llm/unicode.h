@@ -64,6 +64,14 @@ static inline bool er__ucd_is_space(uint32_t cp, er_ucd_cat cat) {
 size_t er__utf8_decode(const uint8_t *s, size_t n, uint32_t *cp_out);
 /* Writes cp (a scalar value) as 1-4 bytes and returns the count. */
 size_t er__utf8_encode(uint32_t cp, char out[4]);
+
+/* ---- normalization form C (tok-nfc.c) ------------------------------------ */
+
+/* True when NFC leaves the n bytes of s as they are for certain (ASCII). */
+bool er__nfc_is_trivial(const char *s, size_t n);
+/* The NFC form of the valid UTF-8 text s: *out (NUL-terminated, free) of
+ * *n_out bytes. */
+er_status er__nfc(const char *s, size_t n, char **out, size_t *n_out);
 /* The offset of the first byte that does not start a well-formed
  * sequence, or n when all n bytes are valid UTF-8. */
 size_t er__utf8_check(const char *s, size_t n);
