@@ -387,14 +387,19 @@ typedef struct er_llm er_llm;
 typedef struct er_llm_load_options {
   uint64_t max_file_bytes;     /* 0 = ER_DEFAULT (4 GiB) */
   bool force_reference;        /* plain C kernels only (the numerical truth) */
+  bool unpack_weights;         /* ONNX decoders: quantized weights unpacked to F32 (their exact
+                                  values, at 8x the memory), not repacked into GGUF blocks */
 } er_llm_load_options;
 
 ER_API void er_llm_load_options_init(er_llm_load_options *opts);
 
 /* Loads a GGUF file (architectures llama and qwen2; tensor types F32, F16,
- * BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K). Every count,
- * offset and shape is checked; a type or architecture edgerun cannot run is
- * UNSUPPORTED naming it. `path` and `opts` (NULL = defaults) are borrowed.
+ * BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), or an
+ * ONNX decoder as onnxruntime-genai's model builder writes it: its folder
+ * (genai_config.json, model.onnx, tokenizer.json) or its .onnx file, whose
+ * weights are converted at load (docs/llm.md). Every count, offset and shape
+ * is checked; a type or architecture edgerun cannot run is UNSUPPORTED
+ * naming it. `path` and `opts` (NULL = defaults) are borrowed.
  * The model is owned by the caller (er_llm_free). */
 ER_API er_status er_llm_load(const char *path, const er_llm_load_options *opts, er_llm **llm_out);
 /* Frees the model. Every context created from it MUST be freed first. */

@@ -1,4 +1,4 @@
-/* cli-llm.c - what the LLM commands share: recognising a GGUF file, the
+/* cli-llm.c - what the LLM commands share: recognising a GGUF file or ONNX decoder, the
  * context options (--threads, --ctx, --batch, --kv), loading model and
  * context with errors that name the file, reading a text file. */
 #include <errno.h>
@@ -8,13 +8,28 @@
 
 #include "cli/cli-llm.h"
 
-bool er_cli_is_gguf(const char *path) {
+/* A GGUF file, or an ONNX decoder: a folder with genai_config.json, or a
+ * .onnx file beside one. */
+bool er_cli_is_llm(const char *path) {
+  struct stat sb;
+  char cfg[4096];
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    snprintf(cfg, sizeof cfg, "%s/genai_config.json", path);
+    return stat(cfg, &sb) == 0;
+  }
+  size_t n = strlen(path);
+  if (n > 5 && n < sizeof cfg - 32 && strcmp(path + n - 5, ".onnx") == 0) {
+    const char *slash = strrchr(path, '/');
+    int dir = slash ? (int)(slash - path) : 1;
+    snprintf(cfg, sizeof cfg, "%.*s/genai_config.json", dir, slash ? path : ".");
+    return stat(cfg, &sb) == 0;
+  }
   FILE *f = fopen(path, "rb");
   if (!f) return false;
   char magic[4] = {0};
-  size_t n = fread(magic, 1, 4, f);
+  size_t got = fread(magic, 1, 4, f);
   fclose(f);
-  return n == 4 && memcmp(magic, "GGUF", 4) == 0;
+  return got == 4 && memcmp(magic, "GGUF", 4) == 0;
 }
 
 void er_cli_llm_init(er_cli_llm *o) {

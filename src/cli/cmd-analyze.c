@@ -26,7 +26,7 @@ void er_cmd_analyze_help(FILE *out) {
 
 int er_cmd_analyze(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
-    if (argv[i][0] != '-' && er_cli_is_gguf(argv[i])) return er_cmd_analyze_llm(argc, argv);
+    if (argv[i][0] != '-' && er_cli_is_llm(argv[i])) return er_cmd_analyze_llm(argc, argv);
   const char *fpath = NULL, *qpath = NULL, *data_path = NULL, *html = NULL, *labels_path = NULL, *prep = NULL;
   bool json = false;
   int threads = 1, top = 15;

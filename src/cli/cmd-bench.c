@@ -132,7 +132,7 @@ static int write_trace(const char *path, const er_node_timing *t, size_t n) {
 int er_cmd_bench(int argc, char **argv) {
   /* LLMs have their own figures (tokens/s, not latency percentiles). */
   for (int i = 1; i < argc; i++)
-    if (strcmp(argv[i], "--llm") == 0 || (argv[i][0] != '-' && er_cli_is_gguf(argv[i]))) return er_cmd_bench_llm(argc, argv);
+    if (strcmp(argv[i], "--llm") == 0 || (argv[i][0] != '-' && er_cli_is_llm(argv[i]))) return er_cmd_bench_llm(argc, argv);
   const char *path = NULL, *trace = NULL;
   int threads = 1, warmup = 5, iterations = 50, rc = 1;
   bool json = false, reference = false;

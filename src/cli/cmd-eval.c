@@ -23,7 +23,7 @@ void er_cmd_eval_help(FILE *out) {
 
 int er_cmd_eval(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
-    if (argv[i][0] != '-' && er_cli_is_gguf(argv[i])) return er_cmd_eval_llm(argc, argv);
+    if (argv[i][0] != '-' && er_cli_is_llm(argv[i])) return er_cmd_eval_llm(argc, argv);
   const char *mpath = NULL, *data_path = NULL, *labels_path = NULL, *base = NULL, *prep = NULL;
   bool json = false, gate = false;
   double max_drop = 0;

@@ -62,9 +62,15 @@ int er_cmd_inspect_llm(const char *path, bool json) {
     }
   }
   const char *warn = licence_warning(in.license);
+  /* An ONNX decoder is converted at load; the importer says so in a key. */
+  bool onnx = false;
+  for (size_t i = 0; i < er_llm_metadata_count(llm); i++) {
+    const char *key = NULL;
+    if (er_llm_metadata(llm, i, &key, NULL, 0) == ER_STATUS_OK && strcmp(key, "general.source.format") == 0) onnx = true;
+  }
   double bpw = in.n_params ? 8.0 * (double)in.weight_bytes / (double)in.n_params : 0;
   if (json) {
-    printf("{\"format\": \"gguf\", \"architecture\": ");
+    printf("{\"format\": \"%s\", \"architecture\": ", onnx ? "onnx" : "gguf");
     er_cli_json_string(stdout, in.architecture);
     printf(", \"name\": ");
     er_cli_json_string(stdout, in.name);
@@ -103,7 +109,8 @@ int er_cmd_inspect_llm(const char *path, bool json) {
     printf("}}\n");
   } else {
     printf("model         %s\n", path);
-    printf("format        GGUF, architecture %s%s%s\n", in.architecture, in.name[0] ? ", name " : "", in.name);
+    printf("format        %s, architecture %s%s%s\n", onnx ? "ONNX (onnxruntime-genai builder), converted at load" : "GGUF",
+           in.architecture, in.name[0] ? ", name " : "", in.name);
     printf("licence       %s\n", in.license[0] ? in.license : "(none declared)");
     if (warn) printf("WARNING       %s\n", warn);
     printf("layers        %d    heads %d (key/value heads %d, head dim %d)\n", in.n_layers, in.n_heads,

@@ -96,7 +96,7 @@ int er_cmd_inspect(int argc, char **argv) {
     else return er_cli_fail("inspect", "unexpected argument '%s'", argv[i]);
   }
   if (!path) return er_cli_fail("inspect", "no MODEL given (see edgerun inspect --help)");
-  if (er_cli_is_gguf(path)) return er_cmd_inspect_llm(path, json);
+  if (er_cli_is_llm(path)) return er_cmd_inspect_llm(path, json);
   if (er_cli_backend_load("inspect", &be)) return 1;
   er_model *m, *as_written = NULL;
   er_status st = er_model_load_file(path, NULL, &m);

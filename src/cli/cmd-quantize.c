@@ -173,6 +173,13 @@ static int quantize_gguf(int argc, char **argv) {
     }
   }
   if (!model || !out) return er_cli_fail(cmd, "give MODEL.gguf and -o OUT.gguf");
+  FILE *probe = fopen(model, "rb");
+  char magic[4] = {0};
+  size_t got = probe ? fread(magic, 1, 4, probe) : 0;
+  if (probe) fclose(probe);
+  if (got != 4 || memcmp(magic, "GGUF", 4) != 0)
+    return er_cli_fail(cmd, "'%s' is an ONNX decoder; quantize re-encodes GGUF files only (ONNX decoders run as they "
+                       "are, their MatMulNBits weights converted at load)", model);
   if (o.fp16_safe && !o.calib_text)
     return er_cli_fail(cmd, "--fp16-safe needs --calib-text FILE: the scales come from the activations measured on it");
   if (o.max_ppl_rise > 0 && !o.calib_text && !o.eval_text)
@@ -204,7 +211,7 @@ static int quantize_gguf(int argc, char **argv) {
 
 int er_cmd_quantize(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
-    if (argv[i][0] != '-' && er_cli_is_gguf(argv[i])) return quantize_gguf(argc, argv);
+    if (argv[i][0] != '-' && er_cli_is_llm(argv[i])) return quantize_gguf(argc, argv);
   const char *model = NULL, *calib = NULL, *out = NULL, *report = NULL, *prep = NULL;
   bool quiet = false;
   er_quant_options o;

@@ -30,6 +30,11 @@ typedef struct wtensor {
 struct er_gguf_writer {
   char *path, *tmp;
   FILE *f;
+  /* Memory mode (er__gguf_writer_open_memory): the image, sized exactly
+   * when the header is written; `mem_len` bytes of it so far. */
+  bool memory;
+  uint8_t *mem;
+  size_t mem_len, mem_cap;
   wkv *kv;
   size_t n_kv, cap_kv;
   wtensor *t;
@@ -66,7 +71,21 @@ er_status er__gguf_writer_open(const char *path, er_gguf_writer **out) {
   return ER_STATUS_OK;
 }
 
+er_status er__gguf_writer_open_memory(er_gguf_writer **out) {
+  er_gguf_writer *w = calloc(1, sizeof *w);
+  if (!w) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for a GGUF image");
+  w->memory = true;
+  w->tmp = strdup("the GGUF image in memory");
+  if (!w->tmp) {
+    er__gguf_writer_abort(w);
+    return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for a GGUF image");
+  }
+  *out = w;
+  return ER_STATUS_OK;
+}
+
 static void release(er_gguf_writer *w) {
+  er__aligned_free(w->mem);
   for (size_t i = 0; i < w->n_kv; i++) {
     free(w->kv[i].key);
     free(w->kv[i].bytes);
@@ -82,7 +101,7 @@ static void release(er_gguf_writer *w) {
 void er__gguf_writer_abort(er_gguf_writer *w) {
   if (!w) return;
   if (w->f) fclose(w->f);
-  if (w->tmp) unlink(w->tmp);
+  if (w->tmp && !w->memory) unlink(w->tmp);
   release(w);
 }
 
@@ -237,7 +256,41 @@ er_status er__gguf_writer_add_tensor(er_gguf_writer *w, const char *name, int n_
   return ER_STATUS_OK;
 }
 
-static bool put(er_gguf_writer *w, const void *p, size_t n) { return fwrite(p, 1, n, w->f) == n; }
+static bool put(er_gguf_writer *w, const void *p, size_t n) {
+  if (!w->memory) return fwrite(p, 1, n, w->f) == n;
+  if (!w->mem) { /* the header pass only counts */
+    w->mem_len += n;
+    return true;
+  }
+  if (n > w->mem_cap - w->mem_len) return false;
+  memcpy(w->mem + w->mem_len, p, n);
+  w->mem_len += n;
+  return true;
+}
+
+static long tell(er_gguf_writer *w) { return w->memory ? (long)w->mem_len : ftell(w->f); }
+
+static er_status write_header_to(er_gguf_writer *w);
+
+/* Memory mode: the header's size is counted first, then the image is
+ * allocated at its final size (header, padding, every tensor), so the
+ * weights are written once and never moved. */
+static er_status write_header(er_gguf_writer *w) {
+  if (!w->memory) return write_header_to(w);
+  w->mem_len = 0;
+  ER_CHECK(write_header_to(w));
+  uint64_t total = w->mem_len;
+  if (w->n_t) total += w->t[w->n_t - 1].offset + w->t[w->n_t - 1].nbytes;
+  if (total > SIZE_MAX / 2) return fail(w, er__error(ER_STATUS_LIMIT, "a GGUF image of %llu bytes", (unsigned long long)total));
+  w->mem = er__aligned_alloc((size_t)total ? (size_t)total : 1);
+  if (!w->mem)
+    return fail(w, er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for a GGUF image of %llu bytes",
+                             (unsigned long long)total));
+  w->mem_cap = (size_t)total;
+  w->mem_len = 0;
+  w->header_done = false;
+  return write_header_to(w);
+}
 
 static bool put_str(er_gguf_writer *w, const char *s) {
   uint64_t n = strlen(s);
@@ -250,7 +303,7 @@ static bool pad(er_gguf_writer *w, uint64_t pos) {
   return put(w, zeros, (size_t)p);
 }
 
-static er_status write_header(er_gguf_writer *w) {
+static er_status write_header_to(er_gguf_writer *w) {
   uint32_t version = 3;
   uint64_t nt = w->n_t, nkv = w->n_kv;
   bool ok = put(w, "GGUF", 4) && put(w, &version, 4) && put(w, &nt, 8) && put(w, &nkv, 8);
@@ -266,7 +319,7 @@ static er_status write_header(er_gguf_writer *w) {
     }
     ok = ok && put(w, &t->type, 4) && put(w, &t->offset, 8);
   }
-  long pos = ftell(w->f);
+  long pos = tell(w);
   ok = ok && pos >= 0 && pad(w, (uint64_t)pos);
   if (!ok) return fail(w, er__error(ER_STATUS_IO, "cannot write '%s': %s", w->tmp, strerror(errno)));
   w->header_done = true;
@@ -302,6 +355,23 @@ er_status er__gguf_writer_commit(er_gguf_writer *w) {
   if (st == ER_STATUS_OK && rename(w->tmp, w->path) != 0)
     st = er__error(ER_STATUS_IO, "cannot rename '%s' to '%s': %s", w->tmp, w->path, strerror(errno));
   if (st != ER_STATUS_OK) unlink(w->tmp);
+  release(w);
+  return st;
+}
+
+er_status er__gguf_writer_finish_memory(er_gguf_writer *w, void **data_out, size_t *size_out) {
+  er_status st = w->failed;
+  if (st == ER_STATUS_OK && !w->memory) st = er__error(ER_STATUS_INTERNAL, "GGUF writer: not in memory mode");
+  if (st == ER_STATUS_OK && !w->header_done) st = write_header(w);
+  if (st == ER_STATUS_OK && w->next != w->n_t)
+    st = er__error(ER_STATUS_INTERNAL, "GGUF writer: %zu of %zu tensors written", w->next, w->n_t);
+  if (st == ER_STATUS_OK && w->mem_len != w->mem_cap)
+    st = er__error(ER_STATUS_INTERNAL, "GGUF writer: %zu of %zu image bytes written", w->mem_len, w->mem_cap);
+  if (st == ER_STATUS_OK) {
+    *data_out = w->mem;
+    *size_out = w->mem_len;
+    w->mem = NULL;
+  }
   release(w);
   return st;
 }

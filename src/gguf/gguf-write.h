@@ -16,6 +16,12 @@ typedef struct er_gguf_writer er_gguf_writer;
 
 /* `path` is borrowed; the bytes go to "<path>.tmp-<pid>" until commit. */
 er_status er__gguf_writer_open(const char *path, er_gguf_writer **out);
+/* The same writer building the file's bytes in memory instead (an
+ * importer's image of a model read from another format): finish with
+ * er__gguf_writer_finish_memory, which hands over the image (free it with
+ * er__aligned_free), or er__gguf_writer_abort. */
+er_status er__gguf_writer_open_memory(er_gguf_writer **out);
+er_status er__gguf_writer_finish_memory(er_gguf_writer *w, void **data_out, size_t *size_out);
 /* Deletes the temporary file and frees the writer (NULL is a no-op). */
 void er__gguf_writer_abort(er_gguf_writer *w);
 /* Flushes, syncs and renames onto the final path; frees the writer (also

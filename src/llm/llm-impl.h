@@ -72,6 +72,8 @@ typedef struct er_llm_hparams {
 
 struct er_llm {
   er_gguf *gguf;
+  void *image;                /* an imported model's GGUF image (onnx-import.c), or NULL */
+  char *tokenizer_json;       /* its tokenizer.json, or NULL (the GGUF's tokenizer) */
   const er_llm_arch *arch;
   er_llm_hparams hp;
   er_llm_weight tok_embd;     /* [n_vocab, n_embd]: rows are token embeddings */
@@ -136,6 +138,16 @@ struct er_llm_context {
 /* ---- model.c -------------------------------------------------------------- */
 
 const er_llm_arch *er__llm_arch_find(const char *name);
+
+/* ---- onnx-import.c ------------------------------------------------------- */
+
+/* Whether `path` names an ONNX decoder (a folder, or a .onnx file). */
+bool er__llm_is_onnx_path(const char *path);
+/* An ONNX decoder folder (genai_config.json, model.onnx, tokenizer.json),
+ * or its model file, as a GGUF image in memory (free with
+ * er__aligned_free) and the path of its tokenizer.json (free). */
+er_status er__llm_import_onnx(const char *path, uint64_t max_file_bytes, bool unpack, void **image_out,
+                              size_t *size_out, char **tokenizer_out);
 
 /* ---- kv.c ------------------------------------------------------------------- */
 

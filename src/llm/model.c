@@ -278,6 +278,7 @@ static er_status read_strings(er_llm *m) {
   (void)er__gguf_get_str(m->gguf, "tokenizer.ggml.pre", &pre);
   snprintf(tk, sizeof tk, pre.len ? "%.*s (%.*s)" : "%.*s", (int)(model.len > 60 ? 60 : model.len), model.p,
            (int)(pre.len > 60 ? 60 : pre.len), pre.p);
+  if (m->tokenizer_json) snprintf(tk, sizeof tk, "tokenizer.json");
   er_gguf_str t = {tk, strlen(tk)};
   m->s_tokenizer = dup_str(&t);
   uint32_t ft = 0;
@@ -304,7 +305,8 @@ static er_status build(er_llm *m) {
   ER_CHECK(read_strings(m));
   ER_CHECK(read_hparams(m));
   ER_CHECK(read_weights(m));
-  ER_CHECK(er__tok_create_gguf(m->gguf, &m->tok));
+  if (m->tokenizer_json) ER_CHECK(er__tok_create_hf_json(m->tokenizer_json, &m->tok));
+  else ER_CHECK(er__tok_create_gguf(m->gguf, &m->tok));
   if (er__tok_vocab_size(m->tok) > (size_t)m->hp.n_vocab)
     return er__error(ER_STATUS_INVALID_MODEL, "%s: the tokenizer has %zu tokens but the embedding only %lld rows", what,
                      er__tok_vocab_size(m->tok), (long long)m->hp.n_vocab);
@@ -327,7 +329,14 @@ er_status er_llm_load(const char *path, const er_llm_load_options *opts, er_llm 
   er_llm *m = calloc(1, sizeof *m);
   if (!m) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory loading '%s'", path);
   m->force_reference = o.force_reference;
-  er_status st = er__gguf_open(path, o.max_file_bytes, &m->gguf);
+  er_status st;
+  if (er__llm_is_onnx_path(path)) {
+    size_t size = 0;
+    st = er__llm_import_onnx(path, o.max_file_bytes, o.unpack_weights, &m->image, &size, &m->tokenizer_json);
+    if (st == ER_STATUS_OK) st = er__gguf_open_buffer(m->image, size, path, &m->gguf);
+  } else {
+    st = er__gguf_open(path, o.max_file_bytes, &m->gguf);
+  }
   if (st == ER_STATUS_OK) st = build(m);
   if (st != ER_STATUS_OK) {
     er_llm_free(m);
@@ -350,6 +359,8 @@ void er_llm_free(er_llm *m) {
   free(m->s_template);
   free(m->s_tokenizer);
   er__gguf_close(m->gguf);
+  er__aligned_free(m->image);
+  free(m->tokenizer_json);
   free(m);
 }
 

@@ -15,4 +15,11 @@ er_status er__session_run_observed(er_session *session, const er_named_tensor *i
                                    size_t n_outputs, er_tensor **outputs_out,
                                    er_exec_observer observe, void *user);
 
+/* Loads an ONNX file as data: parsed (external data resolved, every limit
+ * of `opts` applied) and topologically checked, but neither bound to
+ * operators nor rewritten, so a reader of its structure (the LLM engine's
+ * decoder importer) sees the nodes as the file wrote them, contrib
+ * operators included. Such a model cannot make a session. */
+er_status er__model_load_file_raw(const char *path, const er_load_options *opts, er_model **model_out);
+
 #endif /* ER_RUNTIME_H */

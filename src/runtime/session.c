@@ -111,9 +111,12 @@ static er_status build_infos(struct er_model *m) {
   return ER_STATUS_OK;
 }
 
-/* Everything after the bytes are in place. */
-static er_status finish_load(struct er_model *m) {
+/* Everything after the bytes are in place. A raw load (an importer that
+ * reads the graph as data: er__model_load_file_raw) stops after parsing
+ * and the topological check, so operators edgerun does not run may appear. */
+static er_status finish_load(struct er_model *m, bool raw) {
   ER_CHECK(er__onnx_parse_model(m));
+  if (raw) return er__graph_validate(m->graph);
   er_pass_ctx pc = {.level = m->limits.optimize};
   ER_CHECK(er__graph_run_passes(m->graph, ER_PASS_LOAD, &pc));
   for (int32_t i = 0; i < m->graph->n_inputs; i++) {
@@ -125,7 +128,7 @@ static er_status finish_load(struct er_model *m) {
   return build_infos(m);
 }
 
-er_status er_model_load_file(const char *path, const er_load_options *opts, er_model **model_out) {
+static er_status load_file(const char *path, const er_load_options *opts, bool raw, er_model **model_out) {
   er_status st;
   int fd = -1;
   if (!path || !model_out) return er__error(ER_STATUS_INVALID_ARGUMENT, "path and model_out must not be NULL");
@@ -180,7 +183,7 @@ er_status er_model_load_file(const char *path, const er_load_options *opts, er_m
     st = er__error(ER_STATUS_IO, "cannot open the model's folder: %s", strerror(errno));
     goto fail;
   }
-  st = finish_load(m);
+  st = finish_load(m, raw);
   if (st != ER_STATUS_OK) goto fail;
   *model_out = m;
   return ER_STATUS_OK;
@@ -188,6 +191,14 @@ fail:
   if (fd >= 0) close(fd);
   er_model_free(m);
   return st;
+}
+
+er_status er_model_load_file(const char *path, const er_load_options *opts, er_model **model_out) {
+  return load_file(path, opts, false, model_out);
+}
+
+er_status er__model_load_file_raw(const char *path, const er_load_options *opts, er_model **model_out) {
+  return load_file(path, opts, true, model_out);
 }
 
 er_status er_model_load_buffer(const void *data, size_t size, const char *base_dir,
@@ -223,7 +234,7 @@ er_status er_model_load_buffer(const void *data, size_t size, const char *base_d
       goto fail;
     }
   }
-  st = finish_load(m);
+  st = finish_load(m, false);
   if (st != ER_STATUS_OK) goto fail;
   *model_out = m;
   return ER_STATUS_OK;

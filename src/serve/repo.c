@@ -21,6 +21,7 @@
 
 #define MODEL_FILE "model.onnx"
 #define LLM_FILE "model.gguf"
+#define GENAI_FILE "genai_config.json" /* an ONNX decoder folder (onnxruntime-genai's builder) */
 #define CONFIG_FILE "config.json"
 #define MAX_VERSION_NUMBER 999999999LL
 #define MAX_WARMUP_RUNS 1000
@@ -397,10 +398,13 @@ int er__repo_versions(const char *repo, const char *model, int64_t *out, int max
   return n;
 }
 
-/* The model file of a version folder: model.onnx, else model.gguf. */
+/* The model file of a version folder: genai_config.json (an ONNX decoder:
+ * model.onnx beside it), else model.onnx, else model.gguf. */
 static const char *version_file(const char *repo, const char *model, int64_t number) {
   char path[4200];
   struct stat sb;
+  snprintf(path, sizeof path, "%s/%s/%lld/%s", repo, model, (long long)number, GENAI_FILE);
+  if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) return GENAI_FILE;
   snprintf(path, sizeof path, "%s/%s/%lld/%s", repo, model, (long long)number, MODEL_FILE);
   if (stat(path, &sb) == 0) return MODEL_FILE;
   snprintf(path, sizeof path, "%s/%s/%lld/%s", repo, model, (long long)number, LLM_FILE);
@@ -577,6 +581,19 @@ er__version *er__version_load(const char *repo, const char *model, int64_t numbe
          !verify_others(dir, opt, err, errsz)))
       goto fail;
     if (!er__llm_version_load(v, path, cfg, owner, srv, err, errsz)) goto fail;
+    v->load_seconds = (double)(er__now_us() - t0) * 1e-6;
+    return v;
+  }
+  if (strcmp(file, GENAI_FILE) == 0) {
+    /* An ONNX decoder: the folder is the model. Signed, model.onnx and
+     * every other file in it (config, weights, tokenizer) carry a valid
+     * signature. */
+    snprintf(path, sizeof path, "%s/%s", dir, MODEL_FILE);
+    if (opt && opt->require_signed &&
+        (!er__sign_verify_file((const unsigned char(*)[32])opt->keys, opt->n_keys, path, err, errsz) ||
+         !verify_others(dir, opt, err, errsz)))
+      goto fail;
+    if (!er__llm_version_load(v, dir, cfg, owner, srv, err, errsz)) goto fail;
     v->load_seconds = (double)(er__now_us() - t0) * 1e-6;
     return v;
   }

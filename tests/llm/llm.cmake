@@ -51,3 +51,11 @@ add_test(NAME llm-fp16
          COMMAND ${ER_PY} ${CMAKE_CURRENT_LIST_DIR}/test_llm_fp16.py --edgerun $<TARGET_FILE:edgerun>
                  --models ${ER_LLM_MODELS} ${ER_LLM_LIGHT})
 set_tests_properties(llm-fp16 PROPERTIES FIXTURES_REQUIRED llm_models TIMEOUT 900)
+
+# ONNX decoders from onnxruntime-genai's model builder (committed test
+# models): logits against onnxruntime over 33 KV-cached steps, the NFC
+# tokenizer against Hugging Face tokenizers, generate, bad folders.
+add_test(NAME llm-onnx
+         COMMAND ${ER_PY} ${CMAKE_CURRENT_LIST_DIR}/test_llm_onnx.py --edgerun $<TARGET_FILE:edgerun>
+                 --dump $<TARGET_FILE:llm-dump>)
+set_tests_properties(llm-onnx PROPERTIES TIMEOUT 600)
