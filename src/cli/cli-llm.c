@@ -8,6 +8,15 @@
 
 #include "cli/cli-llm.h"
 
+bool er_cli_is_gguf(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return false;
+  char magic[4] = {0};
+  size_t got = fread(magic, 1, 4, f);
+  fclose(f);
+  return got == 4 && memcmp(magic, "GGUF", 4) == 0;
+}
+
 /* A GGUF file, or an ONNX decoder: a folder with genai_config.json, or a
  * .onnx file beside one. */
 bool er_cli_is_llm(const char *path) {
@@ -24,12 +33,7 @@ bool er_cli_is_llm(const char *path) {
     snprintf(cfg, sizeof cfg, "%.*s/genai_config.json", dir, slash ? path : ".");
     return stat(cfg, &sb) == 0;
   }
-  FILE *f = fopen(path, "rb");
-  if (!f) return false;
-  char magic[4] = {0};
-  size_t got = fread(magic, 1, 4, f);
-  fclose(f);
-  return got == 4 && memcmp(magic, "GGUF", 4) == 0;
+  return er_cli_is_gguf(path);
 }
 
 void er_cli_llm_init(er_cli_llm *o) {

@@ -10,9 +10,10 @@ typedef struct er_cli_llm {
   bool reference;
 } er_cli_llm;
 
-/* True when the file starts with the GGUF magic. */
 /* A GGUF file or an ONNX decoder (folder with genai_config.json, or its .onnx). */
 bool er_cli_is_llm(const char *path);
+/* A file that starts with GGUF's magic. */
+bool er_cli_is_gguf(const char *path);
 void er_cli_llm_init(er_cli_llm *o);
 extern const char er_cli_llm_help[];
 /* Consumes argv[*i] (and its value) when it is a context option: 1 when

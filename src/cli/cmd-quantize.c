@@ -173,11 +173,7 @@ static int quantize_gguf(int argc, char **argv) {
     }
   }
   if (!model || !out) return er_cli_fail(cmd, "give MODEL.gguf and -o OUT.gguf");
-  FILE *probe = fopen(model, "rb");
-  char magic[4] = {0};
-  size_t got = probe ? fread(magic, 1, 4, probe) : 0;
-  if (probe) fclose(probe);
-  if (got != 4 || memcmp(magic, "GGUF", 4) != 0)
+  if (!er_cli_is_gguf(model))
     return er_cli_fail(cmd, "'%s' is an ONNX decoder; quantize re-encodes GGUF files only (ONNX decoders run as they "
                        "are, their MatMulNBits weights converted at load)", model);
   if (o.fp16_safe && !o.calib_text)

@@ -177,6 +177,16 @@ const er_attr *er__node_attr(const er_node *node, const char *name) {
   return NULL;
 }
 
+int64_t er__node_attr_int(const er_node *node, const char *name, int64_t dflt) {
+  const er_attr *a = er__node_attr(node, name);
+  return a && a->type == ER_ATTR_INT ? a->i : dflt;
+}
+
+float er__node_attr_float(const er_node *node, const char *name, float dflt) {
+  const er_attr *a = er__node_attr(node, name);
+  return a && a->type == ER_ATTR_FLOAT ? a->f : dflt;
+}
+
 /* ======================================================================== */
 /* Validation and topological order                                          */
 /* ======================================================================== */

@@ -246,6 +246,9 @@ er_status er__graph_check_links(const er_graph *g, const char *after);
 
 /* Attribute lookup; NULL when absent. */
 const er_attr *er__node_attr(const er_node *node, const char *name);
+/* An INT (FLOAT) attribute's value; `dflt` when absent or of another type. */
+int64_t er__node_attr_int(const er_node *node, const char *name, int64_t dflt);
+float er__node_attr_float(const er_node *node, const char *name, float dflt);
 
 /* Checks graph structure (every input defined, no cycles, each value
  * produced once, outputs defined) and sorts nodes topologically. */

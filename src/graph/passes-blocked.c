@@ -86,11 +86,6 @@ static bool is_f32(const er_graph *g, int32_t v) { return v >= 0 && g->values[v]
 
 static const er_tensor *const_of(const er_graph *g, int32_t v) { return er__graph_const(g, v); }
 
-static int64_t attr_i(const er_node *n, const char *name, int64_t def) {
-  const er_attr *a = er__node_attr(n, name);
-  return a && a->type == ER_ATTR_INT ? a->i : def;
-}
-
 /* ---- building the new node list -------------------------------------------- */
 
 static er_status push_node(bctx *bc, const er_node *n) {
@@ -247,7 +242,7 @@ static bool conv_ok(const bctx *bc, const er_node *n, bool *depthwise) {
     if (!bias || bias->dtype != ER_DTYPE_FLOAT) return false;
   }
   if (n->n_inputs > 3 && n->inputs[3] >= 0 && channels_of(g, n->inputs[3]) != w->dims[0]) return false;
-  int64_t group = attr_i(n, "group", 1), m = w->dims[0];
+  int64_t group = er__node_attr_int(n, "group", 1), m = w->dims[0];
   *depthwise = group > 1;
   if (group == 1) {
     if (w->dims[1] != c) return false;
@@ -271,7 +266,7 @@ static bool pool_ok(const bctx *bc, const er_node *n) {
   if (window) {
     const er_attr *k = er__node_attr(n, "kernel_shape");
     if (!k || k->type != ER_ATTR_INTS || k->n != 2) return false;
-    if (attr_i(n, "storage_order", 0) != 0) return false;
+    if (er__node_attr_int(n, "storage_order", 0) != 0) return false;
   }
   return true;
 }
@@ -350,7 +345,7 @@ static bool bn_ok(const bctx *bc, const er_node *n, int64_t *channels) {
   if (!is_std(n, "BatchNormalization") || n->n_inputs != 5 || n->version < 7) return false;
   for (int k = 1; k < n->n_outputs; k++)
     if (n->outputs[k] >= 0) return false;
-  if (attr_i(n, "training_mode", 0) != 0 || attr_i(n, "spatial", 1) != 1) return false;
+  if (er__node_attr_int(n, "training_mode", 0) != 0 || er__node_attr_int(n, "spatial", 1) != 1) return false;
   int32_t x = n->inputs[0];
   if (x < 0 || bc->twin[x] < 0 || !is_f32(g, n->outputs[0])) return false;
   int64_t c = bc->chan[bc->twin[x]];
@@ -372,7 +367,7 @@ static bool bn_ok(const bctx *bc, const er_node *n, int64_t *channels) {
 static bool concat_ok(const bctx *bc, const er_node *n, int64_t *channels) {
   const er_graph *g = bc->g;
   if (!is_std(n, "Concat") || n->n_outputs != 1 || !is_f32(g, n->outputs[0])) return false;
-  int64_t axis = attr_i(n, "axis", 0);
+  int64_t axis = er__node_attr_int(n, "axis", 0);
   if (axis != 1 && axis != -3) return false;
   int64_t c = 0;
   int blocked = 0;
@@ -400,7 +395,7 @@ static bool split_ok(const bctx *bc, const er_node *n, int64_t *sizes) {
   const er_graph *g = bc->g;
   if (!is_std(n, "Split") || n->n_inputs < 1 || n->n_outputs < 1 || n->n_outputs > BLK_MAX_PARTS) return false;
   int32_t x = n->inputs[0];
-  int64_t c = channels_of(g, x), axis = attr_i(n, "axis", 0);
+  int64_t c = channels_of(g, x), axis = er__node_attr_int(n, "axis", 0);
   if (c < 1 || bc->twin[x] < 0 || bc->chan[bc->twin[x]] != c || (axis != 1 && axis != -3)) return false;
   int parts = n->n_outputs;
   const er_tensor *given = n->n_inputs > 1 && n->inputs[1] >= 0 ? const_of(g, n->inputs[1]) : NULL;

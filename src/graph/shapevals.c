@@ -18,11 +18,6 @@
 
 static bool is_std(const er_node *n, const char *op) { return n->domain[0] == '\0' && strcmp(n->op_type, op) == 0; }
 
-static int64_t attr_i(const er_node *n, const char *name, int64_t def) {
-  const er_attr *a = er__node_attr(n, name);
-  return a && a->type == ER_ATTR_INT ? a->i : def;
-}
-
 static bool int_vector_type(er_dtype t) { return t == ER_DTYPE_INT64 || t == ER_DTYPE_INT32; }
 
 /* What is known of input k: a constant integer vector of at most
@@ -114,7 +109,7 @@ static bool slice_vals(const er_node *node, const er_tensor *const *in, const er
 static bool gather_vals(const er_node *node, const er_tensor *const *in, const er_shape_vals *x,
                         er_shape_vals *y) {
   int64_t idx[ER_MAX_RANK], n;
-  int64_t axis = attr_i(node, "axis", 0);
+  int64_t axis = er__node_attr_int(node, "axis", 0);
   if ((axis != 0 && axis != -1) || !const_ints(in, node->n_inputs, 1, idx, &n)) return false;
   y->n = (int8_t)n;
   y->known = 0;
@@ -129,7 +124,7 @@ static bool gather_vals(const er_node *node, const er_tensor *const *in, const e
 
 static bool concat_vals(const er_node *node, const er_tensor *const *in, const er_shape_vals *tab,
                         er_shape_vals *y) {
-  int64_t axis = attr_i(node, "axis", 0);
+  int64_t axis = er__node_attr_int(node, "axis", 0);
   if (axis != 0 && axis != -1) return false;
   y->n = 0;
   y->known = 0;
@@ -188,7 +183,7 @@ void er__shape_vals_propagate(const er_node *node, const er_tensor *const *in, c
   if (is_std(node, "Shape")) {
     const er_tensor *t = in[0];
     if (!t || t->rank < 0) return;
-    int64_t s = attr_i(node, "start", 0), e = attr_i(node, "end", t->rank);
+    int64_t s = er__node_attr_int(node, "start", 0), e = er__node_attr_int(node, "end", t->rank);
     if (s < 0) s += t->rank;
     if (e < 0) e += t->rank;
     s = clamp64(s, 0, t->rank);
@@ -237,7 +232,7 @@ void er__shape_vals_refine(const er_node *node, const er_tensor *const *in, cons
   if (node->domain[0] != '\0' || !out || out->rank < 0) return;
   if (is_std(node, "Reshape")) {
     if (!input_vals(node, in, tab, 1, &s) || s.n != out->rank) return;
-    bool allowzero = attr_i(node, "allowzero", 0) != 0;
+    bool allowzero = er__node_attr_int(node, "allowzero", 0) != 0;
     const er_tensor *x = in[0];
     for (int d = 0; d < s.n; d++) {
       if (!(s.known & (1u << d))) continue;

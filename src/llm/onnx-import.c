@@ -114,21 +114,6 @@ static er_status need_node(const imp *im, const char *prefix, const char *ops, c
   return ER_STATUS_OK;
 }
 
-static const er_attr *attr(const er_node *n, const char *name) {
-  for (int i = 0; i < n->n_attrs; i++)
-    if (strcmp(n->attrs[i].name, name) == 0) return &n->attrs[i];
-  return NULL;
-}
-
-static int64_t attr_i(const er_node *n, const char *name, int64_t dflt) {
-  const er_attr *a = attr(n, name);
-  return a && a->type == ER_ATTR_INT ? a->i : dflt;
-}
-
-static float attr_f(const er_node *n, const char *name, float dflt) {
-  const er_attr *a = attr(n, name);
-  return a && a->type == ER_ATTR_FLOAT ? a->f : dflt;
-}
 
 /* Input `i` of `n` as a constant (an initializer, through Reshapes), or
  * NULL when it is absent or computed. */
@@ -190,7 +175,10 @@ static er_status mat_float(const imp *im, const er_node *n, const er_tensor *b, 
   if (!out->data) return oom(im);
   const uint8_t *src = b->data;
   for (int64_t r = 0; r < nn; r++)
-    for (int64_t c = 0; c < k; c++) memcpy(out->data + (size_t)r * out->row_bytes + (size_t)c * es, src + ((size_t)c * (size_t)nn + (size_t)r) * es, es);
+    for (int64_t c = 0; c < k; c++) {
+      uint8_t *dst = out->data + (size_t)r * out->row_bytes + (size_t)c * es;
+      memcpy(dst, src + ((size_t)c * (size_t)nn + (size_t)r) * es, es);
+    }
   return ER_STATUS_OK;
 }
 
@@ -206,10 +194,10 @@ typedef struct nbits {
 } nbits;
 
 static er_status nbits_read(const imp *im, const er_node *n, nbits *q) {
-  q->k = attr_i(n, "K", 0);
-  q->n = attr_i(n, "N", 0);
-  q->bits = (int)attr_i(n, "bits", 4);
-  q->bs = attr_i(n, "block_size", 0);
+  q->k = er__node_attr_int(n, "K", 0);
+  q->n = er__node_attr_int(n, "N", 0);
+  q->bits = (int)er__node_attr_int(n, "bits", 4);
+  q->bs = er__node_attr_int(n, "block_size", 0);
   if ((q->bits != 4 && q->bits != 8) || q->bs < 16 || (q->bs & (q->bs - 1)) || q->k < 1 || q->n < 1 ||
       q->k > ER_LLM_MAX_EMBD * 16 || q->n > ER_LLM_MAX_VOCAB)
     return er__error(ER_STATUS_UNSUPPORTED, "%s: MatMulNBits '%s': bits %d, block_size %lld, K %lld, N %lld: edgerun "
@@ -383,7 +371,7 @@ static er_status norm(imp *im, const char *prefix, const char *name) {
   const er_node *n;
   ER_CHECK(need_node(im, prefix, "SimplifiedLayerNormalization|SkipSimplifiedLayerNormalization", &n));
   bool skip = strcmp(n->op_type, "SkipSimplifiedLayerNormalization") == 0;
-  float eps = attr_f(n, "epsilon", 1e-5f);
+  float eps = er__node_attr_float(n, "epsilon", 1e-5f);
   if (skip && has_input(n, 3))
     return er__error(ER_STATUS_UNSUPPORTED, "%s: node '%s' has a bias input; edgerun's RMS norms have none", im->what,
                      n->name);
@@ -460,26 +448,28 @@ static er_status attention_op(imp *im, int layer, const er_tensor **cos_out, con
   const er_node *n;
   ER_CHECK(need_node(im, prefix, "GroupQueryAttention|MultiHeadAttention", &n));
   bool gqa = strcmp(n->op_type, "GroupQueryAttention") == 0;
-  float scale = attr_f(n, "scale", 0.0f), want = 1.0f / sqrtf((float)im->head_dim);
-  if (attr_i(n, "num_heads", 0) != im->n_head || (gqa && attr_i(n, "kv_num_heads", 0) != im->n_kv) ||
-      (scale != 0.0f && fabsf(scale - want) > 1e-5f * want) || attr_f(n, "softcap", 0.0f) != 0.0f ||
-      attr_i(n, "local_window_size", -1) != -1)
+  float scale = er__node_attr_float(n, "scale", 0.0f), want = 1.0f / sqrtf((float)im->head_dim);
+  if (er__node_attr_int(n, "num_heads", 0) != im->n_head || (gqa && er__node_attr_int(n, "kv_num_heads", 0) != im->n_kv) ||
+      (scale != 0.0f && fabsf(scale - want) > 1e-5f * want) || er__node_attr_float(n, "softcap", 0.0f) != 0.0f ||
+      er__node_attr_int(n, "local_window_size", -1) != -1)
     return er__error(ER_STATUS_UNSUPPORTED, "%s: node '%s' has %lld query / %lld key-value heads, scale %g, softcap "
                      "%g, window %lld; genai_config.json says %d / %d heads, and edgerun runs causal attention scaled "
                      "by 1/sqrt(%d) without softcap or sliding window",
-                     im->what, n->name, (long long)attr_i(n, "num_heads", 0), (long long)attr_i(n, "kv_num_heads", 0),
-                     (double)scale, (double)attr_f(n, "softcap", 0.0f), (long long)attr_i(n, "local_window_size", -1),
+                     im->what, n->name, (long long)er__node_attr_int(n, "num_heads", 0),
+                     (long long)er__node_attr_int(n, "kv_num_heads", 0), (double)scale,
+                     (double)er__node_attr_float(n, "softcap", 0.0f),
+                     (long long)er__node_attr_int(n, "local_window_size", -1),
                      im->n_head, im->n_kv, im->head_dim);
   const er_node *rot = n;
   int ci = 7, si = 8;
-  if (!gqa || !attr_i(n, "do_rotary", 0)) {
+  if (!gqa || !er__node_attr_int(n, "do_rotary", 0)) {
     snprintf(prefix, sizeof prefix, "/model/layers.%d/attn/q_rotary/", layer);
     ER_CHECK(need_node(im, prefix, "RotaryEmbedding", &rot));
     ci = 2;
     si = 3;
-    im->interleaved = attr_i(rot, "interleaved", 0) != 0;
+    im->interleaved = er__node_attr_int(rot, "interleaved", 0) != 0;
   } else {
-    im->interleaved = attr_i(n, "rotary_interleaved", 0) != 0;
+    im->interleaved = er__node_attr_int(n, "rotary_interleaved", 0) != 0;
   }
   *cos_out = const_input(im, rot, ci);
   *sin_out = const_input(im, rot, si);
@@ -593,11 +583,12 @@ static er_status embeddings(imp *im, const er_node **lm_out) {
    * blocks; one tensor serves both (GGUF's tied embeddings). */
   const er_tensor *lw = const_input(im, lm, 1);
   if (strcmp(lm->op_type, "MatMulNBits") != 0 || lw != w || const_input(im, lm, 2) != const_input(im, e, 2) ||
-      attr_i(e, "block_size", 0) != attr_i(lm, "block_size", -1) || attr_i(e, "quantize_axis", 1) != 1 ||
-      attr_i(e, "gather_axis", 0) != 0)
+      er__node_attr_int(e, "block_size", 0) != er__node_attr_int(lm, "block_size", -1) ||
+      er__node_attr_int(e, "quantize_axis", 1) != 1 ||
+      er__node_attr_int(e, "gather_axis", 0) != 0)
     return er__error(ER_STATUS_UNSUPPORTED, "%s: node '%s': a GatherBlockQuantized embedding is read only as the "
                      "builder's shared embeddings (lm_head's own blocks and scales)", im->what, e->name);
-  im->n_vocab = attr_i(lm, "N", 0);
+  im->n_vocab = er__node_attr_int(lm, "N", 0);
   if (im->n_vocab < 1 || im->n_vocab > ER_LLM_MAX_VOCAB)
     return er__error(ER_STATUS_INVALID_MODEL, "%s: lm_head has %lld outputs", im->what, (long long)im->n_vocab);
   imat m;
@@ -671,28 +662,36 @@ static er_status read_config(imp *im, const char *dir, char **onnx_path_out) {
 /* The image                                                                 */
 /* ======================================================================== */
 
-/* The chat template: chat_template.jinja, else tokenizer_config.json's. */
-static char *chat_template(const char *dir) {
+/* The chat template: chat_template.jinja, else tokenizer_config.json's
+ * (*out NULL when neither has one). */
+static er_status chat_template(const char *dir, char **out) {
+  *out = NULL;
   char path[4096];
   snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
   FILE *f = fopen(path, "rb");
   if (f) {
     char *buf = malloc(MAX_CONFIG_BYTES + 1);
-    size_t n = buf ? fread(buf, 1, MAX_CONFIG_BYTES, f) : 0;
+    size_t n = buf ? fread(buf, 1, MAX_CONFIG_BYTES + 1, f) : 0;
     fclose(f);
-    if (buf && n < MAX_CONFIG_BYTES && !memchr(buf, 0, n)) {
-      buf[n] = 0;
-      return buf;
+    if (!buf) return er__error(ER_STATUS_OUT_OF_MEMORY, "%s: out of memory", path);
+    if (n > MAX_CONFIG_BYTES || memchr(buf, 0, n)) {
+      free(buf);
+      return er__error(ER_STATUS_INVALID_MODEL, "%s: a template must be text of at most %u bytes without NUL bytes",
+                       path, MAX_CONFIG_BYTES);
     }
-    free(buf);
-    return NULL;
+    buf[n] = 0;
+    *out = buf;
+    return ER_STATUS_OK;
   }
   snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
   json_t *root = json_load_file(path, 0, NULL);
   const json_t *t = json_object_get(root, "chat_template");
-  char *s = json_is_string(t) ? strdup(json_string_value(t)) : NULL;
+  if (json_is_string(t) && !(*out = strdup(json_string_value(t)))) {
+    json_decref(root);
+    return er__error(ER_STATUS_OUT_OF_MEMORY, "%s: out of memory", path);
+  }
   json_decref(root);
-  return s;
+  return ER_STATUS_OK;
 }
 
 static er_status write_image(imp *im, const char *dir, void **image_out, size_t *size_out) {
@@ -700,8 +699,8 @@ static er_status write_image(imp *im, const char *dir, void **image_out, size_t 
   ER_CHECK(er__gguf_writer_open_memory(&w));
   char key[128];
 #define KEY(s) (snprintf(key, sizeof key, "%s.%s", im->arch, s), key)
-  char *name = strdup(dir), *tmpl = chat_template(dir);
-  er_status st = name ? ER_STATUS_OK : oom(im);
+  char *name = strdup(dir), *tmpl = NULL;
+  er_status st = name ? chat_template(dir, &tmpl) : oom(im);
   if (st == ER_STATUS_OK) st = er__gguf_writer_kv_str(w, "general.architecture", im->arch);
   if (st == ER_STATUS_OK) st = er__gguf_writer_kv_str(w, "general.name", basename(name));
   if (st == ER_STATUS_OK) st = er__gguf_writer_kv_str(w, "general.source.format", "onnx (onnxruntime-genai builder)");
@@ -749,7 +748,7 @@ static er_status import(imp *im, const char *dir, void **image_out, size_t *size
   snprintf(p, sizeof p, "/model/layers.0/mlp/gate_proj/");
   const er_node *gate;
   ER_CHECK(need_node(im, p, "MatMul|MatMulNBits", &gate));
-  im->n_ff = strcmp(gate->op_type, "MatMulNBits") == 0 ? attr_i(gate, "N", 0)
+  im->n_ff = strcmp(gate->op_type, "MatMulNBits") == 0 ? er__node_attr_int(gate, "N", 0)
              : const_input(im, gate, 1) && const_input(im, gate, 1)->rank == 2 ? const_input(im, gate, 1)->dims[1]
                                                                               : 0;
   if (im->n_ff < 1 || im->n_ff > ER_LLM_MAX_EMBD * 16)

@@ -121,14 +121,6 @@ static const er_tensor *in_const(const er_graph *g, const er_node *n, int k) {
   if (k >= n->n_inputs || n->inputs[k] < 0 || !er__value_is_fixed(g, n->inputs[k])) return NULL;
   return g->values[n->inputs[k]].constant;
 }
-static int64_t attr_i(const er_node *n, const char *name, int64_t def) {
-  const er_attr *a = er__node_attr(n, name);
-  return a && a->type == ER_ATTR_INT ? a->i : def;
-}
-static float attr_f(const er_node *n, const char *name, float def) {
-  const er_attr *a = er__node_attr(n, name);
-  return a && a->type == ER_ATTR_FLOAT ? a->f : def;
-}
 /* True when nothing reads value `id` (no node input, not a graph output,
  * and no subgraph that could capture it). */
 static bool value_unused(const er_graph *g, int32_t id) {
@@ -200,7 +192,7 @@ bool er__gpu_supports_op(er_gpu *gpu, const er_graph *g, const er_node *n, char 
     case OP_AFFINE:
       if (n->n_outputs > 1 && (n->outputs[1] >= 0 || (n->n_outputs > 2 && n->outputs[2] >= 0)))
         NO("BatchNormalization in training mode");
-      if (attr_i(n, "training_mode", 0)) NO("BatchNormalization in training mode");
+      if (er__node_attr_int(n, "training_mode", 0)) NO("BatchNormalization in training mode");
       for (int k = 1; k < 5; k++)
         if (!in_const(g, n, k) || in_const(g, n, k)->dtype != ER_DTYPE_FLOAT)
           NO("BatchNormalization input %d is not a float32 constant", k);
@@ -256,7 +248,7 @@ bool er__gpu_supports_op(er_gpu *gpu, const er_graph *g, const er_node *n, char 
     case OP_QUANT: {
       er_dtype out = n->outputs[0] >= 0 ? g->values[n->outputs[0]].info.dtype : ER_DTYPE_UNDEFINED;
       if (!is_q8(out)) NO("QuantizeLinear to %s (int8/uint8 only)", er_dtype_name(out));
-      if (attr_i(n, "block_size", 0)) NO("blocked quantization");
+      if (er__node_attr_int(n, "block_size", 0)) NO("blocked quantization");
       const er_tensor *sc = in_const(g, n, 1);
       if (!sc || sc->dtype != ER_DTYPE_FLOAT) NO("the scale is not a float32 constant");
       if (n->n_inputs > 2 && n->inputs[2] >= 0 && !in_const(g, n, 2)) NO("the zero point is not a constant");
@@ -264,7 +256,7 @@ bool er__gpu_supports_op(er_gpu *gpu, const er_graph *g, const er_node *n, char 
     }
     case OP_DEQUANT: {
       if (!is_q8(in_type(g, n, 0))) NO("DequantizeLinear of %s (int8/uint8 only)", er_dtype_name(in_type(g, n, 0)));
-      if (attr_i(n, "block_size", 0)) NO("blocked quantization");
+      if (er__node_attr_int(n, "block_size", 0)) NO("blocked quantization");
       const er_tensor *sc = in_const(g, n, 1);
       if (!sc || sc->dtype != ER_DTYPE_FLOAT) NO("the scale is not a float32 constant");
       if (n->n_inputs > 2 && n->inputs[2] >= 0 && !in_const(g, n, 2)) NO("the zero point is not a constant");
@@ -377,20 +369,20 @@ static er_status compile_node(er_gpu *gpu, compiled *c, onode *o) {
         if (a && a->type == ER_ATTR_STRING && strcmp(a->s, "tanh") == 0) o->sub = ER_GPU_U_GELU_TANH;
         break;
       }
-      case ER_GPU_U_LEAKY: o->a = attr_f(n, "alpha", 0.01f); break;
-      case ER_GPU_U_ELU: o->a = attr_f(n, "alpha", 1.0f); break;
+      case ER_GPU_U_LEAKY: o->a = er__node_attr_float(n, "alpha", 0.01f); break;
+      case ER_GPU_U_ELU: o->a = er__node_attr_float(n, "alpha", 1.0f); break;
       case ER_GPU_U_SELU:
-        o->a = attr_f(n, "alpha", 1.67326319217681884765625f);
-        o->b = attr_f(n, "gamma", 1.05070102214813232421875f);
+        o->a = er__node_attr_float(n, "alpha", 1.67326319217681884765625f);
+        o->b = er__node_attr_float(n, "gamma", 1.05070102214813232421875f);
         break;
       case ER_GPU_U_HARDSIGMOID:
-        o->a = attr_f(n, "alpha", 0.2f);
-        o->b = attr_f(n, "beta", 0.5f);
+        o->a = er__node_attr_float(n, "alpha", 0.2f);
+        o->b = er__node_attr_float(n, "beta", 0.5f);
         break;
       case ER_GPU_U_CLIP:
         if (n->version < 11) {
-          o->a = attr_f(n, "min", -INFINITY);
-          o->b = attr_f(n, "max", INFINITY);
+          o->a = er__node_attr_float(n, "min", -INFINITY);
+          o->b = er__node_attr_float(n, "max", INFINITY);
         } else {
           o->a = const_f32(in_const(g, n, 1), 0, -INFINITY);
           o->b = const_f32(in_const(g, n, 2), 0, INFINITY);
@@ -404,7 +396,7 @@ static er_status compile_node(er_gpu *gpu, compiled *c, onode *o) {
     const er_tensor *sc = in_const(g, n, 1), *bi = in_const(g, n, 2), *mu = in_const(g, n, 3),
                     *var = in_const(g, n, 4);
     int64_t ch = er__tensor_count(sc);
-    float eps = attr_f(n, "epsilon", 1e-5f);
+    float eps = er__node_attr_float(n, "epsilon", 1e-5f);
     float *scale = malloc(((size_t)ch + 1) * sizeof *scale), *shift = malloc(((size_t)ch + 1) * sizeof *shift);
     if (!scale || !shift) {
       free(scale);
@@ -599,7 +591,7 @@ static void conv_params(const er_node *n, const er_tensor *x, const er_tensor *w
   int64_t v[16] = {x->dims[0], x->dims[1], one ? 1 : x->dims[2], x->dims[one ? 2 : 3],
                    y->dims[1], one ? 1 : y->dims[2], y->dims[one ? 2 : 3], one ? 1 : k[0],
                    k[one ? 0 : 1], one ? 1 : st[0], st[one ? 0 : 1], one ? 0 : pb[0],
-                   pb[one ? 0 : 1], one ? 1 : dl[0], dl[one ? 0 : 1], attr_i(n, "group", 1)};
+                   pb[one ? 0 : 1], one ? 1 : dl[0], dl[one ? 0 : 1], er__node_attr_int(n, "group", 1)};
   for (int i = 0; i < 16; i++) p[i] = (int)v[i];
 }
 
@@ -620,7 +612,7 @@ static er_status run_pool(run *r, const onode *o, dval *x, dval *y) {
   int64_t v[16] = {one ? 0 : pe[0], pe[one ? 0 : 1], one ? 1 : tx->dims[2], tx->dims[one ? 2 : 3],
                    one ? 1 : y->t.dims[2], y->t.dims[one ? 2 : 3], one ? 1 : k[0], k[one ? 0 : 1],
                    one ? 1 : st[0], st[one ? 0 : 1], one ? 0 : pb[0], pb[one ? 0 : 1],
-                   one ? 1 : dl[0], dl[one ? 0 : 1], attr_i(node, "count_include_pad", 0), is_max};
+                   one ? 1 : dl[0], dl[one ? 0 : 1], er__node_attr_int(node, "count_include_pad", 0), is_max};
   er_gpu_pool p = {mem(x), mem(y), er__tensor_count(&y->t), {0}};
   for (int i = 0; i < 16; i++) p.p[i] = (int)v[i];
   return p.n ? r->gpu->api->pool(r->gpu->ctx, &p) : ER_STATUS_OK;
@@ -653,7 +645,7 @@ static er_status run_gemm(run *r, const onode *o, dval *a, dval *b, dval *cv, dv
   p.ep = epilogue(o, NULL, mem(a));
   for (int d = 0; d < 8; d++) p.bdims[d] = 1;
   if (o->k == OP_GEMM) {
-    bool ta = attr_i(node, "transA", 0), tb = attr_i(node, "transB", 0);
+    bool ta = er__node_attr_int(node, "transA", 0), tb = er__node_attr_int(node, "transB", 0);
     p.M = (int)a->t.dims[ta ? 1 : 0];
     p.K = (int)a->t.dims[ta ? 0 : 1];
     p.N = (int)b->t.dims[tb ? 0 : 1];
@@ -661,8 +653,8 @@ static er_status run_gemm(run *r, const onode *o, dval *a, dval *b, dval *cv, dv
     p.sak = ta ? p.M : 1;
     p.sbk = tb ? 1 : p.N;
     p.sbj = tb ? p.K : 1;
-    p.alpha = attr_f(node, "alpha", 1.0f);
-    p.beta = attr_f(node, "beta", 1.0f);
+    p.alpha = er__node_attr_float(node, "alpha", 1.0f);
+    p.beta = er__node_attr_float(node, "beta", 1.0f);
     if (cv) {
       const er_tensor *c = &cv->t;
       p.scj = c->rank >= 1 && c->dims[c->rank - 1] != 1 ? 1 : 0;
@@ -828,7 +820,7 @@ static er_status run_node(run *r, const onode *o) {
       return run_gemm(r, o, x, &r->v[node->inputs[1]], c, y);
     }
     case OP_CONCAT: {
-      int axis = (int)attr_i(node, "axis", 0);
+      int axis = (int)er__node_attr_int(node, "axis", 0);
       if (axis < 0) axis += y->t.rank;
       size_t es = er_dtype_size(y->t.dtype);
       int inner_dst = (int)(prod(y->t.dims, axis, y->t.rank) * (int64_t)es), offset = 0;
@@ -856,7 +848,7 @@ static er_status run_node(run *r, const onode *o) {
     }
     case OP_SOFTMAX: {
       int rank = x->t.rank;
-      int axis = (int)attr_i(node, "axis", node->version < 13 ? 1 : -1);
+      int axis = (int)er__node_attr_int(node, "axis", node->version < 13 ? 1 : -1);
       if (axis < 0) axis += rank;
       int len, inner;
       if (node->version < 13) {
@@ -871,8 +863,8 @@ static er_status run_node(run *r, const onode *o) {
     }
     case OP_LRN: {
       er_gpu_lrn p = {mem(x), mem(y), n, (int)x->t.dims[1], (int)prod(x->t.dims, 2, x->t.rank),
-                      (int)attr_i(node, "size", 1), attr_f(node, "alpha", 1e-4f), attr_f(node, "beta", 0.75f),
-                      attr_f(node, "bias", 1.0f)};
+                      (int)er__node_attr_int(node, "size", 1), er__node_attr_float(node, "alpha", 1e-4f), er__node_attr_float(node, "beta", 0.75f),
+                      er__node_attr_float(node, "bias", 1.0f)};
       return n ? api->lrn(ctx, &p) : ER_STATUS_OK;
     }
     case OP_QUANT:
@@ -881,7 +873,7 @@ static er_status run_node(run *r, const onode *o) {
       const er_tensor *sc = in_const(g, node, 1);
       int axis_len = (int)er__tensor_count(sc), inner = 1;
       if (axis_len > 1) {
-        int axis = (int)attr_i(node, "axis", 1);
+        int axis = (int)er__node_attr_int(node, "axis", 1);
         if (axis < 0) axis += x->t.rank;
         inner = (int)prod(x->t.dims, axis + 1, x->t.rank);
       }
