@@ -6,9 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-20}
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DER_FUZZ=ON >/dev/null
-cmake --build build-fuzz -j "$(nproc)" --target fuzz-reader fuzz-load fuzz-kserve fuzz-gguf fuzz-tokenizer fuzz-chat >/dev/null
+cmake --build build-fuzz -j "$(nproc)" --target fuzz-reader fuzz-load fuzz-kserve fuzz-gguf fuzz-tokenizer fuzz-chat fuzz-onnxdec >/dev/null
 mkdir -p fuzz/crashes
-for t in reader load kserve gguf tokenizer chat; do
+for t in reader load kserve gguf tokenizer chat onnxdec; do
   work=$(mktemp -d)
   cp fuzz/corpus/$t/* "$work"/ 2>/dev/null || true
   echo "fuzz-$t: ${SECONDS_EACH}s"

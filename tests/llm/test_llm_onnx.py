@@ -33,6 +33,7 @@ import tempfile
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 import onnxruntime as ort
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -106,8 +107,28 @@ def edgerun_run(dump, folder, ids, tmp, extra):
     return np.fromfile(out, np.float32), ""
 
 
-def check_model(name, dump, tmp):
-    src = os.path.join(DATA, name)
+def scaled_rope(tmp):
+    """qwen2-int4 with its rotary caches rewritten for a scaled rope (the
+    lower half of the frequencies divided by 4, as Llama 3's scaling does
+    to long wavelengths): edgerun must recover per-dimension factors."""
+    dst = os.path.join(tmp, "qwen2-int4-scaled-rope")
+    shutil.copytree(os.path.join(DATA, "qwen2-int4"), dst)
+    m = onnx.load(os.path.join(dst, "model.onnx"))
+    cos = next(t for t in m.graph.initializer if t.name == "cos_cache")
+    sin = next(t for t in m.graph.initializer if t.name == "sin_cache")
+    n_pos, half = cos.dims
+    freq = 10000.0 ** (-np.arange(half) / half)
+    freq[half // 2:] /= 4.0
+    ang = np.arange(n_pos)[:, None] * freq[None, :]
+    for t, v in ((cos, np.cos(ang)), (sin, np.sin(ang))):
+        t.CopyFrom(onnx.numpy_helper.from_array(v.astype(np.float32), t.name))
+    os.remove(os.path.join(dst, "model.onnx.data"))
+    onnx.save(m, os.path.join(dst, "model.onnx"), save_as_external_data=True, location="model.onnx.data")
+    return dst
+
+
+def check_model(name, dump, tmp, src=None):
+    src = src or os.path.join(DATA, name)
     exact_dir = with_accuracy_level(src, os.path.join(tmp, name + "-acc1"), 1)
     ids, exact = ort_run(exact_dir)
     _, ort_default = ort_run(src, ids)
@@ -239,6 +260,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for name in MODELS:
             check_model(name, a.dump, tmp)
+        check_model("qwen2-int4-scaled-rope", a.dump, tmp, scaled_rope(tmp))
         check_tokenizer(a.edgerun)
         check_cli_and_errors(a.edgerun, tmp)
         check_serve(a.edgerun, tmp)
