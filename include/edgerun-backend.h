@@ -198,13 +198,6 @@ ER_API er_status er_node_attr_floats(const er_node *node, const char *name,
 /* The services a plugin may call                                            */
 /* ------------------------------------------------------------------------ */
 
-typedef enum er_log_level {
-  ER_LOG_DEBUG = 0,
-  ER_LOG_INFO = 1,
-  ER_LOG_WARNING = 2,
-  ER_LOG_ERROR = 3,
-} er_log_level;
-
 typedef struct er_host_api {
   uint32_t abi_version;      /* the core's ER_PLUGIN_ABI_VERSION */
   uint32_t struct_size;      /* sizeof(er_host_api) in the core: members
@@ -408,16 +401,6 @@ ER_API er_status er_session_transfer(const er_session *session, size_t index, er
 /* Placement of node `index` (0 .. node_count-1, in the model's order). */
 ER_API er_status er_session_placement(const er_session *session, size_t index,
                                       er_placement *placement_out);
-
-/* ------------------------------------------------------------------------ */
-/* Log lines from the core (fallback warnings, plugin loading)               */
-/* ------------------------------------------------------------------------ */
-
-/* The callback receives each line (borrowed for the call). NULL restores
- * the default, which writes warnings and errors to stderr. `min_level`
- * drops lines below it. `user` must outlive the registration. */
-typedef void (*er_log_fn)(void *user, er_log_level level, const char *message);
-ER_API void er_log_set_callback(er_log_fn fn, void *user, er_log_level min_level);
 
 #ifdef __cplusplus
 }

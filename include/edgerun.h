@@ -730,6 +730,24 @@ ER_API er_status er_llm_analyze(const er_llm *llm, const char *text_path, const 
                                 er_llm_analyze_result *result_out);
 ER_API void er_llm_analyze_result_free(er_llm_analyze_result *result);
 
+/* ------------------------------------------------------------------------ */
+/* Log lines from the core (fallback warnings, plugin loading)               */
+/* ------------------------------------------------------------------------ */
+
+/* Severity of a log line. */
+typedef enum er_log_level {
+  ER_LOG_DEBUG = 0,
+  ER_LOG_INFO = 1,
+  ER_LOG_WARNING = 2,
+  ER_LOG_ERROR = 3,
+} er_log_level;
+
+/* The callback receives each line (borrowed for the call). NULL restores
+ * the default, which writes warnings and errors to stderr. `min_level`
+ * drops lines below it. `user` must outlive the registration. */
+typedef void (*er_log_fn)(void *user, er_log_level level, const char *message);
+ER_API void er_log_set_callback(er_log_fn fn, void *user, er_log_level min_level);
+
 #ifdef __cplusplus
 }
 #endif

@@ -21,8 +21,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "backends/cpu/cpu-kernels.h"
-#include "backends/cpu/kernels/qblock.h"
+#include "kernels/kernel.h"
+#include "kernels/qblock.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

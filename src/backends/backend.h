@@ -14,14 +14,21 @@
 #define ER_BACKEND_H
 
 #include "edgerun-backend.h"
+#include "backends/run.h"
 #include "core/log.h"
-#include "graph/ir.h"
-
-struct er_exec;
+#include "ir/ir.h"
 
 #define ER_BACKEND_ABI_VERSION 1
 
 typedef struct er_backend er_backend;
+
+/* What a session asks of every compile. */
+typedef struct er_compile_options {
+  /* Keep every node on its op's reference kernel (the session option
+   * force_reference; ER_FORCE_REFERENCE in the environment is read by the
+   * backends themselves). */
+  bool force_reference;
+} er_compile_options;
 
 /* er_device_kind, er_device_desc and er_subgraph are public (the plugin
  * ABI, include/edgerun-backend.h); the core's own backends use them too. */
@@ -50,13 +57,14 @@ typedef struct er_backend_iface {
 
   /* Prepares a subgraph once at session creation (kernels, weights on the
    * device); *compiled_out is released with release(). */
-  er_status (*compile)(er_backend *be, const er_subgraph *sg, void **compiled_out);
+  er_status (*compile)(er_backend *be, const er_subgraph *sg, const er_compile_options *opts,
+                       void **compiled_out);
   /* Computes a compiled subgraph. `values` is the frame of the graph's
    * values (host tensors, graph->n_values of them): inputs of the subgraph
    * are read from it and its outputs are written to it. `run` is the state
    * of this run (opaque to backends; passed back to core services). Safe to
    * call from several threads at once with different `values`. */
-  er_status (*compute)(er_backend *be, void *compiled, struct er_exec *run, er_tensor *values);
+  er_status (*compute)(er_backend *be, void *compiled, er_exec *run, er_tensor *values);
   void (*release)(er_backend *be, void *compiled);
 
   /* Frees the backend. (optional) */
@@ -65,6 +73,22 @@ typedef struct er_backend_iface {
   /* Why the backend cannot be used here ("no OpenCL platform found"), or
    * NULL when it can. Called before device_count. (optional) */
   const char *(*unavailable)(er_backend *be);
+
+  /* Host scratch (bytes) one compute of `compiled` needs at most; the
+   * session gives each run context one buffer of the largest. (optional:
+   * none) */
+  size_t (*scratch_bytes)(er_backend *be, const void *compiled);
+  /* The name of the kernel `compiled` runs for node `node` (index in its
+   * graph), or NULL for the op's reference kernel or a node not in it;
+   * shown by er_session_kernel and profiles. (optional) */
+  const char *(*kernel_name)(er_backend *be, const void *compiled, int32_t node);
+
+  /* Layout preferences, asked when every node of a session runs on this
+   * backend and the session rewrites its graph (optimize level 2): the
+   * channel block of its blocked kernels (0 keeps every tensor planar), and
+   * whether node i of g is faster left planar. (optional: planar) */
+  int (*layout_block)(er_backend *be);
+  bool (*keep_planar)(const er_graph *g, int32_t node);
 } er_backend_iface;
 
 struct er_backend {
@@ -78,30 +102,11 @@ er_backend *er__backend_cpu(void);
  * toolkit at build time). */
 er_backend *er__backend_opencl(void);
 er_backend *er__backend_cuda(void);
-/* The CPU backend's compile with its own option: force_reference keeps
- * every node on its reference kernel (the iface's compile passes false). */
-er_status er__cpu_compile(const er_subgraph *sg, bool force_reference, void **compiled_out);
-/* The optimized kernel a compiled CPU subgraph runs for node `node` (index
- * in its graph), or NULL for the reference kernel or a node not in it. */
-const char *er__cpu_compiled_kernel(const void *compiled, int32_t node);
-/* The largest per-run scratch (bytes) any kernel of a compiled CPU subgraph
- * declared. */
-size_t er__cpu_compiled_scratch(const void *compiled);
-
 /* Finds a registered backend by name (built in or loaded); NULL when none
  * has that name. registry.c. */
 er_backend *er__backend_find(const char *name);
 /* Whether a backend of this name is usable: OK, or UNSUPPORTED naming the
  * reason (not built, no device, unknown name) with the message set. */
 er_status er__backend_require(const char *name, er_backend **backend_out);
-
-/* The registered custom kernel for a node on a backend ("cpu", "opencl",
- * "cuda"), or NULL (custom-op.c). The result stays valid for the life of
- * the process. */
-typedef struct er_custom_kernel er_custom_kernel;
-const er_custom_kernel *er__custom_kernel_find(const char *backend, const er_node *node);
-/* Runs a custom kernel for a node whose inputs and outputs are in `ctx`
- * (outputs allocated). `stream` is the device queue (NULL on the CPU). */
-er_status er__custom_kernel_run(const er_custom_kernel *k, struct er_kctx *ctx, void *stream);
 
 #endif /* ER_BACKEND_H */

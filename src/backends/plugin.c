@@ -10,7 +10,6 @@
 #include <sys/stat.h>
 
 #include "backends/backend.h"
-#include "backends/cpu/cpu-exec.h"
 #include "backends/partition.h"
 #include "backends/registry.h"
 #include "ops/op.h"
@@ -198,7 +197,8 @@ static void ad_release(er_backend *be, void *compiled) {
   free(c);
 }
 
-static er_status ad_compile(er_backend *be, const er_subgraph *sg, void **out) {
+static er_status ad_compile(er_backend *be, const er_subgraph *sg, const er_compile_options *opts, void **out) {
+  ER_UNUSED(opts);
   plugin *p = plugin_of(be);
   plugin_compiled *c = calloc(1, sizeof *c);
   if (!c) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory compiling for plugin '%s'", p->name);
@@ -215,7 +215,7 @@ static er_status ad_compile(er_backend *be, const er_subgraph *sg, void **out) {
   return ER_STATUS_OK;
 }
 
-static er_status ad_compute(er_backend *be, void *compiled, struct er_exec *run, er_tensor *values) {
+static er_status ad_compute(er_backend *be, void *compiled, er_exec *run, er_tensor *values) {
   plugin *p = plugin_of(be);
   plugin_compiled *c = compiled;
   ER_UNUSED(run);

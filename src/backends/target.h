@@ -5,7 +5,7 @@
 #ifndef ER_TARGET_H
 #define ER_TARGET_H
 
-#include "graph/ir.h"
+#include "ir/ir.h"
 
 typedef struct er_target er_target;
 

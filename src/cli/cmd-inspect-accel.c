@@ -7,7 +7,7 @@
 #include "backends/target.h"
 #include "cli/cli.h"
 #include "edgerun-backend.h"
-#include "graph/ir.h"
+#include "ir/ir.h"
 
 static const char *or_dash(const char *s) { return s && s[0] ? s : "-"; }
 

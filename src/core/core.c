@@ -2,6 +2,8 @@
  * arena, and element-type conversions. */
 #include "core/core.h"
 
+#include <time.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -603,3 +605,14 @@ uint64_t er__fp_mode_for_run(uint64_t mode, bool flush) {
   return mode;
 }
 #endif
+
+uint64_t er__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+bool er__force_reference_env(void) {
+  const char *v = getenv("ER_FORCE_REFERENCE");
+  return v && v[0] && strcmp(v, "0") != 0;
+}

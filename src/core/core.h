@@ -166,6 +166,12 @@ int64_t er__load_i64(const void *data, er_dtype t, int64_t i);
 void er__store_f64(void *data, er_dtype t, int64_t i, double v);
 void er__store_i64(void *data, er_dtype t, int64_t i, int64_t v);
 
+/* True when ER_FORCE_REFERENCE is set to a non-empty value other than 0:
+ * every layer then keeps to its reference kernels. */
+bool er__force_reference_env(void);
+/* Monotonic clock in nanoseconds. */
+uint64_t er__now_ns(void);
+
 /* Host byte order is little-endian, like the ONNX raw_data encoding. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "edgerun assumes a little-endian host (ONNX raw_data is little-endian)"

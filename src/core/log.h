@@ -5,7 +5,7 @@
 #ifndef ER_LOG_H
 #define ER_LOG_H
 
-#include "edgerun-backend.h"
+#include "edgerun.h"
 
 void er__log(er_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* True when a message at `level` would be delivered (to skip building it). */

@@ -30,7 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "graph/ir.h"
+#include "graph/graph.h"
 
 #define MS_DOMAIN "com.microsoft"
 

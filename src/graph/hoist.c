@@ -16,7 +16,7 @@
  * Loops in the main graph only. */
 #include <stdlib.h>
 
-#include "graph/ir.h"
+#include "graph/graph.h"
 
 static bool is_std(const er_node *n, const char *op) { return n->domain[0] == '\0' && strcmp(n->op_type, op) == 0; }
 

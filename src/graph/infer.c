@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "core/log.h"
-#include "graph/ir.h"
+#include "graph/graph.h"
 #include "ops/op.h"
 
 /* Folding materializes outputs at load, where running them would have
@@ -129,7 +129,7 @@ static er_status fold_node(er_graph *g, er_node *node, er_tensor *const *in, er_
   uint64_t total;
   if (!er__add_u64(g->model->total_bytes, bytes, &total) || total > g->model->limits.max_total_bytes)
     return ER_STATUS_OK; /* left to run time */
-  er_kctx ctx = {node, node->n_inputs, in, node->n_outputs, outp, false, NULL, g};
+  er_kctx ctx = {node, node->n_inputs, in, node->n_outputs, outp, false, NULL, g, NULL};
   int made = 0;
   er_status st = ER_STATUS_OK;
   for (int k = 0; k < node->n_outputs; k++) {
@@ -331,7 +331,7 @@ er_status er__graph_infer(er_graph *g, bool fold) {
       er__tensor_set(&out_t[k], ER_DTYPE_UNDEFINED, -1, NULL);
       outp[k] = node->outputs[k] >= 0 ? &out_t[k] : NULL;
     }
-    er_kctx ctx = {node, node->n_inputs, inp, node->n_outputs, outp, true, NULL, g};
+    er_kctx ctx = {node, node->n_inputs, inp, node->n_outputs, outp, true, NULL, g, NULL};
     st = node->op->check(&ctx);
     if (st != ER_STATUS_OK) goto done;
     bool in_tab = g->n_values == n_tab;

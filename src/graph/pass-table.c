@@ -7,7 +7,7 @@
  * pass that broke it; release builds check once after the whole list, which
  * still turns a broken index into an INTERNAL error instead of a read past
  * an array later (the planner indexes per-node arrays by producer). */
-#include "graph/ir.h"
+#include "graph/graph.h"
 
 #if !defined(NDEBUG) || defined(ER_SANITIZE)
 #define CHECK_EACH_PASS 1

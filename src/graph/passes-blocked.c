@@ -56,7 +56,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "graph/ir.h"
+#include "graph/graph.h"
 #include "ops/fused.h"
 
 /* Dense convolutions with at most this many taps per axis go blocked (the

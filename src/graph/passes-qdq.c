@@ -51,7 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "graph/ir.h"
+#include "graph/graph.h"
 #include "ops/op.h"
 #include "ops/qfused.h"
 
@@ -324,7 +324,7 @@ static bool check_with(const qctx *qc, const er_node *n, er_tensor *const *in, e
     er__tensor_set(&outs[k], ER_DTYPE_UNDEFINED, -1, NULL);
     outp[k] = n->outputs[k] >= 0 ? &outs[k] : NULL;
   }
-  er_kctx ctx = {n, n->n_inputs, in, n->n_outputs, outp, true, NULL, qc->g};
+  er_kctx ctx = {n, n->n_inputs, in, n->n_outputs, outp, true, NULL, qc->g, NULL};
   if (n->op->check(&ctx) != ER_STATUS_OK) {
     er__error_clear();
     return false;
@@ -846,7 +846,7 @@ static bool lut_op(const er_node *n) {
 static er_status eval_node(const qctx *qc, const er_node *n, er_tensor *const *in, er_tensor *out) {
   er_tensor *outp[1] = {out};
   er__tensor_set(out, ER_DTYPE_UNDEFINED, -1, NULL);
-  er_kctx ctx = {n, n->n_inputs, in, 1, outp, false, NULL, qc->g};
+  er_kctx ctx = {n, n->n_inputs, in, 1, outp, false, NULL, qc->g, NULL};
   ER_CHECK(n->op->check(&ctx));
   ER_CHECK(er__tensor_alloc(out, 0));
   er_status st = n->op->run(&ctx);

@@ -37,7 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "graph/ir.h"
+#include "graph/graph.h"
 #include "ops/fused.h"
 
 typedef struct pass_ctx {

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 
 #include "graph/planner.h"
+#include "graph/graph.h"
 
 #define ALIGN 64
 /* Page offsets are spread for tensors at least this large. */

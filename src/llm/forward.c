@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cpu/kernels/llm-ops.h"
+#include "kernels/llm-ops.h"
 #include "llm/llm-impl.h"
 
 /* ======================================================================== */

@@ -9,8 +9,8 @@
 
 #include <pthread.h>
 
-#include "backends/cpu/cpu-kernels.h"
-#include "backends/cpu/kernels/qblock.h"
+#include "kernels/kernel.h"
+#include "kernels/qblock.h"
 #include "gguf/gguf.h"
 #include "llm/chat.h"
 #include "llm/tokenizer.h"

@@ -37,7 +37,7 @@
 #include <sys/stat.h>
 
 #include "gguf/gguf-write.h"
-#include "graph/ir.h"
+#include "ir/ir.h"
 #include "llm/llm-impl.h"
 #include "runtime/runtime.h"
 
@@ -626,7 +626,7 @@ static er_status read_config(imp *im, const char *dir, char **onnx_path_out) {
   if (!json_is_object(dec) || !json_is_string(type))
     return er__error(ER_STATUS_INVALID_MODEL, "%s: model.type and model.decoder are required", path);
   im->type = json_string_value(type);
-  int64_t v;
+  int64_t v = 0;
   ER_CHECK(cfg_int(im, dec, "num_hidden_layers", ER_LLM_MAX_LAYERS, &v));
   im->n_layer = (int)v;
   ER_CHECK(cfg_int(im, dec, "num_attention_heads", ER_LLM_MAX_HEADS, &v));

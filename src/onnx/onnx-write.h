@@ -13,7 +13,7 @@
 #ifndef ER_ONNX_WRITE_H
 #define ER_ONNX_WRITE_H
 
-#include "graph/ir.h"
+#include "ir/ir.h"
 #include "onnx/pb.h"
 
 /* Appends the ModelProto bytes of `model` to `w`. */

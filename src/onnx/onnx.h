@@ -2,7 +2,7 @@
 #ifndef ER_ONNX_H
 #define ER_ONNX_H
 
-#include "graph/ir.h"
+#include "ir/ir.h"
 #include "onnx/pb.h"
 
 /* Parses the model bytes already held by `model` (model->map/map_size) into

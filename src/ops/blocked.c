@@ -46,7 +46,7 @@
  * The reference kernels convert to planar copies, run the standard op's own
  * check and reference kernel (FusedConv's for the convolution) and convert
  * back, so these ops are exactly as correct as the ones they replace and
- * the optimized kernels (backends/cpu/kernels/blocked.c) are tested against
+ * the optimized kernels (kernels/blocked.c) are tested against
  * that. */
 #include <stdio.h>
 

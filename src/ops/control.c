@@ -1,7 +1,8 @@
 /* control.c - control flow: If, Loop and Scan.
  *
- * Each op runs subgraphs through er__exec_subgraph(), which hands back
- * output tensors that own their data. The ops move those tensors into their
+ * Each op runs subgraphs through er__op_subgraph() (the interpreter's
+ * er_kctx.run_subgraph), which hands back output tensors that own their
+ * data. The ops move those tensors into their
  * own outputs where they can (If, Loop's carried values) and copy slices
  * where they must (scan outputs). Output shapes depend on which branch runs
  * or how many iterations happen, so every op here allocates its outputs in
@@ -13,7 +14,6 @@
  * er__tensor_release() frees only the latter, so it is safe on both. */
 #include "ops/op.h"
 #include "ops/op-groups.h"
-#include "backends/cpu/cpu-exec.h"
 
 #include <stdlib.h>
 
@@ -217,7 +217,7 @@ static er_status if_run(er_kctx *ctx) {
 
   er_tensor *res = calloc((size_t)ctx->n_out + 1, sizeof *res);
   if (!res) return er__op_error(ctx, ER_STATUS_OUT_OF_MEMORY, "out of memory");
-  er_status st = er__exec_subgraph(ctx, g, NULL, 0, res);
+  er_status st = er__op_subgraph(ctx, g, NULL, 0, res, NULL);
   for (int i = 0; i < ctx->n_out && st == ER_STATUS_OK; i++) st = move_to_output(ctx, i, &res[i]);
   for (int i = 0; i < ctx->n_out; i++) er__tensor_release(&res[i]);
   free(res);
@@ -404,7 +404,7 @@ static er_status loop_run(er_kctx *ctx) {
     }
     cond_in = cond;
     for (int i = 0; i < N; i++) ins[2 + i] = &state[i];
-    st = er__exec_subgraph_skip(ctx, body, ins, 2 + N, outs, same);
+    st = er__op_subgraph(ctx, body, ins, 2 + N, outs, same);
     if (st != ER_STATUS_OK) {
       er__error_prefix("%s '%s' iteration %lld", ctx->node->op_type, ctx->node->name,
                        (long long)iter);
@@ -624,7 +624,7 @@ static er_status scan_run(er_kctx *ctx) {
       if (st != ER_STATUS_OK) goto done;
       ins[N + j] = &slices[j];
     }
-    st = er__exec_subgraph(ctx, body, ins, N + M, outs);
+    st = er__op_subgraph(ctx, body, ins, N + M, outs, NULL);
     if (st != ER_STATUS_OK) {
       er__error_prefix("%s '%s' iteration %lld", ctx->node->op_type, ctx->node->name, (long long)t);
       goto done;
@@ -824,7 +824,7 @@ static er_status scan8_run(er_kctx *ctx) {
         batch_row(&row, idx, &slices[j]);
         ins[N + j] = &slices[j];
       }
-      st = er__exec_subgraph(ctx, body, ins, N + M, outs);
+      st = er__op_subgraph(ctx, body, ins, N + M, outs, NULL);
       if (st != ER_STATUS_OK) {
         er__error_prefix("%s '%s' batch %lld iteration %lld", ctx->node->op_type, ctx->node->name,
                          (long long)b, (long long)t);

@@ -281,3 +281,11 @@ int64_t er__count(const er_tensor *t) {
   ER_ASSERT(n >= 0);
   return n;
 }
+
+er_status er__op_subgraph(const er_kctx *ctx, const er_graph *sub, const er_tensor *const *inputs,
+                          int n_inputs, er_tensor *outputs, const bool *skip) {
+  if (!ctx->run_subgraph)
+    return er__error(ER_STATUS_INTERNAL, "%s '%s': subgraph '%s' run outside the interpreter",
+                     ctx->node->op_type, ctx->node->name, sub->name);
+  return ctx->run_subgraph(ctx, sub, inputs, n_inputs, outputs, skip);
+}

@@ -27,9 +27,19 @@
 
 #include "core/core.h"
 #include "core/tensor.h"
-#include "graph/ir.h"
+#include "ir/ir.h"
 
 struct er_exec;
+struct er_kctx;
+
+/* Runs subgraph `sub` of the node being executed (an If branch, a Loop or
+ * Scan body) with the given inputs; each outputs[k] receives a tensor owning
+ * its data, or is left empty where skip && skip[k] (a Loop's carried value
+ * the body passes through unchanged). The interpreter (src/runtime/exec.c)
+ * provides it; ops reach it only through er_kctx.run_subgraph. */
+typedef er_status (*er_subgraph_fn)(const struct er_kctx *ctx, const er_graph *sub,
+                                    const er_tensor *const *inputs, int n_inputs, er_tensor *outputs,
+                                    const bool *skip);
 
 typedef struct er_kctx {
   const er_node *node;
@@ -38,8 +48,9 @@ typedef struct er_kctx {
   int n_out;
   er_tensor *const *out;   /* [n_out]; NULL entries for omitted outputs */
   bool checking;           /* load-time check with partial knowledge */
-  struct er_exec *exec;    /* run-time services (subgraphs); NULL when checking */
+  struct er_exec *exec;    /* the run (opaque to ops); NULL when checking */
   const struct er_graph *graph;  /* graph holding the node */
+  er_subgraph_fn run_subgraph;   /* NULL outside the interpreter */
 } er_kctx;
 
 enum {
@@ -77,9 +88,18 @@ typedef struct er_op_def {
  * `version`; NULL when there is none. */
 const er_op_def *er__op_find(const char *domain, const char *op_type, int version);
 /* The same among the built-in ops only, and among registered custom ops
- * only (src/backends/custom-op.c). */
+ * only (src/ops/custom-op.c). */
 const er_op_def *er__op_find_builtin(const char *domain, const char *op_type, int version);
 const er_op_def *er__custom_op_find(const char *domain, const char *op_type, int version);
+
+/* The registered custom kernel for a node on a backend ("cpu", "opencl",
+ * "cuda"), or NULL (custom-op.c). The result stays valid for the life of
+ * the process. */
+typedef struct er_custom_kernel er_custom_kernel;
+const er_custom_kernel *er__custom_kernel_find(const char *backend, const er_node *node);
+/* Runs a custom kernel for a node whose inputs and outputs are in `ctx`
+ * (outputs allocated). `stream` is the device queue (NULL on the CPU). */
+er_status er__custom_kernel_run(const er_custom_kernel *k, er_kctx *ctx, void *stream);
 /* Resolves the schema version a default-domain op has under `opset`
  * (the newest since-version <= opset); 0 when the op is unknown or did not
  * exist yet. */
@@ -97,6 +117,11 @@ void er__op_versions_str(const char *domain, const char *op_type, char *buf, siz
 /* Records an error prefixed with "OpType 'node name': " and returns status. */
 er_status er__op_error(const er_kctx *ctx, er_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Runs subgraph `sub` through ctx->run_subgraph (er_subgraph_fn); an
+ * INTERNAL error naming the node when there is no interpreter. */
+er_status er__op_subgraph(const er_kctx *ctx, const er_graph *sub, const er_tensor *const *inputs,
+                          int n_inputs, er_tensor *outputs, const bool *skip);
 
 /* Attribute getters. Absent attributes yield the default; an attribute of
  * the wrong type is an INVALID_ATTRIBUTE error naming it. */

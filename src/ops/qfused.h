@@ -2,7 +2,7 @@
  * QDQ pass (src/graph/passes-qdq.c) from DequantizeLinear -> op ->
  * QuantizeLinear patterns, so that a QDQ model runs in int8 from layer to
  * layer. Models never name these ops; every one has a reference kernel
- * (qfused.c), and the optimized kernels (src/backends/cpu/kernels/quant.c)
+ * (qfused.c), and the optimized kernels (src/kernels/quant.c)
  * are tested against it.
  *
  * Quantized tensors are uint8 or int8 with a per-tensor zero point. The

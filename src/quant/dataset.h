@@ -22,7 +22,7 @@
 #define ER_QUANT_DATASET_H
 
 #include "core/tensor.h"
-#include "graph/ir.h"
+#include "ir/ir.h"
 
 /* The most model inputs a data set can feed. */
 #define ER_QDATA_MAX_INPUTS 64

@@ -44,8 +44,8 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "backends/cpu/cpu-kernels.h"
-#include "backends/cpu/kernels/qblock.h"
+#include "kernels/kernel.h"
+#include "kernels/qblock.h"
 #include "gguf/gguf-write.h"
 #include "quant/llm-quant.h"
 

@@ -47,7 +47,7 @@ static er_status eval_node(er_graph *g, const er_node *node, er_tensor *outs) {
     er__tensor_set(&outs[k], ER_DTYPE_UNDEFINED, -1, NULL);
     outp[k] = node->outputs[k] >= 0 ? &outs[k] : NULL;
   }
-  er_kctx ctx = {node, node->n_inputs, inp, node->n_outputs, outp, false, NULL, g};
+  er_kctx ctx = {node, node->n_inputs, inp, node->n_outputs, outp, false, NULL, g, NULL};
   er_status st = node->op->check(&ctx);
   for (int k = 0; k < node->n_outputs && st == ER_STATUS_OK; k++)
     if (outp[k] && !(node->op->flags & ER_OP_DYNAMIC_OUTPUT))

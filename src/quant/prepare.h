@@ -10,7 +10,7 @@
 #ifndef ER_QUANT_PREPARE_H
 #define ER_QUANT_PREPARE_H
 
-#include "graph/ir.h"
+#include "ir/ir.h"
 
 /* Folds nodes whose inputs are all constants and whose outputs feed weights,
  * biases or per-channel affine operands (and every Constant node) into

@@ -7,7 +7,7 @@
 #ifndef ER_QUANT_QGRAPH_H
 #define ER_QUANT_QGRAPH_H
 
-#include "graph/ir.h"
+#include "ir/ir.h"
 
 typedef struct er_qbuild {
   struct er_model *model;

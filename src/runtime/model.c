@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "graph/ir.h"
+#include "graph/graph.h"
 #include "onnx/onnx.h"
 #include "onnx/onnx-write.h"
 #include "runtime/runtime.h"

@@ -3,7 +3,7 @@
 #ifndef ER_RUNTIME_H
 #define ER_RUNTIME_H
 
-#include "backends/cpu/cpu-exec.h"
+#include "runtime/exec.h"
 
 /* er_session_run with an observer: `observe` (may be NULL) is called after
  * every node runs, with the node's outputs still alive, and `user` passed

@@ -12,12 +12,12 @@
 #include <unistd.h>
 
 #include "backends/backend.h"
+#include "graph/graph.h"
 #include "graph/planner.h"
 #include "onnx/onnx.h"
 #include "onnx/onnx-write.h"
-#include "backends/cpu/cpu-exec.h"
-#include "backends/cpu/cpu-kernels.h"
 #include "backends/partition.h"
+#include "runtime/exec.h"
 #include "runtime/runtime.h"
 
 /* ======================================================================== */
@@ -402,8 +402,9 @@ void er_session_free(er_session *s) {
 
 static const char *node_kernel_name(const er_session *s, int32_t i) {
   for (int k = 0; k < s->n_segs; k++) {
-    if (s->segs[k].backend != er__backend_cpu()) continue;
-    const char *name = er__cpu_compiled_kernel(s->segs[k].compiled, i);
+    er_backend *be = s->segs[k].backend;
+    if (!be->iface->kernel_name) continue;
+    const char *name = be->iface->kernel_name(be, s->segs[k].compiled, i);
     if (name) return name;
   }
   return "reference";
@@ -517,9 +518,10 @@ er_status er_session_create(const er_model *model, const er_session_options *opt
     /* The session passes end with convolution chains in the
      * channel-blocked layout, unless the session runs the reference
      * kernels (the numerical truth is the model's own ops). */
+    const er_backend_iface *cpu = er__backend_cpu()->iface;
     er_pass_ctx pc = {.level = model->limits.optimize,
-                      .block = o.force_reference || er__force_reference_env() ? 0 : er__cpu_layout_block(),
-                      .keep_planar = er__cpu_node_prefers_planar};
+                      .block = o.force_reference || !cpu->layout_block ? 0 : cpu->layout_block(er__backend_cpu()),
+                      .keep_planar = cpu->keep_planar};
     if (st == ER_STATUS_OK) st = er__graph_run_passes(copy, ER_PASS_SESSION, &pc);
     if (st != ER_STATUS_OK) goto fail;
     er__plan_free(s->plan);
@@ -580,15 +582,15 @@ er_status er_session_create(const er_model *model, const er_session_options *opt
       st = er__error(ER_STATUS_BACKEND, "backend '%s' cannot compile subgraphs", be->iface->name);
       goto fail;
     }
-    st = be == er__backend_cpu() ? er__cpu_compile(&sg, o.force_reference, &s->segs[s->n_segs].compiled)
-                                 : be->iface->compile(be, &sg, &s->segs[s->n_segs].compiled);
+    er_compile_options co = {.force_reference = o.force_reference};
+    st = be->iface->compile(be, &sg, &co, &s->segs[s->n_segs].compiled);
     if (st != ER_STATUS_OK) goto fail;
     s->segs[s->n_segs].backend = be;
     s->segs[s->n_segs].release = ps->release;
     s->segs[s->n_segs].n_release = ps->n_release;
     s->n_segs++;
-    if (be == er__backend_cpu()) {
-      size_t sb = er__cpu_compiled_scratch(s->segs[s->n_segs - 1].compiled);
+    if (be->iface->scratch_bytes) {
+      size_t sb = be->iface->scratch_bytes(be, s->segs[s->n_segs - 1].compiled);
       if (sb > s->scratch_bytes) s->scratch_bytes = sb;
     }
   }
@@ -744,7 +746,7 @@ static er_status run_in_ctx_mode(er_session *s, run_ctx *c, const er_named_tenso
     for (size_t i = 0; i < n_outputs; i++) c->want[i] = (int32_t)i;
   }
 
-  er_exec ex = {s->pool, NULL, 0, NULL, 0, &c->mem, observe, user, NULL, 0};
+  er_exec ex = {s->pool, NULL, 0, NULL, 0, &c->mem, observe, user, NULL, 0, NULL};
   er_node_prof *prof = NULL;
   if (s->prof) {
     prof = calloc((size_t)g->n_nodes + 1, sizeof *prof);

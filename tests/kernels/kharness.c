@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "backends/cpu/cpu-kernels.h"
+#include "kernels/kernel.h"
 
 /* Bytes checked after every output and scratch buffer. */
 #define GUARD_BYTES 256
@@ -260,7 +260,7 @@ static er_status alloc_outputs(const er_node *node, const kcase *c, er_tensor *o
     er__tensor_set(&outs[i], ER_DTYPE_UNDEFINED, -1, NULL);
     out_ptrs[i] = &outs[i];
   }
-  er_kctx ctx = {node, c->n_in, (er_tensor *const *)c->in, c->n_out, out_ptrs, false, NULL, NULL};
+  er_kctx ctx = {node, c->n_in, (er_tensor *const *)c->in, c->n_out, out_ptrs, false, NULL, NULL, NULL};
   ER_CHECK(node->op->check(&ctx));
   for (int i = 0; i < c->n_out; i++) {
     int64_t n = er__tensor_count(&outs[i]);
@@ -408,7 +408,7 @@ static outcome run_case(run_ctx *rc, kcase *c) {
     er__tensor_set(&info_out[i], ER_DTYPE_UNDEFINED, -1, NULL);
     ki_out[i] = &info_out[i];
   }
-  er_kctx cctx = {node, c->n_in, (er_tensor *const *)ki_in, c->n_out, ki_out, true, NULL, NULL};
+  er_kctx cctx = {node, c->n_in, (er_tensor *const *)ki_in, c->n_out, ki_out, true, NULL, NULL, NULL};
   if (node->op->check(&cctx) != ER_STATUS_OK) return fail(rc, c, "load-time check failed: %s", er_last_error());
   er_kernel_info ki = {node, c->n_in, c->n_out, ki_in, (const er_tensor *const *)ki_out, er__cpu_features()};
   if (!k->supports(&ki)) {
@@ -433,7 +433,7 @@ static outcome run_case(run_ctx *rc, kcase *c) {
   {
     er_tensor *ref_ptrs[KC_MAX_IO];
     for (int i = 0; i < c->n_out; i++) ref_ptrs[i] = &ref[i];
-    er_kctx rctx = {node, c->n_in, (er_tensor *const *)c->in, c->n_out, ref_ptrs, false, NULL, NULL};
+    er_kctx rctx = {node, c->n_in, (er_tensor *const *)c->in, c->n_out, ref_ptrs, false, NULL, NULL, NULL};
     if (node->op->run(&rctx) != ER_STATUS_OK) {
       result = fail(rc, c, "reference run failed: %s", er_last_error());
       goto done;
@@ -454,7 +454,7 @@ static outcome run_case(run_ctx *rc, kcase *c) {
     unsigned char *scratch = er__aligned_alloc(scratch_bytes + GUARD_BYTES);
     memset(scratch, 0x5a, scratch_bytes);
     memset(scratch + scratch_bytes, GUARD_BYTE, GUARD_BYTES);
-    er_kctx kctx = {node, c->n_in, (er_tensor *const *)c->in, c->n_out, got_ptrs, false, NULL, NULL};
+    er_kctx kctx = {node, c->n_in, (er_tensor *const *)c->in, c->n_out, got_ptrs, false, NULL, NULL, NULL};
     er_kernel_run kr = {&kctx, state, scratch_bytes ? scratch : NULL, scratch_bytes, rc->pools[t], NULL, NULL};
     er_status st = k->run(&kr);
     if (st != ER_STATUS_OK) result = fail(rc, c, "%d threads: run failed: %s", t + 1, er_last_error());

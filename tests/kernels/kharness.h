@@ -16,7 +16,7 @@
 
 #include "core/core.h"
 #include "core/tensor.h"
-#include "graph/ir.h"
+#include "ir/ir.h"
 #include "ops/op.h"
 
 #define KC_MAX_IO 12 /* QLinearConv has 9 inputs */

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "backends/cpu/kernels/qblock.h"
+#include "kernels/qblock.h"
 
 /* The whole file, owned by the caller; NULL (message printed) on failure. */
 static uint8_t *read_file(const char *path, size_t *size_out) {

@@ -1,4 +1,4 @@
-# The block-quantized kernels (src/backends/cpu/kernels/qblock*.c).
+# The block-quantized kernels (src/kernels/qblock*.c).
 #  - test-qblock: every optimized product against the reference and against
 #    dequantize-then-multiply in double, tile edges, splits, guard bytes;
 #    the activation quantizers byte for byte; quantize/dequantize bounds.

@@ -1,4 +1,4 @@
-/* test-qblock.c - the block-quantized kernels (src/backends/cpu/kernels/
+/* test-qblock.c - the block-quantized kernels (src/kernels/
  * qblock*.c) against their reference and against dequantize-then-multiply
  * in double.
  *
@@ -29,8 +29,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "backends/cpu/cpu-kernels.h"
-#include "backends/cpu/kernels/qblock-impl.h"
+#include "kernels/kernel.h"
+#include "kernels/qblock-impl.h"
 #include "harness.h"
 
 /* ======================================================================== */

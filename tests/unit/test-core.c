@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "backends/cpu/cpu-kernels.h"
+#include "kernels/kernel.h"
 #include "core/tensor.h"
 #include "harness.h"
 #include "onnx-builder.h"

@@ -8,8 +8,8 @@
 
 #include "harness.h"
 #include "onnx-builder.h"
-#include "backends/cpu/cpu-kernels.h"
-#include "graph/ir.h"
+#include "kernels/kernel.h"
+#include "graph/graph.h"
 
 static uint64_t rng_state = 12345;
 

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "backends/cpu/cpu-kernels.h"
+#include "kernels/kernel.h"
 #include "harness.h"
 #include "onnx-builder.h"
 

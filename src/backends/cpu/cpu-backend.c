@@ -1,15 +1,15 @@
 /* cpu-backend.c - the CPU backend: always present, registered last, runs
  * every op that has a reference kernel on host memory. Compiling a subgraph
- * records its nodes and when each value is last read; computing it runs
- * those nodes with the interpreter in cpu-exec.c. */
+ * chooses each node's kernel and records when each value is last read;
+ * computing it runs those nodes with the runtime's interpreter, reached
+ * through the run it is given (er_exec.interp). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "backends/backend.h"
-#include "backends/cpu/cpu-exec.h"
-#include "backends/cpu/cpu-kernels.h"
 #include "backends/partition.h"
+#include "kernels/kernel.h"
 #include "ops/op.h"
 
 static int cpu_device_count(er_backend *be) {
@@ -149,7 +149,7 @@ static bool kernel_info_of(const er_graph *g, int32_t i, const er_tensor **in, c
   return true;
 }
 
-bool er__cpu_node_prefers_planar(const er_graph *g, int32_t i) {
+static bool cpu_keep_planar(const er_graph *g, int32_t i) {
   const er_tensor *in[64], *out[64];
   er_kernel_info ki;
   if (!kernel_info_of(g, i, in, out, &ki)) return false;
@@ -268,11 +268,6 @@ static void segment_last_use(const er_subgraph *sg, int32_t *last_use) {
   free(reads.v);
 }
 
-static er_status cpu_compile(er_backend *be, const er_subgraph *sg, void **compiled_out) {
-  ER_UNUSED(be);
-  return er__cpu_compile(sg, false, compiled_out);
-}
-
 /* Kernels the application registered for the CPU (overrides of standard
  * ops, custom ops) come first, then the optimized kernels. */
 static er_status choose_kernel(const er_graph *g, int32_t i, bool optimize, er_node_kernel *nk) {
@@ -310,7 +305,7 @@ static er_status compile_subgraphs(cpu_compiled *c, const er_node *node, bool op
         return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory compiling subgraph '%s'", sub->name);
       }
       /* Last uses once, not per run of the body (a Loop's every iteration). */
-      er__exec_last_use(sub, lu);
+      er__graph_last_use(sub, lu);
       c->subs[c->n_subs++] = (er_sub_kernels){sub, ks, lu};
       for (int32_t i = 0; i < sub->n_nodes; i++) {
         ER_CHECK(choose_kernel(sub, i, optimize, &ks[i]));
@@ -321,8 +316,9 @@ static er_status compile_subgraphs(cpu_compiled *c, const er_node *node, bool op
   return ER_STATUS_OK;
 }
 
-er_status er__cpu_compile(const er_subgraph *sg, bool force_reference, void **compiled_out) {
-  er_backend *be = er__backend_cpu();
+static er_status cpu_compile(er_backend *be, const er_subgraph *sg, const er_compile_options *opts,
+                             void **compiled_out) {
+  bool force_reference = opts && opts->force_reference;
   cpu_compiled *c = calloc(1, sizeof *c);
   if (!c) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory compiling a CPU subgraph");
   c->graph = sg->graph;
@@ -355,15 +351,44 @@ er_status er__cpu_compile(const er_subgraph *sg, bool force_reference, void **co
   return ER_STATUS_OK;
 }
 
-static er_status cpu_compute(er_backend *be, void *compiled, struct er_exec *run, er_tensor *values) {
+static er_status cpu_compute(er_backend *be, void *compiled, er_exec *run, er_tensor *values) {
   ER_UNUSED(be);
   cpu_compiled *c = compiled;
+  if (!run || !run->interp)
+    return er__error(ER_STATUS_INTERNAL, "the CPU backend computes only inside a run of the interpreter");
   run->subs = c->subs;
   run->n_subs = c->n_subs;
   /* Segments belong to the main graph, whose reusable memory the run
    * carries. */
   er_frame frame = {c->graph, values, NULL, run->mem};
-  return er__exec_nodes(run, &frame, c->nodes, c->n_nodes, c->last_use, c->kernels);
+  return run->interp->run_nodes(run, &frame, c->nodes, c->n_nodes, c->last_use, c->kernels);
+}
+
+static size_t cpu_scratch_bytes(er_backend *be, const void *compiled) {
+  ER_UNUSED(be);
+  const cpu_compiled *c = compiled;
+  size_t most = 0;
+  if (c && c->kernels)
+    for (int32_t i = 0; i < c->graph->n_nodes; i++)
+      if (c->kernels[i].kernel && c->kernels[i].scratch_bytes > most) most = c->kernels[i].scratch_bytes;
+  return most;
+}
+
+static const char *cpu_kernel_name(er_backend *be, const void *compiled, int32_t node) {
+  ER_UNUSED(be);
+  const cpu_compiled *c = compiled;
+  if (!c || !c->kernels || node < 0 || node >= c->graph->n_nodes || !c->kernels[node].kernel) return NULL;
+  return c->kernels[node].kernel->name;
+}
+
+/* The channel block the session's layout pass uses (graph/passes-blocked.c):
+ * the vector width of the best ISA the blocked kernels have (16 floats on
+ * AVX-512, 8 on AVX2, 4 on NEON), or 0 to keep every tensor planar: no
+ * such ISA, ER_FORCE_REFERENCE, or EDGERUN_LAYOUT=planar in the
+ * environment (for comparisons and as a way out). */
+static int cpu_layout_block(er_backend *be) {
+  ER_UNUSED(be);
+  return er__force_reference_env() ? 0 : er__cpu_layout_block();
 }
 
 static const er_backend_iface cpu_iface = {
@@ -380,23 +405,12 @@ static const er_backend_iface cpu_iface = {
     .compute = cpu_compute,
     .release = cpu_release,
     .destroy = NULL,
+    .scratch_bytes = cpu_scratch_bytes,
+    .kernel_name = cpu_kernel_name,
+    .layout_block = cpu_layout_block,
+    .keep_planar = cpu_keep_planar,
 };
 
 static er_backend cpu_backend = {&cpu_iface, NULL};
-
-size_t er__cpu_compiled_scratch(const void *compiled) {
-  const cpu_compiled *c = compiled;
-  size_t most = 0;
-  if (c && c->kernels)
-    for (int32_t i = 0; i < c->graph->n_nodes; i++)
-      if (c->kernels[i].kernel && c->kernels[i].scratch_bytes > most) most = c->kernels[i].scratch_bytes;
-  return most;
-}
-
-const char *er__cpu_compiled_kernel(const void *compiled, int32_t node) {
-  const cpu_compiled *c = compiled;
-  if (!c || !c->kernels || node < 0 || node >= c->graph->n_nodes || !c->kernels[node].kernel) return NULL;
-  return c->kernels[node].kernel->name;
-}
 
 er_backend *er__backend_cpu(void) { return &cpu_backend; }

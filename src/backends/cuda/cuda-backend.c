@@ -183,7 +183,8 @@ static bool cu_supports_op(er_backend *be, const er_graph *g, const er_node *n, 
 
 static void configure(void) { er__gpu_configure(&gpu); }
 
-static er_status cu_compile(er_backend *be, const er_subgraph *sg, void **out) {
+static er_status cu_compile(er_backend *be, const er_subgraph *sg, const er_compile_options *opts, void **out) {
+  ER_UNUSED(opts);
   ER_UNUSED(be);
   cuda_state *s = get_state();
   if (s->why[0]) return er__error(ER_STATUS_BACKEND, "cuda: %s", s->why);
@@ -194,7 +195,7 @@ static er_status cu_compile(er_backend *be, const er_subgraph *sg, void **out) {
   return er__gpu_compile(&gpu, sg, out);
 }
 
-static er_status cu_compute(er_backend *be, void *compiled, struct er_exec *ex, er_tensor *values) {
+static er_status cu_compute(er_backend *be, void *compiled, er_exec *ex, er_tensor *values) {
   ER_UNUSED(be);
   ER_UNUSED(ex);
   cudaSetDevice(get_state()->device);

@@ -962,7 +962,7 @@ static er_status prepare_outputs(run *r, const onode *o) {
     er__tensor_set(&outs[k], ER_DTYPE_UNDEFINED, -1, NULL);
     outp[k] = &outs[k];
   }
-  er_kctx ctx = {node, node->n_inputs, in, node->n_outputs, outp, true, NULL, g};
+  er_kctx ctx = {node, node->n_inputs, in, node->n_outputs, outp, true, NULL, g, NULL};
   ER_CHECK(node->op->check(&ctx));
   for (int k = 0; k < node->n_outputs; k++) {
     if (!outp[k]) continue;
@@ -1015,7 +1015,7 @@ static er_status run_custom(run *r, const onode *o) {
     outs[k].data = mem(&r->v[node->outputs[k]]);
     outp[k] = &outs[k];
   }
-  er_kctx ctx = {node, node->n_inputs, in, node->n_outputs, outp, false, NULL, r->c->g};
+  er_kctx ctx = {node, node->n_inputs, in, node->n_outputs, outp, false, NULL, r->c->g, NULL};
   return er__custom_kernel_run(o->custom, &ctx, r->gpu->api->stream(r->gpu->ctx));
 }
 

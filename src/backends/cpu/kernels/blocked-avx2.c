@@ -1,9 +1,0 @@
-/* blocked-avx2.c - the channel-blocked layout's kernels (blocked-impl.h)
- * for avx2, block = VN. Called only when er__cpu_features() reports the ISA. */
-#define ER_SIMD_AVX2 1
-#include "backends/cpu/kernels/simd.h"
-#include "backends/cpu/kernels/vmath.h"
-#include "backends/cpu/kernels/blocked.h"
-#include "backends/cpu/kernels/blocked-impl.h"
-
-const er_blocked_ops er__blocked_avx2 = BK_OPS_INIT;

@@ -1,0 +1,9 @@
+/* blocked-avx512.c - the channel-blocked layout's kernels (blocked-impl.h)
+ * for avx512, block = VN. Called only when er__cpu_features() reports the ISA. */
+#define ER_SIMD_AVX512 1
+#include "kernels/simd.h"
+#include "kernels/vmath.h"
+#include "kernels/blocked.h"
+#include "kernels/blocked-impl.h"
+
+const er_blocked_ops er__blocked_avx512 = BK_OPS_INIT;
