@@ -1,5 +1,5 @@
 # Convenience wrapper around CMake. `make build` leaves the CLI at build/edgerun.
-.PHONY: build check test asan fuzz setup clean demo serve-demo llm-oracles llama-cpp llm-refs bench-llm bench-llm-serve bench-llm-quant
+.PHONY: build check test layers asan fuzz setup clean demo serve-demo llm-oracles llama-cpp llm-refs bench-llm bench-llm-serve bench-llm-quant
 
 JOBS ?= $(shell nproc)
 # ccache (when installed; see CMakeLists.txt) hashes paths relative to the
@@ -14,9 +14,16 @@ build:
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build build -j $(JOBS)
 
-# The whole suite: release build, the same suite under ASan+UBSan, and a
-# short libFuzzer run of each fuzz target.
-test: check asan fuzz
+# The whole suite: the layer rule of docs/architecture.md, release build,
+# the same suite under ASan+UBSan, and a short libFuzzer run of each fuzz
+# target.
+test: layers check asan fuzz
+
+# No include up the stack, across siblings or into a backend's private
+# folder; the self-test shows each kind of violation is caught.
+layers:
+	python3 tools/check-layers.py
+	python3 tools/check-layers.py --self-test
 
 check: setup build
 	cd build && ctest --output-on-failure -j $(JOBS)
