@@ -31,12 +31,11 @@
 #include <stdlib.h>
 
 #include "graph/graph.h"
+#include "graph/rewrite.h"
 
 #define MS_DOMAIN "com.microsoft"
 
-static bool is_ms(const er_node *n, const char *op) {
-  return strcmp(n->domain, MS_DOMAIN) == 0 && strcmp(n->op_type, op) == 0;
-}
+static bool is_ms(const er_node *n, const char *op) { return er__rw_is_in(n, MS_DOMAIN, op); }
 
 static bool expands(const er_node *n) {
   static const char *const ops[] = {"QLinearAdd",         "QLinearMul",           "QLinearSigmoid",
@@ -47,47 +46,11 @@ static bool expands(const er_node *n) {
   return false;
 }
 
-/* The nodes being built, in order. */
-typedef struct node_list {
-  er_graph *g;
-  er_node *v;
-  int32_t n, cap;
-} node_list;
-
-static er_status push(node_list *l, const er_node *n) {
-  if (l->n == l->cap) {
-    int32_t cap = l->cap * 2 + 16;
-    er_node *v = er__arena_array(l->g->arena, (size_t)cap + 1, sizeof *v);
-    if (!v) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory expanding contrib operators");
-    if (l->n) memcpy(v, l->v, (size_t)l->n * sizeof *v);
-    l->v = v;
-    l->cap = cap;
-  }
-  l->v[l->n++] = *n;
-  return ER_STATUS_OK;
-}
-
 /* Input i of n, or -1 when absent. */
 static int32_t in_at(const er_node *n, int i) { return i < n->n_inputs ? n->inputs[i] : -1; }
 
-/* A new intermediate value named after `base`. */
-static er_status new_value(er_graph *g, const char *base, const char *what, int32_t *id) {
-  char name[512];
-  for (int k = 0;; k++) {
-    snprintf(name, sizeof name, "%s/er_%s%s%d", base, what, k ? "_" : "", k);
-    if (er__graph_find(g, name) < 0) break;
-  }
-  /* The graph keeps the name pointer: it must live in the graph's arena. */
-  char *copy = er__arena_strdup(g->arena, name);
-  if (!copy) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory expanding contrib operators");
-  ER_CHECK(er__graph_add_value(g, copy, id));
-  g->values[*id].kind = ER_VALUE_INTERMEDIATE;
-  g->values[*id].producer = -1;
-  return ER_STATUS_OK;
-}
-
 /* Appends a default-domain node `op` named `<src name>/<suffix>`. */
-static er_status emit(node_list *l, const er_node *src, const char *op, const char *suffix, const int32_t *in, int n_in,
+static er_status emit(er_rw_list *l, const er_node *src, const char *op, const char *suffix, const int32_t *in, int n_in,
                       int32_t out, er_attr *attrs, int n_attrs) {
   er_graph *g = l->g;
   er_node n;
@@ -108,15 +71,15 @@ static er_status emit(node_list *l, const er_node *src, const char *op, const ch
   n.n_outputs = 1;
   n.attrs = attrs;
   n.n_attrs = n_attrs;
-  return push(l, &n);
+  return er__rw_list_push(l, &n);
 }
 
 /* DequantizeLinear of (x, scale, zp) into a new value. */
-static er_status dq(node_list *l, const er_node *src, int32_t x, int32_t s, int32_t z, const char *tag, int32_t *out) {
+static er_status dq(er_rw_list *l, const er_node *src, int32_t x, int32_t s, int32_t z, const char *tag, int32_t *out) {
   if (x < 0 || s < 0)
     return er__error(ER_STATUS_INVALID_GRAPH, "%s node '%s': a quantized input or its scale is missing", src->op_type,
                      src->name);
-  ER_CHECK(new_value(l->g, l->g->values[x].name, tag, out));
+  ER_CHECK(er__rw_new_value(l->g, l->g->values[x].name, tag, ER_DTYPE_UNDEFINED, -1, NULL, out));
   int32_t in[3] = {x, s, z};
   char suffix[32];
   snprintf(suffix, sizeof suffix, "er_%s", tag);
@@ -145,7 +108,7 @@ static er_status copy_attrs(er_graph *g, const er_node *n, const char *const *ke
   return ER_STATUS_OK;
 }
 
-static er_status expand(node_list *l, const er_node *n, int64_t opset) {
+static er_status expand(er_rw_list *l, const er_node *n, int64_t opset) {
   er_graph *g = l->g;
   if (n->n_outputs < 1 || n->outputs[0] < 0)
     return er__error(ER_STATUS_INVALID_GRAPH, "%s node '%s' has no output", n->op_type, n->name);
@@ -157,7 +120,7 @@ static er_status expand(node_list *l, const er_node *n, int64_t opset) {
   const int32_t y = n->outputs[0];
   const char *base = g->values[y].name;
   int32_t f = -1, r = -1; /* the float inputs' value and the float result */
-  ER_CHECK(new_value(g, base, "f", &r));
+  ER_CHECK(er__rw_new_value(g, base, "f", ER_DTYPE_UNDEFINED, -1, NULL, &r));
   const er_attr *cl = er__node_attr(n, "channels_last");
   if (cl && cl->i != 0)
     return er__error(ER_STATUS_UNSUPPORTED, "%s node '%s': channels_last = %lld is not supported", n->op_type, n->name,
@@ -180,17 +143,17 @@ static er_status expand(node_list *l, const er_node *n, int64_t opset) {
     ax[0].type = ax[1].type = ER_ATTR_INT;
     ax[0].i = axis;
     ax[1].i = 0; /* C's: its only axis */
-    l->v[l->n - 1].attrs = &ax[0];
-    l->v[l->n - 1].n_attrs = 1;
+    l->nodes[l->n - 1].attrs = &ax[0];
+    l->nodes[l->n - 1].n_attrs = 1;
     int32_t in[3] = {a, b, -1};
     if (in_at(n, 6) >= 0) {
       int32_t cs, c;
-      ER_CHECK(new_value(g, base, "cscale", &cs));
+      ER_CHECK(er__rw_new_value(g, base, "cscale", ER_DTYPE_UNDEFINED, -1, NULL, &cs));
       int32_t sin[2] = {in_at(n, 1), in_at(n, 4)};
       ER_CHECK(emit(l, n, "Mul", "er_cscale", sin, 2, cs, NULL, 0));
       ER_CHECK(dq(l, n, in_at(n, 6), cs, -1, "dqc", &c));
-      l->v[l->n - 1].attrs = &ax[1];
-      l->v[l->n - 1].n_attrs = 1;
+      l->nodes[l->n - 1].attrs = &ax[1];
+      l->nodes[l->n - 1].n_attrs = 1;
       in[2] = c;
     }
     er_attr *attrs;
@@ -284,17 +247,16 @@ er_status er__graph_expand_contrib(er_graph *g) {
   }
   if (!any) return ER_STATUS_OK;
   int64_t opset = g->model ? g->model->default_opset : -1;
-  node_list l = {g, NULL, 0, 0};
+  er_rw_list l;
+  er__rw_list_init(&l, g);
   for (int32_t i = 0; i < g->n_nodes; i++) {
     const er_node *n = &g->nodes[i];
     if (expands(n)) ER_CHECK(expand(&l, n, opset));
-    else ER_CHECK(push(&l, n));
+    else ER_CHECK(er__rw_list_push(&l, n));
   }
   if (g->model && (uint64_t)l.n > g->model->limits.max_nodes)
     return er__error(ER_STATUS_LIMIT, "graph '%s' has %d nodes once its contrib operators are expanded; more than %u "
                      "(max_nodes)", g->name, l.n, g->model->limits.max_nodes);
-  g->nodes = l.v;
-  g->n_nodes = l.n;
-  er__graph_relink(g);
+  er__rw_list_commit(&l);
   return ER_STATUS_OK;
 }

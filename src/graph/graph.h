@@ -40,18 +40,9 @@ void er__shape_vals_propagate(const er_node *node, const er_tensor *const *in, c
 void er__shape_vals_refine(const er_node *node, const er_tensor *const *in, const er_shape_vals *tab,
                            er_tensor *out);
 
-/* Graph rewrites (passes.c). Neither changes what a caller can observe
- * beyond float rounding.
- * Basic, at model load (optimize >= 2), for every backend: Identity and
- * inference Dropout removed, BatchNorm folded into Conv weights,
- * Transpose/Reshape chains simplified; the ops stay standard ONNX.
- * Fusion, per session on the session's own copy when every node runs on
- * the CPU (optimize >= 2): bias, residual and activations into com.edgerun
- * FusedConv/FusedGemm/FusedMatMul, LayerNorm and GELU from primitives,
- * scaled dot-product attention from MatMul/Softmax/MatMul into Attention;
- * after er__graph_qdq_fuse (the pass table keeps that order). */
-er_status er__graph_optimize_basic(er_graph *g);
-er_status er__graph_optimize_fusion(er_graph *g);
+/* The basic and fusion rewrites (passes.h, one family per file) run
+ * through the pass table below; graph/rewrite.h is the toolkit every pass
+ * edits with. */
 /* onnxruntime's com.microsoft QLinear operators (QLinearAdd, QLinearMul,
  * QLinearSigmoid, QLinearLeakyRelu, QLinearAveragePool,
  * QLinearGlobalAveragePool, QLinearConcat, QLinearSoftmax) rewritten as the
@@ -68,9 +59,6 @@ er_status er__graph_expand_contrib(er_graph *g);
  * left as it was. */
 typedef bool (*er_keep_planar_fn)(const er_graph *g, int32_t node);
 er_status er__graph_block_layout(er_graph *g, int block, er_keep_planar_fn keep_planar, int *blocked_out);
-/* A new constant value of g holding *t (its data then owned by the graph),
- * named base/er_foldedN; its id into *id_out. For the graph passes. */
-er_status er__graph_new_const(er_graph *g, const char *base, er_tensor *t, int32_t *id_out);
 /* The QDQ pass (passes-qdq.c), the first session-time pass:
  * DequantizeLinear -> op -> QuantizeLinear patterns to integer ops. */
 er_status er__graph_qdq_fuse(er_graph *g);

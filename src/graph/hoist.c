@@ -17,14 +17,8 @@
 #include <stdlib.h>
 
 #include "graph/graph.h"
+#include "graph/rewrite.h"
 
-static bool is_std(const er_node *n, const char *op) { return n->domain[0] == '\0' && strcmp(n->op_type, op) == 0; }
-
-static bool has_subgraph(const er_node *n) {
-  for (int a = 0; a < n->n_attrs; a++)
-    if (n->attrs[a].type == ER_ATTR_GRAPH || n->attrs[a].type == ER_ATTR_GRAPHS) return true;
-  return false;
-}
 
 /* Ops whose result is the same for the same inputs. */
 static bool deterministic(const er_node *n) {
@@ -73,7 +67,7 @@ static er_status hoist_loop(er_graph *g, int32_t li, int32_t *moved_out) {
 
   for (int32_t i = 0; i < body->n_nodes; i++) {
     const er_node *n = &body->nodes[i];
-    if (!deterministic(n) || has_subgraph(n) || n->n_inputs == 0) continue;
+    if (!deterministic(n) || er__rw_has_graphs(n) || n->n_inputs == 0) continue;
     int32_t src[ER_MAX_NODE_IO];
     bool ok = n->n_inputs <= ER_MAX_NODE_IO && n->n_outputs <= ER_MAX_NODE_IO;
     for (int k = 0; ok && k < n->n_inputs; k++) {
@@ -142,11 +136,7 @@ static er_status hoist_loop(er_graph *g, int32_t li, int32_t *moved_out) {
   if (n_hoisted == 0) goto done;
 
   /* The body without them. */
-  int32_t w = 0;
-  for (int32_t i = 0; i < body->n_nodes; i++)
-    if (!moved[i]) body->nodes[w++] = body->nodes[i];
-  body->n_nodes = w;
-  er__graph_relink(body);
+  er__graph_remove_nodes(body, moved);
 
   /* The main graph with them just before the Loop. */
   er_node *nodes = er__arena_array(g->arena, (size_t)(g->n_nodes + n_hoisted) + 1, sizeof *nodes);
@@ -171,7 +161,7 @@ er_status er__graph_hoist_loop_invariants(er_graph *g, int32_t *hoisted_out) {
   int32_t total = 0;
   if (g->parent == NULL)
     for (int32_t i = 0; i < g->n_nodes; i++) {
-      if (!is_std(&g->nodes[i], "Loop")) continue;
+      if (!er__rw_is(&g->nodes[i], "Loop")) continue;
       int32_t moved;
       ER_CHECK(hoist_loop(g, i, &moved));
       i += moved;

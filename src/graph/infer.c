@@ -5,6 +5,7 @@
 
 #include "core/log.h"
 #include "graph/graph.h"
+#include "graph/rewrite.h"
 #include "ops/op.h"
 
 /* Folding materializes outputs at load, where running them would have
@@ -83,12 +84,6 @@ er_status er__graph_bind_ops(er_graph *g) {
 static bool value_is_const(const er_graph *g, const er_value *v) {
   if (v->kind == ER_VALUE_CONSTANT)
     return !v->is_graph_input || g->model->ir_version < 4 || g->parent != NULL;
-  return false;
-}
-
-static bool node_has_subgraph(const er_node *node) {
-  for (int a = 0; a < node->n_attrs; a++)
-    if (node->attrs[a].type == ER_ATTR_GRAPH || node->attrs[a].type == ER_ATTR_GRAPHS) return true;
   return false;
 }
 
@@ -365,7 +360,7 @@ er_status er__graph_infer(er_graph *g, bool fold) {
     }
     if (in_tab && node->n_outputs > 0 && node->outputs[0] >= 0)
       er__shape_vals_propagate(node, (const er_tensor *const *)inp, &g->values[node->outputs[0]].info, tab);
-    bool foldable = fold && !(node->op->flags & ER_OP_NO_FOLD) && !node_has_subgraph(node) &&
+    bool foldable = fold && !(node->op->flags & ER_OP_NO_FOLD) && !er__rw_has_graphs(node) &&
                     !folded_by_qdq_pass(g, node) &&
                     (all_const || (reads_shape_only(node) && shapes_known));
     if (foldable) {

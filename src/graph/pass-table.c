@@ -7,7 +7,7 @@
  * pass that broke it; release builds check once after the whole list, which
  * still turns a broken index into an INTERNAL error instead of a read past
  * an array later (the planner indexes per-node arrays by producer). */
-#include "graph/graph.h"
+#include "graph/passes.h"
 
 #if !defined(NDEBUG) || defined(ER_SANITIZE)
 #define CHECK_EACH_PASS 1
@@ -37,9 +37,56 @@ static er_status run_hoist(er_graph *g, const er_pass_ctx *c) {
   return er__graph_hoist_loop_invariants(g, NULL);
 }
 
+/* ---- the rewrite groups ---------------------------------------------------- */
+
+/* A group's rewrites run in this order, round after round, until a round
+ * changes nothing (at most three rounds); then the dead nodes go (order is
+ * kept, so the graph stays topological). */
+typedef struct rewrite_step {
+  const char *name;
+  er_rewrite_fn run;
+} rewrite_step;
+
+/* Basic, at model load (optimize >= 2), for every backend: the ops stay
+ * standard ONNX. Identity and inference Dropout go once, before them. */
+static const rewrite_step basic_rewrites[] = {
+    {"conv-bn", er__pass_conv_bn},     {"conv-mul", er__pass_conv_mul}, {"conv-bias", er__pass_conv_bias},
+    {"transpose", er__pass_transpose}, {"reshape", er__pass_reshape},   {"slice", er__pass_slice},
+};
+
+/* Fusion, per session on the session's own copy when every node runs on
+ * the CPU (optimize >= 2), after the QDQ pass: these see what stays float.
+ * Order matters within a round: LayerNorm before the matmul/bias fusion
+ * can take its Add; the residual before the activation, so Conv + Add +
+ * Relu becomes one node. */
+static const rewrite_step fusion_rewrites[] = {
+    {"layernorm", er__pass_layernorm}, {"matmul-bias", er__pass_matmul_bias}, {"hardswish", er__pass_hardswish},
+    {"bn-affine", er__pass_bn_affine}, {"conv-add", er__pass_conv_add},       {"activation", er__pass_activation},
+    {"gelu", er__pass_gelu},           {"attention", er__pass_attention},
+};
+
+static er_status run_rewrites(er_graph *g, bool identity, const rewrite_step *steps, size_t n_steps) {
+  er_rewrite rw;
+  er_status st = er__rw_begin(&rw, g);
+  if (st == ER_STATUS_OK && identity) st = er__pass_identity(&rw);
+  for (int round = 0; round < 3 && st == ER_STATUS_OK; round++) {
+    int before = rw.changed;
+    for (size_t i = 0; i < n_steps && st == ER_STATUS_OK; i++) {
+      st = steps[i].run(&rw);
+      if (st != ER_STATUS_OK) er__error_prefix("rewrite %s", steps[i].name);
+    }
+    if (rw.changed == before) break;
+  }
+  if (st == ER_STATUS_OK) er__rw_commit(&rw);
+  er__rw_end(&rw);
+  return st;
+}
+
+/* ---- the passes ---------------------------------------------------------------- */
+
 static er_status run_basic(er_graph *g, const er_pass_ctx *c) {
   ER_UNUSED(c);
-  return er__graph_optimize_basic(g);
+  return run_rewrites(g, true, basic_rewrites, ER_ARRAY_LEN(basic_rewrites));
 }
 
 static er_status run_qdq(er_graph *g, const er_pass_ctx *c) {
@@ -49,7 +96,7 @@ static er_status run_qdq(er_graph *g, const er_pass_ctx *c) {
 
 static er_status run_fusion(er_graph *g, const er_pass_ctx *c) {
   ER_UNUSED(c);
-  return er__graph_optimize_fusion(g);
+  return run_rewrites(g, false, fusion_rewrites, ER_ARRAY_LEN(fusion_rewrites));
 }
 
 static er_status run_layout(er_graph *g, const er_pass_ctx *c) {

@@ -57,6 +57,7 @@
 #include <stdlib.h>
 
 #include "graph/graph.h"
+#include "graph/rewrite.h"
 #include "ops/fused.h"
 
 /* Dense convolutions with at most this many taps per axis go blocked (the
@@ -75,51 +76,16 @@ typedef struct bctx {
   int32_t *chan;          /* [cap] channels a blocked value holds */
   bool *planar;           /* [cap] the value's planar form exists so far */
   int32_t *reroute;       /* [cap] a YOLO head's Reshape output read through another value, or -1 */
-  er_node *nodes;         /* the rewritten node list */
-  int32_t n_nodes, cap_nodes;
+  er_rw_list list;        /* the rewritten node list */
   int blocked_ops;        /* BlockedConv / BlockedPool made */
 } bctx;
 
-static bool is_std(const er_node *n, const char *op) { return n->domain[0] == '\0' && strcmp(n->op_type, op) == 0; }
-
-static bool is_f32(const er_graph *g, int32_t v) { return v >= 0 && g->values[v].info.dtype == ER_DTYPE_FLOAT; }
-
-static const er_tensor *const_of(const er_graph *g, int32_t v) { return er__graph_const(g, v); }
-
 /* ---- building the new node list -------------------------------------------- */
-
-static er_status push_node(bctx *bc, const er_node *n) {
-  if (bc->n_nodes == bc->cap_nodes) {
-    int32_t cap = bc->cap_nodes * 2 + 16;
-    er_node *nodes = er__arena_array(bc->g->arena, (size_t)cap + 1, sizeof *nodes);
-    if (!nodes) return ER_STATUS_OUT_OF_MEMORY;
-    if (bc->n_nodes) memcpy(nodes, bc->nodes, (size_t)bc->n_nodes * sizeof *nodes);
-    bc->nodes = nodes;
-    bc->cap_nodes = cap;
-  }
-  bc->nodes[bc->n_nodes++] = *n;
-  return ER_STATUS_OK;
-}
-
-static int32_t *arena_ids(er_graph *g, const int32_t *ids, int n) {
-  int32_t *p = er__arena_array(g->arena, (size_t)n + 1, sizeof *p);
-  if (p && n) memcpy(p, ids, (size_t)n * sizeof *p);
-  return p;
-}
-
-static const char *arena_name(er_graph *g, const char *base, const char *suffix) {
-  char name[512];
-  for (int k = 0;; k++) {
-    snprintf(name, sizeof name, "%s/er_%s%s%d", base, suffix, k ? "_" : "", k);
-    if (er__graph_find(g, name) < 0) break;
-  }
-  return er__arena_strdup(g->arena, name);
-}
 
 /* A new value, the blocked twin of value `of`. */
 static er_status new_twin(bctx *bc, int32_t of, int64_t channels, int32_t *id_out) {
   er_graph *g = bc->g;
-  const char *name = arena_name(g, g->values[of].name, "blocked");
+  const char *name = er__rw_name(g, g->values[of].name, "blocked");
   if (!name) return ER_STATUS_OUT_OF_MEMORY;
   ER_CHECK(er__graph_add_value(g, name, id_out));
   ER_ASSERT(*id_out < bc->cap);
@@ -131,38 +97,15 @@ static er_status new_twin(bctx *bc, int32_t of, int64_t channels, int32_t *id_ou
   return ER_STATUS_OK;
 }
 
-static er_attr int_attr(const char *name, int64_t v) {
-  er_attr a;
-  memset(&a, 0, sizeof a);
-  a.name = name;
-  a.type = ER_ATTR_INT;
-  a.i = v;
-  return a;
-}
-
-static er_attr string_attr(const char *name, const char *v) {
-  er_attr a;
-  memset(&a, 0, sizeof a);
-  a.name = name;
-  a.type = ER_ATTR_STRING;
-  a.s = v;
-  a.s_len = strlen(v);
-  return a;
-}
-
 /* Node `proto` retyped as com.edgerun `op` with its attributes (minus any
  * named in `drop`) plus `extra`, reading `in` and writing `out`. */
 static er_status emit(bctx *bc, const er_node *proto, const char *op, const int32_t *in, int n_in, int32_t out,
                       const er_attr *extra, int n_extra, const char *drop) {
   er_graph *g = bc->g;
   er_node n = *proto;
-  n.op_type = op;
-  n.domain = ER_FUSED_DOMAIN;
-  n.version = 1;
-  n.op = er__op_find(ER_FUSED_DOMAIN, op, 1);
-  if (!n.op) return er__error(ER_STATUS_INTERNAL, "blocked op %s is missing", op);
-  n.inputs = arena_ids(g, in, n_in);
-  n.outputs = arena_ids(g, &out, 1);
+  ER_CHECK(er__rw_set_op(&n, ER_FUSED_DOMAIN, op, 1));
+  n.inputs = er__rw_ids(g, in, n_in);
+  n.outputs = er__rw_ids(g, &out, 1);
   er_attr *attrs = er__arena_array(g->arena, (size_t)(proto->n_attrs + n_extra) + 1, sizeof *attrs);
   if (!n.inputs || !n.outputs || !attrs) return ER_STATUS_OUT_OF_MEMORY;
   int w = 0;
@@ -173,8 +116,8 @@ static er_status emit(bctx *bc, const er_node *proto, const char *op, const int3
   n.n_attrs = w;
   n.n_inputs = n_in;
   n.n_outputs = 1;
-  g->values[out].producer = bc->n_nodes;
-  return push_node(bc, &n);
+  g->values[out].producer = bc->list.n;
+  return er__rw_list_push(&bc->list, &n);
 }
 
 /* The planar form of v: FromBlocked of its twin, made now if not yet. */
@@ -185,9 +128,9 @@ static er_status need_planar(bctx *bc, int32_t v) {
   ER_ASSERT(t >= 0);
   er_node proto;
   memset(&proto, 0, sizeof proto);
-  proto.name = arena_name(g, g->values[v].name, "to_planar");
+  proto.name = er__rw_name(g, g->values[v].name, "to_planar");
   if (!proto.name) return ER_STATUS_OUT_OF_MEMORY;
-  er_attr extra[2] = {int_attr("block", bc->b), int_attr("channels", bc->chan[t])};
+  er_attr extra[2] = {er__rw_attr_int("block", bc->b), er__rw_attr_int("channels", bc->chan[t])};
   ER_CHECK(emit(bc, &proto, "FromBlocked", &t, 1, v, extra, 2, NULL));
   bc->planar[v] = true;
   return ER_STATUS_OK;
@@ -208,9 +151,9 @@ static er_status need_blocked(bctx *bc, int32_t v, int32_t *out) {
   ER_CHECK(new_twin(bc, v, info->dims[1], &t));
   er_node proto;
   memset(&proto, 0, sizeof proto);
-  proto.name = arena_name(g, g->values[v].name, "to_blocked");
+  proto.name = er__rw_name(g, g->values[v].name, "to_blocked");
   if (!proto.name) return ER_STATUS_OUT_OF_MEMORY;
-  er_attr extra[1] = {int_attr("block", bc->b)};
+  er_attr extra[1] = {er__rw_attr_int("block", bc->b)};
   ER_CHECK(emit(bc, &proto, "ToBlocked", &v, 1, t, extra, 1, NULL));
   *out = t;
   return ER_STATUS_OK;
@@ -220,7 +163,7 @@ static er_status need_blocked(bctx *bc, int32_t v, int32_t *out) {
 
 /* A planar rank-4 float32 value with known channels; its channel count. */
 static int64_t channels_of(const er_graph *g, int32_t v) {
-  if (!is_f32(g, v)) return -1;
+  if (!er__rw_is_f32(g, v)) return -1;
   const er_tensor *t = &g->values[v].info;
   return t->rank == 4 && t->dims[1] > 0 ? t->dims[1] : -1;
 }
@@ -232,13 +175,13 @@ static int64_t channels_of(const er_graph *g, int32_t v) {
 static bool conv_ok(const bctx *bc, const er_node *n, bool *depthwise) {
   const er_graph *g = bc->g;
   bool fused = n->domain[0] && strcmp(n->domain, ER_FUSED_DOMAIN) == 0 && strcmp(n->op_type, "FusedConv") == 0;
-  if (!fused && !is_std(n, "Conv")) return false;
-  if (n->n_outputs != 1 || n->n_inputs < 2 || !is_f32(g, n->outputs[0])) return false;
+  if (!fused && !er__rw_is(n, "Conv")) return false;
+  if (n->n_outputs != 1 || n->n_inputs < 2 || !er__rw_is_f32(g, n->outputs[0])) return false;
   int64_t c = channels_of(g, n->inputs[0]);
-  const er_tensor *w = const_of(g, n->inputs[1]);
+  const er_tensor *w = er__graph_const(g, n->inputs[1]);
   if (c < 1 || !w || w->dtype != ER_DTYPE_FLOAT || w->rank != 4 || !er__tensor_shape_known(w)) return false;
   if (n->n_inputs > 2 && n->inputs[2] >= 0) {
-    const er_tensor *bias = const_of(g, n->inputs[2]);
+    const er_tensor *bias = er__graph_const(g, n->inputs[2]);
     if (!bias || bias->dtype != ER_DTYPE_FLOAT) return false;
   }
   if (n->n_inputs > 3 && n->inputs[3] >= 0 && channels_of(g, n->inputs[3]) != w->dims[0]) return false;
@@ -258,10 +201,10 @@ static bool conv_ok(const bctx *bc, const er_node *n, bool *depthwise) {
 
 static bool pool_ok(const bctx *bc, const er_node *n) {
   const er_graph *g = bc->g;
-  bool window = is_std(n, "MaxPool") || is_std(n, "AveragePool");
-  bool global = is_std(n, "GlobalMaxPool") || is_std(n, "GlobalAveragePool");
+  bool window = er__rw_is(n, "MaxPool") || er__rw_is(n, "AveragePool");
+  bool global = er__rw_is(n, "GlobalMaxPool") || er__rw_is(n, "GlobalAveragePool");
   if (!window && !global) return false;
-  if (n->n_inputs != 1 || n->n_outputs != 1 || !is_f32(g, n->outputs[0])) return false;
+  if (n->n_inputs != 1 || n->n_outputs != 1 || !er__rw_is_f32(g, n->outputs[0])) return false;
   if (bc->twin[n->inputs[0]] < 0) return false;
   if (window) {
     const er_attr *k = er__node_attr(n, "kernel_shape");
@@ -274,14 +217,14 @@ static bool pool_ok(const bctx *bc, const er_node *n) {
 static bool unary_elementwise(const er_node *n) {
   static const char *const ops[] = {"Relu", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh"};
   for (size_t i = 0; i < ER_ARRAY_LEN(ops); i++)
-    if (is_std(n, ops[i])) return n->n_inputs == 1;
+    if (er__rw_is(n, ops[i])) return n->n_inputs == 1;
   /* Clip's bounds must be one-value constants (they broadcast). */
-  return is_std(n, "Clip") && n->n_inputs >= 1;
+  return er__rw_is(n, "Clip") && n->n_inputs >= 1;
 }
 
 /* A one-element float constant (broadcasts over any layout). */
 static bool scalar_const(const er_graph *g, int32_t v) {
-  const er_tensor *t = const_of(g, v);
+  const er_tensor *t = er__graph_const(g, v);
   return t && er__tensor_count(t) == 1;
 }
 
@@ -289,7 +232,7 @@ static bool scalar_const(const er_graph *g, int32_t v) {
  * or [1,C,1,1] (PReLU slopes, layer scales, an unfolded BatchNorm's Mul
  * and Add). */
 static bool chan_const(const er_graph *g, int32_t v, int64_t c) {
-  const er_tensor *t = const_of(g, v);
+  const er_tensor *t = er__graph_const(g, v);
   if (!t || t->dtype != ER_DTYPE_FLOAT || c < 2 || !er__tensor_shape_known(t) || er__tensor_count(t) != c)
     return false;
   if (t->rank == 3) return t->dims[0] == c;
@@ -304,17 +247,17 @@ static bool eltwise_ok(const bctx *bc, const er_node *n, int64_t *channels) {
   const er_graph *g = bc->g;
   /* Max and Min of two (openWakeWord's embedding clamps every LeakyRelu
    * with Max(x, -0.4)): their padding lanes stay finite. */
-  bool per_channel = is_std(n, "Add") || is_std(n, "Sub") || is_std(n, "Mul") ||
-                     (is_std(n, "PRelu") && n->n_inputs == 2);
-  bool binary = per_channel || ((is_std(n, "Max") || is_std(n, "Min")) && n->n_inputs == 2 && n->version >= 8);
-  if (is_std(n, "Div")) {
+  bool per_channel = er__rw_is(n, "Add") || er__rw_is(n, "Sub") || er__rw_is(n, "Mul") ||
+                     (er__rw_is(n, "PRelu") && n->n_inputs == 2);
+  bool binary = per_channel || ((er__rw_is(n, "Max") || er__rw_is(n, "Min")) && n->n_inputs == 2 && n->version >= 8);
+  if (er__rw_is(n, "Div")) {
     if (n->n_inputs != 2 || !scalar_const(g, n->inputs[1])) return false;
-    const er_tensor *d = const_of(g, n->inputs[1]);
+    const er_tensor *d = er__graph_const(g, n->inputs[1]);
     if (!er__dtype_is_float(d->dtype) || er__load_f64(d->data, d->dtype, 0) == 0.0) return false;
     binary = true;
   }
   if (!binary && !unary_elementwise(n)) return false;
-  if (n->n_outputs != 1 || !is_f32(g, n->outputs[0]) || channels_of(g, n->outputs[0]) < 1) return false;
+  if (n->n_outputs != 1 || !er__rw_is_f32(g, n->outputs[0]) || channels_of(g, n->outputs[0]) < 1) return false;
   int64_t c = -1;
   int blocked = 0;
   for (int k = 0; k < n->n_inputs; k++) {
@@ -330,7 +273,7 @@ static bool eltwise_ok(const bctx *bc, const er_node *n, int64_t *channels) {
     if (v < 0 || (bc->twin[v] >= 0 && channels_of(g, v) == c)) continue;
     if (k == 0 && !binary) return false;
     /* PRelu's slope broadcasts to X, never X to the slope. */
-    if (!scalar_const(g, v) && !(per_channel && chan_const(g, v, c) && (k == 1 || !is_std(n, "PRelu"))))
+    if (!scalar_const(g, v) && !(per_channel && chan_const(g, v, c) && (k == 1 || !er__rw_is(n, "PRelu"))))
       return false;
   }
   *channels = c;
@@ -342,16 +285,16 @@ static bool eltwise_ok(const bctx *bc, const er_node *n, int64_t *channels) {
  * convolution, which otherwise took each layer's input planar and back). */
 static bool bn_ok(const bctx *bc, const er_node *n, int64_t *channels) {
   const er_graph *g = bc->g;
-  if (!is_std(n, "BatchNormalization") || n->n_inputs != 5 || n->version < 7) return false;
+  if (!er__rw_is(n, "BatchNormalization") || n->n_inputs != 5 || n->version < 7) return false;
   for (int k = 1; k < n->n_outputs; k++)
     if (n->outputs[k] >= 0) return false;
   if (er__node_attr_int(n, "training_mode", 0) != 0 || er__node_attr_int(n, "spatial", 1) != 1) return false;
   int32_t x = n->inputs[0];
-  if (x < 0 || bc->twin[x] < 0 || !is_f32(g, n->outputs[0])) return false;
+  if (x < 0 || bc->twin[x] < 0 || !er__rw_is_f32(g, n->outputs[0])) return false;
   int64_t c = bc->chan[bc->twin[x]];
   if (channels_of(g, x) != c || channels_of(g, n->outputs[0]) != c) return false;
   for (int k = 1; k < 5; k++) {
-    const er_tensor *t = const_of(g, n->inputs[k]);
+    const er_tensor *t = er__graph_const(g, n->inputs[k]);
     if (!t || t->dtype != ER_DTYPE_FLOAT || t->rank != 1 || t->dims[0] != c) return false;
   }
   *channels = c;
@@ -366,7 +309,7 @@ static bool bn_ok(const bctx *bc, const er_node *n, int64_t *channels) {
  * going planar costs one per blocked branch and another after. */
 static bool concat_ok(const bctx *bc, const er_node *n, int64_t *channels) {
   const er_graph *g = bc->g;
-  if (!is_std(n, "Concat") || n->n_outputs != 1 || !is_f32(g, n->outputs[0])) return false;
+  if (!er__rw_is(n, "Concat") || n->n_outputs != 1 || !er__rw_is_f32(g, n->outputs[0])) return false;
   int64_t axis = er__node_attr_int(n, "axis", 0);
   if (axis != 1 && axis != -3) return false;
   int64_t c = 0;
@@ -393,12 +336,12 @@ static bool concat_ok(const bctx *bc, const er_node *n, int64_t *channels) {
  * more conversion per bottleneck. */
 static bool split_ok(const bctx *bc, const er_node *n, int64_t *sizes) {
   const er_graph *g = bc->g;
-  if (!is_std(n, "Split") || n->n_inputs < 1 || n->n_outputs < 1 || n->n_outputs > BLK_MAX_PARTS) return false;
+  if (!er__rw_is(n, "Split") || n->n_inputs < 1 || n->n_outputs < 1 || n->n_outputs > BLK_MAX_PARTS) return false;
   int32_t x = n->inputs[0];
   int64_t c = channels_of(g, x), axis = er__node_attr_int(n, "axis", 0);
   if (c < 1 || bc->twin[x] < 0 || bc->chan[bc->twin[x]] != c || (axis != 1 && axis != -3)) return false;
   int parts = n->n_outputs;
-  const er_tensor *given = n->n_inputs > 1 && n->inputs[1] >= 0 ? const_of(g, n->inputs[1]) : NULL;
+  const er_tensor *given = n->n_inputs > 1 && n->inputs[1] >= 0 ? er__graph_const(g, n->inputs[1]) : NULL;
   const er_attr *list = er__node_attr(n, "split");
   if (n->version < 13 && list) {
     if (list->type != ER_ATTR_INTS || list->n != parts) return false;
@@ -429,7 +372,7 @@ static bool split_ok(const bctx *bc, const er_node *n, int64_t *sizes) {
  * YOLOv8n at 640x640, the Resize itself 0.2 ms). */
 static bool resize_ok(const bctx *bc, const er_node *n) {
   const er_graph *g = bc->g;
-  if (!is_std(n, "Resize") || n->version < 10 || n->version > 19 || n->n_outputs != 1 || n->n_inputs < 2)
+  if (!er__rw_is(n, "Resize") || n->version < 10 || n->version > 19 || n->n_outputs != 1 || n->n_inputs < 2)
     return false;
   int32_t x = n->inputs[0], y = n->outputs[0];
   int64_t c = channels_of(g, x);
@@ -443,13 +386,13 @@ static bool resize_ok(const bctx *bc, const er_node *n) {
   if (policy && (policy->type != ER_ATTR_STRING || strcmp(policy->s, "stretch") != 0)) return false;
   if (er__node_attr(n, "axes")) return false;
   for (int k = 1; k < n->n_inputs; k++)
-    if (n->inputs[k] >= 0 && !const_of(g, n->inputs[k])) return false;
+    if (n->inputs[k] >= 0 && !er__graph_const(g, n->inputs[k])) return false;
   return true;
 }
 
 /* A Transpose of a rank-4 value by exactly `perm`. */
 static bool transpose_by(const er_node *n, const int64_t perm[4]) {
-  if (!is_std(n, "Transpose") || n->n_inputs != 1 || n->n_outputs != 1 || n->inputs[0] < 0 || n->outputs[0] < 0)
+  if (!er__rw_is(n, "Transpose") || n->n_inputs != 1 || n->n_outputs != 1 || n->inputs[0] < 0 || n->outputs[0] < 0)
     return false;
   const er_attr *a = er__node_attr(n, "perm");
   if (!a || a->type != ER_ATTR_INTS || a->n != 4) return false;
@@ -467,7 +410,7 @@ static bool to_nhwc_ok(const bctx *bc, const er_node *n) {
   int32_t x = n->inputs[0], y = n->outputs[0];
   int64_t c = channels_of(g, x);
   const er_tensor *yi = &g->values[y].info;
-  return c > 0 && bc->twin[x] >= 0 && bc->chan[bc->twin[x]] == c && is_f32(g, y) && yi->rank == 4 &&
+  return c > 0 && bc->twin[x] >= 0 && bc->chan[bc->twin[x]] == c && er__rw_is_f32(g, y) && yi->rank == 4 &&
          yi->dims[3] == c;
 }
 
@@ -480,7 +423,7 @@ static bool from_nhwc_ok(const bctx *bc, const er_node *n) {
   const er_graph *g = bc->g;
   int32_t x = n->inputs[0];
   const er_tensor *xi = &g->values[x].info;
-  return is_f32(g, x) && xi->rank == 4 && xi->dims[3] > 0 && channels_of(g, n->outputs[0]) == xi->dims[3];
+  return er__rw_is_f32(g, x) && xi->rank == 4 && xi->dims[3] > 0 && channels_of(g, n->outputs[0]) == xi->dims[3];
 }
 
 /* A detection head's split of a blocked value's channels into anchors
@@ -495,11 +438,11 @@ static bool from_nhwc_ok(const bctx *bc, const er_node *n) {
 static bool head_split_ok(const bctx *bc, const er_node *nodes, int32_t n_nodes, const er_node *n, int32_t *tr) {
   static const int64_t perm[5] = {0, 1, 3, 4, 2};
   const er_graph *g = bc->g;
-  if (!is_std(n, "Reshape") || n->n_inputs < 2 || n->n_outputs != 1 || n->inputs[0] < 0 || n->outputs[0] < 0)
+  if (!er__rw_is(n, "Reshape") || n->n_inputs < 2 || n->n_outputs != 1 || n->inputs[0] < 0 || n->outputs[0] < 0)
     return false;
   int32_t x = n->inputs[0], r = n->outputs[0];
   const er_tensor *xi = &g->values[x].info, *ri = &g->values[r].info;
-  if (bc->twin[x] < 0 || !is_f32(g, x) || xi->rank != 4 || ri->rank != 5 || bc->chan[bc->twin[x]] != xi->dims[1])
+  if (bc->twin[x] < 0 || !er__rw_is_f32(g, x) || xi->rank != 4 || ri->rank != 5 || bc->chan[bc->twin[x]] != xi->dims[1])
     return false;
   for (int d = 0; d < 5; d++)
     if (ri->dims[d] <= 0) return false;
@@ -519,7 +462,7 @@ static bool head_split_ok(const bctx *bc, const er_node *nodes, int32_t n_nodes,
   if (readers != 1 || *tr < 0) return false;
   const er_node *t = &nodes[*tr];
   const er_attr *a = er__node_attr(t, "perm");
-  if (!is_std(t, "Transpose") || t->n_inputs != 1 || !a || a->type != ER_ATTR_INTS || a->n != 5) return false;
+  if (!er__rw_is(t, "Transpose") || t->n_inputs != 1 || !a || a->type != ER_ATTR_INTS || a->n != 5) return false;
   for (int k = 0; k < 5; k++)
     if (a->ints[k] != perm[k]) return false;
   return true;
@@ -530,43 +473,39 @@ static er_status rewrite_head_split(bctx *bc, const er_node *n) {
   int32_t x = n->inputs[0], r = n->outputs[0], xb = bc->twin[x], t, u, shape;
   const int64_t *rd = g->values[r].info.dims;
   int64_t nhwc[4] = {rd[0], rd[3], rd[4], rd[1] * rd[2]}, split[5] = {rd[0], rd[3], rd[4], rd[1], rd[2]};
-  const char *name = arena_name(g, g->values[r].name, "nhwc");
+  const char *name = er__rw_name(g, g->values[r].name, "nhwc");
   if (!name) return ER_STATUS_OUT_OF_MEMORY;
   ER_CHECK(er__graph_add_value(g, name, &t));
   ER_ASSERT(t < bc->cap);
   er__tensor_set(&g->values[t].info, ER_DTYPE_FLOAT, 4, nhwc);
   er_node proto;
   memset(&proto, 0, sizeof proto);
-  proto.name = arena_name(g, g->values[r].name, "to_nhwc");
+  proto.name = er__rw_name(g, g->values[r].name, "to_nhwc");
   if (!proto.name) return ER_STATUS_OUT_OF_MEMORY;
-  er_attr extra[3] = {int_attr("block", bc->b), int_attr("channels", bc->chan[xb]), int_attr("channels_last", 1)};
+  er_attr extra[3] = {er__rw_attr_int("block", bc->b), er__rw_attr_int("channels", bc->chan[xb]), er__rw_attr_int("channels_last", 1)};
   ER_CHECK(emit(bc, &proto, "FromBlocked", &xb, 1, t, extra, 3, NULL));
   bc->planar[t] = true;
   er_tensor st;
   er__tensor_set(&st, ER_DTYPE_INT64, 1, (const int64_t[]){5});
   ER_CHECK(er__tensor_alloc(&st, 0));
   memcpy(st.data, split, sizeof split);
-  er_status rc = er__graph_new_const(g, g->values[r].name, &st, &shape);
-  if (rc != ER_STATUS_OK) {
-    er__tensor_release(&st);
-    return rc;
-  }
-  name = arena_name(g, g->values[r].name, "anchors_last");
+  ER_CHECK(er__rw_new_const(g, g->values[r].name, "folded", &st, &shape));
+  name = er__rw_name(g, g->values[r].name, "anchors_last");
   if (!name) return ER_STATUS_OUT_OF_MEMORY;
   ER_CHECK(er__graph_add_value(g, name, &u));
   ER_ASSERT(u < bc->cap);
   er__tensor_set(&g->values[u].info, ER_DTYPE_FLOAT, 5, split);
   er_node c = *n;
   int32_t in[2] = {t, shape};
-  c.inputs = arena_ids(g, in, 2);
-  c.outputs = arena_ids(g, &u, 1);
+  c.inputs = er__rw_ids(g, in, 2);
+  c.outputs = er__rw_ids(g, &u, 1);
   if (!c.inputs || !c.outputs) return ER_STATUS_OUT_OF_MEMORY;
   c.n_inputs = 2;
-  g->values[u].producer = bc->n_nodes;
+  g->values[u].producer = bc->list.n;
   g->values[r].producer = -1;
   bc->planar[u] = true;
   bc->reroute[r] = u;
-  return push_node(bc, &c);
+  return er__rw_list_push(&bc->list, &c);
 }
 
 /* The head's Transpose, now of the channels-last value: (0, 3, 1, 2, 4). */
@@ -577,7 +516,7 @@ static er_status rewrite_head_transpose(bctx *bc, const er_node *n) {
   int32_t in = bc->reroute[n->inputs[0]];
   er_attr *attrs = er__arena_array(g->arena, 2, sizeof *attrs);
   int64_t *p = er__arena_array(g->arena, 5, sizeof *p);
-  c.inputs = arena_ids(g, &in, 1);
+  c.inputs = er__rw_ids(g, &in, 1);
   if (!attrs || !p || !c.inputs) return ER_STATUS_OUT_OF_MEMORY;
   memcpy(p, perm, sizeof perm);
   memset(attrs, 0, sizeof *attrs);
@@ -588,8 +527,8 @@ static er_status rewrite_head_transpose(bctx *bc, const er_node *n) {
   c.attrs = attrs;
   c.n_attrs = 1;
   bc->planar[n->outputs[0]] = true;
-  g->values[n->outputs[0]].producer = bc->n_nodes;
-  return push_node(bc, &c);
+  g->values[n->outputs[0]].producer = bc->list.n;
+  return er__rw_list_push(&bc->list, &c);
 }
 
 /* ---- the rewrite ------------------------------------------------------------ */
@@ -606,10 +545,10 @@ static er_status rewrite_conv(bctx *bc, const er_node *n, bool depthwise) {
     ER_CHECK(need_blocked(bc, n->inputs[3], &in[3]));
     n_in = 4;
   }
-  const er_tensor *w = const_of(g, n->inputs[1]);
+  const er_tensor *w = er__graph_const(g, n->inputs[1]);
   int32_t y = n->outputs[0], yb;
   ER_CHECK(new_twin(bc, y, w->dims[0], &yb));
-  er_attr extra[2] = {int_attr("block", bc->b), int_attr("planar_input", planar_in)};
+  er_attr extra[2] = {er__rw_attr_int("block", bc->b), er__rw_attr_int("planar_input", planar_in)};
   ER_CHECK(emit(bc, n, "BlockedConv", in, n_in, yb, extra, 2, NULL));
   g->values[y].producer = -1;
   bc->blocked_ops++;
@@ -620,7 +559,7 @@ static er_status rewrite_bn(bctx *bc, const er_node *n, int64_t channels) {
   int32_t in[5] = {bc->twin[n->inputs[0]], n->inputs[1], n->inputs[2], n->inputs[3], n->inputs[4]};
   int32_t y = n->outputs[0], yb;
   ER_CHECK(new_twin(bc, y, channels, &yb));
-  er_attr extra[1] = {int_attr("block", bc->b)};
+  er_attr extra[1] = {er__rw_attr_int("block", bc->b)};
   ER_CHECK(emit(bc, n, "BlockedBatchNormalization", in, 5, yb, extra, 1, "spatial"));
   bc->g->values[y].producer = -1;
   return ER_STATUS_OK;
@@ -629,7 +568,7 @@ static er_status rewrite_bn(bctx *bc, const er_node *n, int64_t channels) {
 static er_status rewrite_pool(bctx *bc, const er_node *n) {
   int32_t xb = bc->twin[n->inputs[0]], y = n->outputs[0], yb;
   ER_CHECK(new_twin(bc, y, bc->chan[xb], &yb));
-  er_attr extra[2] = {int_attr("block", bc->b), string_attr("op", n->op_type)};
+  er_attr extra[2] = {er__rw_attr_int("block", bc->b), er__rw_attr_string("op", n->op_type)};
   ER_CHECK(emit(bc, n, "BlockedPool", &xb, 1, yb, extra, 2, NULL));
   bc->g->values[y].producer = -1;
   bc->blocked_ops++;
@@ -640,16 +579,14 @@ static er_status rewrite_pool(bctx *bc, const er_node *n) {
  * past C (so padding lanes stay finite through Add, Sub, Mul and PRelu). */
 static er_status blocked_const(bctx *bc, int32_t v, int64_t channels, int32_t *out) {
   er_graph *g = bc->g;
-  const er_tensor *src = const_of(g, v);
+  const er_tensor *src = er__graph_const(g, v);
   int64_t cb = (channels + bc->b - 1) / bc->b, d[5] = {1, cb, 1, 1, bc->b};
   er_tensor t;
   er__tensor_set(&t, ER_DTYPE_FLOAT, 5, d);
   ER_CHECK(er__tensor_alloc(&t, 0));
   float *dst = t.data;
   for (int64_t j = 0; j < cb * bc->b; j++) dst[j] = j < channels ? ((const float *)src->data)[j] : 0.0f;
-  er_status st = er__graph_new_const(g, g->values[v].name, &t, out);
-  if (st != ER_STATUS_OK) er__tensor_release(&t);
-  return st;
+  return er__rw_new_const(g, g->values[v].name, "folded", &t, out);
 }
 
 /* The node as it is, on the blocked twins of its tensor inputs (Concat on
@@ -659,7 +596,7 @@ static er_status rewrite_same(bctx *bc, const er_node *n, int64_t channels) {
   er_node c = *n;
   int32_t in[ER_MAX_NODE_IO];
   ER_ASSERT(n->n_inputs <= ER_MAX_NODE_IO);
-  bool concat = is_std(n, "Concat");
+  bool concat = er__rw_is(n, "Concat");
   for (int k = 0; k < n->n_inputs; k++) {
     int32_t v = n->inputs[k];
     if (concat && v >= 0 && bc->twin[v] < 0) ER_CHECK(need_blocked(bc, v, &in[k]));
@@ -669,19 +606,19 @@ static er_status rewrite_same(bctx *bc, const er_node *n, int64_t channels) {
   }
   int32_t y = n->outputs[0], yb;
   ER_CHECK(new_twin(bc, y, channels, &yb));
-  c.inputs = arena_ids(g, in, n->n_inputs);
-  c.outputs = arena_ids(g, &yb, 1);
+  c.inputs = er__rw_ids(g, in, n->n_inputs);
+  c.outputs = er__rw_ids(g, &yb, 1);
   if (!c.inputs || !c.outputs) return ER_STATUS_OUT_OF_MEMORY;
   if (concat) {
     er_attr *attrs = er__arena_array(g->arena, (size_t)n->n_attrs + 1, sizeof *attrs);
     if (!attrs) return ER_STATUS_OUT_OF_MEMORY;
     for (int i = 0; i < n->n_attrs; i++)
-      attrs[i] = strcmp(n->attrs[i].name, "axis") == 0 ? int_attr("axis", 1) : n->attrs[i];
+      attrs[i] = strcmp(n->attrs[i].name, "axis") == 0 ? er__rw_attr_int("axis", 1) : n->attrs[i];
     c.attrs = attrs;
   }
   g->values[y].producer = -1;
-  g->values[yb].producer = bc->n_nodes;
-  return push_node(bc, &c);
+  g->values[yb].producer = bc->list.n;
+  return er__rw_list_push(&bc->list, &c);
 }
 
 /* BlockedResize of the twin; the Resize's other inputs and attributes as
@@ -692,7 +629,7 @@ static er_status rewrite_resize(bctx *bc, const er_node *n) {
   for (int k = 0; k < n->n_inputs; k++) in[k] = n->inputs[k];
   in[0] = bc->twin[n->inputs[0]];
   ER_CHECK(new_twin(bc, y, bc->chan[in[0]], &yb));
-  er_attr extra[2] = {int_attr("block", bc->b), int_attr("opset", n->version)};
+  er_attr extra[2] = {er__rw_attr_int("block", bc->b), er__rw_attr_int("opset", n->version)};
   ER_CHECK(emit(bc, n, "BlockedResize", in, n->n_inputs, yb, extra, 2, NULL));
   bc->g->values[y].producer = -1;
   return ER_STATUS_OK;
@@ -712,7 +649,7 @@ static er_status rewrite_split(bctx *bc, const er_node *n, const int64_t *sizes)
     blocks[j] = (sizes[j] + bc->b - 1) / bc->b;
     ER_CHECK(new_twin(bc, n->outputs[j], sizes[j], &out[j]));
   }
-  attrs[0] = int_attr("axis", 1);
+  attrs[0] = er__rw_attr_int("axis", 1);
   memset(&attrs[1], 0, sizeof attrs[1]);
   attrs[1].name = "split";
   attrs[1].type = ER_ATTR_INTS;
@@ -723,20 +660,20 @@ static er_status rewrite_split(bctx *bc, const er_node *n, const int64_t *sizes)
   c.version = 11;
   c.op = er__op_find("", "Split", 11);
   if (!c.op) return er__error(ER_STATUS_INTERNAL, "Split of opset 11 is missing");
-  c.inputs = arena_ids(g, &in, 1);
-  c.outputs = arena_ids(g, out, parts);
+  c.inputs = er__rw_ids(g, &in, 1);
+  c.outputs = er__rw_ids(g, out, parts);
   if (!c.inputs || !c.outputs) return ER_STATUS_OUT_OF_MEMORY;
   c.n_inputs = 1;
   for (int j = 0; j < parts; j++) {
     g->values[n->outputs[j]].producer = -1;
-    g->values[out[j]].producer = bc->n_nodes;
+    g->values[out[j]].producer = bc->list.n;
   }
-  return push_node(bc, &c);
+  return er__rw_list_push(&bc->list, &c);
 }
 
 static er_status rewrite_to_nhwc(bctx *bc, const er_node *n) {
   int32_t xb = bc->twin[n->inputs[0]], y = n->outputs[0];
-  er_attr extra[3] = {int_attr("block", bc->b), int_attr("channels", bc->chan[xb]), int_attr("channels_last", 1)};
+  er_attr extra[3] = {er__rw_attr_int("block", bc->b), er__rw_attr_int("channels", bc->chan[xb]), er__rw_attr_int("channels_last", 1)};
   ER_CHECK(emit(bc, n, "FromBlocked", &xb, 1, y, extra, 3, "perm"));
   bc->planar[y] = true;
   return ER_STATUS_OK;
@@ -747,7 +684,7 @@ static er_status rewrite_from_nhwc(bctx *bc, const er_node *n) {
   int32_t x = n->inputs[0], y = n->outputs[0], yb;
   ER_CHECK(need_planar(bc, x));
   ER_CHECK(new_twin(bc, y, g->values[x].info.dims[3], &yb));
-  er_attr extra[2] = {int_attr("block", bc->b), int_attr("channels_last", 1)};
+  er_attr extra[2] = {er__rw_attr_int("block", bc->b), er__rw_attr_int("channels_last", 1)};
   ER_CHECK(emit(bc, n, "ToBlocked", &x, 1, yb, extra, 2, "perm"));
   g->values[y].producer = -1;
   return ER_STATUS_OK;
@@ -793,9 +730,9 @@ static er_status rewrite(bctx *bc) {
       for (int k = 0; k < n->n_outputs; k++)
         if (n->outputs[k] >= 0) {
           bc->planar[n->outputs[k]] = true;
-          g->values[n->outputs[k]].producer = bc->n_nodes;
+          g->values[n->outputs[k]].producer = bc->list.n;
         }
-      st = push_node(bc, n);
+      st = er__rw_list_push(&bc->list, n);
     }
   }
   for (int32_t k = 0; k < g->n_outputs && st == ER_STATUS_OK; k++) st = need_planar(bc, g->outputs[k]);
@@ -810,18 +747,18 @@ static er_status rewrite(bctx *bc) {
 static bool blocked_act_of(const er_graph *g, const er_node *n, er_activation *act) {
   memset(act, 0, sizeof *act);
   if (n->n_outputs != 1 || n->outputs[0] < 0 || n->n_inputs < 1) return false;
-  if (is_std(n, "Relu")) act->kind = ER_ACT_RELU;
-  else if (is_std(n, "HardSwish")) act->kind = ER_ACT_HARDSWISH;
-  else if (is_std(n, "Sigmoid")) act->kind = ER_ACT_SIGMOID;
-  else if (is_std(n, "LeakyRelu")) {
+  if (er__rw_is(n, "Relu")) act->kind = ER_ACT_RELU;
+  else if (er__rw_is(n, "HardSwish")) act->kind = ER_ACT_HARDSWISH;
+  else if (er__rw_is(n, "Sigmoid")) act->kind = ER_ACT_SIGMOID;
+  else if (er__rw_is(n, "LeakyRelu")) {
     const er_attr *a = er__node_attr(n, "alpha");
     act->kind = ER_ACT_LEAKYRELU;
     act->p[0] = a && a->type == ER_ATTR_FLOAT ? a->f : 0.01f;
-  } else if (is_std(n, "Clip") && n->version >= 11) {
+  } else if (er__rw_is(n, "Clip") && n->version >= 11) {
     float lim[2] = {-INFINITY, INFINITY};
     for (int k = 1; k < 3 && k < n->n_inputs; k++) {
       if (n->inputs[k] < 0) continue;
-      const er_tensor *t = const_of(g, n->inputs[k]);
+      const er_tensor *t = er__graph_const(g, n->inputs[k]);
       if (!t || t->dtype != ER_DTYPE_FLOAT || er__tensor_count(t) != 1) return false;
       lim[k - 1] = ((const float *)t->data)[0];
     }
@@ -840,15 +777,15 @@ static bool blocked_act_of(const er_graph *g, const er_node *n, er_activation *a
 static er_status fuse_bn_activations(bctx *bc) {
   er_graph *g = bc->g;
   int32_t *uses = calloc((size_t)g->n_values + 1, sizeof *uses), *prod = malloc(((size_t)g->n_values + 1) * sizeof *prod);
-  bool *dead = calloc((size_t)bc->n_nodes + 1, sizeof *dead);
+  bool *dead = calloc((size_t)bc->list.n + 1, sizeof *dead);
   er_status st = ER_STATUS_OK;
   if (!uses || !prod || !dead) {
     st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory fusing activations into blocked BatchNormalizations");
     goto done;
   }
   for (int32_t v = 0; v < g->n_values; v++) prod[v] = -1;
-  for (int32_t i = 0; i < bc->n_nodes; i++) {
-    const er_node *n = &bc->nodes[i];
+  for (int32_t i = 0; i < bc->list.n; i++) {
+    const er_node *n = &bc->list.nodes[i];
     for (int k = 0; k < n->n_inputs; k++)
       if (n->inputs[k] >= 0) uses[n->inputs[k]]++;
     for (int k = 0; k < n->n_outputs; k++)
@@ -856,12 +793,12 @@ static er_status fuse_bn_activations(bctx *bc) {
     er__node_count_captures(g, n, uses, 2);
   }
   for (int32_t k = 0; k < g->n_outputs; k++) uses[g->outputs[k]] += 2;
-  for (int32_t i = 0; i < bc->n_nodes; i++) {
-    er_node *n = &bc->nodes[i];
+  for (int32_t i = 0; i < bc->list.n; i++) {
+    er_node *n = &bc->list.nodes[i];
     er_activation act;
     int32_t v = n->n_inputs > 0 ? n->inputs[0] : -1;
     if (v < 0 || uses[v] != 1 || prod[v] < 0 || !blocked_act_of(g, n, &act)) continue;
-    er_node *p = &bc->nodes[prod[v]];
+    er_node *p = &bc->list.nodes[prod[v]];
     if (strcmp(p->op_type, "BlockedBatchNormalization") != 0 || er__node_attr(p, "activation")) continue;
     er_attr *attrs = er__arena_array(g->arena, (size_t)p->n_attrs + 3, sizeof *attrs);
     float *params = er__arena_array(g->arena, 2, sizeof *params);
@@ -871,7 +808,7 @@ static er_status fuse_bn_activations(bctx *bc) {
       goto done;
     }
     memcpy(attrs, p->attrs, (size_t)p->n_attrs * sizeof *attrs);
-    attrs[p->n_attrs] = string_attr("activation", er__act_name(act.kind));
+    attrs[p->n_attrs] = er__rw_attr_string("activation", er__act_name(act.kind));
     int np = act.kind == ER_ACT_CLIP ? 2 : act.kind == ER_ACT_LEAKYRELU ? 1 : 0;
     int na = p->n_attrs + 1;
     if (np) {
@@ -893,9 +830,9 @@ static er_status fuse_bn_activations(bctx *bc) {
   }
   /* The list is not the graph's yet: the caller relinks once it is. */
   int32_t w = 0;
-  for (int32_t i = 0; i < bc->n_nodes; i++)
-    if (!dead[i]) bc->nodes[w++] = bc->nodes[i];
-  bc->n_nodes = w;
+  for (int32_t i = 0; i < bc->list.n; i++)
+    if (!dead[i]) bc->list.nodes[w++] = bc->list.nodes[i];
+  bc->list.n = w;
 done:
   free(uses);
   free(prod);
@@ -996,7 +933,7 @@ static int mark_islands(bctx *bc, bool *native, bool *used) {
     int32_t y = n->outputs[0], t = next++;
     bc->twin[y] = t;
     bc->twin[t] = -1;
-    bc->chan[t] = conv ? const_of(g, n->inputs[1])->dims[0] : pool ? bc->chan[bc->twin[n->inputs[0]]] : c;
+    bc->chan[t] = conv ? er__graph_const(g, n->inputs[1])->dims[0] : pool ? bc->chan[bc->twin[n->inputs[0]]] : c;
     native[t] = true;
     if (conv || pool) out_twin[i] = t;
   }
@@ -1005,8 +942,8 @@ static int mark_islands(bctx *bc, bool *native, bool *used) {
     const er_node *n = &g->nodes[i];
     bool keep = false;
     int64_t oe = elems(g, n->outputs[0]);
-    const er_tensor *w = n->n_inputs > 1 ? const_of(g, n->inputs[1]) : NULL;
-    if (w && w->rank == 4 && oe > 0 && !is_std(n, "MaxPool") && !is_std(n, "AveragePool")) {
+    const er_tensor *w = n->n_inputs > 1 ? er__graph_const(g, n->inputs[1]) : NULL;
+    if (w && w->rank == 4 && oe > 0 && !er__rw_is(n, "MaxPool") && !er__rw_is(n, "AveragePool")) {
       int64_t macs = oe * w->dims[1] * w->dims[2] * w->dims[3];
       keep = macs >= BLK_ISLAND_MACS_PER_BYTE * (in_bytes[i] + 4 * oe);
     }
@@ -1029,6 +966,7 @@ er_status er__graph_block_layout(er_graph *g, int block, er_keep_planar_fn keep_
   bctx bc;
   memset(&bc, 0, sizeof bc);
   bc.g = g;
+  er__rw_list_init(&bc.list, g);
   bc.b = block;
   bc.keep_planar = keep_planar;
   /* Each node adds at most three values (its twin, a converted input and
@@ -1064,9 +1002,7 @@ er_status er__graph_block_layout(er_graph *g, int block, er_keep_planar_fn keep_
   if (st == ER_STATUS_OK && bc.blocked_ops == 0) goto done;  /* nothing changed worth keeping */
   if (st == ER_STATUS_OK) st = fuse_bn_activations(&bc);
   if (st == ER_STATUS_OK) {
-    g->nodes = bc.nodes;
-    g->n_nodes = bc.n_nodes;
-    er__graph_relink(g);
+    er__rw_list_commit(&bc.list);
     /* The list is built in order (conversions just before their first
      * reader); validate re-derives the order, then every value's type and
      * shape is computed once more. */

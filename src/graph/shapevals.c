@@ -15,8 +15,7 @@
 #include <stdlib.h>
 
 #include "graph/graph.h"
-
-static bool is_std(const er_node *n, const char *op) { return n->domain[0] == '\0' && strcmp(n->op_type, op) == 0; }
+#include "graph/rewrite.h"
 
 static bool int_vector_type(er_dtype t) { return t == ER_DTYPE_INT64 || t == ER_DTYPE_INT32; }
 
@@ -160,8 +159,8 @@ static bool arith_vals(const er_node *node, const er_tensor *const *in, const er
     if (!(a.known & (1u << ia)) || !(b.known & (1u << ib))) continue;
     int64_t r, p = a.v[ia], q = b.v[ib];
     bool ok;
-    if (is_std(node, "Add")) ok = !__builtin_add_overflow(p, q, &r);
-    else if (is_std(node, "Sub")) ok = !__builtin_sub_overflow(p, q, &r);
+    if (er__rw_is(node, "Add")) ok = !__builtin_add_overflow(p, q, &r);
+    else if (er__rw_is(node, "Sub")) ok = !__builtin_sub_overflow(p, q, &r);
     else ok = !__builtin_mul_overflow(p, q, &r);
     if (!ok) continue;
     y->v[i] = r;
@@ -180,7 +179,7 @@ void er__shape_vals_propagate(const er_node *node, const er_tensor *const *in, c
   /* Only small integer (or float, after a Cast) vectors of a known length. */
   int64_t count = er__tensor_count(out0);
   if (out0->rank > 1 || count < 0 || count > ER_MAX_RANK) return;
-  if (is_std(node, "Shape")) {
+  if (er__rw_is(node, "Shape")) {
     const er_tensor *t = in[0];
     if (!t || t->rank < 0) return;
     int64_t s = er__node_attr_int(node, "start", 0), e = er__node_attr_int(node, "end", t->rank);
@@ -193,11 +192,11 @@ void er__shape_vals_propagate(const er_node *node, const er_tensor *const *in, c
       r.v[r.n] = t->dims[d];
       if (t->dims[d] >= 0) r.known |= 1u << r.n;
     }
-  } else if (is_std(node, "Identity") || is_std(node, "Squeeze") || is_std(node, "Unsqueeze") ||
-             is_std(node, "Reshape") || is_std(node, "Cast")) {
+  } else if (er__rw_is(node, "Identity") || er__rw_is(node, "Squeeze") || er__rw_is(node, "Unsqueeze") ||
+             er__rw_is(node, "Reshape") || er__rw_is(node, "Cast")) {
     /* Same entries in the same order. A Cast keeps them when its target
      * holds the values exactly. */
-    if (is_std(node, "Cast") && out0->dtype != ER_DTYPE_INT64 && out0->dtype != ER_DTYPE_INT32 &&
+    if (er__rw_is(node, "Cast") && out0->dtype != ER_DTYPE_INT64 && out0->dtype != ER_DTYPE_INT32 &&
         out0->dtype != ER_DTYPE_FLOAT && out0->dtype != ER_DTYPE_DOUBLE)
       return;
     if (!input_vals(node, in, tab, 0, &x)) return;
@@ -205,13 +204,13 @@ void er__shape_vals_propagate(const er_node *node, const er_tensor *const *in, c
     if (out0->dtype == ER_DTYPE_INT32 || out0->dtype == ER_DTYPE_FLOAT)
       for (int i = 0; i < r.n; i++)
         if (r.v[i] > (1 << 24) || r.v[i] < -(1 << 24)) r.known &= ~(1u << i);
-  } else if (is_std(node, "Slice")) {
+  } else if (er__rw_is(node, "Slice")) {
     if (!input_vals(node, in, tab, 0, &x) || !slice_vals(node, in, &x, &r)) return;
-  } else if (is_std(node, "Gather")) {
+  } else if (er__rw_is(node, "Gather")) {
     if (!input_vals(node, in, tab, 0, &x) || !gather_vals(node, in, &x, &r)) return;
-  } else if (is_std(node, "Concat")) {
+  } else if (er__rw_is(node, "Concat")) {
     if (!concat_vals(node, in, tab, &r)) return;
-  } else if (is_std(node, "Add") || is_std(node, "Sub") || is_std(node, "Mul")) {
+  } else if (er__rw_is(node, "Add") || er__rw_is(node, "Sub") || er__rw_is(node, "Mul")) {
     if (!int_vector_type(out0->dtype) || !arith_vals(node, in, tab, &r)) return;
   } else {
     return;
@@ -230,7 +229,7 @@ void er__shape_vals_refine(const er_node *node, const er_tensor *const *in, cons
                            er_tensor *out) {
   er_shape_vals s;
   if (node->domain[0] != '\0' || !out || out->rank < 0) return;
-  if (is_std(node, "Reshape")) {
+  if (er__rw_is(node, "Reshape")) {
     if (!input_vals(node, in, tab, 1, &s) || s.n != out->rank) return;
     bool allowzero = er__node_attr_int(node, "allowzero", 0) != 0;
     const er_tensor *x = in[0];
@@ -239,7 +238,7 @@ void er__shape_vals_refine(const er_node *node, const er_tensor *const *in, cons
       if (s.v[d] > 0 || (s.v[d] == 0 && allowzero)) set_dim(out, d, s.v[d]);
       else if (s.v[d] == 0 && x && d < x->rank) set_dim(out, d, x->dims[d]);
     }
-  } else if (is_std(node, "Resize") && node->version >= 11) {
+  } else if (er__rw_is(node, "Resize") && node->version >= 11) {
     const er_attr *pol = er__node_attr(node, "keep_aspect_ratio_policy");
     if (pol && pol->type == ER_ATTR_STRING && strcmp(pol->s, "stretch") != 0) return;
     if (!input_vals(node, in, tab, 3, &s)) return;
@@ -254,11 +253,11 @@ void er__shape_vals_refine(const er_node *node, const er_tensor *const *in, cons
       for (int d = 0; d < s.n; d++)
         if (s.known & (1u << d)) set_dim(out, d, s.v[d]);
     }
-  } else if (is_std(node, "ConstantOfShape")) {
+  } else if (er__rw_is(node, "ConstantOfShape")) {
     if (!input_vals(node, in, tab, 0, &s) || s.n != out->rank) return;
     for (int d = 0; d < s.n; d++)
       if (s.known & (1u << d)) set_dim(out, d, s.v[d]);
-  } else if (is_std(node, "Expand")) {
+  } else if (er__rw_is(node, "Expand")) {
     /* Broadcast of the input's shape with the requested one: a requested 1
      * keeps the input's dim, any other value is the dim. */
     const er_tensor *x = in[0];

@@ -1,6 +1,6 @@
 /* attn.c - optimized CPU kernels of the "attn" group: float32 Attention
  * (ONNX opset 23+), which graph fusion also makes from the MatMul /
- * Softmax / MatMul patterns exporters write (src/graph/passes.c).
+ * Softmax / MatMul patterns exporters write (src/graph/passes-attention.c).
  *
  * The reference (src/ops/attention.c) works one query row at a time in
  * double. This kernel takes a block of up to ATTN_MAX_ROWS query rows of

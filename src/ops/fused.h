@@ -1,5 +1,5 @@
 /* fused.h - edgerun's own fused operators (domain "com.edgerun"), made by
- * the load-time graph passes (src/graph/passes.c) from patterns of standard
+ * the graph passes (src/graph/passes-*.c) from patterns of standard
  * ops, and the activation functions they carry.
  *
  *   FusedConv(X, W, B?, Z?)    = act(Conv(X, W, B) + Z)

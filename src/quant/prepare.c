@@ -19,12 +19,6 @@ static bool is_const(const er_graph *g, int32_t id) {
   return !v->is_graph_input || g->model->ir_version < 4;
 }
 
-static bool has_subgraph(const er_node *n) {
-  for (int a = 0; a < n->n_attrs; a++)
-    if (n->attrs[a].type == ER_ATTR_GRAPH || n->attrs[a].type == ER_ATTR_GRAPHS) return true;
-  return false;
-}
-
 /* ======================================================================== */
 /* Constant folding                                                          */
 /* ======================================================================== */
@@ -107,7 +101,7 @@ er_status er__qprep_fold_constants(struct er_model *m, int *n_folded) {
     bool out_wanted = is_op(n, "Constant");
     for (int k = 0; k < n->n_outputs; k++)
       if (n->outputs[k] >= 0 && wanted[n->outputs[k]]) out_wanted = true;
-    bool all_const = n->op && !(n->op->flags & ER_OP_NO_FOLD) && !has_subgraph(n) && n->n_outputs <= 16;
+    bool all_const = n->op && !(n->op->flags & ER_OP_NO_FOLD) && !er__rw_has_graphs(n) && n->n_outputs <= 16;
     for (int k = 0; k < n->n_inputs && all_const; k++)
       if (n->inputs[k] >= 0 && !is_const(g, n->inputs[k])) all_const = false;
     /* A graph output produced by a constant node stays a node: outputs

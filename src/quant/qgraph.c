@@ -5,42 +5,25 @@
 #include <stdlib.h>
 
 void er__qb_init(er_qbuild *b, er_graph *g) {
-  memset(b, 0, sizeof *b);
-  b->model = g->model;
   b->g = g;
+  er__rw_list_init(&b->list, g);
 }
 
-void er__qb_free(er_qbuild *b) {
-  free(b->nodes);
-  b->nodes = NULL;
-  b->n = b->cap = 0;
-}
+void er__qb_free(er_qbuild *b) { er__rw_list_init(&b->list, b->g); }
 
 er_status er__qb_value(er_qbuild *b, const char *base, const char *suffix, int32_t *id_out) {
-  size_t n = strlen(base) + strlen(suffix) + 24;
-  char *name = er__arena_alloc(&b->model->arena, n);
+  size_t n = strlen(base) + strlen(suffix) + 1;
+  char joined[1024];
+  if (n > sizeof joined) return er__error(ER_STATUS_LIMIT, "value name '%s%s' is too long", base, suffix);
+  snprintf(joined, sizeof joined, "%s%s", base, suffix);
+  const char *name = er__rw_name_free(b->g, joined);
   if (!name) return ER_STATUS_OUT_OF_MEMORY;
-  snprintf(name, n, "%s%s", base, suffix);
-  for (int k = 1; er__graph_find(b->g, name) >= 0; k++) snprintf(name, n, "%s%s_%d", base, suffix, k);
   return er__graph_add_value(b->g, name, id_out);
 }
 
 er_status er__qb_make_constant(er_qbuild *b, int32_t id, er_tensor *t) {
-  er_tensor *kept = er__arena_alloc(&b->model->arena, sizeof *kept);
-  if (!kept) {
-    er__tensor_release(t);
-    return ER_STATUS_OUT_OF_MEMORY;
-  }
-  *kept = *t;
-  t->data = NULL;
-  t->flags = 0;
-  if (kept->flags & ER_TENSOR_OWNS_DATA) ER_CHECK(er__model_own(b->model, kept));
-  er_value *v = &b->g->values[id];
-  v->kind = ER_VALUE_CONSTANT;
-  v->constant = kept;
-  v->producer = -1;
-  v->has_declared_type = false;
-  er__tensor_set(&v->info, kept->dtype, kept->rank, kept->dims);
+  ER_CHECK(er__rw_make_const(b->g, id, t));
+  b->g->values[id].has_declared_type = false;
   return ER_STATUS_OK;
 }
 
@@ -63,34 +46,15 @@ er_status er__qb_constant_vec(er_qbuild *b, const char *base, const char *suffix
   return er__qb_constant(b, base, suffix, &t, id_out);
 }
 
-static er_status reserve(er_qbuild *b) {
-  if (b->n < b->cap) return ER_STATUS_OK;
-  int32_t cap = b->cap ? b->cap * 2 : 64;
-  er_node *n = realloc(b->nodes, (size_t)cap * sizeof *n);
-  if (!n) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory editing graph '%s'", b->g->name);
-  b->nodes = n;
-  b->cap = cap;
-  return ER_STATUS_OK;
-}
+er_status er__qb_keep(er_qbuild *b, const er_node *node) { return er__rw_list_push(&b->list, node); }
 
-er_status er__qb_keep(er_qbuild *b, const er_node *node) {
-  ER_CHECK(reserve(b));
-  b->nodes[b->n++] = *node;
-  return ER_STATUS_OK;
-}
-
-int32_t *er__qb_ids(er_qbuild *b, const int32_t *ids, int n) {
-  int32_t *out = er__arena_array(&b->model->arena, (size_t)n + 1, sizeof *out);
-  if (out && n) memcpy(out, ids, (size_t)n * sizeof *out);
-  return out;
-}
+int32_t *er__qb_ids(er_qbuild *b, const int32_t *ids, int n) { return er__rw_ids(b->g, ids, n); }
 
 er_status er__qb_node(er_qbuild *b, const char *op_type, const char *name, const int32_t *inputs, int n_inputs,
                       const int32_t *outputs, int n_outputs, const er_attr *attrs, int n_attrs) {
-  ER_CHECK(reserve(b));
   er_node node;
   memset(&node, 0, sizeof node);
-  er_arena *a = &b->model->arena;
+  er_arena *a = b->g->arena;
   node.op_type = er__arena_strdup(a, op_type);
   node.name = er__arena_strdup(a, name ? name : "");
   node.domain = "";
@@ -99,38 +63,25 @@ er_status er__qb_node(er_qbuild *b, const char *op_type, const char *name, const
   node.inputs = er__qb_ids(b, inputs, n_inputs);
   node.outputs = er__qb_ids(b, outputs, n_outputs);
   node.n_attrs = n_attrs;
-  node.attrs = er__arena_array(a, (size_t)n_attrs + 1, sizeof(er_attr));
-  if (!node.op_type || !node.name || !node.inputs || !node.outputs || !node.attrs) return ER_STATUS_OUT_OF_MEMORY;
+  er_attr *copy = er__arena_array(a, (size_t)n_attrs + 1, sizeof(er_attr));
+  if (!node.op_type || !node.name || !node.inputs || !node.outputs || !copy) return ER_STATUS_OUT_OF_MEMORY;
   for (int i = 0; i < n_attrs; i++) {
-    node.attrs[i] = attrs[i];
-    node.attrs[i].name = er__arena_strdup(a, attrs[i].name);
-    if (!node.attrs[i].name) return ER_STATUS_OUT_OF_MEMORY;
+    copy[i] = attrs[i];
+    copy[i].name = er__arena_strdup(a, attrs[i].name);
+    if (!copy[i].name) return ER_STATUS_OUT_OF_MEMORY;
   }
+  node.attrs = copy;
+  /* Bound when the written model is loaded again. */
   node.version = 0;
   node.op = NULL;
-  b->nodes[b->n++] = node;
-  return ER_STATUS_OK;
+  return er__rw_list_push(&b->list, &node);
 }
 
-er_node *er__qb_last(er_qbuild *b) { return b->n ? &b->nodes[b->n - 1] : NULL; }
+er_node *er__qb_last(er_qbuild *b) { return b->list.n ? &b->list.nodes[b->list.n - 1] : NULL; }
 
 er_status er__qb_commit(er_qbuild *b) {
-  er_graph *g = b->g;
-  er_node *nodes = er__arena_array(&b->model->arena, (size_t)b->n + 1, sizeof *nodes);
-  if (!nodes) return ER_STATUS_OUT_OF_MEMORY;
-  if (b->n) memcpy(nodes, b->nodes, (size_t)b->n * sizeof *nodes);
-  g->nodes = nodes;
-  g->n_nodes = b->n;
-  er__graph_relink(g);
-  er__qb_free(b);
+  er__rw_list_commit(&b->list);
   return ER_STATUS_OK;
 }
 
-er_attr er__qb_attr_int(const char *name, int64_t v) {
-  er_attr a;
-  memset(&a, 0, sizeof a);
-  a.name = name;
-  a.type = ER_ATTR_INT;
-  a.i = v;
-  return a;
-}
+er_attr er__qb_attr_int(const char *name, int64_t v) { return er__rw_attr_int(name, v); }

@@ -1,19 +1,19 @@
 /* qgraph.h - editing a loaded graph in place for the quantizer's passes:
  * new values and constants, and a new node list built in order and then
- * committed. The edited model is meant to be written (onnx-write.h) and
+ * committed; a thin layer over the graph-rewrite toolkit
+ * (graph/rewrite.h) that names values the quantizer's way (`base` +
+ * `suffix`, as onnxruntime's tools do) and copies names into the arena. The edited model is meant to be written (onnx-write.h) and
  * loaded again, which validates and binds it; nodes added here carry no op
  * binding until then. Everything allocated lives in the model's arena or is
  * owned by the model (tensors), so nothing is freed piecemeal. */
 #ifndef ER_QUANT_QGRAPH_H
 #define ER_QUANT_QGRAPH_H
 
-#include "ir/ir.h"
+#include "graph/rewrite.h"
 
 typedef struct er_qbuild {
-  struct er_model *model;
   er_graph *g;
-  er_node *nodes;            /* [n] the new node list, malloc'd until commit */
-  int32_t n, cap;
+  er_rw_list list;           /* the new node list */
 } er_qbuild;
 
 void er__qb_init(er_qbuild *b, er_graph *g);
