@@ -447,12 +447,11 @@ static void summarize(er_plan *p, const er_graph *g, er_backend *const *prefs, s
   }
 }
 
-er_status er__plan_build(const er_graph *g, er_backend *const *prefs, size_t n_prefs,
-                         bool allow_fallback, er_plan **plan_out) {
+er_status er__plan_place(const er_graph *g, er_backend *const *prefs, size_t n_prefs, bool allow_fallback,
+                         er_plan **plan_out) {
   er_status st = ER_STATUS_OK;
   er_backend *cpu = er__backend_cpu();
   int32_t n = g->n_nodes;
-  int32_t *order = NULL;
   er_plan *p = calloc(1, sizeof *p);
   if (!p) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory partitioning graph '%s'", g->name);
   p->n_nodes = n;
@@ -460,8 +459,7 @@ er_status er__plan_build(const er_graph *g, er_backend *const *prefs, size_t n_p
   p->reason = calloc((size_t)n + 1, sizeof *p->reason);
   p->macs = calloc((size_t)n + 1, sizeof *p->macs);
   p->segment = calloc((size_t)n + 1, sizeof *p->segment);
-  order = calloc((size_t)n + 1, sizeof *order);
-  if (!p->place || !p->reason || !p->macs || !p->segment || !order) {
+  if (!p->place || !p->reason || !p->macs || !p->segment) {
     st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory partitioning graph '%s'", g->name);
     goto fail;
   }
@@ -490,17 +488,36 @@ er_status er__plan_build(const er_graph *g, er_backend *const *prefs, size_t n_p
       goto fail;
     }
   }
-  if (n > 0) {
-    st = schedule(p, g, order);
-    if (st == ER_STATUS_OK) st = build_segments(p, g, order);
-    if (st != ER_STATUS_OK) goto fail;
-  }
-  summarize(p, g, prefs, n_prefs);
-  free(order);
   *plan_out = p;
   return ER_STATUS_OK;
 fail:
-  free(order);
   er__plan_free(p);
   return st;
+}
+
+er_status er__plan_finish(er_plan *p, const er_graph *g, er_backend *const *prefs, size_t n_prefs) {
+  ER_ASSERT(p->n_nodes == g->n_nodes && p->n_segs == 0);
+  if (g->n_nodes > 0) {
+    int32_t *order = calloc((size_t)g->n_nodes + 1, sizeof *order);
+    if (!order) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory partitioning graph '%s'", g->name);
+    er_status st = schedule(p, g, order);
+    if (st == ER_STATUS_OK) st = build_segments(p, g, order);
+    free(order);
+    if (st != ER_STATUS_OK) return st;
+  }
+  summarize(p, g, prefs, n_prefs);
+  return ER_STATUS_OK;
+}
+
+er_status er__plan_build(const er_graph *g, er_backend *const *prefs, size_t n_prefs, bool allow_fallback,
+                         er_plan **plan_out) {
+  er_plan *p;
+  ER_CHECK(er__plan_place(g, prefs, n_prefs, allow_fallback, &p));
+  er_status st = er__plan_finish(p, g, prefs, n_prefs);
+  if (st != ER_STATUS_OK) {
+    er__plan_free(p);
+    return st;
+  }
+  *plan_out = p;
+  return ER_STATUS_OK;
 }

@@ -58,6 +58,14 @@ typedef struct er_plan {
  * even the CPU can run a node. The plan is owned by the caller. */
 er_status er__plan_build(const er_graph *g, er_backend *const *prefs, size_t n_prefs,
                          bool allow_fallback, er_plan **plan_out);
+/* The two halves of er__plan_build, for a caller that rewrites the graph
+ * once it knows where nodes go (session creation): er__plan_place asks the
+ * backends where each node goes (and fails as er__plan_build does);
+ * er__plan_finish orders the placed nodes, cuts the segments and fills
+ * the summary, once per plan. */
+er_status er__plan_place(const er_graph *g, er_backend *const *prefs, size_t n_prefs, bool allow_fallback,
+                         er_plan **plan_out);
+er_status er__plan_finish(er_plan *plan, const er_graph *g, er_backend *const *prefs, size_t n_prefs);
 void er__plan_free(er_plan *plan);
 
 /* A growable list of value ids (free v when done). */

@@ -504,7 +504,10 @@ er_status er_session_create(const er_model *model, const er_session_options *opt
   s->opts.backends = NULL;  /* borrowed only for the create */
   s->opts.backend_count = 0;
   pthread_mutex_init(&s->ctx_lock, NULL);
-  st = er__plan_build(g, prefs, o.backend_count, o.allow_fallback, &s->plan);
+  /* Where each node goes decides whether the session rewrites the graph;
+   * the plan (order, segments, transfers) is then built once, on the graph
+   * that runs. */
+  st = er__plan_place(g, prefs, o.backend_count, o.allow_fallback, &s->plan);
   if (st != ER_STATUS_OK) goto fail;
   /* When every node runs on the CPU, the session fuses its own copy of the
    * graph into edgerun's fused ops (optimize level 2). Accelerators and
@@ -524,12 +527,15 @@ er_status er_session_create(const er_model *model, const er_session_options *opt
                       .keep_planar = cpu->keep_planar};
     if (st == ER_STATUS_OK) st = er__graph_run_passes(copy, ER_PASS_SESSION, &pc);
     if (st != ER_STATUS_OK) goto fail;
+    /* The copy's nodes are new (fused ops): placed again, on the CPU. */
     er__plan_free(s->plan);
     s->plan = NULL;
     g = s->graph = copy;
-    st = er__plan_build(g, prefs, o.backend_count, o.allow_fallback, &s->plan);
+    st = er__plan_place(g, prefs, o.backend_count, o.allow_fallback, &s->plan);
     if (st != ER_STATUS_OK) goto fail;
   }
+  st = er__plan_finish(s->plan, g, prefs, o.backend_count);
+  if (st != ER_STATUS_OK) goto fail;
   st = er__pool_create(o.threads, &s->pool);
   if (st != ER_STATUS_OK) goto fail;
   s->flush_denormals = !o.keep_denormals && !o.force_reference && !er__force_reference_env();
