@@ -220,9 +220,13 @@ static er_status bind_value(er_frame *f, int32_t id) {
   return ER_STATUS_OK;
 }
 
+/* Runs subgraph `g` (a control-flow op's body) in a frame of its own:
+ * inputs[i] binds g->inputs[i] (borrowed; entries may be NULL and n_inputs
+ * may be less than g->n_inputs for inputs with initializers); each
+ * outputs[k] not skipped receives a tensor owning its data (copied when the
+ * value is a constant or an input). `parent` is the enclosing frame. */
 static er_status exec_graph(er_exec *ex, const er_graph *g, const er_frame *parent,
-                            const er_tensor *const *inputs, int n_inputs, const er_segment *segs, int n_segs,
-                            er_tensor *outputs, const bool *skip) {
+                            const er_tensor *const *inputs, int n_inputs, er_tensor *outputs, const bool *skip) {
   ex->interp = &interp;
   er_status st = ER_STATUS_OK;
   er_frame frame = {g, NULL, parent, NULL};
@@ -253,12 +257,7 @@ static er_status exec_graph(er_exec *ex, const er_graph *g, const er_frame *pare
   }
 
   ex->depth++;
-  if (segs) {
-    for (int s = 0; s < n_segs && st == ER_STATUS_OK; s++) {
-      st = segs[s].backend->iface->compute(segs[s].backend, segs[s].compiled, ex, frame.vals);
-      for (int32_t r = 0; r < segs[s].n_release; r++) er__tensor_release(&frame.vals[segs[s].release[r]]);
-    }
-  } else {
+  {
     /* A compiled subgraph's kernels and last uses; else the last uses
      * computed for this run. */
     const er_node_kernel *kernels = NULL;
@@ -341,17 +340,6 @@ er_status er__exec_main(er_exec *ex, const er_graph *g, er_tensor *vals, const e
   return st;
 }
 
-er_status er__exec_graph_segments(er_exec *ex, const er_graph *g, const er_frame *parent,
-                                  const er_tensor *const *inputs, int n_inputs,
-                                  const er_segment *segs, int n_segs, er_tensor *outputs) {
-  return exec_graph(ex, g, parent, inputs, n_inputs, segs, n_segs, outputs, NULL);
-}
-
-er_status er__exec_graph(er_exec *ex, const er_graph *g, const er_frame *parent,
-                         const er_tensor *const *inputs, int n_inputs, er_tensor *outputs) {
-  return exec_graph(ex, g, parent, inputs, n_inputs, NULL, 0, outputs, NULL);
-}
-
 static er_status run_subgraph(const er_kctx *ctx, const er_graph *sub, const er_tensor *const *inputs,
                              int n_inputs, er_tensor *outputs, const bool *skip) {
   er_exec *ex = ctx->exec;
@@ -359,7 +347,7 @@ static er_status run_subgraph(const er_kctx *ctx, const er_graph *sub, const er_
     return er__error(ER_STATUS_INTERNAL, "%s '%s': subgraph run without an executor",
                      ctx->node->op_type, ctx->node->name);
   const er_frame *saved = ex->frame;
-  er_status st = exec_graph(ex, sub, saved, inputs, n_inputs, NULL, 0, outputs, skip);
+  er_status st = exec_graph(ex, sub, saved, inputs, n_inputs, outputs, skip);
   ex->frame = saved;
   return st;
 }

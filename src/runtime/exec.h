@@ -25,18 +25,6 @@ typedef struct er_segment {
 er_status er__exec_nodes(er_exec *ex, er_frame *frame, const int32_t *nodes, int32_t n_nodes,
                          const int32_t *last_use, const er_node_kernel *kernels);
 
-/* Executes `g`. `inputs[i]` binds g->inputs[i] (borrowed; entries may be
- * NULL and n_inputs may be less than g->n_inputs for inputs that have
- * initializers). Each outputs[i] receives a tensor owning its data (copied
- * when the value is a constant or an input). `parent` is the frame of the
- * enclosing graph (NULL for the main graph). */
-er_status er__exec_graph(er_exec *ex, const er_graph *g, const er_frame *parent,
-                         const er_tensor *const *inputs, int n_inputs, er_tensor *outputs);
-/* The same, computing the nodes through backend segments in order. */
-er_status er__exec_graph_segments(er_exec *ex, const er_graph *g, const er_frame *parent,
-                                  const er_tensor *const *inputs, int n_inputs,
-                                  const er_segment *segs, int n_segs, er_tensor *outputs);
-
 /* Runs the main graph in `vals` (g->n_values tensors, all released; the
  * caller's run context owns them) with ex->mem's memory: binds inputs and
  * constants, computes the segments, and leaves the graph outputs in vals
