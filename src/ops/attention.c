@@ -28,24 +28,6 @@ static double round_to(er_dtype t, double x) {
   }
 }
 
-static double load_f(const er_tensor *t, int64_t i) {
-  if (t->dtype == ER_DTYPE_FLOAT) return ((const float *)t->data)[i];
-  return er__load_f64(t->data, t->dtype, i);
-}
-
-static void store_f(er_tensor *t, int64_t i, double v) {
-  if (t->dtype == ER_DTYPE_FLOAT)
-    ((float *)t->data)[i] = (float)v;
-  else
-    er__store_f64(t->data, t->dtype, i, v);
-}
-
-/* Dim d of t, or -1 when the rank or the dim is not known. */
-static int64_t dim_of(const er_tensor *t, int d) {
-  if (!t || t->rank < 0 || d >= t->rank) return -1;
-  return t->dims[d];
-}
-
 /* Unifies a dim known from several places: -1 (unknown) yields to a known
  * value; two known values must agree. Returns false on a clash. */
 static bool unify(int64_t *acc, int64_t v) {
@@ -174,33 +156,33 @@ static er_status attn_sizes(const er_kctx *ctx, attn_cfg *c) {
                           (long long)c->q_num_heads, (long long)c->kv_num_heads);
     c->q_heads = c->q_num_heads;
     c->kv_heads = c->kv_num_heads;
-    int64_t qd = div_dim(dim_of(q, 2), c->q_heads), kd = div_dim(dim_of(k, 2), c->kv_heads);
-    int64_t vd = div_dim(dim_of(v, 2), c->kv_heads);
+    int64_t qd = div_dim(er__dim_of(q, 2), c->q_heads), kd = div_dim(er__dim_of(k, 2), c->kv_heads);
+    int64_t vd = div_dim(er__dim_of(v, 2), c->kv_heads);
     if (qd == -2) return attn_shape_error(ctx, "Q's hidden size is not a multiple of q_num_heads");
     if (kd == -2 || vd == -2)
       return attn_shape_error(ctx, "K's or V's hidden size is not a multiple of kv_num_heads");
-    bool ok = unify(&c->batch, dim_of(q, 0)) && unify(&c->batch, dim_of(k, 0)) &&
-              unify(&c->batch, dim_of(v, 0));
+    bool ok = unify(&c->batch, er__dim_of(q, 0)) && unify(&c->batch, er__dim_of(k, 0)) &&
+              unify(&c->batch, er__dim_of(v, 0));
     if (!ok) return attn_shape_error(ctx, "batch sizes differ");
-    c->q_len = dim_of(q, 1);
-    if (!unify(&c->kv_len, dim_of(k, 1)) || !unify(&c->kv_len, dim_of(v, 1)))
+    c->q_len = er__dim_of(q, 1);
+    if (!unify(&c->kv_len, er__dim_of(k, 1)) || !unify(&c->kv_len, er__dim_of(v, 1)))
       return attn_shape_error(ctx, "K and V sequence lengths differ");
     if (!unify(&c->head, qd) || !unify(&c->head, kd))
       return attn_shape_error(ctx, "Q and K head sizes differ");
     c->v_head = vd;
   } else if (rank == 4) {
-    bool ok = unify(&c->batch, dim_of(q, 0)) && unify(&c->batch, dim_of(k, 0)) &&
-              unify(&c->batch, dim_of(v, 0));
+    bool ok = unify(&c->batch, er__dim_of(q, 0)) && unify(&c->batch, er__dim_of(k, 0)) &&
+              unify(&c->batch, er__dim_of(v, 0));
     if (!ok) return attn_shape_error(ctx, "batch sizes differ");
-    c->q_heads = dim_of(q, 1);
-    c->q_len = dim_of(q, 2);
-    if (!unify(&c->kv_heads, dim_of(k, 1)) || !unify(&c->kv_heads, dim_of(v, 1)))
+    c->q_heads = er__dim_of(q, 1);
+    c->q_len = er__dim_of(q, 2);
+    if (!unify(&c->kv_heads, er__dim_of(k, 1)) || !unify(&c->kv_heads, er__dim_of(v, 1)))
       return attn_shape_error(ctx, "K and V head counts differ");
-    if (!unify(&c->kv_len, dim_of(k, 2)) || !unify(&c->kv_len, dim_of(v, 2)))
+    if (!unify(&c->kv_len, er__dim_of(k, 2)) || !unify(&c->kv_len, er__dim_of(v, 2)))
       return attn_shape_error(ctx, "K and V sequence lengths differ");
-    if (!unify(&c->head, dim_of(q, 3)) || !unify(&c->head, dim_of(k, 3)))
+    if (!unify(&c->head, er__dim_of(q, 3)) || !unify(&c->head, er__dim_of(k, 3)))
       return attn_shape_error(ctx, "Q and K head sizes differ");
-    c->v_head = dim_of(v, 3);
+    c->v_head = er__dim_of(v, 3);
     if ((c->q_num_heads && !unify(&c->q_heads, c->q_num_heads)) ||
         (c->kv_num_heads && !unify(&c->kv_heads, c->kv_num_heads)))
       return attn_shape_error(ctx, "q_num_heads / kv_num_heads disagree with the 4-D head dims");
@@ -224,10 +206,10 @@ static er_status attn_sizes(const er_kctx *ctx, attn_cfg *c) {
                           "past_key %s and past_value %s must have rank 4",
                           er__shape_str(pk, a, sizeof a), er__shape_str(pv, b, sizeof b));
     int64_t plen = -1;
-    bool ok = unify(&c->batch, dim_of(pk, 0)) && unify(&c->batch, dim_of(pv, 0)) &&
-              unify(&c->kv_heads, dim_of(pk, 1)) && unify(&c->kv_heads, dim_of(pv, 1)) &&
-              unify(&plen, dim_of(pk, 2)) && unify(&plen, dim_of(pv, 2)) &&
-              unify(&c->head, dim_of(pk, 3)) && unify(&c->v_head, dim_of(pv, 3));
+    bool ok = unify(&c->batch, er__dim_of(pk, 0)) && unify(&c->batch, er__dim_of(pv, 0)) &&
+              unify(&c->kv_heads, er__dim_of(pk, 1)) && unify(&c->kv_heads, er__dim_of(pv, 1)) &&
+              unify(&plen, er__dim_of(pk, 2)) && unify(&plen, er__dim_of(pv, 2)) &&
+              unify(&c->head, er__dim_of(pk, 3)) && unify(&c->v_head, er__dim_of(pv, 3));
     if (!ok)
       return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
                           "past_key %s / past_value %s do not match (batch, kv_heads, past_len, "
@@ -455,8 +437,8 @@ static er_status attention_run(er_kctx *ctx) {
                               : b * vk.b + hk * vk.h + (j - P) * vk.s;
         int64_t vbase = j < P ? b * vpv.b + hk * vpv.h + j * vpv.s
                               : b * vv.b + hk * vv.h + (j - P) * vv.s;
-        for (int64_t d = 0; d < D; d++) w.k[j * D + d] = round_to(t1, load_f(ks, kbase + d) * s);
-        for (int64_t d = 0; d < DV; d++) w.v[j * DV + d] = load_f(vs, vbase + d);
+        for (int64_t d = 0; d < D; d++) w.k[j * D + d] = round_to(t1, er__load_f(ks, kbase + d) * s);
+        for (int64_t d = 0; d < DV; d++) w.v[j * DV + d] = er__load_f(vs, vbase + d);
         if (present_k)
           memcpy((char *)present_k->data + (size_t)(b * vnk.b + hk * vnk.h + j * vnk.s) * esk,
                  (const char *)ks->data + (size_t)kbase * esk, (size_t)D * esk);
@@ -468,7 +450,7 @@ static er_status attention_run(er_kctx *ctx) {
         int64_t h = hk * group + g;
         for (int64_t i = 0; i < SQ; i++) {
           int64_t qbase = b * vq.b + h * vq.h + i * vq.s;
-          for (int64_t d = 0; d < D; d++) w.q[d] = round_to(t1, load_f(q, qbase + d) * s);
+          for (int64_t d = 0; d < D; d++) w.q[d] = round_to(t1, er__load_f(q, qbase + d) * s);
           bool all_masked = attn_bias_row(ctx, &c, b, h, i, w.bias);
           double mx = -INFINITY;
           for (int64_t j = 0; j < T; j++) {
@@ -500,14 +482,14 @@ static er_status attention_run(er_kctx *ctx) {
                          : c.qk_mode == 1 ? w.cap[j]
                          : c.qk_mode == 2 ? w.cap[j] + w.bias[j]
                                           : w.prob[j];
-              store_f(qk_out, ob + j, x);
+              er__store_f(qk_out, ob + j, x);
             }
           }
           int64_t yb = b * vy.b + h * vy.h + i * vy.s;
           for (int64_t d = 0; d < DV; d++) {
             double acc = 0.0;
             for (int64_t j = 0; j < T; j++) acc += w.prob[j] * w.v[j * DV + d];
-            store_f(y, yb + d, acc);
+            er__store_f(y, yb + d, acc);
           }
         }
       }
@@ -559,23 +541,23 @@ static er_status rope_setup(const er_kctx *ctx, rope_cfg *c) {
   ER_CHECK(er__require_same_type(ctx, 0, 2));
   ER_CHECK(er__require_rank(ctx, 0, 3, 4));
   c->is3d = x->rank == 3;
-  c->batch = dim_of(x, 0);
+  c->batch = er__dim_of(x, 0);
   c->heads = c->seq = c->head = -1;
   if (x->rank == 3) {
     if (c->num_heads <= 0)
       return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
                           "a 3-D input %s needs num_heads > 0", er__shape_str(x, a, sizeof a));
     c->heads = c->num_heads;
-    c->seq = dim_of(x, 1);
-    c->head = div_dim(dim_of(x, 2), c->heads);
+    c->seq = er__dim_of(x, 1);
+    c->head = div_dim(er__dim_of(x, 2), c->heads);
     if (c->head == -2)
       return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
                           "hidden size of input %s is not a multiple of num_heads %lld",
                           er__shape_str(x, a, sizeof a), (long long)c->num_heads);
   } else if (x->rank == 4) {
-    c->heads = dim_of(x, 1);
-    c->seq = dim_of(x, 2);
-    c->head = dim_of(x, 3);
+    c->heads = er__dim_of(x, 1);
+    c->seq = er__dim_of(x, 2);
+    c->head = er__dim_of(x, 3);
   }
   int64_t rd = c->rotary_dim ? c->rotary_dim : c->head;
   if (c->head >= 0 && rd > c->head)
@@ -593,16 +575,16 @@ static er_status rope_setup(const er_kctx *ctx, rope_cfg *c) {
                         er__shape_str(cosc, a, sizeof a), er__shape_str(sinc, b, sizeof b),
                         want_rank, pos ? "with position_ids" : "without position_ids");
   int64_t half = rd >= 0 ? rd / 2 : -1, rows = -1;
-  bool ok = unify(&half, dim_of(cosc, want_rank - 1)) && unify(&half, dim_of(sinc, want_rank - 1));
+  bool ok = unify(&half, er__dim_of(cosc, want_rank - 1)) && unify(&half, er__dim_of(sinc, want_rank - 1));
   if (pos) {
     static const er_dtype i64[] = {ER_DTYPE_INT64, ER_DTYPE_UNDEFINED};
     ER_CHECK(er__require_type(ctx, 3, i64));
     ER_CHECK(er__require_rank(ctx, 3, 2, 2));
-    ok = ok && unify(&rows, dim_of(cosc, 0)) && unify(&rows, dim_of(sinc, 0)) &&
-         unify(&c->batch, dim_of(pos, 0)) && unify(&c->seq, dim_of(pos, 1));
+    ok = ok && unify(&rows, er__dim_of(cosc, 0)) && unify(&rows, er__dim_of(sinc, 0)) &&
+         unify(&c->batch, er__dim_of(pos, 0)) && unify(&c->seq, er__dim_of(pos, 1));
   } else {
-    ok = ok && unify(&c->batch, dim_of(cosc, 0)) && unify(&c->batch, dim_of(sinc, 0)) &&
-         unify(&c->seq, dim_of(cosc, 1)) && unify(&c->seq, dim_of(sinc, 1));
+    ok = ok && unify(&c->batch, er__dim_of(cosc, 0)) && unify(&c->batch, er__dim_of(sinc, 0)) &&
+         unify(&c->seq, er__dim_of(cosc, 1)) && unify(&c->seq, er__dim_of(sinc, 1));
   }
   if (!ok) {
     char xs[96];
@@ -652,13 +634,13 @@ static er_status rope_run(er_kctx *ctx) {
         for (int64_t k = 0; k < half; k++) {
           /* Pairs are (k, k + half), or (2k, 2k + 1) when interleaved. */
           int64_t i1 = c.interleaved ? 2 * k : k, i2 = c.interleaved ? 2 * k + 1 : k + half;
-          double cs = load_f(cosc, crow + k), sn = load_f(sinc, crow + k);
-          double x1 = load_f(x, base + i1), x2 = load_f(x, base + i2);
+          double cs = er__load_f(cosc, crow + k), sn = er__load_f(sinc, crow + k);
+          double x1 = er__load_f(x, base + i1), x2 = er__load_f(x, base + i2);
           /* Each product is rounded to the tensor type, as the
            * definition's Mul nodes produce it, before the Sub / Add. */
           const er_dtype t = x->dtype;
-          store_f(y, base + i1, round_to(t, cs * x1) - round_to(t, sn * x2));
-          store_f(y, base + i2, round_to(t, sn * x1) + round_to(t, cs * x2));
+          er__store_f(y, base + i1, round_to(t, cs * x1) - round_to(t, sn * x2));
+          er__store_f(y, base + i2, round_to(t, sn * x1) + round_to(t, cs * x2));
         }
       }
     }
@@ -725,7 +707,7 @@ static er_status scatter_setup(const er_kctx *ctx, scatter_cfg *c) {
   if (wi) {
     static const er_dtype i64[] = {ER_DTYPE_INT64, ER_DTYPE_UNDEFINED};
     ER_CHECK(er__require_type(ctx, 2, i64));
-    int64_t batch = dim_of(past, 0);
+    int64_t batch = er__dim_of(past, 0);
     if (wi->rank >= 0 && (wi->rank != 1 || !unify(&batch, wi->dims[0])))
       return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
                           "write_indices %s must have shape (batch_size = %lld)",
@@ -823,10 +805,10 @@ static er_status swiglu_run(er_kctx *ctx) {
   ER_CHECK(er__attr_float(ctx, "alpha", 1.0f, &alpha));
   int64_t n = er__count(a);
   for (int64_t i = 0; i < n; i++) {
-    double x = load_f(a, i), z = (double)alpha * x;
+    double x = er__load_f(a, i), z = (double)alpha * x;
     /* Sigmoid in the form that cannot overflow exp. */
     double sg = z >= 0 ? 1.0 / (1.0 + exp(-z)) : exp(z) / (1.0 + exp(z));
-    store_f(y, i, x * sg * load_f(b, i));
+    er__store_f(y, i, x * sg * er__load_f(b, i));
   }
   return ER_STATUS_OK;
 }
@@ -910,12 +892,12 @@ static er_status la_setup(const er_kctx *ctx, la_cfg *c) {
   if (beta) ER_CHECK(er__require_rank(ctx, LA_BETA, 3, 3));
   if (past) ER_CHECK(er__require_rank(ctx, LA_PAST, 4, 4));
   c->batch = c->len = c->dk = c->dv = -1;
-  int64_t qd = div_dim(dim_of(q, 2), c->q_heads), kd = div_dim(dim_of(k, 2), c->kv_heads);
-  int64_t vd = div_dim(dim_of(v, 2), c->kv_heads);
+  int64_t qd = div_dim(er__dim_of(q, 2), c->q_heads), kd = div_dim(er__dim_of(k, 2), c->kv_heads);
+  int64_t vd = div_dim(er__dim_of(v, 2), c->kv_heads);
   bool ok = qd != -2 && kd != -2 && vd != -2 && unify(&c->dk, qd) && unify(&c->dk, kd) &&
             unify(&c->dv, vd);
   for (int i = 0; i < 3; i++)
-    ok = ok && unify(&c->batch, dim_of(ctx->in[i], 0)) && unify(&c->len, dim_of(ctx->in[i], 1));
+    ok = ok && unify(&c->batch, er__dim_of(ctx->in[i], 0)) && unify(&c->len, er__dim_of(ctx->in[i], 1));
   if (!ok)
     return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
                         "query %s, key %s and value %s must be (B, T, q_heads * d_k), (B, T, "
@@ -992,20 +974,20 @@ static er_status la_run(er_kctx *ctx) {
   for (int64_t b = 0; b < B; b++) {
     for (int64_t h = 0; h < HKV; h++) {
       for (int64_t i = 0; i < DK * DV; i++)
-        S[i] = past ? load_f(past, ((b * HKV + h) * DK) * DV + i) : 0.0;
+        S[i] = past ? er__load_f(past, ((b * HKV + h) * DK) * DV + i) : 0.0;
       for (int64_t t = 0; t < T; t++) {
         const int64_t kb = (b * T + t) * HKV * DK + h * DK, vb = (b * T + t) * HKV * DV + h * DV;
-        for (int64_t i = 0; i < DK; i++) kr[i] = load_f(k, kb + i);
+        for (int64_t i = 0; i < DK; i++) kr[i] = er__load_f(k, kb + i);
         if (c.gating) {
           for (int64_t i = 0; i < DK; i++) {
             int64_t gi = decay_per_dim ? kb + i : (b * T + t) * HKV + h;
-            double g = exp(load_f(decay, gi));
+            double g = exp(er__load_f(decay, gi));
             for (int64_t j = 0; j < DV; j++) S[i * DV + j] *= g;
           }
         }
-        for (int64_t j = 0; j < DV; j++) u[j] = load_f(v, vb + j);
+        for (int64_t j = 0; j < DV; j++) u[j] = er__load_f(v, vb + j);
         if (c.delta) {
-          double bt = load_f(beta, (b * T + t) * beta_last + (beta_last == 1 ? 0 : h));
+          double bt = er__load_f(beta, (b * T + t) * beta_last + (beta_last == 1 ? 0 : h));
           for (int64_t j = 0; j < DV; j++) {
             double r = 0.0;
             for (int64_t i = 0; i < DK; i++) r += S[i * DV + j] * kr[i];
@@ -1017,16 +999,16 @@ static er_status la_run(er_kctx *ctx) {
         for (int64_t g = 0; g < group; g++) {
           const int64_t hq = h * group + g;
           const int64_t qb = (b * T + t) * HQ * DK + hq * DK, yb = (b * T + t) * HQ * DV + hq * DV;
-          for (int64_t i = 0; i < DK; i++) qr[i] = load_f(q, qb + i);
+          for (int64_t i = 0; i < DK; i++) qr[i] = er__load_f(q, qb + i);
           for (int64_t j = 0; j < DV; j++) {
             double acc = 0.0;
             for (int64_t i = 0; i < DK; i++) acc += qr[i] * S[i * DV + j];
-            store_f(y, yb + j, scale * acc);
+            er__store_f(y, yb + j, scale * acc);
           }
         }
       }
       if (present)
-        for (int64_t i = 0; i < DK * DV; i++) store_f(present, ((b * HKV + h) * DK) * DV + i, S[i]);
+        for (int64_t i = 0; i < DK * DV; i++) er__store_f(present, ((b * HKV + h) * DK) * DV + i, S[i]);
     }
   }
   free(S);
@@ -1067,23 +1049,23 @@ static er_status ccs_setup(const er_kctx *ctx, bool *silu, int64_t *ksize) {
   ER_CHECK(er__require_rank(ctx, 1, 3, 3));
   if (bias) ER_CHECK(er__require_rank(ctx, 2, 1, 1));
   if (past) ER_CHECK(er__require_rank(ctx, 3, 3, 3));
-  int64_t batch = dim_of(x, 0), ch = dim_of(x, 1);
-  *ksize = dim_of(w, 2);
+  int64_t batch = er__dim_of(x, 0), ch = er__dim_of(x, 1);
+  *ksize = er__dim_of(w, 2);
   if (*ksize == 0)
     return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "weight %s has an empty kernel",
                         er__shape_str(w, a, sizeof a));
-  bool ok = unify(&ch, dim_of(w, 0)) && (dim_of(w, 1) < 0 || dim_of(w, 1) == 1);
+  bool ok = unify(&ch, er__dim_of(w, 0)) && (er__dim_of(w, 1) < 0 || er__dim_of(w, 1) == 1);
   if (!ok)
     return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
                         "weight %s must be (channels, 1, k) for input %s",
                         er__shape_str(w, a, sizeof a), er__shape_str(x, b, sizeof b));
-  if (bias && !unify(&ch, dim_of(bias, 0)))
+  if (bias && !unify(&ch, er__dim_of(bias, 0)))
     return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "bias %s must have %lld (channels) values",
                         er__shape_str(bias, a, sizeof a), (long long)ch);
   if (past) {
     int64_t km1 = *ksize >= 0 ? *ksize - 1 : -1;
-    ok = unify(&batch, dim_of(past, 0)) && unify(&ch, dim_of(past, 1)) &&
-         unify(&km1, dim_of(past, 2));
+    ok = unify(&batch, er__dim_of(past, 0)) && unify(&ch, er__dim_of(past, 1)) &&
+         unify(&km1, er__dim_of(past, 2));
     if (!ok)
       return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
                           "past_state %s must be (batch, channels, k - 1) for input %s",
@@ -1099,7 +1081,7 @@ static er_status ccs_check(er_kctx *ctx) {
   ER_CHECK(ccs_setup(ctx, &silu, &ksize));
   const er_tensor *x = ctx->in[0];
   er__same_as_input(ctx, 0, 0);
-  const int64_t st[3] = {dim_of(x, 0), dim_of(x, 1) >= 0 ? dim_of(x, 1) : dim_of(ctx->in[1], 0),
+  const int64_t st[3] = {er__dim_of(x, 0), er__dim_of(x, 1) >= 0 ? er__dim_of(x, 1) : er__dim_of(ctx->in[1], 0),
                          ksize >= 0 ? ksize - 1 : -1};
   er__set_output(ctx, 1, x->dtype, 3, st);
   return ER_STATUS_OK;
@@ -1115,24 +1097,24 @@ static er_status ccs_run(er_kctx *ctx) {
   const int64_t B = x->dims[0], C = x->dims[1], L = x->dims[2], P = K - 1;
   /* Element p of the padded sequence (length P + L) of (b, c). */
 #define CCS_AT(b, c, p)                                                          \
-  ((p) < P ? (past ? load_f(past, ((b) * C + (c)) * P + (p)) : 0.0)              \
-           : load_f(x, ((b) * C + (c)) * L + (p) - P))
+  ((p) < P ? (past ? er__load_f(past, ((b) * C + (c)) * P + (p)) : 0.0)              \
+           : er__load_f(x, ((b) * C + (c)) * L + (p) - P))
   for (int64_t b = 0; b < B; b++)
     for (int64_t c = 0; c < C; c++) {
-      const double bv = bias ? load_f(bias, c) : 0.0;
+      const double bv = bias ? er__load_f(bias, c) : 0.0;
       for (int64_t t = 0; t < L; t++) {
         double acc = bv;
-        for (int64_t j = 0; j < K; j++) acc += load_f(w, c * K + j) * CCS_AT(b, c, t + j);
+        for (int64_t j = 0; j < K; j++) acc += er__load_f(w, c * K + j) * CCS_AT(b, c, t + j);
         if (silu) {
           /* The activation reads the convolution rounded to the tensor
            * type, as the definition casts before it. */
           acc = round_to(x->dtype, acc);
           acc = acc >= 0 ? acc / (1.0 + exp(-acc)) : acc * exp(acc) / (1.0 + exp(acc));
         }
-        store_f(y, (b * C + c) * L + t, acc);
+        er__store_f(y, (b * C + c) * L + t, acc);
       }
       if (present)
-        for (int64_t p = 0; p < P; p++) store_f(present, (b * C + c) * P + p, CCS_AT(b, c, L + p));
+        for (int64_t p = 0; p < P; p++) er__store_f(present, (b * C + c) * P + p, CCS_AT(b, c, L + p));
     }
 #undef CCS_AT
   return ER_STATUS_OK;

@@ -33,75 +33,17 @@
 /* Matrix product kernels                                                    */
 /* ======================================================================== */
 
-/* The matrix product in i-k-j order: for each row of A, each k scales a row
- * of B into a row of C. The innermost loop runs along contiguous rows, four
- * rows of C share every load of B, and the loop body works in fixed chunks
- * of 8 so that compilers vectorize it at -O2 (GCC's cheap cost model skips
- * loops of unknown trip count). Columns go in panels of GEMM_NC and k in
- * blocks of GEMM_KC so the piece of B being reused stays in cache. Each k
- * block sums into a zeroed tile that is then added to C: short running sums
- * make float32 accumulation 3-5x more accurate (RMS error against a double
- * reference) than one long one, at no cost in speed.
- *
- * C[M,N] (row stride ldc) += A[M,K] * B[K,N] (row stride ldb), where A's
- * element (m,k) is A[m*sam + k*sak], so a transposed A costs nothing. */
-#define GEMM_NC 256
-#define GEMM_KC 64
+/* The products are the shared reference ones (ref-gemm.c), through one
+ * signature for both element types. */
+static void gemm_f32(int64_t M, int64_t N, int64_t K, const void *A, int64_t sam, int64_t sak, const void *B,
+                     int64_t ldb, void *C, int64_t ldc) {
+  er__ref_gemm_f32(M, N, K, A, sam, sak, B, ldb, C, ldc);
+}
 
-#define DEFINE_GEMM(SFX, T)                                                                     \
-  static inline void axpy4_##SFX(int64_t n, T a0, T a1, T a2, T a3, const T *restrict b,          \
-                                 T *restrict c0, T *restrict c1, T *restrict c2, T *restrict c3) { \
-    int64_t j = 0;                                                                              \
-    for (; j + 8 <= n; j += 8)                                                                  \
-      for (int u = 0; u < 8; u++) {                                                             \
-        T bv = b[j + u];                                                                        \
-        c0[j + u] += a0 * bv;                                                                   \
-        c1[j + u] += a1 * bv;                                                                   \
-        c2[j + u] += a2 * bv;                                                                   \
-        c3[j + u] += a3 * bv;                                                                   \
-      }                                                                                         \
-    for (; j < n; j++) {                                                                        \
-      T bv = b[j];                                                                              \
-      c0[j] += a0 * bv;                                                                         \
-      c1[j] += a1 * bv;                                                                         \
-      c2[j] += a2 * bv;                                                                         \
-      c3[j] += a3 * bv;                                                                         \
-    }                                                                                           \
-  }                                                                                             \
-  static inline void axpy1_##SFX(int64_t n, T a, const T *restrict b, T *restrict c) {          \
-    int64_t j = 0;                                                                              \
-    for (; j + 8 <= n; j += 8)                                                                  \
-      for (int u = 0; u < 8; u++) c[j + u] += a * b[j + u];                                     \
-    for (; j < n; j++) c[j] += a * b[j];                                                        \
-  }                                                                                             \
-  static void gemm_##SFX(int64_t M, int64_t N, int64_t K, const void *Av, int64_t sam,          \
-                         int64_t sak, const void *Bv, int64_t ldb, void *Cv, int64_t ldc) {     \
-    const T *A = Av, *B = Bv;                                                                   \
-    T *C = Cv, tile[4 * GEMM_NC];                                                               \
-    for (int64_t n0 = 0; n0 < N; n0 += GEMM_NC) {                                               \
-      int64_t nn = N - n0 < GEMM_NC ? N - n0 : GEMM_NC;                                         \
-      for (int64_t k0 = 0; k0 < K; k0 += GEMM_KC) {                                             \
-        int64_t k1 = K - k0 < GEMM_KC ? K : k0 + GEMM_KC;                                       \
-        for (int64_t m = 0; m < M; m += 4) {                                                    \
-          int64_t rows = M - m < 4 ? M - m : 4;                                                 \
-          memset(tile, 0, (size_t)(rows * nn) * sizeof *tile);                                  \
-          for (int64_t k = k0; k < k1; k++) {                                                   \
-            const T *a = A + m * sam + k * sak, *b = B + k * ldb + n0;                          \
-            if (rows == 4)                                                                      \
-              axpy4_##SFX(nn, a[0], a[sam], a[2 * sam], a[3 * sam], b, tile, tile + nn,         \
-                          tile + 2 * nn, tile + 3 * nn);                                        \
-            else                                                                                \
-              for (int64_t i = 0; i < rows; i++) axpy1_##SFX(nn, a[i * sam], b, tile + i * nn); \
-          }                                                                                     \
-          for (int64_t i = 0; i < rows; i++)                                                    \
-            axpy1_##SFX(nn, 1, tile + i * nn, C + (m + i) * ldc + n0);                          \
-        }                                                                                       \
-      }                                                                                         \
-    }                                                                                           \
-  }
-
-DEFINE_GEMM(f32, float)
-DEFINE_GEMM(f64, double)
+static void gemm_f64(int64_t M, int64_t N, int64_t K, const void *A, int64_t sam, int64_t sak, const void *B,
+                     int64_t ldb, void *C, int64_t ldc) {
+  er__ref_gemm_f64(M, N, K, A, sam, sak, B, ldb, C, ldc);
+}
 
 typedef void (*gemm_fn)(int64_t M, int64_t N, int64_t K, const void *A, int64_t sam, int64_t sak,
                         const void *B, int64_t ldb, void *C, int64_t ldc);
@@ -116,27 +58,6 @@ static int64_t prod(int n, const int64_t *v) {
   int64_t p = 1;
   for (int i = 0; i < n; i++) p *= v[i];
   return p;
-}
-
-/* A float tensor's data as float32: the data itself for float32, else a
- * widened copy in *owned (free it). */
-static er_status as_f32(const er_tensor *t, const float **out, float **owned) {
-  *owned = NULL;
-  if (t->dtype == ER_DTYPE_FLOAT) {
-    *out = t->data;
-    return ER_STATUS_OK;
-  }
-  int64_t n = er__count(t);
-  float *f = er__malloc((size_t)(n > 0 ? n : 1) * sizeof *f, "float32 copy of an input");
-  if (!f) return ER_STATUS_OUT_OF_MEMORY;
-  const uint16_t *h = t->data;
-  for (int64_t i = 0; i < n; i++)
-    f[i] = t->dtype == ER_DTYPE_FLOAT16 ? er__f16_to_f32(h[i])
-           : t->dtype == ER_DTYPE_BFLOAT16 ? er__bf16_to_f32(h[i])
-                                           : (float)er__load_f64(t->data, t->dtype, i);
-  *out = f;
-  *owned = f;
-  return ER_STATUS_OK;
 }
 
 /* Stores n float32 values into a float16 / bfloat16 / float64 tensor. */
@@ -634,9 +555,9 @@ static er_status conv_run(er_kctx *ctx) {
   /* float16 / bfloat16: widen, compute in float32, round once. */
   const float *xf, *wf, *bf = NULL;
   float *xo = NULL, *wo = NULL, *bo = NULL, *yf = NULL;
-  er_status st = as_f32(x, &xf, &xo);
-  if (st == ER_STATUS_OK) st = as_f32(w, &wf, &wo);
-  if (st == ER_STATUS_OK && b) st = as_f32(b, &bf, &bo);
+  er_status st = er__as_f32(x, &xf, &xo);
+  if (st == ER_STATUS_OK) st = er__as_f32(w, &wf, &wo);
+  if (st == ER_STATUS_OK && b) st = er__as_f32(b, &bf, &bo);
   int64_t ny = er__count(y);
   if (st == ER_STATUS_OK) {
     yf = er__calloc((size_t)(ny > 0 ? ny : 1), sizeof *yf, "Conv float32 output");
@@ -824,9 +745,9 @@ static er_status convt_run(er_kctx *ctx) {
                          y->data);
   const float *xf, *wf, *bf = NULL;
   float *xo = NULL, *wo = NULL, *bo = NULL, *yf = NULL;
-  er_status st = as_f32(x, &xf, &xo);
-  if (st == ER_STATUS_OK) st = as_f32(w, &wf, &wo);
-  if (st == ER_STATUS_OK && b) st = as_f32(b, &bf, &bo);
+  er_status st = er__as_f32(x, &xf, &xo);
+  if (st == ER_STATUS_OK) st = er__as_f32(w, &wf, &wo);
+  if (st == ER_STATUS_OK && b) st = er__as_f32(b, &bf, &bo);
   int64_t ny = er__count(y);
   if (st == ER_STATUS_OK) {
     yf = er__calloc((size_t)(ny > 0 ? ny : 1), sizeof *yf, "ConvTranspose float32 output");
@@ -1389,7 +1310,7 @@ static er_status col2im_run(er_kctx *ctx) {
     const float *xf;
     float *xo, *yf = er__calloc((size_t)(ny > 0 ? ny : 1), sizeof *yf, "Col2Im float32 output");
     if (!yf) return ER_STATUS_OUT_OF_MEMORY;
-    er_status st = as_f32(x, &xf, &xo);
+    er_status st = er__as_f32(x, &xf, &xo);
     if (st == ER_STATUS_OK) {
       for (int64_t n = 0; n < batch; n++) col2im_f32(&p.g, xf + n * xs, 0, rows, yf + n * ys);
       store_f32(y, yf, ny);

@@ -6,23 +6,6 @@
 #include "ops/op.h"
 #include "ops/op-groups.h"
 
-static double load_f(const er_tensor *t, int64_t i) {
-  if (t->dtype == ER_DTYPE_FLOAT) return ((const float *)t->data)[i];
-  return er__load_f64(t->data, t->dtype, i);
-}
-
-static void store_f(er_tensor *t, int64_t i, double v) {
-  if (t->dtype == ER_DTYPE_FLOAT)
-    ((float *)t->data)[i] = (float)v;
-  else
-    er__store_f64(t->data, t->dtype, i, v);
-}
-
-static int64_t dim_of(const er_tensor *t, int d) {
-  if (!t || t->rank < 0 || d >= t->rank) return -1;
-  return t->dims[d];
-}
-
 /* Unifies a dim known from several places (-1 = unknown); false on a clash. */
 static bool unify(int64_t *acc, int64_t v) {
   if (v < 0) return true;
@@ -125,12 +108,12 @@ static er_status nms_check(er_kctx *ctx) {
                           er__shape_str(t, a, sizeof a));
   }
   int64_t batches = -1, nboxes = -1;
-  if (dim_of(boxes, 2) >= 0 && dim_of(boxes, 2) != 4)
+  if (er__dim_of(boxes, 2) >= 0 && er__dim_of(boxes, 2) != 4)
     return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
                         "boxes %s must have shape [num_batches, num_boxes, 4]",
                         er__shape_str(boxes, a, sizeof a));
-  if (!unify(&batches, dim_of(boxes, 0)) || !unify(&batches, dim_of(scores, 0)) ||
-      !unify(&nboxes, dim_of(boxes, 1)) || !unify(&nboxes, dim_of(scores, 2)))
+  if (!unify(&batches, er__dim_of(boxes, 0)) || !unify(&batches, er__dim_of(scores, 0)) ||
+      !unify(&nboxes, er__dim_of(boxes, 1)) || !unify(&nboxes, er__dim_of(scores, 2)))
     return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
                         "boxes %s and scores %s disagree; expected [num_batches, num_boxes, 4] "
                         "and [num_batches, num_classes, num_boxes]",
@@ -266,14 +249,14 @@ static er_status roi_check(er_kctx *ctx) {
   ER_CHECK(er__require_rank(ctx, 1, 2, 2));
   ER_CHECK(er__require_rank(ctx, 2, 1, 1));
   int64_t n = -1;
-  if (dim_of(rois, 1) >= 0 && dim_of(rois, 1) != 4)
+  if (er__dim_of(rois, 1) >= 0 && er__dim_of(rois, 1) != 4)
     return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "rois %s must have shape (num_rois, 4)",
                         er__shape_str(rois, a, sizeof a));
-  if (!unify(&n, dim_of(rois, 0)) || !unify(&n, dim_of(bi, 0)))
+  if (!unify(&n, er__dim_of(rois, 0)) || !unify(&n, er__dim_of(bi, 0)))
     return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
                         "rois %s and batch_indices %s must have the same num_rois",
                         er__shape_str(rois, a, sizeof a), er__shape_str(bi, b, sizeof b));
-  const int64_t dims[4] = {n, dim_of(x, 1), c.out_h, c.out_w};
+  const int64_t dims[4] = {n, er__dim_of(x, 1), c.out_h, c.out_w};
   er__set_output(ctx, 0, x->dtype, 4, dims);
   return ER_STATUS_OK;
 }
@@ -340,8 +323,8 @@ static er_status roi_run(er_kctx *ctx) {
                         (long long)b, (long long)N);
       break;
     }
-    double x0 = load_f(rois, r * 4 + 0) * scale - off, y0 = load_f(rois, r * 4 + 1) * scale - off;
-    double x1 = load_f(rois, r * 4 + 2) * scale - off, y1 = load_f(rois, r * 4 + 3) * scale - off;
+    double x0 = er__load_f(rois, r * 4 + 0) * scale - off, y0 = er__load_f(rois, r * 4 + 1) * scale - off;
+    double x1 = er__load_f(rois, r * 4 + 2) * scale - off, y1 = er__load_f(rois, r * 4 + 3) * scale - off;
     double rw = x1 - x0, rh = y1 - y0;
     if (!c.half_pixel) {
       /* The legacy mode forces malformed RoIs to at least 1x1. */
@@ -406,17 +389,17 @@ static er_status roi_run(er_kctx *ctx) {
                * values rather than interpolating first. */
               double v = 0.0;
               for (int q = 0; q < 4; q++) {
-                double t = sp->w[q] * load_f(x, base + sp->pos[q]);
+                double t = sp->w[q] * er__load_f(x, base + sp->pos[q]);
                 if (q == 0 || t > v) v = t;
               }
               if (first || v > acc) acc = v;
               first = false;
             } else {
-              for (int q = 0; q < 4; q++) acc += sp->w[q] * load_f(x, base + sp->pos[q]);
+              for (int q = 0; q < 4; q++) acc += sp->w[q] * er__load_f(x, base + sp->pos[q]);
             }
           }
           if (!c.max_mode) acc /= count;
-          store_f(y, ((r * C + ch) * PH + ph) * PW + pw, acc);
+          er__store_f(y, ((r * C + ch) * PH + ph) * PW + pw, acc);
         }
     }
   }
@@ -515,7 +498,7 @@ static er_status dc_setup(const er_kctx *ctx, dc_cfg *c) {
     return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
                         "kernel_shape has %lld values; expected %d", (long long)nk, nsp);
   for (int i = 0; i < nsp; i++) {
-    int64_t kw = dim_of(w, 2 + i);
+    int64_t kw = er__dim_of(w, 2 + i);
     c->kernel[i] = nk >= 0 ? ks[i] : kw;
     if (nk >= 0 && (ks[i] <= 0 || (kw >= 0 && kw != ks[i])))
       return er__op_error(ctx, ER_STATUS_INVALID_ATTRIBUTE,
@@ -523,7 +506,7 @@ static er_status dc_setup(const er_kctx *ctx, dc_cfg *c) {
                           er__shape_str(w, a, sizeof a));
   }
   /* Channels and groups. */
-  int64_t C = dim_of(x, 1), OC = dim_of(w, 0), CG = dim_of(w, 1);
+  int64_t C = er__dim_of(x, 1), OC = er__dim_of(w, 0), CG = er__dim_of(w, 1);
   if (C >= 0 && CG >= 0 && C != CG * c->group)
     return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
                         "X %s has %lld channels but W %s expects %lld x group %lld",
@@ -537,13 +520,13 @@ static er_status dc_setup(const er_kctx *ctx, dc_cfg *c) {
     return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
                         "X %s: channels must be a multiple of offset_group %lld",
                         er__shape_str(x, a, sizeof a), (long long)c->offset_group);
-  if (bias && OC >= 0 && dim_of(bias, 0) >= 0 && dim_of(bias, 0) != OC)
+  if (bias && OC >= 0 && er__dim_of(bias, 0) >= 0 && er__dim_of(bias, 0) != OC)
     return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "B %s must have %lld (output channel) values",
                         er__shape_str(bias, a, sizeof a), (long long)OC);
   /* Output size, and the offset / mask shapes that must match it. */
   int64_t taps = 1;
   for (int i = 0; i < nsp; i++) {
-    int64_t in = dim_of(x, 2 + i), k = c->kernel[i];
+    int64_t in = er__dim_of(x, 2 + i), k = c->kernel[i];
     c->out[i] = -1;
     if (k < 0) taps = -1;
     else if (taps >= 0) taps *= k;
@@ -556,16 +539,16 @@ static er_status dc_setup(const er_kctx *ctx, dc_cfg *c) {
                           i, (long long)padded, (long long)span);
     c->out[i] = (padded - span) / c->strides[i] + 1;
   }
-  int64_t n = dim_of(x, 0);
-  bool ok = unify(&n, dim_of(off, 0)) && (!mask || unify(&n, dim_of(mask, 0)));
+  int64_t n = er__dim_of(x, 0);
+  bool ok = unify(&n, er__dim_of(off, 0)) && (!mask || unify(&n, er__dim_of(mask, 0)));
   if (taps >= 0) {
     int64_t want = c->offset_group * taps * nsp;
-    ok = ok && (dim_of(off, 1) < 0 || dim_of(off, 1) == want);
-    ok = ok && (!mask || dim_of(mask, 1) < 0 || dim_of(mask, 1) == c->offset_group * taps);
+    ok = ok && (er__dim_of(off, 1) < 0 || er__dim_of(off, 1) == want);
+    ok = ok && (!mask || er__dim_of(mask, 1) < 0 || er__dim_of(mask, 1) == c->offset_group * taps);
   }
   for (int i = 0; i < nsp; i++) {
-    ok = ok && unify(&c->out[i], dim_of(off, 2 + i));
-    if (mask) ok = ok && unify(&c->out[i], dim_of(mask, 2 + i));
+    ok = ok && unify(&c->out[i], er__dim_of(off, 2 + i));
+    if (mask) ok = ok && unify(&c->out[i], er__dim_of(mask, 2 + i));
   }
   if (!ok)
     return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
@@ -587,8 +570,8 @@ static er_status dc_check(er_kctx *ctx) {
     return ER_STATUS_OK;
   }
   int64_t dims[ER_MAX_RANK];
-  dims[0] = dim_of(x, 0) >= 0 ? dim_of(x, 0) : dim_of(ctx->in[2], 0);
-  dims[1] = dim_of(w, 0);
+  dims[0] = er__dim_of(x, 0) >= 0 ? er__dim_of(x, 0) : er__dim_of(ctx->in[2], 0);
+  dims[1] = er__dim_of(w, 0);
   for (int i = 0; i < c.nsp; i++) dims[2 + i] = c.out[i];
   er__set_output(ctx, 0, x->dtype, c.nsp + 2, dims);
   return ER_STATUS_OK;
@@ -632,7 +615,7 @@ static er_status dc_run(er_kctx *ctx) {
 
   for (int64_t n = 0; n < N; n++) {
     for (int64_t oc = 0; oc < OC; oc++) {
-      double b = bias ? load_f(bias, oc) : 0.0;
+      double b = bias ? er__load_f(bias, oc) : 0.0;
       for (int64_t o = 0; o < out_sz; o++) acc[oc * out_sz + o] = b;
     }
     for (int64_t og = 0; og < c.offset_group; og++) {
@@ -654,10 +637,10 @@ static er_status dc_run(er_kctx *ctx) {
             /* offset layout: (N, offset_group, taps, nsp, out...) */
             int64_t oi = (((n * c.offset_group + og) * taps + t) * nsp + i) * out_sz + o;
             pos[i] = (double)(oidx[i] * c.strides[i] - c.pads[i] + kidx[i] * c.dilations[i]) +
-                     load_f(off, oi);
+                     er__load_f(off, oi);
           }
           double m = 1.0;
-          if (mask) m = load_f(mask, ((n * c.offset_group + og) * taps + t) * out_sz + o);
+          if (mask) m = er__load_f(mask, ((n * c.offset_group + og) * taps + t) * out_sz + o);
           for (int k = 0; k < corners; k++) {
             double wt = m;
             int64_t flat = 0;
@@ -691,16 +674,16 @@ static er_status dc_run(er_kctx *ctx) {
               double v = 0.0;
               for (int k = 0; k < corners; k++) {
                 int64_t p = cpos[t * corners + k];
-                if (p >= 0) v += cw[t * corners + k] * load_f(x, xbase + p);
+                if (p >= 0) v += cw[t * corners + k] * er__load_f(x, xbase + p);
               }
-              sum += v * load_f(w, wbase + t);
+              sum += v * er__load_f(w, wbase + t);
             }
           }
           acc[oc * out_sz + o] += sum;
         }
       }
     }
-    for (int64_t i = 0; i < OC * out_sz; i++) store_f(y, n * OC * out_sz + i, acc[i]);
+    for (int64_t i = 0; i < OC * out_sz; i++) er__store_f(y, n * OC * out_sz + i, acc[i]);
   }
   free(mem);
   return ER_STATUS_OK;

@@ -14,87 +14,7 @@
 /* Matrix product kernels                                                    */
 /* ======================================================================== */
 
-/* The same i-k-j product as conv.c's (the two files keep their own copy so
- * each op group stays self-contained): the innermost loop runs along
- * contiguous rows of B and C, four rows of C share every load of B, and the
- * loop body works in fixed chunks of 8 so compilers vectorize it at -O2.
- * Columns go in panels of GEMM_NC and k in blocks of GEMM_KC so the piece
- * of B being reused stays in cache; each k block sums into a zeroed tile
- * that is then added to C, since short running sums keep float32 errors
- * 3-5x smaller than one long one.
- *
- * C[M,N] (row stride ldc) += A[M,K] * B[K,N] (row stride ldb), where A's
- * element (m,k) is A[m*sam + k*sak], so a transposed A costs nothing.
- *
- * dot_<T> is the other shape of product, for a B whose rows along k are
- * contiguous (Gemm's transB, matrix-vector): eight partial sums, so the
- * compiler can vectorize without reassociating. */
-#define GEMM_NC 256
-#define GEMM_KC 64
-
-#define DEFINE_GEMM(SFX, T)                                                                     \
-  static inline void axpy4_##SFX(int64_t n, T a0, T a1, T a2, T a3, const T *restrict b,          \
-                                 T *restrict c0, T *restrict c1, T *restrict c2, T *restrict c3) { \
-    int64_t j = 0;                                                                              \
-    for (; j + 8 <= n; j += 8)                                                                  \
-      for (int u = 0; u < 8; u++) {                                                             \
-        T bv = b[j + u];                                                                        \
-        c0[j + u] += a0 * bv;                                                                   \
-        c1[j + u] += a1 * bv;                                                                   \
-        c2[j + u] += a2 * bv;                                                                   \
-        c3[j + u] += a3 * bv;                                                                   \
-      }                                                                                         \
-    for (; j < n; j++) {                                                                        \
-      T bv = b[j];                                                                              \
-      c0[j] += a0 * bv;                                                                         \
-      c1[j] += a1 * bv;                                                                         \
-      c2[j] += a2 * bv;                                                                         \
-      c3[j] += a3 * bv;                                                                         \
-    }                                                                                           \
-  }                                                                                             \
-  static inline void axpy1_##SFX(int64_t n, T a, const T *restrict b, T *restrict c) {          \
-    int64_t j = 0;                                                                              \
-    for (; j + 8 <= n; j += 8)                                                                  \
-      for (int u = 0; u < 8; u++) c[j + u] += a * b[j + u];                                     \
-    for (; j < n; j++) c[j] += a * b[j];                                                        \
-  }                                                                                             \
-  static void gemm_##SFX(int64_t M, int64_t N, int64_t K, const T *A, int64_t sam, int64_t sak, \
-                         const T *B, int64_t ldb, T *C, int64_t ldc) {                          \
-    T tile[4 * GEMM_NC];                                                                        \
-    for (int64_t n0 = 0; n0 < N; n0 += GEMM_NC) {                                               \
-      int64_t nn = N - n0 < GEMM_NC ? N - n0 : GEMM_NC;                                         \
-      for (int64_t k0 = 0; k0 < K; k0 += GEMM_KC) {                                             \
-        int64_t k1 = K - k0 < GEMM_KC ? K : k0 + GEMM_KC;                                       \
-        for (int64_t m = 0; m < M; m += 4) {                                                    \
-          int64_t rows = M - m < 4 ? M - m : 4;                                                 \
-          memset(tile, 0, (size_t)(rows * nn) * sizeof *tile);                                  \
-          for (int64_t k = k0; k < k1; k++) {                                                   \
-            const T *a = A + m * sam + k * sak, *b = B + k * ldb + n0;                          \
-            if (rows == 4)                                                                      \
-              axpy4_##SFX(nn, a[0], a[sam], a[2 * sam], a[3 * sam], b, tile, tile + nn,         \
-                          tile + 2 * nn, tile + 3 * nn);                                        \
-            else                                                                                \
-              for (int64_t i = 0; i < rows; i++) axpy1_##SFX(nn, a[i * sam], b, tile + i * nn); \
-          }                                                                                     \
-          for (int64_t i = 0; i < rows; i++)                                                    \
-            axpy1_##SFX(nn, 1, tile + i * nn, C + (m + i) * ldc + n0);                          \
-        }                                                                                       \
-      }                                                                                         \
-    }                                                                                           \
-  }                                                                                             \
-  static T dot_##SFX(int64_t n, const T *restrict a, const T *restrict b) {                     \
-    T acc[8] = {0}, s = 0;                                                                      \
-    int64_t j = 0;                                                                              \
-    for (; j + 8 <= n; j += 8)                                                                  \
-      for (int u = 0; u < 8; u++) acc[u] += a[j + u] * b[j + u];                                \
-    for (; j < n; j++) s += a[j] * b[j];                                                        \
-    for (int u = 0; u < 8; u++) s += acc[u];                                                    \
-    return s;                                                                                   \
-  }
-
-DEFINE_GEMM(f32, float)
-DEFINE_GEMM(f64, double)
-DEFINE_GEMM(u64, uint64_t)
+/* The products themselves are the shared reference ones (ref-gemm.c). */
 
 /* A view of one matrix operand: element (r, c) at data[r * rs + c * cs]. */
 typedef struct mat_view {
@@ -119,7 +39,7 @@ typedef struct mat_view {
     if (M == 0 || N == 0 || K == 0) return ER_STATUS_OK;                                         \
     bool use_dot = b.rs == 1 && (M < GEMM_DOT_MAX_ROWS || N < GEMM_DOT_MAX_COLS);                \
     if (!use_dot && b.cs == 1) {                                                                 \
-      gemm_##SFX(M, N, K, A, a.rs, a.cs, B, b.rs, c, N);                                         \
+      er__ref_gemm_##SFX(M, N, K, A, a.rs, a.cs, B, b.rs, c, N);                                    \
       return ER_STATUS_OK;                                                                       \
     }                                                                                            \
     if (use_dot) {                                                                               \
@@ -134,7 +54,7 @@ typedef struct mat_view {
           for (int64_t k = 0; k < K; k++) arow[k] = A[m * a.rs + k * a.cs];                      \
           ar = arow;                                                                             \
         }                                                                                        \
-        for (int64_t n = 0; n < N; n++) c[m * N + n] = dot_##SFX(K, ar, B + n * b.cs);           \
+        for (int64_t n = 0; n < N; n++) c[m * N + n] = er__ref_dot_##SFX(K, ar, B + n * b.cs);     \
       }                                                                                          \
       free(arow);                                                                                \
       return ER_STATUS_OK;                                                                       \
@@ -143,7 +63,7 @@ typedef struct mat_view {
     if (!bt) return ER_STATUS_OUT_OF_MEMORY;                                                     \
     for (int64_t k = 0; k < K; k++)                                                              \
       for (int64_t n = 0; n < N; n++) bt[k * N + n] = B[k * b.rs + n * b.cs];                    \
-    gemm_##SFX(M, N, K, A, a.rs, a.cs, bt, N, c, N);                                             \
+    er__ref_gemm_##SFX(M, N, K, A, a.rs, a.cs, bt, N, c, N);                                        \
     free(bt);                                                                                    \
     return ER_STATUS_OK;                                                                         \
   }
@@ -155,26 +75,6 @@ DEFINE_MATMUL(u64, uint64_t)
 /* ======================================================================== */
 /* Conversions for the types computed in a wider one                         */
 /* ======================================================================== */
-
-/* Float tensor data as float32 (widened copy unless already float32). */
-static er_status as_f32(const er_tensor *t, const float **out, float **owned) {
-  *owned = NULL;
-  if (t->dtype == ER_DTYPE_FLOAT) {
-    *out = t->data;
-    return ER_STATUS_OK;
-  }
-  int64_t n = er__count(t);
-  float *f = er__malloc((size_t)(n > 0 ? n : 1) * sizeof *f, "float32 copy of an input");
-  if (!f) return ER_STATUS_OUT_OF_MEMORY;
-  const uint16_t *h = t->data;
-  for (int64_t i = 0; i < n; i++)
-    f[i] = t->dtype == ER_DTYPE_FLOAT16 ? er__f16_to_f32(h[i])
-           : t->dtype == ER_DTYPE_BFLOAT16 ? er__bf16_to_f32(h[i])
-                                           : (float)er__load_f64(t->data, t->dtype, i);
-  *out = f;
-  *owned = f;
-  return ER_STATUS_OK;
-}
 
 /* Integer tensor data as uint64 (two's complement of the int64 value). */
 static er_status as_u64(const er_tensor *t, uint64_t **out) {
@@ -222,7 +122,7 @@ static er_status work_input(const er_tensor *t, work_type w, const void **out, v
   if (w == WORK_F32) {
     const float *f;
     float *o;
-    ER_CHECK(as_f32(t, &f, &o));
+    ER_CHECK(er__as_f32(t, &f, &o));
     *out = f;
     *owned = o;
     return ER_STATUS_OK;

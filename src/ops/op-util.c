@@ -289,3 +289,22 @@ er_status er__op_subgraph(const er_kctx *ctx, const er_graph *sub, const er_tens
                      ctx->node->op_type, ctx->node->name, sub->name);
   return ctx->run_subgraph(ctx, sub, inputs, n_inputs, outputs, skip);
 }
+
+er_status er__as_f32(const er_tensor *t, const float **out, float **owned) {
+  *owned = NULL;
+  if (t->dtype == ER_DTYPE_FLOAT) {
+    *out = t->data;
+    return ER_STATUS_OK;
+  }
+  int64_t n = er__count(t);
+  float *f = er__malloc((size_t)(n > 0 ? n : 1) * sizeof *f, "float32 copy of an input");
+  if (!f) return ER_STATUS_OUT_OF_MEMORY;
+  const uint16_t *h = t->data;
+  for (int64_t i = 0; i < n; i++)
+    f[i] = t->dtype == ER_DTYPE_FLOAT16 ? er__f16_to_f32(h[i])
+           : t->dtype == ER_DTYPE_BFLOAT16 ? er__bf16_to_f32(h[i])
+                                           : (float)er__load_f64(t->data, t->dtype, i);
+  *out = f;
+  *owned = f;
+  return ER_STATUS_OK;
+}

@@ -188,6 +188,42 @@ int64_t er__get_i64(const er_tensor *t, int64_t i);
 er_status er__op_output(const er_kctx *ctx, int i, er_dtype dtype, int rank,
                         const int64_t *dims);
 
+/* The reference matrix products (ref-gemm.c): C[M,N] (row stride ldc) +=
+ * A[M,K] * B[K,N] (row stride ldb), A's element (m,k) at A[m*sam + k*sak];
+ * and the dot product of n elements. */
+void er__ref_gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, int64_t sam, int64_t sak, const float *B,
+                      int64_t ldb, float *C, int64_t ldc);
+void er__ref_gemm_f64(int64_t M, int64_t N, int64_t K, const double *A, int64_t sam, int64_t sak, const double *B,
+                      int64_t ldb, double *C, int64_t ldc);
+void er__ref_gemm_u64(int64_t M, int64_t N, int64_t K, const uint64_t *A, int64_t sam, int64_t sak,
+                      const uint64_t *B, int64_t ldb, uint64_t *C, int64_t ldc);
+float er__ref_dot_f32(int64_t n, const float *a, const float *b);
+double er__ref_dot_f64(int64_t n, const double *a, const double *b);
+uint64_t er__ref_dot_u64(int64_t n, const uint64_t *a, const uint64_t *b);
+
+/* Element i of a float tensor as a double (float32 read directly), and
+ * the store back with the tensor's rounding. */
+static inline double er__load_f(const er_tensor *t, int64_t i) {
+  if (t->dtype == ER_DTYPE_FLOAT) return ((const float *)t->data)[i];
+  return er__load_f64(t->data, t->dtype, i);
+}
+static inline void er__store_f(er_tensor *t, int64_t i, double v) {
+  if (t->dtype == ER_DTYPE_FLOAT)
+    ((float *)t->data)[i] = (float)v;
+  else
+    er__store_f64(t->data, t->dtype, i, v);
+}
+
+/* Dim d of t, or -1 when t, its rank or the dim is not known. */
+static inline int64_t er__dim_of(const er_tensor *t, int d) {
+  if (!t || t->rank < 0 || d >= t->rank) return -1;
+  return t->dims[d];
+}
+
+/* A float tensor's data as float32: the data itself for float32, else a
+ * widened copy in *owned (free it). */
+er_status er__as_f32(const er_tensor *t, const float **out, float **owned);
+
 /* Strides of a contiguous row-major shape: strides[i] = prod(dims[i+1..]). */
 void er__strides(int rank, const int64_t *dims, int64_t *strides);
 

@@ -15,18 +15,6 @@
 
 #define PI 3.14159265358979323846
 
-static double load_f(const er_tensor *t, int64_t i) {
-  if (t->dtype == ER_DTYPE_FLOAT) return ((const float *)t->data)[i];
-  return er__load_f64(t->data, t->dtype, i);
-}
-
-static void store_f(er_tensor *t, int64_t i, double v) {
-  if (t->dtype == ER_DTYPE_FLOAT)
-    ((float *)t->data)[i] = (float)v;
-  else
-    er__store_f64(t->data, t->dtype, i, v);
-}
-
 static const er_dtype types_index[] = {ER_DTYPE_INT32, ER_DTYPE_INT64, ER_DTYPE_UNDEFINED};
 
 /* Reads the scalar (or one-element) integer input i into *out. Returns
@@ -352,7 +340,7 @@ static er_status dft_run(er_kctx *ctx) {
         for (int64_t k = 0; k < L; k++) p.re[k] = p.im[k] = 0.0;
         for (int64_t k = 0; k <= half && k < n_in; k++) {
           int64_t xi = ((o * n_in + k) * inner + i) * comp;
-          double re = load_f(x, xi), im = load_f(x, xi + 1);
+          double re = er__load_f(x, xi), im = er__load_f(x, xi + 1);
           if (k == 0 || (L % 2 == 0 && k == half)) im = 0.0;
           p.re[k] = re;
           p.im[k] = im;
@@ -365,8 +353,8 @@ static er_status dft_run(er_kctx *ctx) {
         for (int64_t j = 0; j < L; j++) {
           if (j < n_in) {
             int64_t xi = ((o * n_in + j) * inner + i) * comp;
-            p.re[j] = load_f(x, xi);
-            p.im[j] = comp == 2 ? load_f(x, xi + 1) : 0.0;
+            p.re[j] = er__load_f(x, xi);
+            p.im[j] = comp == 2 ? er__load_f(x, xi + 1) : 0.0;
           } else {
             p.re[j] = p.im[j] = 0.0;
           }
@@ -375,8 +363,8 @@ static er_status dft_run(er_kctx *ctx) {
       transform(&p, c.inverse ? 1 : -1);
       for (int64_t k = 0; k < c.out_len; k++) {
         int64_t yi = ((o * c.out_len + k) * inner + i) * c.out_c;
-        store_f(y, yi, p.re[k] * norm);
-        if (c.out_c == 2) store_f(y, yi + 1, p.im[k] * norm);
+        er__store_f(y, yi, p.re[k] * norm);
+        if (c.out_c == 2) er__store_f(y, yi + 1, p.im[k] * norm);
       }
     }
   }
@@ -483,15 +471,15 @@ static er_status stft_run(er_kctx *ctx) {
     for (int64_t f = 0; f < c.frames; f++) {
       for (int64_t j = 0; j < FL; j++) {
         int64_t xi = (b * S + f * c.step + j) * comp;
-        double w = win ? load_f(win, j) : 1.0;
-        p.re[j] = load_f(x, xi) * w;
-        p.im[j] = comp == 2 ? load_f(x, xi + 1) * w : 0.0;
+        double w = win ? er__load_f(win, j) : 1.0;
+        p.re[j] = er__load_f(x, xi) * w;
+        p.im[j] = comp == 2 ? er__load_f(x, xi + 1) * w : 0.0;
       }
       transform(&p, -1);
       for (int64_t k = 0; k < c.bins; k++) {
         int64_t yi = ((b * c.frames + f) * c.bins + k) * 2;
-        store_f(y, yi, p.re[k]);
-        store_f(y, yi + 1, p.im[k]);
+        er__store_f(y, yi, p.re[k]);
+        er__store_f(y, yi + 1, p.im[k]);
       }
     }
   }
@@ -582,7 +570,7 @@ static er_status window_run(er_kctx *ctx, window_kind kind) {
         default: v = 0.42 - 0.5 * cos(a) + 0.08 * cos(2.0 * a); break;
       }
     }
-    store_f(y, i, v);
+    er__store_f(y, i, v);
   }
   return ER_STATUS_OK;
 }
@@ -645,7 +633,7 @@ static er_status mel_run(er_kctx *ctx) {
   ER_CHECK(mel_setup(ctx, &c));
   er_tensor *y = ctx->out[0];
   const int64_t nspec = c.dft_len / 2 + 1, M = c.bins;
-  const double lo = load_f(ctx->in[3], 0), hi = load_f(ctx->in[4], 0);
+  const double lo = er__load_f(ctx->in[3], 0), hi = er__load_f(ctx->in[4], 0);
   /* Band edges: num_mel_bins + 2 points spread over the mel range with a
    * step of range / (num_mel_bins + 2), as the ONNX definition does, then
    * mapped back to hertz and to spectrogram bin indices. */
@@ -674,13 +662,13 @@ static er_status mel_run(er_kctx *ctx) {
     int64_t left = edge[m], center = edge[m + 1], right = edge[m + 2];
     /* Rising edge (a degenerate one puts 1 at the center), then falling. */
     if (center == left) {
-      store_f(y, center * M + m, 1.0);
+      er__store_f(y, center * M + m, 1.0);
     } else {
       for (int64_t j = left; j <= center; j++)
-        store_f(y, j * M + m, (double)(j - left) / (double)(center - left));
+        er__store_f(y, j * M + m, (double)(j - left) / (double)(center - left));
     }
     for (int64_t j = center; j < right; j++)
-      store_f(y, j * M + m, (double)(right - j) / (double)(right - center));
+      er__store_f(y, j * M + m, (double)(right - j) / (double)(right - center));
   }
   free(edge);
   return st;
