@@ -21,596 +21,8 @@
 #include <stdlib.h>
 
 #include "llm/chat-impl.h"
+#include "llm/chat-lex.h"
 
-/* ======================================================================== */
-/* Tokens                                                                    */
-/* ======================================================================== */
-
-typedef enum tkind {
-  T_EOF = 0, T_DATA, T_VAR_BEGIN, T_VAR_END, T_BLOCK_BEGIN, T_BLOCK_END,
-  T_NAME, T_STRING, T_INT, T_FLOAT, T_OP,
-} tkind;
-
-typedef enum tok_op {
-  P_NONE = 0, P_ADD, P_SUB, P_DIV, P_FLOORDIV, P_MUL, P_POW, P_MOD, P_TILDE,
-  P_LBRACKET, P_RBRACKET, P_LPAREN, P_RPAREN, P_LBRACE, P_RBRACE,
-  P_EQ, P_NE, P_GT, P_GTEQ, P_LT, P_LTEQ, P_ASSIGN, P_DOT, P_COLON, P_PIPE, P_COMMA, P_SEMICOLON,
-} tok_op;
-
-static const char *const op_text[] = {
-    "", "+", "-", "/", "//", "*", "**", "%", "~", "[", "]", "(", ")", "{", "}",
-    "==", "!=", ">", ">=", "<", "<=", "=", ".", ":", "|", ",", ";",
-};
-
-typedef struct token {
-  uint8_t kind;            /* tkind */
-  uint8_t op;              /* tok_op, for T_OP */
-  uint32_t line, col;
-  const char *s;           /* NAME, DATA: in the source; STRING: decoded, in the arena */
-  size_t len;
-  int64_t i;
-  double f;
-} token;
-
-#define LOOKAHEAD 4
-
-typedef struct parser {
-  er_chat_template *t;
-  const char *src;         /* normalized source, in the arena */
-  size_t n;
-  /* lexer */
-  size_t pos;
-  uint32_t line;
-  size_t line_start;       /* offset of the current line's first byte */
-  int state;               /* 0: text, 1: inside {% %}, 2: inside {{ }} */
-  uint32_t tag_line, tag_col;
-  bool line_starting;      /* the last match ended with a newline */
-  char brackets[ER_CHAT_MAX_DEPTH];
-  int n_brackets;
-  token q[LOOKAHEAD];
-  int qn;
-  /* parser */
-  er_status st;
-  int depth;
-  int loop_depth;
-  uint32_t nodes;
-  void **stk;              /* scratch for lists being built */
-  size_t stk_n, stk_cap;
-  /* Filters and tests the evaluator does not know. jinja2 rejects them
-   * when it compiles the template, except inside an if statement or a
-   * conditional expression, where it fails only if they run; `soft` > 0
-   * while parsing those. */
-  int soft;
-  struct unknown_name {
-    uint32_t seq;          /* p->nodes when made, to find those inside a conditional later */
-    uint32_t line, col;
-    bool soft, filter;
-    const char *name;
-  } *unk;
-  size_t n_unk, cap_unk;
-} parser;
-
-static er_status perr(parser *p, uint32_t line, uint32_t col, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static er_status perr(parser *p, uint32_t line, uint32_t col, const char *fmt, ...) {
-  if (p->st) return p->st;
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  p->st = er__error(ER_STATUS_INVALID_ARGUMENT, "chat template line %u column %u: %s", line, col, msg);
-  return p->st;
-}
-
-static er_status plimit(parser *p, uint32_t line, uint32_t col, const char *what, const char *cap, unsigned v) {
-  if (p->st) return p->st;
-  p->st = er__error(ER_STATUS_LIMIT, "chat template line %u column %u: %s exceeds %s (%u)", line, col, what, cap, v);
-  return p->st;
-}
-
-/* ======================================================================== */
-/* Lexer                                                                     */
-/* ======================================================================== */
-
-static void advance(parser *p, size_t to) {
-  for (size_t i = p->pos; i < to; i++) {
-    if (p->src[i] == '\n') {
-      p->line++;
-      p->line_start = i + 1;
-    }
-  }
-  p->pos = to;
-}
-
-static uint32_t col_at(const parser *p, size_t pos) {
-  /* Columns count bytes from 1 on pos's line; pos is at or after line_start
-   * whenever a token is made. */
-  return (uint32_t)(pos >= p->line_start ? pos - p->line_start + 1 : 1);
-}
-
-static bool space_at(const char *s, size_t n, size_t i, size_t *next) {
-  size_t k = i;
-  uint32_t cp = er__utf8_next(s, n, &k);
-  if (!er__uni_space(cp)) return false;
-  *next = k;
-  return true;
-}
-
-static size_t skip_space(const char *s, size_t n, size_t i) {
-  size_t k;
-  while (i < n && space_at(s, n, i, &k)) i = k;
-  return i;
-}
-
-/* Python's text.rstrip(): the end of [start, end) without trailing
- * whitespace. */
-static size_t rstrip_end(const char *s, size_t start, size_t end) {
-  while (end > start) {
-    size_t lead = end - 1;
-    while (lead > start && ((unsigned char)s[lead] & 0xc0) == 0x80 && end - lead < 4) lead--;
-    size_t k = lead;
-    uint32_t cp = er__utf8_next(s, end, &k);
-    if (k != end || !er__uni_space(cp)) break;
-    end = lead;
-  }
-  return end;
-}
-
-/* lstrip_blocks: drops the spaces between the last newline of [ts, te) (or
- * its start, when the text begins a line) and the tag. */
-static size_t lstrip_end(const parser *p, size_t ts, size_t te) {
-  size_t lp = te;
-  while (lp > ts && p->src[lp - 1] != '\n') lp--;
-  if (lp == te || !(lp > ts || p->line_starting)) return te;
-  size_t i = lp, k;
-  while (i < te && space_at(p->src, te, i, &k)) i = k;
-  return i == te ? lp : te;
-}
-
-static token *push_tok(parser *p, uint8_t kind, size_t pos) {
-  ER_ASSERT(p->qn < LOOKAHEAD);
-  token *t = &p->q[p->qn++];
-  memset(t, 0, sizeof *t);
-  t->kind = kind;
-  t->line = p->line;
-  t->col = col_at(p, pos);
-  return t;
-}
-
-static bool starts(const parser *p, size_t i, const char *lit) {
-  size_t n = strlen(lit);
-  return i + n <= p->n && memcmp(p->src + i, lit, n) == 0;
-}
-
-static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-static bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-static bool is_name_char(char c) { return is_name_start(c) || is_digit(c); }
-
-/* (\d+_)*\d+ at i: the end, or i when there is no match. */
-static size_t scan_digits(const parser *p, size_t i) {
-  size_t k = i;
-  if (k >= p->n || !is_digit(p->src[k])) return i;
-  for (;;) {
-    while (k < p->n && is_digit(p->src[k])) k++;
-    if (k + 1 < p->n && p->src[k] == '_' && is_digit(p->src[k + 1])) {
-      k++;
-      continue;
-    }
-    return k;
-  }
-}
-
-static size_t scan_exponent(const parser *p, size_t i) {
-  if (i >= p->n || (p->src[i] != 'e' && p->src[i] != 'E')) return i;
-  size_t k = i + 1;
-  if (k < p->n && (p->src[k] == '+' || p->src[k] == '-')) k++;
-  size_t e = scan_digits(p, k);
-  return e == k ? i : e;
-}
-
-static er_status lex_number(parser *p) {
-  size_t s = p->pos, n = p->n;
-  const char *src = p->src;
-  /* float_re first, as jinja2 orders its rules: digits with a fraction,
-   * an exponent, or both; never right after a '.'. */
-  if (!(s > 0 && src[s - 1] == '.')) {
-    size_t m = scan_digits(p, s), end = s;
-    if (m > s) {
-      if (m < n && src[m] == '.') {
-        size_t f = scan_digits(p, m + 1);
-        if (f > m + 1) {
-          size_t e = scan_exponent(p, f);
-          end = e;
-        }
-      }
-      if (end == s) {
-        size_t e = scan_exponent(p, m);
-        if (e > m) end = e;
-      }
-    }
-    if (end > s) {
-      char buf[128];
-      size_t k = 0;
-      for (size_t i = s; i < end && k + 1 < sizeof buf; i++)
-        if (src[i] != '_') buf[k++] = src[i];
-      buf[k] = '\0';
-      token *t = push_tok(p, T_FLOAT, s);
-      t->f = strtod(buf, NULL);
-      advance(p, end);
-      return ER_STATUS_OK;
-    }
-  }
-  /* integer_re: 0b / 0o / 0x prefixes, [1-9](_?\d)*, or 0(_?0)*. */
-  int base = 10;
-  size_t i = s, start;
-  if (src[i] == '0' && i + 1 < n && strchr("bBoOxX", src[i + 1]) && src[i + 1]) {
-    char c = src[i + 1];
-    base = (c == 'b' || c == 'B') ? 2 : (c == 'o' || c == 'O') ? 8 : 16;
-  }
-  uint64_t v = 0;
-  bool overflow = false;
-  size_t end = s;
-  if (base != 10) {
-    start = i + 2;
-    size_t k = start;
-    for (;;) {
-      size_t d = k < n && src[k] == '_' ? k + 1 : k;
-      if (d >= n) break;
-      char c = src[d];
-      int dv = is_digit(c) ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : 99;
-      if (dv >= base) break;
-      if (v > (UINT64_MAX - (uint64_t)dv) / (uint64_t)base) overflow = true;
-      v = v * (uint64_t)base + (uint64_t)dv;
-      k = d + 1;
-    }
-    if (k == start) {
-      /* "0x" without digits lexes as 0 followed by a name, as jinja2 does. */
-      base = 10;
-    } else {
-      end = k;
-    }
-  }
-  if (base == 10) {
-    v = 0;
-    size_t k = s;
-    if (src[k] == '0') {
-      k++;
-      while (k + 1 < n && ((src[k] == '_' && src[k + 1] == '0'))) k += 2;
-      while (k < n && src[k] == '0') k++;
-    } else {
-      for (;;) {
-        size_t d = (k > s && k < n && src[k] == '_') ? k + 1 : k;
-        if (d >= n || !is_digit(src[d])) break;
-        if (v > (UINT64_MAX - 9) / 10) overflow = true;
-        v = v * 10 + (uint64_t)(src[d] - '0');
-        k = d + 1;
-      }
-    }
-    end = k;
-  }
-  if (overflow || v > (uint64_t)INT64_MAX)
-    return perr(p, p->line, col_at(p, s), "integer literal '%.*s' is larger than 64 bits", (int)(end - s), src + s);
-  token *t = push_tok(p, T_INT, s);
-  t->i = (int64_t)v;
-  advance(p, end);
-  return ER_STATUS_OK;
-}
-
-static int hexval(char c) {
-  if (is_digit(c)) return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-/* A string literal, decoded as jinja2 decodes it: Python's unicode-escape
- * codec over the text with non-ASCII characters backslash-replaced. */
-static er_status lex_string(parser *p) {
-  const char *src = p->src;
-  size_t s = p->pos, n = p->n;
-  char q = src[s];
-  size_t i = s + 1;
-  while (i < n && src[i] != q) i += src[i] == '\\' ? 2 : 1;
-  if (i >= n) return perr(p, p->line, col_at(p, s), "unterminated string literal");
-  size_t end = i + 1;
-  char *out = er__arena_alloc(&p->t->arena, 2 * (i - s) + 1);
-  if (!out) return p->st = ER_STATUS_OUT_OF_MEMORY;
-  size_t o = 0;
-  for (size_t k = s + 1; k < i;) {
-    unsigned char c = (unsigned char)src[k];
-    if (c != '\\') {
-      out[o++] = (char)c;
-      k++;
-      continue;
-    }
-    unsigned char e = (unsigned char)src[k + 1];
-    k += 2;
-    uint32_t cp;
-    int digits = 0;
-    switch (e) {
-    case '\n': continue;
-    case '\\': out[o++] = '\\'; continue;
-    case '\'': out[o++] = '\''; continue;
-    case '"': out[o++] = '"'; continue;
-    case 'a': out[o++] = '\a'; continue;
-    case 'b': out[o++] = '\b'; continue;
-    case 'f': out[o++] = '\f'; continue;
-    case 'n': out[o++] = '\n'; continue;
-    case 'r': out[o++] = '\r'; continue;
-    case 't': out[o++] = '\t'; continue;
-    case 'v': out[o++] = '\v'; continue;
-    case 'x': digits = 2; break;
-    case 'u': digits = 4; break;
-    case 'U': digits = 8; break;
-    case 'N':
-      return perr(p, p->line, col_at(p, s), "string escape \\N{...} (named Unicode characters) is not supported");
-    default:
-      if (e >= '0' && e <= '7') {
-        cp = e - '0';
-        for (int d = 0; d < 2 && k < i && src[k] >= '0' && src[k] <= '7'; d++) cp = cp * 8 + (uint32_t)(src[k++] - '0');
-        o += er__utf8_put(cp, out + o);
-        continue;
-      }
-      if (e >= 0x80) {
-        /* jinja2 backslash-replaces the character (\xhh, \uhhhh or
-         * \Uhhhhhhhh) before decoding escapes, so the backslash in front
-         * escapes the replacement's backslash and the text stays literal:
-         * at most 10 bytes out for the 3 to 5 read. */
-        size_t kk = k - 1;
-        cp = er__utf8_next(src, i, &kk);
-        k = kk;
-        char tmp[16];
-        int m = cp < 0x100 ? snprintf(tmp, sizeof tmp, "\\x%02x", cp)
-                : cp < 0x10000 ? snprintf(tmp, sizeof tmp, "\\u%04x", cp)
-                               : snprintf(tmp, sizeof tmp, "\\U%08x", cp);
-        memcpy(out + o, tmp, (size_t)m);
-        o += (size_t)m;
-        continue;
-      }
-      /* Unknown escapes keep the backslash, as Python's codec does. */
-      out[o++] = '\\';
-      k--;
-      continue;
-    }
-    cp = 0;
-    for (int d = 0; d < digits; d++) {
-      int h = k < i ? hexval(src[k]) : -1;
-      if (h < 0)
-        return perr(p, p->line, col_at(p, s), "truncated \\%c escape in a string literal (%d hex digits needed)", e,
-                    digits);
-      cp = cp * 16 + (uint32_t)h;
-      k++;
-    }
-    if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-      return perr(p, p->line, col_at(p, s), "string escape U+%X is not a Unicode scalar value", cp);
-    o += er__utf8_put(cp, out + o);
-  }
-  out[o] = '\0';
-  token *t = push_tok(p, T_STRING, s);
-  t->s = out;
-  t->len = o;
-  advance(p, end);
-  return ER_STATUS_OK;
-}
-
-static er_status lex_operator(parser *p) {
-  static const struct { const char *s; uint8_t op; } ops[] = {
-      {"**", P_POW}, {"//", P_FLOORDIV}, {"==", P_EQ}, {"!=", P_NE}, {">=", P_GTEQ}, {"<=", P_LTEQ},
-      {"+", P_ADD}, {"-", P_SUB}, {"/", P_DIV}, {"*", P_MUL}, {"%", P_MOD}, {"~", P_TILDE},
-      {"[", P_LBRACKET}, {"]", P_RBRACKET}, {"(", P_LPAREN}, {")", P_RPAREN}, {"{", P_LBRACE},
-      {"}", P_RBRACE}, {">", P_GT}, {"<", P_LT}, {"=", P_ASSIGN}, {".", P_DOT}, {":", P_COLON},
-      {"|", P_PIPE}, {",", P_COMMA}, {";", P_SEMICOLON},
-  };
-  size_t s = p->pos;
-  for (size_t k = 0; k < ER_ARRAY_LEN(ops); k++) {
-    if (!starts(p, s, ops[k].s)) continue;
-    uint8_t op = ops[k].op;
-    if (op == P_LBRACE || op == P_LPAREN || op == P_LBRACKET) {
-      if (p->n_brackets >= ER_CHAT_MAX_DEPTH)
-        return plimit(p, p->line, col_at(p, s), "bracket nesting", "ER_CHAT_MAX_DEPTH", ER_CHAT_MAX_DEPTH);
-      p->brackets[p->n_brackets++] = op == P_LBRACE ? '}' : op == P_LPAREN ? ')' : ']';
-    } else if (op == P_RBRACE || op == P_RPAREN || op == P_RBRACKET) {
-      char c = p->src[s];
-      if (!p->n_brackets) return perr(p, p->line, col_at(p, s), "unexpected '%c'", c);
-      char want = p->brackets[--p->n_brackets];
-      if (want != c) return perr(p, p->line, col_at(p, s), "unexpected '%c', expected '%c'", c, want);
-    }
-    token *t = push_tok(p, T_OP, s);
-    t->op = op;
-    advance(p, s + strlen(ops[k].s));
-    return ER_STATUS_OK;
-  }
-  size_t k = s;
-  uint32_t cp = er__utf8_next(p->src, p->n, &k);
-  char tmp[8] = {0};
-  er__utf8_put(cp, tmp);
-  return perr(p, p->line, col_at(p, s), "unexpected character '%s' inside a tag", tmp);
-}
-
-/* One step inside {% %} or {{ }}: a token, or the end of the tag. */
-static er_status lex_tag(parser *p) {
-  for (;;) {
-    size_t s = p->pos;
-    if (s >= p->n)
-      return perr(p, p->tag_line, p->tag_col, "unterminated '%s' tag: the template ends before its '%s'",
-                  p->state == 1 ? "{%" : "{{", p->state == 1 ? "%}" : "}}");
-    if (!p->n_brackets) {
-      size_t end = 0;
-      if (p->state == 1) {
-        if (starts(p, s, "+%}")) end = s + 3;
-        else if (starts(p, s, "-%}")) end = skip_space(p->src, p->n, s + 3);
-        else if (starts(p, s, "%}")) end = s + 2 + (s + 2 < p->n && p->src[s + 2] == '\n');
-      } else {
-        if (starts(p, s, "-}}")) end = skip_space(p->src, p->n, s + 3);
-        else if (starts(p, s, "}}")) end = s + 2;
-      }
-      if (end) {
-        push_tok(p, p->state == 1 ? T_BLOCK_END : T_VAR_END, s);
-        p->line_starting = p->src[end - 1] == '\n';
-        advance(p, end);
-        p->state = 0;
-        return ER_STATUS_OK;
-      }
-    }
-    size_t k;
-    if (space_at(p->src, p->n, s, &k)) {
-      advance(p, skip_space(p->src, p->n, s));
-      continue;
-    }
-    char c = p->src[s];
-    if (is_digit(c)) return lex_number(p);
-    if (is_name_start(c)) {
-      size_t e = s;
-      while (e < p->n && is_name_char(p->src[e])) e++;
-      token *t = push_tok(p, T_NAME, s);
-      t->s = p->src + s;
-      t->len = e - s;
-      advance(p, e);
-      return ER_STATUS_OK;
-    }
-    if (c == '\'' || c == '"') return lex_string(p);
-    return lex_operator(p);
-  }
-}
-
-/* The end of a {% raw %} block: the first {% endraw %} after `from`. */
-static er_status lex_raw(parser *p, size_t from, uint32_t line, uint32_t col) {
-  for (size_t i = from; i + 1 < p->n; i++) {
-    if (p->src[i] != '{' || p->src[i + 1] != '%') continue;
-    size_t k = i + 2;
-    char sign = k < p->n && (p->src[k] == '-' || p->src[k] == '+') ? p->src[k] : 0;
-    if (sign) k++;
-    k = skip_space(p->src, p->n, k);
-    if (!starts(p, k, "endraw")) continue;
-    k = skip_space(p->src, p->n, k + 6);
-    size_t end = 0;
-    if (starts(p, k, "+%}")) end = k + 3;
-    else if (starts(p, k, "-%}")) end = skip_space(p->src, p->n, k + 3);
-    else if (starts(p, k, "%}")) end = k + 2 + (k + 2 < p->n && p->src[k + 2] == '\n');
-    if (!end) continue;
-    size_t te = i;
-    if (sign == '-') te = rstrip_end(p->src, from, te);
-    else if (sign != '+') te = lstrip_end(p, from, te);
-    if (te > from) {
-      token *t = push_tok(p, T_DATA, from);
-      t->s = p->src + from;
-      t->len = te - from;
-    }
-    p->line_starting = p->src[end - 1] == '\n';
-    advance(p, end);
-    return ER_STATUS_OK;
-  }
-  return perr(p, line, col, "missing {%% endraw %%} for this {%% raw %%}");
-}
-
-/* One step in template text: data up to the next tag and the tag's start
- * (comments are consumed whole). */
-static er_status lex_text(parser *p) {
-  size_t s = p->pos;
-  size_t i = s;
-  for (;;) {
-    const char *b = i < p->n ? memchr(p->src + i, '{', p->n - i) : NULL;
-    if (!b) {
-      token *t = push_tok(p, T_DATA, s);
-      t->s = p->src + s;
-      t->len = p->n - s;
-      advance(p, p->n);
-      return ER_STATUS_OK;
-    }
-    i = (size_t)(b - p->src);
-    if (i + 1 < p->n && (p->src[i + 1] == '%' || p->src[i + 1] == '{' || p->src[i + 1] == '#')) break;
-    i++;
-  }
-  char kind = p->src[i + 1];
-  size_t after = i + 2;
-  char sign = after < p->n && (p->src[after] == '-' || p->src[after] == '+') ? p->src[after] : 0;
-  if (sign) after++;
-  /* {% raw %} (only with %} or -%} right after the word, as jinja2's rule). */
-  size_t raw_end = 0;
-  if (kind == '%') {
-    size_t k = skip_space(p->src, p->n, after);
-    if (starts(p, k, "raw")) {
-      k = skip_space(p->src, p->n, k + 3);
-      if (starts(p, k, "-%}")) raw_end = skip_space(p->src, p->n, k + 3);
-      else if (starts(p, k, "%}")) raw_end = k + 2;
-    }
-  }
-  size_t te = i;
-  if (sign == '-') te = rstrip_end(p->src, s, te);
-  else if (sign != '+' && kind != '{') te = lstrip_end(p, s, te);
-  if (te > s) {
-    token *t = push_tok(p, T_DATA, s);
-    t->s = p->src + s;
-    t->len = te - s;
-  }
-  advance(p, i);
-  uint32_t line = p->line, col = col_at(p, i);
-  p->line_starting = false;
-  if (raw_end) {
-    p->line_starting = p->src[raw_end - 1] == '\n';
-    advance(p, raw_end);
-    return lex_raw(p, raw_end, line, col);
-  }
-  if (kind == '#') {
-    /* The first +#}, -#} or #} ends the comment. */
-    for (size_t k = after; k + 1 < p->n; k++) {
-      size_t end = 0;
-      if (starts(p, k, "+#}")) end = k + 3;
-      else if (starts(p, k, "-#}")) end = skip_space(p->src, p->n, k + 3);
-      else if (starts(p, k, "#}")) end = k + 2 + (k + 2 < p->n && p->src[k + 2] == '\n');
-      if (!end) continue;
-      p->line_starting = p->src[end - 1] == '\n';
-      advance(p, end);
-      return ER_STATUS_OK;
-    }
-    return perr(p, line, col, "unterminated comment: missing '#}'");
-  }
-  push_tok(p, kind == '%' ? T_BLOCK_BEGIN : T_VAR_BEGIN, i);
-  p->tag_line = line;
-  p->tag_col = col;
-  p->state = kind == '%' ? 1 : 2;
-  p->n_brackets = 0;
-  advance(p, after);
-  return ER_STATUS_OK;
-}
-
-/* Makes sure q[k] exists (an EOF token once the source, or a lexer error,
- * ends the stream). */
-static void fill(parser *p, int k) {
-  while (p->qn <= k) {
-    if (p->st) {
-      token *t = push_tok(p, T_EOF, p->pos);
-      (void)t;
-      continue;
-    }
-    if (p->state == 0 && p->pos >= p->n) {
-      push_tok(p, T_EOF, p->pos);
-      continue;
-    }
-    if (p->state == 0) lex_text(p);
-    else lex_tag(p);
-  }
-}
-
-static token *cur(parser *p) {
-  fill(p, 0);
-  return &p->q[0];
-}
-
-static token *peek(parser *p, int k) {
-  fill(p, k);
-  return &p->q[k];
-}
-
-static void next(parser *p) {
-  fill(p, 0);
-  memmove(&p->q[0], &p->q[1], (size_t)(p->qn - 1) * sizeof(token));
-  p->qn--;
-}
-
-/* ======================================================================== */
 /* Parser helpers                                                            */
 /* ======================================================================== */
 
@@ -634,12 +46,12 @@ static const char *describe(const token *t, char *buf, size_t n) {
   }
 }
 
-static er_status unexpected(parser *p, const char *wanted) {
+er_status er__clex_unexpected(parser *p, const char *wanted) {
   token *t = cur(p);
   if (p->st) return p->st;
   char buf[96];
-  if (wanted) return perr(p, t->line, t->col, "expected %s, got %s", wanted, describe(t, buf, sizeof buf));
-  return perr(p, t->line, t->col, "unexpected %s", describe(t, buf, sizeof buf));
+  if (wanted) return er__clex_perr(p, t->line, t->col, "expected %s, got %s", wanted, describe(t, buf, sizeof buf));
+  return er__clex_perr(p, t->line, t->col, "er__clex_unexpected %s", describe(t, buf, sizeof buf));
 }
 
 static bool expect_op(parser *p, uint8_t op) {
@@ -649,7 +61,7 @@ static bool expect_op(parser *p, uint8_t op) {
   }
   char want[16];
   snprintf(want, sizeof want, "'%s'", op_text[op]);
-  unexpected(p, want);
+  er__clex_unexpected(p, want);
   return false;
 }
 
@@ -658,7 +70,7 @@ static bool expect_kind(parser *p, uint8_t kind, const char *what) {
     next(p);
     return true;
   }
-  unexpected(p, what);
+  er__clex_unexpected(p, what);
   return false;
 }
 
@@ -763,12 +175,12 @@ static bool parse_call_args(parser *p, er_chat_node *n) {
     }
     token *t = cur(p);
     if (is_op(t, P_MUL) || is_op(t, P_POW)) {
-      perr(p, t->line, t->col, "*args and **kwargs in calls are not supported");
+      er__clex_perr(p, t->line, t->col, "*args and **kwargs in calls are not supported");
       break;
     }
     if (t->kind == T_NAME && is_op(peek(p, 1), P_ASSIGN)) {
       if (n_kw == (int)ER_ARRAY_LEN(names)) {
-        perr(p, t->line, t->col, "more than %d keyword arguments", (int)ER_ARRAY_LEN(names));
+        er__clex_perr(p, t->line, t->col, "more than %d keyword arguments", (int)ER_ARRAY_LEN(names));
         break;
       }
       names[n_kw] = intern(p, t->s, t->len);
@@ -779,7 +191,7 @@ static bool parse_call_args(parser *p, er_chat_node *n) {
       n_kw++;
     } else {
       if (n_kw) {
-        perr(p, t->line, t->col, "a positional argument follows a keyword argument");
+        er__clex_perr(p, t->line, t->col, "a positional argument follows a keyword argument");
         break;
       }
       er_chat_node *v = parse_expression(p, true);
@@ -922,7 +334,7 @@ static er_chat_node *parse_primary(parser *p, bool with_namespace) {
   }
   if (is_op(&t, P_LBRACKET)) return parse_list(p);
   if (is_op(&t, P_LBRACE)) return parse_dict(p);
-  unexpected(p, NULL);
+  er__clex_unexpected(p, NULL);
   return NULL;
 }
 
@@ -1041,7 +453,7 @@ static er_chat_node *parse_subscript(parser *p, er_chat_node *node) {
       n->b = k;
       return n;
     }
-    unexpected(p, "an attribute name or number after '.'");
+    er__clex_unexpected(p, "an attribute name or number after '.'");
     return NULL;
   }
   /* '[' */
@@ -1058,7 +470,7 @@ static er_chat_node *parse_subscript(parser *p, er_chat_node *node) {
   leave(p);
   if (p->st) return NULL;
   if (cnt == 0) {
-    perr(p, t.line, t.col, "empty subscript '[]'");
+    er__clex_perr(p, t.line, t.col, "empty subscript '[]'");
     return NULL;
   }
   if (cnt == 1 && args[0]->kind == ER_CN_SLICE && !args[0]->a) {
@@ -1071,7 +483,7 @@ static er_chat_node *parse_subscript(parser *p, er_chat_node *node) {
   if (cnt == 1) {
     n->b = args[0];
   } else {
-    perr(p, t.line, t.col, "multi-dimensional subscripts are not supported");
+    er__clex_perr(p, t.line, t.col, "multi-dimensional subscripts are not supported");
     return NULL;
   }
   return n;
@@ -1103,7 +515,7 @@ static er_chat_node *parse_filter(parser *p, er_chat_node *node, bool start_inli
     token t = *cur(p);
     if (!expect_kind(p, T_NAME, "a filter name")) return NULL;
     if (is_op(cur(p), P_DOT)) {
-      perr(p, t.line, t.col, "dotted filter names ('%.*s.') are not supported", (int)t.len, t.s);
+      er__clex_perr(p, t.line, t.col, "dotted filter names ('%.*s.') are not supported", (int)t.len, t.s);
       return NULL;
     }
     er_chat_node *f = mk(p, ER_CN_FILTER, &t);
@@ -1128,7 +540,7 @@ static er_chat_node *parse_test(parser *p, er_chat_node *node) {
   token t = *cur(p);
   if (!expect_kind(p, T_NAME, "a test name after 'is'")) return NULL;
   if (is_op(cur(p), P_DOT)) {
-    perr(p, t.line, t.col, "dotted test names are not supported");
+    er__clex_perr(p, t.line, t.col, "dotted test names are not supported");
     return NULL;
   }
   er_chat_node *n = mk(p, ER_CN_TEST, &is);
@@ -1144,7 +556,7 @@ static er_chat_node *parse_test(parser *p, er_chat_node *node) {
               is_op(c, P_LBRACKET) || is_op(c, P_LBRACE)) &&
              !is_name(c, "else") && !is_name(c, "or") && !is_name(c, "and")) {
     if (is_name(c, "is")) {
-      perr(p, c->line, c->col, "tests cannot be chained with 'is'");
+      er__clex_perr(p, c->line, c->col, "tests cannot be chained with 'is'");
       return NULL;
     }
     er_chat_node *arg = parse_primary(p, false);
@@ -1381,7 +793,7 @@ static er_chat_node *parse_tuple(parser *p, bool simplified, bool with_condexpr,
   if (!is_tuple) {
     if (cnt) return items[0];
     if (!explicit_parens) {
-      unexpected(p, "an expression");
+      er__clex_unexpected(p, "an expression");
       return NULL;
     }
   }
@@ -1416,7 +828,7 @@ static bool parse_body(parser *p, const char *const *ends, bool drop_needle, con
     const char *closer = ends[0];
     for (const char *const *e = ends; *e; e++)
       if (!strncmp(*e, "end", 3)) closer = *e;
-    perr(p, opener->line, opener->col, "'%.*s' block is never closed: the template ends before its '{%% %s %%}'",
+    er__clex_perr(p, opener->line, opener->col, "'%.*s' block is never closed: the template ends before its '{%% %s %%}'",
          (int)opener->len, opener->s, closer);
     return false;
   }
@@ -1441,11 +853,11 @@ static er_chat_node *parse_for(parser *p, const token *kw) {
   n->b = parse_tuple(p, true, true, "in", false, false);
   if (!n->b) return NULL;
   if (!can_assign(n->b, false)) {
-    perr(p, n->b->line, n->b->col, "a for loop can only assign to names");
+    er__clex_perr(p, n->b->line, n->b->col, "a for loop can only assign to names");
     return NULL;
   }
   if (!is_name(cur(p), "in")) {
-    unexpected(p, "'in'");
+    er__clex_unexpected(p, "'in'");
     return NULL;
   }
   next(p);
@@ -1460,7 +872,7 @@ static er_chat_node *parse_for(parser *p, const token *kw) {
     if (!n->c) return NULL;
   }
   if (is_name(cur(p), "recursive")) {
-    perr(p, cur(p)->line, cur(p)->col, "recursive for loops are not supported");
+    er__clex_perr(p, cur(p)->line, cur(p)->col, "recursive for loops are not supported");
     return NULL;
   }
   static const char *const ends[] = {"endfor", "else", NULL};
@@ -1516,7 +928,7 @@ static er_chat_node *parse_set(parser *p, const token *kw) {
   er_chat_node *target = parse_tuple(p, true, true, NULL, false, true);
   if (!target) return NULL;
   if (!can_assign(target, true)) {
-    perr(p, target->line, target->col, "cannot assign to this expression in 'set'");
+    er__clex_perr(p, target->line, target->col, "cannot assign to this expression in 'set'");
     return NULL;
   }
   if (is_op(cur(p), P_ASSIGN)) {
@@ -1571,7 +983,7 @@ static er_chat_node *parse_macro(parser *p, const token *kw) {
       if (!param->a) break;
       any_default = true;
     } else if (any_default) {
-      perr(p, a.line, a.col, "macro parameter '%.*s' without a default follows one with a default", (int)a.len, a.s);
+      er__clex_perr(p, a.line, a.col, "macro parameter '%.*s' without a default follows one with a default", (int)a.len, a.s);
       break;
     }
     if (!stk_push(p, param)) break;
@@ -1581,7 +993,7 @@ static er_chat_node *parse_macro(parser *p, const token *kw) {
   er_chat_node **params = stk_take(p, base, &cnt);
   if (p->st) return NULL;
   if (cnt > UINT16_MAX) {
-    perr(p, kw->line, kw->col, "macro '%s' has too many parameters", n->name);
+    er__clex_perr(p, kw->line, kw->col, "macro '%s' has too many parameters", n->name);
     return NULL;
   }
   n->n_kw = (uint16_t)cnt;
@@ -1630,7 +1042,7 @@ static er_chat_node *parse_filter_block(parser *p, const token *kw) {
 static er_chat_node *parse_statement(parser *p) {
   token kw = *cur(p);
   if (kw.kind != T_NAME) {
-    unexpected(p, "a tag name");
+    er__clex_unexpected(p, "a tag name");
     return NULL;
   }
   if (!enter(p, &kw)) return NULL;
@@ -1647,7 +1059,7 @@ static er_chat_node *parse_statement(parser *p) {
   } else if (is_name(&kw, "filter")) {
     n = parse_filter_block(p, &kw);
   } else if (is_name(&kw, "break") || is_name(&kw, "continue")) {
-    if (!p->loop_depth) perr(p, kw.line, kw.col, "'%.*s' outside a for loop", (int)kw.len, kw.s);
+    if (!p->loop_depth) er__clex_perr(p, kw.line, kw.col, "'%.*s' outside a for loop", (int)kw.len, kw.s);
     else n = mk(p, is_name(&kw, "break") ? ER_CN_BREAK : ER_CN_CONTINUE, &kw);
   } else if (is_name(&kw, "generation")) {
     /* transformers' {% generation %} marks the assistant's tokens; for
@@ -1662,9 +1074,9 @@ static er_chat_node *parse_statement(parser *p) {
   } else if (is_name(&kw, "call") || is_name(&kw, "block") || is_name(&kw, "extends") || is_name(&kw, "include") ||
              is_name(&kw, "import") || is_name(&kw, "from") || is_name(&kw, "with") || is_name(&kw, "autoescape") ||
              is_name(&kw, "raw")) {
-    perr(p, kw.line, kw.col, "the '%.*s' statement is not supported by edgerun's chat templates", (int)kw.len, kw.s);
+    er__clex_perr(p, kw.line, kw.col, "the '%.*s' statement is not supported by edgerun's chat templates", (int)kw.len, kw.s);
   } else {
-    perr(p, kw.line, kw.col, "unknown tag '%.*s'", (int)(kw.len > 64 ? 64 : kw.len), kw.s);
+    er__clex_perr(p, kw.line, kw.col, "unknown tag '%.*s'", (int)(kw.len > 64 ? 64 : kw.len), kw.s);
   }
   leave(p);
   return p->st ? NULL : n;
@@ -1697,7 +1109,7 @@ static bool subparse(parser *p, const char *const *ends, er_chat_node ***kids, u
       if (!s || !expect_kind(p, T_BLOCK_END, "'%}' to end the statement")) break;
       if (!stk_push(p, s)) break;
     } else {
-      unexpected(p, NULL);
+      er__clex_unexpected(p, NULL);
       break;
     }
   }
@@ -1746,10 +1158,10 @@ er_status er__chat_parse_jinja(er_chat_template *t, const char *src, size_t len)
   p.line = 1;
   p.line_starting = true;
   bool ok = subparse(&p, NULL, &t->body, &t->n_body);
-  if (ok && cur(&p)->kind != T_EOF) unexpected(&p, NULL);
+  if (ok && cur(&p)->kind != T_EOF) er__clex_unexpected(&p, NULL);
   for (size_t i = 0; i < p.n_unk && !p.st; i++)
     if (!p.unk[i].soft)
-      perr(&p, p.unk[i].line, p.unk[i].col, "unknown %s '%s'", p.unk[i].filter ? "filter" : "test", p.unk[i].name);
+      er__clex_perr(&p, p.unk[i].line, p.unk[i].col, "unknown %s '%s'", p.unk[i].filter ? "filter" : "test", p.unk[i].name);
   free(p.stk);
   free(p.unk);
   return p.st;
