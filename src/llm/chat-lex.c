@@ -321,9 +321,9 @@ static er_status lex_operator(parser *p) {
       p->brackets[p->n_brackets++] = op == P_LBRACE ? '}' : op == P_LPAREN ? ')' : ']';
     } else if (op == P_RBRACE || op == P_RPAREN || op == P_RBRACKET) {
       char c = p->src[s];
-      if (!p->n_brackets) return er__clex_perr(p, p->line, col_at(p, s), "er__clex_unexpected '%c'", c);
+      if (!p->n_brackets) return er__clex_perr(p, p->line, col_at(p, s), "unexpected '%c'", c);
       char want = p->brackets[--p->n_brackets];
-      if (want != c) return er__clex_perr(p, p->line, col_at(p, s), "er__clex_unexpected '%c', expected '%c'", c, want);
+      if (want != c) return er__clex_perr(p, p->line, col_at(p, s), "unexpected '%c', expected '%c'", c, want);
     }
     token *t = push_tok(p, T_OP, s);
     t->op = op;
@@ -334,7 +334,7 @@ static er_status lex_operator(parser *p) {
   uint32_t cp = er__utf8_next(p->src, p->n, &k);
   char tmp[8] = {0};
   er__utf8_put(cp, tmp);
-  return er__clex_perr(p, p->line, col_at(p, s), "er__clex_unexpected character '%s' inside a tag", tmp);
+  return er__clex_perr(p, p->line, col_at(p, s), "unexpected character '%s' inside a tag", tmp);
 }
 
 /* One step inside {% %} or {{ }}: a token, or the end of the tag. */

@@ -51,7 +51,7 @@ er_status er__clex_unexpected(parser *p, const char *wanted) {
   if (p->st) return p->st;
   char buf[96];
   if (wanted) return er__clex_perr(p, t->line, t->col, "expected %s, got %s", wanted, describe(t, buf, sizeof buf));
-  return er__clex_perr(p, t->line, t->col, "er__clex_unexpected %s", describe(t, buf, sizeof buf));
+  return er__clex_perr(p, t->line, t->col, "unexpected %s", describe(t, buf, sizeof buf));
 }
 
 static bool expect_op(parser *p, uint8_t op) {
