@@ -35,21 +35,21 @@ typedef struct window {
 /* Reads and validates the window attributes. `nsp` is the spatial rank if
  * known from the inputs (else -1; then it is taken from the attributes).
  * `need_kernel`: kernel_shape is required (pools). */
-er_status er__cv_read_window(const er_kctx *ctx, int nsp, bool need_kernel, window *w);
+er_status er__opconv_read_window(const er_kctx *ctx, int nsp, bool need_kernel, window *w);
 
 /* Output extent of spatial axis `d` for input extent `in` and kernel `k`
  * (both >= 0), with the pads in force written to *pb / *pe. Shared by Conv
  * and the pools; `ceil_mode` only matters for explicit pads. */
-er_status er__cv_window_output(const er_kctx *ctx, const window *w, int d, int64_t in, int64_t k,
+er_status er__opconv_window_output(const er_kctx *ctx, const window *w, int d, int64_t in, int64_t k,
                                int64_t *out, int64_t *pb, int64_t *pe);
 
-extern const er_op_def er__cv_op_maxpool;
-extern const er_op_def er__cv_op_avgpool;
-extern const er_op_def er__cv_op_lppool;
-extern const er_op_def er__cv_op_global_maxpool;
-extern const er_op_def er__cv_op_global_avgpool;
-extern const er_op_def er__cv_op_global_lppool;
-extern const er_op_def er__cv_op_maxunpool;
+extern const er_op_def er__opconv_op_maxpool;
+extern const er_op_def er__opconv_op_avgpool;
+extern const er_op_def er__opconv_op_lppool;
+extern const er_op_def er__opconv_op_global_maxpool;
+extern const er_op_def er__opconv_op_global_avgpool;
+extern const er_op_def er__opconv_op_global_lppool;
+extern const er_op_def er__opconv_op_maxunpool;
 static inline int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 
 static inline int64_t prod(int n, const int64_t *v) {

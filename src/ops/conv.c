@@ -108,7 +108,7 @@ static er_status read_axis_ints(const er_kctx *ctx, const char *name, int per_ax
 /* Reads and validates the window attributes. `nsp` is the spatial rank if
  * known from the inputs (else -1; then it is taken from the attributes).
  * `need_kernel`: kernel_shape is required (pools). */
-er_status er__cv_read_window(const er_kctx *ctx, int nsp, bool need_kernel, window *w) {
+er_status er__opconv_read_window(const er_kctx *ctx, int nsp, bool need_kernel, window *w) {
   int64_t pads[2 * ER_MAX_RANK];
   bool has_pads;
   memset(w, 0, sizeof *w);
@@ -143,7 +143,7 @@ er_status er__cv_read_window(const er_kctx *ctx, int nsp, bool need_kernel, wind
 /* Output extent of spatial axis `d` for input extent `in` and kernel `k`
  * (both >= 0), with the pads in force written to *pb / *pe. Shared by Conv
  * and the pools; `ceil_mode` only matters for explicit pads. */
-er_status er__cv_window_output(const er_kctx *ctx, const window *w, int d, int64_t in, int64_t k,
+er_status er__opconv_window_output(const er_kctx *ctx, const window *w, int d, int64_t in, int64_t k,
                                int64_t *out, int64_t *pb, int64_t *pe) {
   int64_t s = w->stride[d], dk = (k - 1) * w->dilation[d] + 1;
   switch (w->autopad) {
@@ -361,7 +361,7 @@ static er_status conv_common(er_kctx *ctx, conv_plan *p) {
     return er__op_error(ctx, ER_STATUS_INVALID_SHAPE, "input X has rank %d but weight W has rank %d",
                         x->rank, w->rank);
   int rank = x->rank >= 0 ? x->rank : w->rank;
-  ER_CHECK(er__cv_read_window(ctx, rank >= 0 ? rank - 2 : -1, false, &p->win));
+  ER_CHECK(er__opconv_read_window(ctx, rank >= 0 ? rank - 2 : -1, false, &p->win));
   p->nsp = p->win.nsp;
   ER_CHECK(er__attr_int(ctx, "group", 1, &p->group));
   if (p->group < 1)
@@ -416,7 +416,7 @@ static er_status conv_prepare(er_kctx *ctx, conv_plan *p) {
                         (long long)b->dims[0], (long long)p->m);
   for (int d = 0; d < p->nsp; d++) {
     if (p->in[d] < 0 || p->kernel[d] < 0) continue;
-    ER_CHECK(er__cv_window_output(ctx, &p->win, d, p->in[d], p->kernel[d], &p->out[d], &p->pb[d], &p->pe[d]));
+    ER_CHECK(er__opconv_window_output(ctx, &p->win, d, p->in[d], p->kernel[d], &p->out[d], &p->pb[d], &p->pe[d]));
   }
   return ER_STATUS_OK;
 }
@@ -891,13 +891,13 @@ static const er_op_def op_col2im = {
 const er_op_def *const er__ops_conv[] = {
     &op_conv,
     &op_conv_transpose,
-    &er__cv_op_maxpool,
-    &er__cv_op_avgpool,
-    &er__cv_op_lppool,
-    &er__cv_op_global_maxpool,
-    &er__cv_op_global_avgpool,
-    &er__cv_op_global_lppool,
-    &er__cv_op_maxunpool,
+    &er__opconv_op_maxpool,
+    &er__opconv_op_avgpool,
+    &er__opconv_op_lppool,
+    &er__opconv_op_global_maxpool,
+    &er__opconv_op_global_avgpool,
+    &er__opconv_op_global_lppool,
+    &er__opconv_op_maxunpool,
     &op_col2im,
     NULL,
 };

@@ -49,7 +49,7 @@ static er_status pool_prepare(er_kctx *ctx, pool_kind kind, pool_plan *p) {
     return er__op_error(ctx, ER_STATUS_INVALID_SHAPE,
                         "input X has rank %d; expected [N, C, D1, ...] with at least one spatial axis",
                         x->rank);
-  ER_CHECK(er__cv_read_window(ctx, x->rank >= 0 ? x->rank - 2 : -1, true, &p->win));
+  ER_CHECK(er__opconv_read_window(ctx, x->rank >= 0 ? x->rank - 2 : -1, true, &p->win));
   p->nsp = p->win.nsp;
   ER_CHECK(er__attr_int(ctx, "ceil_mode", 0, &v));
   if (v != 0 && v != 1)
@@ -76,7 +76,7 @@ static er_status pool_prepare(er_kctx *ctx, pool_kind kind, pool_plan *p) {
   for (int d = 0; d < p->nsp; d++) {
     p->in[d] = x->rank >= 0 ? x->dims[2 + d] : -1;
     if (p->in[d] < 0) continue;
-    ER_CHECK(er__cv_window_output(ctx, &p->win, d, p->in[d], p->win.kernel[d], &p->out[d], &p->pb[d],
+    ER_CHECK(er__opconv_window_output(ctx, &p->win, d, p->in[d], p->win.kernel[d], &p->out[d], &p->pb[d],
                           &p->pe[d]));
   }
   return ER_STATUS_OK;
@@ -203,19 +203,19 @@ static er_status avgpool_run(er_kctx *ctx) { return pool_run(ctx, POOL_AVG); }
 static er_status lppool_check(er_kctx *ctx) { return pool_check(ctx, POOL_LP); }
 static er_status lppool_run(er_kctx *ctx) { return pool_run(ctx, POOL_LP); }
 
-const er_op_def er__cv_op_maxpool = {
+const er_op_def er__opconv_op_maxpool = {
     .name = "MaxPool", .domain = "", .min_version = 1, .max_version = 22,
     .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 2,
     .check = maxpool_check, .run = maxpool_run,
 };
 
-const er_op_def er__cv_op_avgpool = {
+const er_op_def er__opconv_op_avgpool = {
     .name = "AveragePool", .domain = "", .min_version = 1, .max_version = 22,
     .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
     .check = avgpool_check, .run = avgpool_run,
 };
 
-const er_op_def er__cv_op_lppool = {
+const er_op_def er__opconv_op_lppool = {
     .name = "LpPool", .domain = "", .min_version = 1, .max_version = 22,
     .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
     .check = lppool_check, .run = lppool_run,
@@ -283,19 +283,19 @@ static er_status gavgpool_run(er_kctx *ctx) { return global_pool_run(ctx, POOL_A
 static er_status glppool_check(er_kctx *ctx) { return global_pool_check(ctx, POOL_LP); }
 static er_status glppool_run(er_kctx *ctx) { return global_pool_run(ctx, POOL_LP); }
 
-const er_op_def er__cv_op_global_maxpool = {
+const er_op_def er__opconv_op_global_maxpool = {
     .name = "GlobalMaxPool", .domain = "", .min_version = 1, .max_version = 22,
     .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
     .check = gmaxpool_check, .run = gmaxpool_run,
 };
 
-const er_op_def er__cv_op_global_avgpool = {
+const er_op_def er__opconv_op_global_avgpool = {
     .name = "GlobalAveragePool", .domain = "", .min_version = 1, .max_version = 22,
     .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
     .check = gavgpool_check, .run = gavgpool_run,
 };
 
-const er_op_def er__cv_op_global_lppool = {
+const er_op_def er__opconv_op_global_lppool = {
     .name = "GlobalLpPool", .domain = "", .min_version = 1, .max_version = 22,
     .min_inputs = 1, .max_inputs = 1, .min_outputs = 1, .max_outputs = 1,
     .check = glppool_check, .run = glppool_run,
@@ -339,7 +339,7 @@ static er_status unpool_prepare(er_kctx *ctx, unpool_plan *p) {
                           er__shape_str(ind, a, sizeof a), er__shape_str(x, b, sizeof b));
     }
   }
-  ER_CHECK(er__cv_read_window(ctx, x->rank >= 0 ? x->rank - 2 : -1, true, &w));
+  ER_CHECK(er__opconv_read_window(ctx, x->rank >= 0 ? x->rank - 2 : -1, true, &w));
   p->rank = w.nsp >= 0 ? w.nsp + 2 : -1;
   for (int d = 0; d < ER_MAX_RANK; d++) p->inferred[d] = p->out[d] = -1;
   if (p->rank < 0) return ER_STATUS_OK;
@@ -414,7 +414,7 @@ static er_status unpool_run(er_kctx *ctx) {
   return ER_STATUS_OK;
 }
 
-const er_op_def er__cv_op_maxunpool = {
+const er_op_def er__opconv_op_maxunpool = {
     .name = "MaxUnpool", .domain = "", .min_version = 9, .max_version = 22,
     .min_inputs = 2, .max_inputs = 3, .min_outputs = 1, .max_outputs = 1,
     .value_inputs = 1u << 2, .check = unpool_check, .run = unpool_run,
