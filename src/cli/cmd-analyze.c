@@ -24,6 +24,58 @@ void er_cmd_analyze_help(FILE *out) {
   er_cmd_analyze_llm_help(out);
 }
 
+/* The comparison as JSON on stdout, through a temporary file written by
+ * the same writer the report uses. */
+static er_status print_json(const er_qcompare *c, const char *fpath, const char *qpath) {
+  char tmp[] = "/tmp/edgerun-analyze-XXXXXX";
+  int fd = mkstemp(tmp);
+  if (fd < 0) return er__error(ER_STATUS_IO, "cannot create a temporary file in /tmp");
+  close(fd);
+  er_status st = er__qcompare_write_json(c, fpath, qpath, tmp);
+  FILE *f = st == ER_STATUS_OK ? fopen(tmp, "r") : NULL;
+  if (f) {
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, n, stdout);
+    fclose(f);
+  }
+  unlink(tmp);
+  return st;
+}
+
+/* The outputs' figures, agreement and accuracy, then the `top` tensors
+ * ranked by local SQNR (the noise each layer adds itself). */
+static void print_ranking(const er_qcompare *c, int top, const char *html) {
+  printf("%lld samples compared, %zu tensors\n", (long long)c->samples, c->n_tensors);
+  for (size_t i = 0; i < c->n_tensors; i++)
+    if (c->tensors[i].is_output)
+      printf("output %-20s SQNR %8.2f dB  cosine %.6f  max abs %.4g\n", c->tensors[i].name,
+             er__qmetric_sqnr(&c->tensors[i].m), er__qmetric_cosine(&c->tensors[i].m), c->tensors[i].m.max_abs);
+  if (c->rows) printf("top-1 agreement: %.2f%% of %lld rows\n", 100.0 * c->agree / c->rows, (long long)c->rows);
+  if (c->labelled)
+    printf("top-1 accuracy: float %.2f%%, quantized %.2f%%\n", 100.0 * c->f_top1 / c->labelled,
+           100.0 * c->q_top1 / c->labelled);
+  size_t *idx = malloc((c->n_tensors + 1) * sizeof *idx);
+  if (idx) {
+    for (size_t i = 0; i < c->n_tensors; i++) idx[i] = i;
+    for (size_t i = 1; i < c->n_tensors; i++)
+      for (size_t j = i; j > 0 && c->tensors[idx[j]].local_sqnr < c->tensors[idx[j - 1]].local_sqnr; j--) {
+        size_t t = idx[j];
+        idx[j] = idx[j - 1];
+        idx[j - 1] = t;
+      }
+    printf("\n%-4s %-36s %-14s %10s %10s %10s %12s\n", "rank", "tensor", "op", "local dB", "SQNR dB", "cosine",
+           "max abs");
+    for (size_t r = 0; r < c->n_tensors && (int)r < top; r++) {
+      const er_qcmp_tensor *t = &c->tensors[idx[r]];
+      printf("%-4zu %-36.36s %-14.14s %10.2f %10.2f %10.6f %12.4g\n", r + 1, t->name, t->op_type, t->local_sqnr,
+             er__qmetric_sqnr(&t->m), er__qmetric_cosine(&t->m), t->m.max_abs);
+    }
+    free(idx);
+  }
+  if (html) printf("\nwrote %s\n", html);
+}
+
 int er_cmd_analyze(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (argv[i][0] != '-' && er_cli_is_llm(argv[i])) return er_cmd_analyze_llm(argc, argv);
@@ -113,58 +165,13 @@ int er_cmd_analyze(int argc, char **argv) {
     goto done;
   }
   if (json) {
-    /* JSON goes to stdout through a temporary file written by the same
-     * writer the report uses. */
-    char tmp[] = "/tmp/edgerun-analyze-XXXXXX";
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-      rc = er_cli_fail("analyze", "cannot create a temporary file");
-      goto done;
-    }
-    close(fd);
-    st = er__qcompare_write_json(c, fpath, qpath, tmp);
-    FILE *f = st == ER_STATUS_OK ? fopen(tmp, "r") : NULL;
-    if (f) {
-      char buf[8192];
-      size_t n;
-      while ((n = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, n, stdout);
-      fclose(f);
-    }
-    unlink(tmp);
+    st = print_json(c, fpath, qpath);
     if (st != ER_STATUS_OK) {
       rc = er_cli_fail_status("analyze", st, "writing JSON");
       goto done;
     }
   } else {
-    printf("%lld samples compared, %zu tensors\n", (long long)c->samples, c->n_tensors);
-    for (size_t i = 0; i < c->n_tensors; i++)
-      if (c->tensors[i].is_output)
-        printf("output %-20s SQNR %8.2f dB  cosine %.6f  max abs %.4g\n", c->tensors[i].name,
-               er__qmetric_sqnr(&c->tensors[i].m), er__qmetric_cosine(&c->tensors[i].m), c->tensors[i].m.max_abs);
-    if (c->rows) printf("top-1 agreement: %.2f%% of %lld rows\n", 100.0 * c->agree / c->rows, (long long)c->rows);
-    if (c->labelled)
-      printf("top-1 accuracy: float %.2f%%, quantized %.2f%%\n", 100.0 * c->f_top1 / c->labelled,
-             100.0 * c->q_top1 / c->labelled);
-    /* Rank by local SQNR (the noise each layer adds itself). */
-    size_t *idx = malloc((c->n_tensors + 1) * sizeof *idx);
-    if (idx) {
-      for (size_t i = 0; i < c->n_tensors; i++) idx[i] = i;
-      for (size_t i = 1; i < c->n_tensors; i++)
-        for (size_t j = i; j > 0 && c->tensors[idx[j]].local_sqnr < c->tensors[idx[j - 1]].local_sqnr; j--) {
-          size_t t = idx[j];
-          idx[j] = idx[j - 1];
-          idx[j - 1] = t;
-        }
-      printf("\n%-4s %-36s %-14s %10s %10s %10s %12s\n", "rank", "tensor", "op", "local dB", "SQNR dB", "cosine",
-             "max abs");
-      for (size_t r = 0; r < c->n_tensors && (int)r < top; r++) {
-        const er_qcmp_tensor *t = &c->tensors[idx[r]];
-        printf("%-4zu %-36.36s %-14.14s %10.2f %10.2f %10.6f %12.4g\n", r + 1, t->name, t->op_type, t->local_sqnr,
-               er__qmetric_sqnr(&t->m), er__qmetric_cosine(&t->m), t->m.max_abs);
-      }
-      free(idx);
-    }
-    if (html) printf("\nwrote %s\n", html);
+    print_ranking(c, top, html);
   }
   rc = 0;
 done:

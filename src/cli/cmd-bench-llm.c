@@ -126,6 +126,29 @@ static uint64_t rng_next(uint64_t *s) {
   return *s >> 33;
 }
 
+/* Bytes read per decoded token: every weight once (the output matrix in
+ * full; the embedding table only a row, which is negligible unless it is
+ * also the tied output). */
+static double bytes_per_token(er_llm *llm, const er_llm_info *info) {
+  double per_token = (double)info->weight_bytes;
+  const char *tname;
+  uint64_t tbytes;
+  for (size_t i = 0; i < er_llm_tensor_count(llm); i++) {
+    const char *name;
+    er_llm_tensor_info(llm, i, &name, &tname, NULL, &tbytes);
+    if (strcmp(name, "token_embd.weight") == 0) {
+      bool tied = true;
+      for (size_t j = 0; j < er_llm_tensor_count(llm); j++) {
+        const char *n2;
+        er_llm_tensor_info(llm, j, &n2, NULL, NULL, NULL);
+        if (strcmp(n2, "output.weight") == 0) tied = false;
+      }
+      if (!tied) per_token -= (double)tbytes;
+    }
+  }
+  return per_token;
+}
+
 int er_cmd_bench_llm(int argc, char **argv) {
   const char *cmd = "bench", *model = NULL;
   int n_prompt = 128, n_gen = 64, reps = 3;
@@ -236,25 +259,7 @@ int er_cmd_bench_llm(int argc, char **argv) {
       free(buf);
     }
   }
-  /* Bytes read per decoded token: every weight once (the output matrix in
-   * full; the embedding table only a row, which is negligible unless it
-   * is also the tied output). */
-  double per_token = (double)info.weight_bytes;
-  const char *tname;
-  uint64_t tbytes;
-  for (size_t i = 0; i < er_llm_tensor_count(llm); i++) {
-    const char *name;
-    er_llm_tensor_info(llm, i, &name, &tname, NULL, &tbytes);
-    if (strcmp(name, "token_embd.weight") == 0) {
-      bool tied = true;
-      for (size_t j = 0; j < er_llm_tensor_count(llm); j++) {
-        const char *n2;
-        er_llm_tensor_info(llm, j, &n2, NULL, NULL, NULL);
-        if (strcmp(n2, "output.weight") == 0) tied = false;
-      }
-      if (!tied) per_token -= (double)tbytes;
-    }
-  }
+  double per_token = bytes_per_token(llm, &info);
   double bound = bwt > 0 ? bwt / per_token : 0;
   if (json) {
     printf("{\"model\": ");

@@ -129,107 +129,308 @@ static int write_trace(const char *path, const er_node_timing *t, size_t n) {
   return fclose(f) != 0;
 }
 
-int er_cmd_bench(int argc, char **argv) {
-  /* LLMs have their own figures (tokens/s, not latency percentiles). */
-  for (int i = 1; i < argc; i++)
-    if (strcmp(argv[i], "--llm") == 0 || (argv[i][0] != '-' && er_cli_is_llm(argv[i]))) return er_cmd_bench_llm(argc, argv);
-  const char *path = NULL, *trace = NULL;
-  int threads = 1, warmup = 5, iterations = 50, rc = 1;
-  bool json = false, reference = false;
-  uint64_t seed = 42;
+/* The command line of edgerun bench. */
+typedef struct bench_args {
+  const char *path, *trace, *compare;
+  int threads, warmup, iterations;
+  bool json, reference;
+  uint64_t seed;
   const char *dim_names[MAX_DIMS];
   int64_t dim_values[MAX_DIMS];
-  int n_dims = 0;
+  int n_dims;
   const char *in_names[MAX_INPUTS], *in_files[MAX_INPUTS];
-  int n_files = 0;
-
+  int n_files;
   er_cli_backend be;
-  er_cli_backend_init(&be);
-  const char *compare = NULL;
+} bench_args;
+
+/* 0 when the arguments are good, else the exit status (the message is
+ * printed). */
+static int parse_args(int argc, char **argv, bench_args *b) {
+  memset(b, 0, sizeof *b);
+  b->threads = 1;
+  b->warmup = 5;
+  b->iterations = 50;
+  b->seed = 42;
+  er_cli_backend_init(&b->be);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    int used = er_cli_backend_arg("bench", &be, argc, argv, &i);
+    int used = er_cli_backend_arg("bench", &b->be, argc, argv, &i);
     if (used < 0) return 1;
     if (used) continue;
     if (strcmp(a, "--compare") == 0) {
       if (++i >= argc) return er_cli_fail("bench", "--compare needs a backend name");
-      compare = argv[i];
+      b->compare = argv[i];
     } else if (strcmp(a, "--threads") == 0) {
-      if (++i >= argc || !er_cli_parse_int(argv[i], &threads) || threads < 1)
+      if (++i >= argc || !er_cli_parse_int(argv[i], &b->threads) || b->threads < 1)
         return er_cli_fail("bench", "--threads needs a positive integer");
     } else if (strcmp(a, "--warmup") == 0) {
-      if (++i >= argc || !er_cli_parse_int(argv[i], &warmup)) return er_cli_fail("bench", "--warmup needs an integer");
+      if (++i >= argc || !er_cli_parse_int(argv[i], &b->warmup)) return er_cli_fail("bench", "--warmup needs an integer");
     } else if (strcmp(a, "--iterations") == 0) {
-      if (++i >= argc || !er_cli_parse_int(argv[i], &iterations) || iterations < 1)
+      if (++i >= argc || !er_cli_parse_int(argv[i], &b->iterations) || b->iterations < 1)
         return er_cli_fail("bench", "--iterations needs a positive integer");
     } else if (strcmp(a, "--json") == 0) {
-      json = true;
+      b->json = true;
     } else if (strcmp(a, "--reference") == 0) {
-      reference = true;
+      b->reference = true;
     } else if (strcmp(a, "--profile") == 0) {
       if (++i >= argc) return er_cli_fail("bench", "--profile needs a file name");
-      trace = argv[i];
+      b->trace = argv[i];
     } else if (strcmp(a, "--seed") == 0) {
       int sv;
       if (++i >= argc || !er_cli_parse_int(argv[i], &sv)) return er_cli_fail("bench", "--seed needs an integer");
-      seed = (uint64_t)sv + 1;
+      b->seed = (uint64_t)sv + 1;
     } else if (strcmp(a, "--dim") == 0) {
       char *eq;
       int v;
       if (++i >= argc || !(eq = strchr(argv[i], '=')) || !er_cli_parse_int(eq + 1, &v))
         return er_cli_fail("bench", "--dim needs NAME=VALUE");
-      if (n_dims >= MAX_DIMS) return er_cli_fail("bench", "more than %d --dim options", MAX_DIMS);
+      if (b->n_dims >= MAX_DIMS) return er_cli_fail("bench", "more than %d --dim options", MAX_DIMS);
       *eq = '\0';
-      dim_names[n_dims] = argv[i];
-      dim_values[n_dims++] = v;
+      b->dim_names[b->n_dims] = argv[i];
+      b->dim_values[b->n_dims++] = v;
     } else if (strcmp(a, "--input") == 0) {
       char *eq;
       if (++i >= argc || !(eq = strchr(argv[i], '='))) return er_cli_fail("bench", "--input needs NAME=FILE");
-      if (n_files >= MAX_INPUTS) return er_cli_fail("bench", "more than %d inputs", MAX_INPUTS);
+      if (b->n_files >= MAX_INPUTS) return er_cli_fail("bench", "more than %d inputs", MAX_INPUTS);
       *eq = '\0';
-      in_names[n_files] = argv[i];
-      in_files[n_files++] = eq + 1;
+      b->in_names[b->n_files] = argv[i];
+      b->in_files[b->n_files++] = eq + 1;
     } else if (a[0] == '-') {
       return er_cli_fail("bench", "unknown option '%s' (see edgerun bench --help)", a);
-    } else if (!path) {
-      path = a;
+    } else if (!b->path) {
+      b->path = a;
     } else {
       return er_cli_fail("bench", "unexpected argument '%s'", a);
     }
   }
-  if (!path) return er_cli_fail("bench", "no MODEL given (see edgerun bench --help)");
-  if (er_cli_backend_load("bench", &be)) return 1;
+  if (!b->path) return er_cli_fail("bench", "no MODEL given (see edgerun bench --help)");
+  return 0;
+}
 
+/* Input i: the file --input names, else random values of its declared
+ * shape (symbolic dims from --dim, else 1, noted in `defaulted`). 0 or
+ * the exit status. */
+static int make_input(const bench_args *b, const er_value_info *info, uint64_t *seed, char *defaulted,
+                      size_t defaulted_size, er_tensor **out) {
+  for (int f = 0; f < b->n_files; f++)
+    if (strcmp(b->in_names[f], info->name) == 0) {
+      er_status st = er_tensor_read_file(b->in_files[f], out, NULL);
+      if (st != ER_STATUS_OK) return er_cli_fail_status("bench", st, b->in_files[f]);
+    }
+  if (*out) return 0;
+  int64_t dims[ER_MAX_RANK];
+  int rank = info->rank < 0 ? 1 : info->rank;
+  for (int d = 0; d < rank; d++) {
+    dims[d] = info->rank < 0 ? 1 : info->dims[d];
+    if (dims[d] < 0) {
+      bool given = false;
+      dims[d] = 1;
+      for (int k = 0; k < b->n_dims; k++)
+        if (info->dim_params[d] && strcmp(info->dim_params[d], b->dim_names[k]) == 0) {
+          dims[d] = b->dim_values[k];
+          given = true;
+        }
+      if (!given) note_default(defaulted, defaulted_size, info->dim_params[d] ? info->dim_params[d] : "?");
+    }
+  }
+  er_status st = er_tensor_create(info->dtype, rank, dims, out);
+  if (st != ER_STATUS_OK) return er_cli_fail_status("bench", st, info->name);
+  int64_t n = er_tensor_count(*out);
+  if (info->dtype == ER_DTYPE_FLOAT) {
+    float *v = er_tensor_data(*out);
+    for (int64_t k = 0; k < n; k++) v[k] = (float)((rng_next(seed) >> 40) / 8388608.0 - 1.0);
+  } else if (info->dtype == ER_DTYPE_DOUBLE) {
+    double *v = er_tensor_data(*out);
+    for (int64_t k = 0; k < n; k++) v[k] = (rng_next(seed) >> 11) / 4503599627370496.0 - 1.0;
+  }
+  return 0;
+}
+
+/* --compare: the same model and inputs on a second backend, measured the
+ * same way in this process; its p50 and the largest difference from
+ * `outputs` (float outputs of equal size). */
+static er_status run_compare(const bench_args *b, er_model *model, const er_session_options *opts,
+                             const er_named_tensor *named, size_t n_in, er_tensor **outputs, size_t n_out,
+                             double *p50c, double *max_diff) {
+  er_session_options co = *opts;
+  const char *names[1] = {b->compare};
+  co.backends = names;
+  co.backend_count = 1;
+  co.allow_fallback = true;
+  co.profile = false;
+  er_session *cs = NULL;
+  er_tensor **couts = calloc(n_out + 1, sizeof *couts);
+  double *clat = calloc((size_t)b->iterations, sizeof *clat);
+  er_status st = couts && clat ? er_session_create(model, &co, &cs) : ER_STATUS_OUT_OF_MEMORY;
+  for (int it = 0; st == ER_STATUS_OK && it < b->warmup + b->iterations + 1; it++) {
+    for (size_t k = 0; k < n_out; k++) {
+      er_tensor_free(couts[k]);
+      couts[k] = NULL;
+    }
+    double t0 = now_ms();
+    st = er_session_run(cs, named, n_in, NULL, n_out, couts);
+    if (it > b->warmup) clat[it - b->warmup - 1] = now_ms() - t0;
+  }
+  if (st == ER_STATUS_OK) {
+    qsort(clat, (size_t)b->iterations, sizeof *clat, cmp_double);
+    *p50c = percentile(clat, b->iterations, 50);
+    for (size_t k = 0; k < n_out; k++) {
+      if (er_tensor_dtype(couts[k]) != ER_DTYPE_FLOAT || er_tensor_dtype(outputs[k]) != ER_DTYPE_FLOAT ||
+          er_tensor_count(couts[k]) != er_tensor_count(outputs[k]))
+        continue;
+      const float *x = er_tensor_cdata(outputs[k]), *y = er_tensor_cdata(couts[k]);
+      for (int64_t e = 0; e < er_tensor_count(couts[k]); e++)
+        if (fabs((double)x[e] - y[e]) > *max_diff) *max_diff = fabs((double)x[e] - y[e]);
+    }
+  }
+  for (size_t k = 0; couts && k < n_out; k++) er_tensor_free(couts[k]);
+  free(couts);
+  free(clat);
+  er_session_free(cs);
+  return st;
+}
+
+/* --profile: per-node timings into *timings (the caller frees), the
+ * per-op totals into *totals (sorted, slowest first), and the trace file.
+ * 0 or the exit status. */
+static int profile_ops(const bench_args *b, er_session *session, er_node_timing **timings,
+                       op_total **totals_out, int *n_totals_out) {
+  size_t n_nodes = 0;
+  er_session_profile(session, NULL, 0, &n_nodes);
+  *timings = calloc(n_nodes + 1, sizeof **timings);
+  op_total *totals = calloc(n_nodes + 1, sizeof *totals);
+  if (!*timings || !totals) {
+    free(totals);
+    return er_cli_fail("bench", "out of memory");
+  }
+  er_session_profile(session, *timings, n_nodes, &n_nodes);
+  int n_totals = 0;
+  for (size_t i = 0; i < n_nodes; i++) {
+    const er_node_timing *t = &(*timings)[i];
+    int k = 0;
+    while (k < n_totals && strcmp(totals[k].op, t->op_type) != 0) k++;
+    if (k == n_totals) totals[n_totals++] = (op_total){t->op_type, 0, 0};
+    totals[k].us += t->count ? t->total_us / (double)t->count : 0;
+    totals[k].nodes++;
+  }
+  qsort(totals, (size_t)n_totals, sizeof *totals, cmp_total);
+  if (write_trace(b->trace, *timings, n_nodes)) {
+    free(totals);
+    return er_cli_fail("bench", "cannot write trace '%s'", b->trace);
+  }
+  *totals_out = totals;
+  *n_totals_out = n_totals;
+  return 0;
+}
+
+/* What one bench measured. */
+typedef struct bench_result {
+  double load_ms, first_ms, p50, p95, p99, mean, min, p50c, max_diff;
+  long rss;
+  er_session_stats stats;
+  er_partition_summary part;
+  const op_total *totals;
+  int n_totals;
+} bench_result;
+
+static void print_result(const bench_args *b, const bench_result *r) {
+  if (b->json) {
+    printf("{\"model\": ");
+    er_cli_json_string(stdout, b->path);
+    printf(", \"threads\": %d, \"iterations\": %d, \"load_ms\": %.3f, \"first_run_ms\": %.3f, "
+           "\"p50_ms\": %.4f, \"p95_ms\": %.4f, \"p99_ms\": %.4f, \"mean_ms\": %.4f, \"min_ms\": %.4f, "
+           "\"throughput_ips\": %.2f, \"peak_rss_kb\": %ld, \"arena_bytes\": %llu, \"nodes\": %zu, "
+           "\"optimized_nodes\": %zu",
+           r->stats.threads, b->iterations, r->load_ms, r->first_ms, r->p50, r->p95, r->p99, r->mean, r->min,
+           1000.0 / r->mean, r->rss, (unsigned long long)r->stats.arena_bytes, r->stats.node_count,
+           r->stats.optimized_nodes);
+    printf(", \"backend\": ");
+    er_cli_json_string(stdout, r->part.preferred ? r->part.preferred : "cpu");
+    printf(", \"fallback_share\": %.4f", r->part.fallback_share);
+    if (b->compare) {
+      printf(", \"compare\": ");
+      er_cli_json_string(stdout, b->compare);
+      printf(", \"compare_p50_ms\": %.4f, \"ratio\": %.4f, \"max_abs_diff\": %.3g", r->p50c, r->p50 / r->p50c,
+             r->max_diff);
+    }
+    if (b->trace) {
+      printf(", \"ops\": {");
+      for (int k = 0; k < r->n_totals; k++) {
+        printf("%s", k ? ", " : "");
+        er_cli_json_string(stdout, r->totals[k].op);
+        printf(": %.2f", r->totals[k].us / 1000.0);
+      }
+      printf("}");
+    }
+    printf("}\n");
+    return;
+  }
+  printf("model:          %s\n", b->path);
+  printf("threads:        %d\n", r->stats.threads);
+  printf("nodes:          %zu (%zu on optimized kernels)\n", r->stats.node_count, r->stats.optimized_nodes);
+  printf("load:           %.2f ms (file to ready session)\n", r->load_ms);
+  printf("first run:      %.3f ms\n", r->first_ms);
+  printf("latency:        p50 %.3f ms, p95 %.3f ms, p99 %.3f ms, mean %.3f ms, min %.3f ms (%d runs)\n", r->p50,
+         r->p95, r->p99, r->mean, r->min, b->iterations);
+  printf("throughput:     %.1f inferences/s\n", 1000.0 / r->mean);
+  printf("peak RSS:       %ld KiB\n", r->rss);
+  printf("arena:          %llu bytes\n", (unsigned long long)r->stats.arena_bytes);
+  if (r->part.fallback_nodes)
+    printf("placement:      %zu of %zu nodes on the CPU instead of %s (%.1f%% of the MACs)\n", r->part.fallback_nodes,
+           r->part.node_count, r->part.preferred, 100.0 * r->part.fallback_share);
+  if (b->compare)
+    printf("compare:        %s p50 %.3f ms; ratio %.3f (this / %s); max abs output difference %.3g\n", b->compare,
+           r->p50c, r->p50 / r->p50c, b->compare, r->max_diff);
+  if (b->trace) {
+    printf("per op (mean ms per run):\n");
+    for (int k = 0; k < r->n_totals; k++)
+      printf("  %-24s %8.3f  (%d nodes)\n", r->totals[k].op, r->totals[k].us / 1000.0, r->totals[k].nodes);
+    printf("trace:          %s\n", b->trace);
+  }
+}
+
+int er_cmd_bench(int argc, char **argv) {
+  /* LLMs have their own figures (tokens/s, not latency percentiles). */
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--llm") == 0 || (argv[i][0] != '-' && er_cli_is_llm(argv[i]))) return er_cmd_bench_llm(argc, argv);
+  bench_args b;
+  int rc = parse_args(argc, argv, &b);
+  if (rc) return rc;
+  if (er_cli_backend_load("bench", &b.be)) return 1;
+  rc = 1;
   er_model *model = NULL;
   er_session *session = NULL;
   er_tensor **inputs = NULL, **outputs = NULL;
   er_named_tensor *named = NULL;
   double *lat = NULL;
   er_node_timing *timings = NULL;
+  op_total *totals = NULL;
   size_t n_in = 0, n_out = 0;
+  bench_result r;
+  memset(&r, 0, sizeof r);
 
   double t0 = now_ms();
-  er_status st = er_model_load_file(path, NULL, &model);
-  if (st != ER_STATUS_OK) return er_cli_fail_status("bench", st, path);
+  er_status st = er_model_load_file(b.path, NULL, &model);
+  if (st != ER_STATUS_OK) return er_cli_fail_status("bench", st, b.path);
   er_session_options opts;
   er_session_options_init(&opts);
-  opts.threads = threads;
-  opts.force_reference = reference;
-  opts.profile = trace != NULL;
-  er_cli_backend_apply(&be, &opts);
+  opts.threads = b.threads;
+  opts.force_reference = b.reference;
+  opts.profile = b.trace != NULL;
+  er_cli_backend_apply(&b.be, &opts);
   st = er_session_create(model, &opts, &session);
   if (st != ER_STATUS_OK) {
     rc = er_cli_fail_status("bench", st, "creating a session");
     goto done;
   }
-  double load_ms = now_ms() - t0;
+  r.load_ms = now_ms() - t0;
 
   n_in = er_model_input_count(model);
   n_out = er_model_output_count(model);
   inputs = calloc(n_in + 1, sizeof *inputs);
   named = calloc(n_in + 1, sizeof *named);
   outputs = calloc(n_out + 1, sizeof *outputs);
-  lat = calloc((size_t)iterations, sizeof *lat);
+  lat = calloc((size_t)b.iterations, sizeof *lat);
   if (!inputs || !named || !outputs || !lat) {
     rc = er_cli_fail("bench", "out of memory");
     goto done;
@@ -239,50 +440,14 @@ int er_cmd_bench(int argc, char **argv) {
     er_value_info info;
     er_model_input_info(model, i, &info);
     named[i].name = info.name;
-    for (int f = 0; f < n_files; f++)
-      if (strcmp(in_names[f], info.name) == 0) {
-        st = er_tensor_read_file(in_files[f], &inputs[i], NULL);
-        if (st != ER_STATUS_OK) {
-          rc = er_cli_fail_status("bench", st, in_files[f]);
-          goto done;
-        }
-      }
-    if (!inputs[i]) {
-      int64_t dims[ER_MAX_RANK];
-      int rank = info.rank < 0 ? 1 : info.rank;
-      for (int d = 0; d < rank; d++) {
-        dims[d] = info.rank < 0 ? 1 : info.dims[d];
-        if (dims[d] < 0) {
-          bool given = false;
-          dims[d] = 1;
-          for (int k = 0; k < n_dims; k++)
-            if (info.dim_params[d] && strcmp(info.dim_params[d], dim_names[k]) == 0) {
-              dims[d] = dim_values[k];
-              given = true;
-            }
-          if (!given) note_default(defaulted, sizeof defaulted, info.dim_params[d] ? info.dim_params[d] : "?");
-        }
-      }
-      st = er_tensor_create(info.dtype, rank, dims, &inputs[i]);
-      if (st != ER_STATUS_OK) {
-        rc = er_cli_fail_status("bench", st, info.name);
-        goto done;
-      }
-      int64_t n = er_tensor_count(inputs[i]);
-      if (info.dtype == ER_DTYPE_FLOAT) {
-        float *v = er_tensor_data(inputs[i]);
-        for (int64_t k = 0; k < n; k++) v[k] = (float)((rng_next(&seed) >> 40) / 8388608.0 - 1.0);
-      } else if (info.dtype == ER_DTYPE_DOUBLE) {
-        double *v = er_tensor_data(inputs[i]);
-        for (int64_t k = 0; k < n; k++) v[k] = (rng_next(&seed) >> 11) / 4503599627370496.0 - 1.0;
-      }
-    }
+    if ((rc = make_input(&b, &info, &b.seed, defaulted, sizeof defaulted, &inputs[i])) != 0) goto done;
+    rc = 1;
     named[i].tensor = inputs[i];
   }
 
   t0 = now_ms();
   st = er_session_run(session, named, n_in, NULL, n_out, outputs);
-  double first_ms = now_ms() - t0;
+  r.first_ms = now_ms() - t0;
   if (st != ER_STATUS_OK) {
     rc = er_cli_fail_status("bench", st, "running the model");
     /* A detector's image size left at 1 fails deep inside the graph. */
@@ -295,7 +460,7 @@ int er_cmd_bench(int argc, char **argv) {
     er_tensor_free(outputs[k]);
     outputs[k] = NULL;
   }
-  for (int it = 0; it < warmup + iterations; it++) {
+  for (int it = 0; it < b.warmup + b.iterations; it++) {
     t0 = now_ms();
     st = er_session_run(session, named, n_in, NULL, n_out, outputs);
     double ms = now_ms() - t0;
@@ -304,152 +469,36 @@ int er_cmd_bench(int argc, char **argv) {
       goto done;
     }
     /* The last run's outputs are kept for --compare. */
-    if (it + 1 < warmup + iterations)
+    if (it + 1 < b.warmup + b.iterations)
       for (size_t k = 0; k < n_out; k++) {
         er_tensor_free(outputs[k]);
         outputs[k] = NULL;
       }
-    if (it >= warmup) lat[it - warmup] = ms;
+    if (it >= b.warmup) lat[it - b.warmup] = ms;
   }
-  double mean = 0;
-  for (int i = 0; i < iterations; i++) mean += lat[i];
-  mean /= iterations;
-  qsort(lat, (size_t)iterations, sizeof *lat, cmp_double);
-  double p50 = percentile(lat, iterations, 50), p95 = percentile(lat, iterations, 95),
-         p99 = percentile(lat, iterations, 99);
-  er_session_stats stats;
-  er_session_stats_get(session, &stats);
-  er_partition_summary part;
-  er_session_partition(session, &part);
-  long rss = peak_rss_kb();
-
-  /* --compare: the same model and inputs on a second backend, measured the
-   * same way in this process. */
-  double p50c = 0, max_diff = 0;
-  if (compare) {
-    er_session_options co = opts;
-    const char *names[1] = {compare};
-    co.backends = names;
-    co.backend_count = 1;
-    co.allow_fallback = true;
-    co.profile = false;
-    er_session *cs = NULL;
-    er_tensor **couts = calloc(n_out + 1, sizeof *couts);
-    double *clat = calloc((size_t)iterations, sizeof *clat);
-    st = couts && clat ? er_session_create(model, &co, &cs) : ER_STATUS_OUT_OF_MEMORY;
-    for (int it = 0; st == ER_STATUS_OK && it < warmup + iterations + 1; it++) {
-      for (size_t k = 0; k < n_out; k++) {
-        er_tensor_free(couts[k]);
-        couts[k] = NULL;
-      }
-      t0 = now_ms();
-      st = er_session_run(cs, named, n_in, NULL, n_out, couts);
-      if (it > warmup) clat[it - warmup - 1] = now_ms() - t0;
-    }
-    if (st == ER_STATUS_OK) {
-      qsort(clat, (size_t)iterations, sizeof *clat, cmp_double);
-      p50c = percentile(clat, iterations, 50);
-      for (size_t k = 0; k < n_out; k++) {
-        if (er_tensor_dtype(couts[k]) != ER_DTYPE_FLOAT || er_tensor_dtype(outputs[k]) != ER_DTYPE_FLOAT ||
-            er_tensor_count(couts[k]) != er_tensor_count(outputs[k]))
-          continue;
-        const float *a = er_tensor_cdata(outputs[k]), *b = er_tensor_cdata(couts[k]);
-        for (int64_t e = 0; e < er_tensor_count(couts[k]); e++)
-          if (fabs((double)a[e] - b[e]) > max_diff) max_diff = fabs((double)a[e] - b[e]);
-      }
-    }
-    for (size_t k = 0; couts && k < n_out; k++) er_tensor_free(couts[k]);
-    free(couts);
-    free(clat);
-    er_session_free(cs);
+  for (int i = 0; i < b.iterations; i++) r.mean += lat[i];
+  r.mean /= b.iterations;
+  qsort(lat, (size_t)b.iterations, sizeof *lat, cmp_double);
+  r.p50 = percentile(lat, b.iterations, 50);
+  r.p95 = percentile(lat, b.iterations, 95);
+  r.p99 = percentile(lat, b.iterations, 99);
+  r.min = lat[0];
+  er_session_stats_get(session, &r.stats);
+  er_session_partition(session, &r.part);
+  r.rss = peak_rss_kb();
+  if (b.compare) {
+    st = run_compare(&b, model, &opts, named, n_in, outputs, n_out, &r.p50c, &r.max_diff);
     if (st != ER_STATUS_OK) {
-      rc = er_cli_fail_status("bench", st, compare);
+      rc = er_cli_fail_status("bench", st, b.compare);
       goto done;
     }
   }
-
-  size_t n_nodes = 0;
-  op_total *totals = NULL;
-  int n_totals = 0;
-  if (trace) {
-    er_session_profile(session, NULL, 0, &n_nodes);
-    timings = calloc(n_nodes + 1, sizeof *timings);
-    totals = calloc(n_nodes + 1, sizeof *totals);
-    if (!timings || !totals) {
-      free(totals);
-      rc = er_cli_fail("bench", "out of memory");
-      goto done;
-    }
-    er_session_profile(session, timings, n_nodes, &n_nodes);
-    for (size_t i = 0; i < n_nodes; i++) {
-      int k = 0;
-      while (k < n_totals && strcmp(totals[k].op, timings[i].op_type) != 0) k++;
-      if (k == n_totals) totals[n_totals++] = (op_total){timings[i].op_type, 0, 0};
-      totals[k].us += timings[i].count ? timings[i].total_us / (double)timings[i].count : 0;
-      totals[k].nodes++;
-    }
-    qsort(totals, (size_t)n_totals, sizeof *totals, cmp_total);
-    if (write_trace(trace, timings, n_nodes)) {
-      free(totals);
-      rc = er_cli_fail("bench", "cannot write trace '%s'", trace);
-      goto done;
-    }
-  }
-
-  if (json) {
-    printf("{\"model\": ");
-    er_cli_json_string(stdout, path);
-    printf(", \"threads\": %d, \"iterations\": %d, \"load_ms\": %.3f, \"first_run_ms\": %.3f, "
-           "\"p50_ms\": %.4f, \"p95_ms\": %.4f, \"p99_ms\": %.4f, \"mean_ms\": %.4f, \"min_ms\": %.4f, "
-           "\"throughput_ips\": %.2f, \"peak_rss_kb\": %ld, \"arena_bytes\": %llu, \"nodes\": %zu, "
-           "\"optimized_nodes\": %zu",
-           stats.threads, iterations, load_ms, first_ms, p50, p95, p99, mean, lat[0], 1000.0 / mean, rss,
-           (unsigned long long)stats.arena_bytes, stats.node_count, stats.optimized_nodes);
-    printf(", \"backend\": ");
-    er_cli_json_string(stdout, part.preferred ? part.preferred : "cpu");
-    printf(", \"fallback_share\": %.4f", part.fallback_share);
-    if (compare) {
-      printf(", \"compare\": ");
-      er_cli_json_string(stdout, compare);
-      printf(", \"compare_p50_ms\": %.4f, \"ratio\": %.4f, \"max_abs_diff\": %.3g", p50c, p50 / p50c, max_diff);
-    }
-    if (trace) {
-      printf(", \"ops\": {");
-      for (int k = 0; k < n_totals; k++) {
-        printf("%s", k ? ", " : "");
-        er_cli_json_string(stdout, totals[k].op);
-        printf(": %.2f", totals[k].us / 1000.0);
-      }
-      printf("}");
-    }
-    printf("}\n");
-  } else {
-    printf("model:          %s\n", path);
-    printf("threads:        %d\n", stats.threads);
-    printf("nodes:          %zu (%zu on optimized kernels)\n", stats.node_count, stats.optimized_nodes);
-    printf("load:           %.2f ms (file to ready session)\n", load_ms);
-    printf("first run:      %.3f ms\n", first_ms);
-    printf("latency:        p50 %.3f ms, p95 %.3f ms, p99 %.3f ms, mean %.3f ms, min %.3f ms (%d runs)\n", p50,
-           p95, p99, mean, lat[0], iterations);
-    printf("throughput:     %.1f inferences/s\n", 1000.0 / mean);
-    printf("peak RSS:       %ld KiB\n", rss);
-    printf("arena:          %llu bytes\n", (unsigned long long)stats.arena_bytes);
-    if (part.fallback_nodes)
-      printf("placement:      %zu of %zu nodes on the CPU instead of %s (%.1f%% of the MACs)\n", part.fallback_nodes,
-             part.node_count, part.preferred, 100.0 * part.fallback_share);
-    if (compare)
-      printf("compare:        %s p50 %.3f ms; ratio %.3f (this / %s); max abs output difference %.3g\n", compare,
-             p50c, p50 / p50c, compare, max_diff);
-    if (trace) {
-      printf("per op (mean ms per run):\n");
-      for (int k = 0; k < n_totals; k++)
-        printf("  %-24s %8.3f  (%d nodes)\n", totals[k].op, totals[k].us / 1000.0, totals[k].nodes);
-      printf("trace:          %s\n", trace);
-    }
-  }
-  free(totals);
+  if (b.trace && (rc = profile_ops(&b, session, &timings, &totals, &r.n_totals)) != 0) goto done;
+  r.totals = totals;
+  print_result(&b, &r);
   rc = 0;
 done:
+  free(totals);
   for (size_t i = 0; inputs && i < n_in; i++) er_tensor_free(inputs[i]);
   for (size_t i = 0; outputs && i < n_out; i++) er_tensor_free(outputs[i]);
   free(inputs);

@@ -68,6 +68,84 @@ static void print_value(FILE *o, const er_value_info *v, bool json) {
   fprintf(o, "]\n");
 }
 
+/* The model's summary as JSON (the object left open for placement and
+ * target checks). */
+static void print_json(FILE *o, er_model *m, const er_model_summary *sp, const op_count *ops, int n_ops,
+                       int dynamic) {
+  const er_model_summary s = *sp;
+  fprintf(o, "{\"ir_version\": %lld, \"opset\": %lld, \"producer\": ", (long long)s.ir_version,
+          (long long)s.opset);
+  er_cli_json_string(o, s.producer_name);
+  fprintf(o, ", \"graph\": ");
+  er_cli_json_string(o, s.graph_name);
+  fprintf(o, ", \"nodes\": %zu, \"initializers\": %zu, \"parameters\": %llu, \"weight_bytes\": %llu, "
+             "\"dynamic_dims\": %d,\n \"inputs\": [",
+          s.node_count, s.initializer_count, (unsigned long long)s.parameter_count,
+          (unsigned long long)s.weight_bytes, dynamic);
+  for (size_t i = 0; i < er_model_input_count(m); i++) {
+    er_value_info v;
+    er_model_input_info(m, i, &v);
+    if (i) fprintf(o, ", ");
+    print_value(o, &v, true);
+  }
+  fprintf(o, "],\n \"outputs\": [");
+  for (size_t i = 0; i < er_model_output_count(m); i++) {
+    er_value_info v;
+    er_model_output_info(m, i, &v);
+    if (i) fprintf(o, ", ");
+    print_value(o, &v, true);
+  }
+  fprintf(o, "],\n \"ops\": {");
+  for (int k = 0; k < n_ops; k++) {
+    if (k) fprintf(o, ", ");
+    er_cli_json_string(o, ops[k].op);
+    fprintf(o, ": %d", ops[k].n);
+  }
+  fprintf(o, "},\n \"metadata\": {");
+  for (size_t i = 0; i < s.metadata_count; i++) {
+    const char *key, *val;
+    er_model_metadata(m, i, &key, &val);
+    if (i) fprintf(o, ", ");
+    er_cli_json_string(o, key);
+    fprintf(o, ": ");
+    er_cli_json_string(o, val);
+  }
+  fprintf(o, "}");
+}
+
+/* The model's summary as text. */
+static void print_text(FILE *o, const char *path, er_model *m, const er_model_summary *sp, const op_count *ops,
+                       int n_ops, int dynamic) {
+  const er_model_summary s = *sp;
+  fprintf(o, "model:        %s\n", path);
+  fprintf(o, "ir version:   %lld\nopset:        %lld\n", (long long)s.ir_version, (long long)s.opset);
+  fprintf(o, "producer:     %s %s\n", s.producer_name, s.producer_version);
+  fprintf(o, "nodes:        %zu (after load-time constant folding)\n", s.node_count);
+  fprintf(o, "parameters:   %llu in %zu initializers, %llu bytes\n", (unsigned long long)s.parameter_count,
+          s.initializer_count, (unsigned long long)s.weight_bytes);
+  fprintf(o, "dynamic dims: %d in the inputs\n", dynamic);
+  fprintf(o, "inputs:\n");
+  for (size_t i = 0; i < er_model_input_count(m); i++) {
+    er_value_info v;
+    er_model_input_info(m, i, &v);
+    print_value(o, &v, false);
+  }
+  fprintf(o, "outputs:\n");
+  for (size_t i = 0; i < er_model_output_count(m); i++) {
+    er_value_info v;
+    er_model_output_info(m, i, &v);
+    print_value(o, &v, false);
+  }
+  fprintf(o, "ops:\n");
+  for (int k = 0; k < n_ops; k++) fprintf(o, "  %-24s %d\n", ops[k].op, ops[k].n);
+  if (s.metadata_count) fprintf(o, "metadata:\n");
+  for (size_t i = 0; i < s.metadata_count; i++) {
+    const char *key, *val;
+    er_model_metadata(m, i, &key, &val);
+    fprintf(o, "  %s: %s\n", key, val);
+  }
+}
+
 int er_cmd_inspect(int argc, char **argv) {
   const char *path = NULL;
   bool json = false;
@@ -137,93 +215,14 @@ int er_cmd_inspect(int argc, char **argv) {
   }
 
   FILE *o = stdout;
-  if (json) {
-    fprintf(o, "{\"ir_version\": %lld, \"opset\": %lld, \"producer\": ", (long long)s.ir_version,
-            (long long)s.opset);
-    er_cli_json_string(o, s.producer_name);
-    fprintf(o, ", \"graph\": ");
-    er_cli_json_string(o, s.graph_name);
-    fprintf(o, ", \"nodes\": %zu, \"initializers\": %zu, \"parameters\": %llu, \"weight_bytes\": %llu, "
-               "\"dynamic_dims\": %d,\n \"inputs\": [",
-            s.node_count, s.initializer_count, (unsigned long long)s.parameter_count,
-            (unsigned long long)s.weight_bytes, dynamic);
-    for (size_t i = 0; i < er_model_input_count(m); i++) {
-      er_value_info v;
-      er_model_input_info(m, i, &v);
-      if (i) fprintf(o, ", ");
-      print_value(o, &v, true);
-    }
-    fprintf(o, "],\n \"outputs\": [");
-    for (size_t i = 0; i < er_model_output_count(m); i++) {
-      er_value_info v;
-      er_model_output_info(m, i, &v);
-      if (i) fprintf(o, ", ");
-      print_value(o, &v, true);
-    }
-    fprintf(o, "],\n \"ops\": {");
-    for (int k = 0; k < n_ops; k++) {
-      if (k) fprintf(o, ", ");
-      er_cli_json_string(o, ops[k].op);
-      fprintf(o, ": %d", ops[k].n);
-    }
-    fprintf(o, "},\n \"metadata\": {");
-    for (size_t i = 0; i < s.metadata_count; i++) {
-      const char *key, *val;
-      er_model_metadata(m, i, &key, &val);
-      if (i) fprintf(o, ", ");
-      er_cli_json_string(o, key);
-      fprintf(o, ": ");
-      er_cli_json_string(o, val);
-    }
-    fprintf(o, "}");
-    int rc = be.n_names ? er_cli_inspect_placement(o, m, &be, true) : 0;
-    for (int t = 0; t < n_targets && !rc; t++) rc = er_cli_inspect_target(o, as_written, targets[t], assume_q, true, t == 0, t + 1 == n_targets);
-    fprintf(o, "}\n");
-    if (rc) {
-      free(ops);
-      er_model_free(m);
-      er_model_free(as_written);
-      return rc;
-    }
-  } else {
-    fprintf(o, "model:        %s\n", path);
-    fprintf(o, "ir version:   %lld\nopset:        %lld\n", (long long)s.ir_version, (long long)s.opset);
-    fprintf(o, "producer:     %s %s\n", s.producer_name, s.producer_version);
-    fprintf(o, "nodes:        %zu (after load-time constant folding)\n", s.node_count);
-    fprintf(o, "parameters:   %llu in %zu initializers, %llu bytes\n", (unsigned long long)s.parameter_count,
-            s.initializer_count, (unsigned long long)s.weight_bytes);
-    fprintf(o, "dynamic dims: %d in the inputs\n", dynamic);
-    fprintf(o, "inputs:\n");
-    for (size_t i = 0; i < er_model_input_count(m); i++) {
-      er_value_info v;
-      er_model_input_info(m, i, &v);
-      print_value(o, &v, false);
-    }
-    fprintf(o, "outputs:\n");
-    for (size_t i = 0; i < er_model_output_count(m); i++) {
-      er_value_info v;
-      er_model_output_info(m, i, &v);
-      print_value(o, &v, false);
-    }
-    fprintf(o, "ops:\n");
-    for (int k = 0; k < n_ops; k++) fprintf(o, "  %-24s %d\n", ops[k].op, ops[k].n);
-    if (s.metadata_count) fprintf(o, "metadata:\n");
-    for (size_t i = 0; i < s.metadata_count; i++) {
-      const char *key, *val;
-      er_model_metadata(m, i, &key, &val);
-      fprintf(o, "  %s: %s\n", key, val);
-    }
-    int rc = be.n_names ? er_cli_inspect_placement(o, m, &be, false) : 0;
-    for (int t = 0; t < n_targets && !rc; t++) rc = er_cli_inspect_target(o, as_written, targets[t], assume_q, false, t == 0, t + 1 == n_targets);
-    if (rc) {
-      free(ops);
-      er_model_free(m);
-      er_model_free(as_written);
-      return rc;
-    }
-  }
+  if (json) print_json(o, m, &s, ops, n_ops, dynamic);
+  else print_text(o, path, m, &s, ops, n_ops, dynamic);
+  int rc = be.n_names ? er_cli_inspect_placement(o, m, &be, json) : 0;
+  for (int t = 0; t < n_targets && !rc; t++)
+    rc = er_cli_inspect_target(o, as_written, targets[t], assume_q, json, t == 0, t + 1 == n_targets);
+  if (json) fprintf(o, "}\n");
   free(ops);
   er_model_free(m);
   er_model_free(as_written);
-  return 0;
+  return rc;
 }

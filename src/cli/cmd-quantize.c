@@ -205,6 +205,52 @@ static int quantize_gguf(int argc, char **argv) {
   return 0;
 }
 
+/* The report's file prefix: --report's, else the output's name without
+ * .onnx, plus ".report". */
+static void report_prefix(const char *out, const char *report, char *prefix, size_t size) {
+  if (report) {
+    snprintf(prefix, size, "%s", report);
+    return;
+  }
+  snprintf(prefix, size, "%s", out);
+  size_t n = strlen(prefix);
+  if (n > 5 && strcmp(prefix + n - 5, ".onnx") == 0) prefix[n - 5] = '\0';
+  strncat(prefix, ".report", size - strlen(prefix) - 1);
+}
+
+/* What the quantizer did and measured, as a few lines on stdout. */
+static void print_summary(const er_qreport *r, const char *out, const char *jpath, const char *hpath) {
+  size_t nq = 0;
+  for (size_t i = 0; i < r->n_layers; i++) nq += r->layers[i].quantized;
+  printf("quantized %zu of %zu layers (%s weights, %s activations, %s calibration on %lld samples)\n", nq,
+         r->n_layers, r->weights, r->activations, r->method, (long long)r->calib_samples);
+  printf("model file: %llu -> %llu bytes (%.1f%%)\n", (unsigned long long)r->float_file_bytes,
+         (unsigned long long)r->quant_file_bytes,
+         r->float_file_bytes ? 100.0 * (double)r->quant_file_bytes / (double)r->float_file_bytes : 0.0);
+  const er_qcompare *c = r->cmp;
+  if (c) {
+    for (size_t i = 0; i < c->n_tensors; i++) {
+      if (!c->tensors[i].is_output) continue;
+      double db = er__qmetric_sqnr(&c->tensors[i].m);
+      printf("output %s: SQNR %s%.2f dB, cosine %.6f (%lld %s samples)\n", c->tensors[i].name,
+             isinf(db) ? "inf " : "", isinf(db) ? 0.0 : db, er__qmetric_cosine(&c->tensors[i].m),
+             (long long)c->samples, r->eval_path ? "evaluation" : r->eval_on_calib ? "calibration" : "held-out");
+    }
+    if (c->rows) printf("top-1 agreement with the float model: %.2f%%\n", 100.0 * c->agree / c->rows);
+    if (c->labelled)
+      printf("top-1 accuracy: float %.2f%%, quantized %.2f%%\n", 100.0 * c->f_top1 / c->labelled,
+             100.0 * c->q_top1 / c->labelled);
+  }
+  if (r->auto_keep) {
+    printf("keep-float auto: %s (%.4g -> %.4g), kept float:", r->budget_met ? "budget met" : "BUDGET NOT MET",
+           r->auto_metric_before, r->auto_metric_after);
+    if (!r->n_kept) printf(" none");
+    for (size_t i = 0; i < r->n_kept; i++) printf(" %s", r->kept[i]);
+    printf("\n");
+  }
+  printf("wrote %s, %s, %s\n", out, jpath, hpath);
+}
+
 int er_cmd_quantize(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (argv[i][0] != '-' && er_cli_is_llm(argv[i])) return quantize_gguf(argc, argv);
@@ -328,14 +374,7 @@ int er_cmd_quantize(int argc, char **argv) {
   if (quiet) o.progress = false;
 
   char prefix[4096];
-  if (report) {
-    snprintf(prefix, sizeof prefix, "%s", report);
-  } else {
-    snprintf(prefix, sizeof prefix, "%s", out);
-    size_t n = strlen(prefix);
-    if (n > 5 && strcmp(prefix + n - 5, ".onnx") == 0) prefix[n - 5] = '\0';
-    strncat(prefix, ".report", sizeof prefix - strlen(prefix) - 1);
-  }
+  report_prefix(out, report, prefix, sizeof prefix);
   er_qreport *r = NULL;
   er_status st = er__quantize(model, calib, out, &o, &r);
   if (st != ER_STATUS_OK) {
@@ -353,37 +392,7 @@ int er_cmd_quantize(int argc, char **argv) {
     er__qreport_free(r);
     return rc;
   }
-  if (!quiet) {
-    size_t nq = 0;
-    for (size_t i = 0; i < r->n_layers; i++) nq += r->layers[i].quantized;
-    printf("quantized %zu of %zu layers (%s weights, %s activations, %s calibration on %lld samples)\n", nq,
-           r->n_layers, r->weights, r->activations, r->method, (long long)r->calib_samples);
-    printf("model file: %llu -> %llu bytes (%.1f%%)\n", (unsigned long long)r->float_file_bytes,
-           (unsigned long long)r->quant_file_bytes,
-           r->float_file_bytes ? 100.0 * (double)r->quant_file_bytes / (double)r->float_file_bytes : 0.0);
-    const er_qcompare *c = r->cmp;
-    if (c) {
-      for (size_t i = 0; i < c->n_tensors; i++) {
-        if (!c->tensors[i].is_output) continue;
-        double db = er__qmetric_sqnr(&c->tensors[i].m);
-        printf("output %s: SQNR %s%.2f dB, cosine %.6f (%lld %s samples)\n", c->tensors[i].name,
-               isinf(db) ? "inf " : "", isinf(db) ? 0.0 : db, er__qmetric_cosine(&c->tensors[i].m),
-               (long long)c->samples, r->eval_path ? "evaluation" : r->eval_on_calib ? "calibration" : "held-out");
-      }
-      if (c->rows) printf("top-1 agreement with the float model: %.2f%%\n", 100.0 * c->agree / c->rows);
-      if (c->labelled)
-        printf("top-1 accuracy: float %.2f%%, quantized %.2f%%\n", 100.0 * c->f_top1 / c->labelled,
-               100.0 * c->q_top1 / c->labelled);
-    }
-    if (r->auto_keep) {
-      printf("keep-float auto: %s (%.4g -> %.4g), kept float:", r->budget_met ? "budget met" : "BUDGET NOT MET",
-             r->auto_metric_before, r->auto_metric_after);
-      if (!r->n_kept) printf(" none");
-      for (size_t i = 0; i < r->n_kept; i++) printf(" %s", r->kept[i]);
-      printf("\n");
-    }
-    printf("wrote %s, %s, %s\n", out, jpath, hpath);
-  }
+  if (!quiet) print_summary(r, out, jpath, hpath);
   int rc = r->auto_keep && !r->budget_met ? 3 : 0;
   if (rc) fprintf(stderr, "edgerun quantize: the keep-float budget was not met even with every layer float\n");
   er__qreport_free(r);

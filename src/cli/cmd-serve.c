@@ -124,6 +124,27 @@ static char *read_key_file(const char *path) {
   return buf[0] ? strdup(buf) : NULL;
 }
 
+/* The service's defaults, before the command line. */
+static void default_options(er__serve_options *o) {
+  memset(o, 0, sizeof *o);
+  snprintf(o->host, sizeof o->host, "127.0.0.1");
+  o->port = DEFAULT_PORT;
+  o->max_body_bytes = 64u << 20;
+  o->max_json_bytes = 4u << 20;
+  o->header_timeout_ms = 10000;
+  o->body_timeout_ms = 30000;
+  o->max_connections = 256;
+  o->http_threads = 2;
+  o->poll_s = 10;
+  o->drain_timeout_s = 30;
+  o->log_max_bytes = 10u << 20;
+  o->log_keep = 5;
+  o->log_level = ER__LOG_INFO;
+  o->thermal_dir = "/sys/class/thermal";
+  o->thermal_limit_c = 85;
+  o->thermal_resume_c = -1;
+}
+
 int er_cmd_serve(int argc, char **argv) {
 #ifdef __GLIBC__
   /* glibc gives each new thread that allocates its own malloc arena; with a
@@ -133,23 +154,7 @@ int er_cmd_serve(int argc, char **argv) {
   mallopt(M_ARENA_MAX, 4);
 #endif
   static er__serve_options o;
-  memset(&o, 0, sizeof o);
-  snprintf(o.host, sizeof o.host, "127.0.0.1");
-  o.port = DEFAULT_PORT;
-  o.max_body_bytes = 64u << 20;
-  o.max_json_bytes = 4u << 20;
-  o.header_timeout_ms = 10000;
-  o.body_timeout_ms = 30000;
-  o.max_connections = 256;
-  o.http_threads = 2;
-  o.poll_s = 10;
-  o.drain_timeout_s = 30;
-  o.log_max_bytes = 10u << 20;
-  o.log_keep = 5;
-  o.log_level = ER__LOG_INFO;
-  o.thermal_dir = "/sys/class/thermal";
-  o.thermal_limit_c = 85;
-  o.thermal_resume_c = -1;
+  default_options(&o);
   uint64_t v;
   double d;
   int rc = 1;
