@@ -235,6 +235,46 @@ static void add_captures(const er_graph *sub, const er_graph *owner, id_list *ou
   }
 }
 
+/* The values each node of g depends on, node i's at
+ * deps->v[(*dep_start)[i] .. (*dep_start)[i + 1]): its inputs and what its
+ * subgraphs capture from g. */
+static er_status node_deps(er_graph *g, id_list *deps, int32_t **dep_start_out) {
+  int32_t n = g->n_nodes;
+  int32_t *dep_start = malloc(((size_t)n + 1) * sizeof *dep_start);
+  *dep_start_out = dep_start;
+  if (!dep_start) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory validating graph '%s'", g->name);
+  for (int32_t i = 0; i < n; i++) {
+    er_node *node = &g->nodes[i];
+    dep_start[i] = (int32_t)deps->n;
+    for (int k = 0; k < node->n_inputs; k++)
+      if (node->inputs[k] >= 0) id_push(deps, node->inputs[k]);
+    for (int a = 0; a < node->n_attrs; a++) {
+      er_attr *at = &node->attrs[a];
+      if (at->type == ER_ATTR_GRAPH) add_captures(at->g, g, deps);
+      if (at->type == ER_ATTR_GRAPHS)
+        for (int64_t j = 0; j < at->n; j++) add_captures(at->graphs[j], g, deps);
+    }
+  }
+  dep_start[n] = (int32_t)deps->n;
+  if (deps->oom) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory validating graph '%s'", g->name);
+  return ER_STATUS_OK;
+}
+
+static er_status validate_subgraphs(er_graph *g) {
+  er_status st = ER_STATUS_OK;
+  for (int32_t i = 0; i < g->n_nodes && st == ER_STATUS_OK; i++) {
+    er_node *node = &g->nodes[i];
+    for (int a = 0; a < node->n_attrs && st == ER_STATUS_OK; a++) {
+      er_attr *at = &node->attrs[a];
+      if (at->type == ER_ATTR_GRAPH) st = er__graph_validate(at->g);
+      if (at->type == ER_ATTR_GRAPHS)
+        for (int64_t j = 0; j < at->n && st == ER_STATUS_OK; j++) st = er__graph_validate(at->graphs[j]);
+      if (st != ER_STATUS_OK) er__error_prefix("%s node '%s' attribute '%s'", node->op_type, node->name, at->name);
+    }
+  }
+  return st;
+}
+
 er_status er__graph_validate(er_graph *g) {
   int32_t n = g->n_nodes;
   er_status st = ER_STATUS_OK;
@@ -259,28 +299,9 @@ er_status er__graph_validate(er_graph *g) {
   /* Each node's dependencies: its inputs plus the values its subgraphs
    * capture from this graph. */
   id_list deps = {0};
-  int32_t *dep_start = malloc(((size_t)n + 1) * sizeof *dep_start);
-  if (!dep_start) {
-    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory validating graph '%s'", g->name);
-    goto done;
-  }
-  for (int32_t i = 0; i < n; i++) {
-    er_node *node = &g->nodes[i];
-    dep_start[i] = (int32_t)deps.n;
-    for (int k = 0; k < node->n_inputs; k++)
-      if (node->inputs[k] >= 0) id_push(&deps, node->inputs[k]);
-    for (int a = 0; a < node->n_attrs; a++) {
-      er_attr *at = &node->attrs[a];
-      if (at->type == ER_ATTR_GRAPH) add_captures(at->g, g, &deps);
-      if (at->type == ER_ATTR_GRAPHS)
-        for (int64_t j = 0; j < at->n; j++) add_captures(at->graphs[j], g, &deps);
-    }
-  }
-  dep_start[n] = (int32_t)deps.n;
-  if (deps.oom) {
-    st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory validating graph '%s'", g->name);
-    goto deps_done;
-  }
+  int32_t *dep_start = NULL;
+  st = node_deps(g, &deps, &dep_start);
+  if (st != ER_STATUS_OK) goto deps_done;
   /* Count, per value, the nodes consuming it (an edge per distinct use). */
   int64_t edges = 0;
   for (int32_t i = 0; i < n; i++) {
@@ -374,16 +395,7 @@ er_status er__graph_validate(er_graph *g) {
   er__graph_relink(g);
 
   /* Subgraphs are validated as graphs of their own. */
-  for (int32_t i = 0; i < n && st == ER_STATUS_OK; i++) {
-    er_node *node = &g->nodes[i];
-    for (int a = 0; a < node->n_attrs && st == ER_STATUS_OK; a++) {
-      er_attr *at = &node->attrs[a];
-      if (at->type == ER_ATTR_GRAPH) st = er__graph_validate(at->g);
-      if (at->type == ER_ATTR_GRAPHS)
-        for (int64_t j = 0; j < at->n && st == ER_STATUS_OK; j++) st = er__graph_validate(at->graphs[j]);
-      if (st != ER_STATUS_OK) er__error_prefix("%s node '%s' attribute '%s'", node->op_type, node->name, at->name);
-    }
-  }
+  st = validate_subgraphs(g);
   goto done;
 deps_done:
   free(deps.v);

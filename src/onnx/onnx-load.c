@@ -204,6 +204,40 @@ static er_status parse_value_info(parse_ctx *pc, const er_pb_field *f, vi_fields
 static er_status parse_graph(parse_ctx *pc, const uint8_t *p, size_t len, er_graph *parent,
                              int depth, er_graph **out);
 
+/* The n elements of a list attribute (strings, tensors or graphs), read
+ * in a second pass over the AttributeProto. */
+static er_status parse_attr_list(parse_ctx *pc, er_graph *g, const er_pb_field *af, er_attr *a, uint64_t n,
+                                 int depth) {
+  er_pb pb;
+  er_pb_field f;
+  bool done;
+  uint32_t want = a->type == ER_ATTR_STRINGS ? ATTR_STRINGS : a->type == ER_ATTR_TENSORS ? ATTR_TENSORS : ATTR_GRAPHS;
+  a->n = (int64_t)n;
+  void *arr = er__arena_array(pc->arena, (size_t)n + 1, sizeof(void *));
+  if (!arr) return ER_STATUS_OUT_OF_MEMORY;
+  if (a->type == ER_ATTR_STRINGS) a->strings = arr;
+  if (a->type == ER_ATTR_TENSORS) a->tensors = arr;
+  if (a->type == ER_ATTR_GRAPHS) a->graphs = arr;
+  uint64_t k = 0;
+  pb = er__pb_init(af->data, af->len);
+  for (;;) {
+    ER_CHECK(er__pb_next(&pb, &f, &done));
+    if (done) break;
+    if (f.number != want) continue;
+    ER_CHECK(expect_wire(&f, ER_PB_LEN, "attribute list element"));
+    if (a->type == ER_ATTR_STRINGS) {
+      a->strings[k] = er__arena_strndup(pc->arena, (const char *)f.data, f.len);
+      if (!a->strings[k]) return ER_STATUS_OUT_OF_MEMORY;
+    } else if (a->type == ER_ATTR_TENSORS) {
+      ER_CHECK(er__ox_tensor_attr(pc, &f, &a->tensors[k]));
+    } else {
+      ER_CHECK(parse_graph(pc, f.data, f.len, g, depth + 1, &a->graphs[k]));
+    }
+    k++;
+  }
+  return ER_STATUS_OK;
+}
+
 static er_status parse_attribute(parse_ctx *pc, er_graph *g, const er_pb_field *af,
                                  er_attr *a, int depth) {
   er_pb pb = er__pb_init(af->data, af->len);
@@ -318,34 +352,12 @@ static er_status parse_attribute(parse_ctx *pc, er_graph *g, const er_pb_field *
     }
     case ER_ATTR_STRINGS:
     case ER_ATTR_TENSORS:
-    case ER_ATTR_GRAPHS: {
-      uint64_t n = a->type == ER_ATTR_STRINGS ? n_strings : a->type == ER_ATTR_TENSORS ? n_tensors : n_graphs;
-      uint32_t want = a->type == ER_ATTR_STRINGS ? ATTR_STRINGS : a->type == ER_ATTR_TENSORS ? ATTR_TENSORS : ATTR_GRAPHS;
-      a->n = (int64_t)n;
-      void *arr = er__arena_array(pc->arena, (size_t)n + 1, sizeof(void *));
-      if (!arr) return ER_STATUS_OUT_OF_MEMORY;
-      if (a->type == ER_ATTR_STRINGS) a->strings = arr;
-      if (a->type == ER_ATTR_TENSORS) a->tensors = arr;
-      if (a->type == ER_ATTR_GRAPHS) a->graphs = arr;
-      uint64_t k = 0;
-      pb = er__pb_init(af->data, af->len);
-      for (;;) {
-        ER_CHECK(er__pb_next(&pb, &f, &done));
-        if (done) break;
-        if (f.number != want) continue;
-        ER_CHECK(expect_wire(&f, ER_PB_LEN, "attribute list element"));
-        if (a->type == ER_ATTR_STRINGS) {
-          a->strings[k] = er__arena_strndup(pc->arena, (const char *)f.data, f.len);
-          if (!a->strings[k]) return ER_STATUS_OUT_OF_MEMORY;
-        } else if (a->type == ER_ATTR_TENSORS) {
-          ER_CHECK(er__ox_tensor_attr(pc, &f, &a->tensors[k]));
-        } else {
-          ER_CHECK(parse_graph(pc, f.data, f.len, g, depth + 1, &a->graphs[k]));
-        }
-        k++;
-      }
+    case ER_ATTR_GRAPHS:
+      ER_CHECK(parse_attr_list(pc, g, af, a, a->type == ER_ATTR_STRINGS   ? n_strings
+                                             : a->type == ER_ATTR_TENSORS ? n_tensors
+                                                                          : n_graphs,
+                               depth));
       break;
-    }
     case ER_ATTR_TENSOR:
       if (!a->t)
         return er__error(ER_STATUS_INVALID_ATTRIBUTE, "tensor attribute '%s' holds no tensor",
@@ -498,6 +510,50 @@ static er_status add_constant_value(parse_ctx *pc, er_graph *g, er_tensor *t, co
   return ER_STATUS_OK;
 }
 
+/* Graph inputs: new INPUT values, or declarations of initializers. */
+static er_status parse_graph_inputs(parse_ctx *pc, const uint8_t *p, size_t len, er_graph *g, const char *gname) {
+  er_pb pb;
+  er_pb_field f;
+  bool done;
+  pb = er__pb_init(p, len);
+  for (;;) {
+    ER_CHECK(er__pb_next(&pb, &f, &done));
+    if (done) break;
+    if (f.number != GRAPH_INPUT) continue;
+    ER_CHECK(expect_wire(&f, ER_PB_LEN, "GraphProto.input"));
+    vi_fields vi;
+    ER_CHECK(parse_value_info(pc, &f, &vi));
+    if (!vi.name[0]) return er__error(ER_STATUS_INVALID_GRAPH, "graph '%s' has an input without a name", gname);
+    int32_t id = er__graph_find(g, vi.name);
+    if (id >= 0 && g->values[id].is_graph_input)
+      return er__error(ER_STATUS_INVALID_GRAPH, "graph input '%s' is listed twice", vi.name);
+    if (id < 0) {
+      ER_CHECK(er__graph_add_value(g, vi.name, &id));
+      g->values[id].kind = ER_VALUE_INPUT;
+      er__tensor_set(&g->values[id].info, ER_DTYPE_UNDEFINED, -1, NULL);
+    }
+    er_value *v = &g->values[id];
+    v->is_graph_input = true;
+    if (vi.has_type) {
+      bool is_tensor;
+      if (v->kind == ER_VALUE_CONSTANT) {
+        /* The initializer's own type and shape are authoritative. */
+        er_value tmp = *v;
+        ER_CHECK(parse_type(pc, &vi.type, &tmp, &is_tensor));
+      } else {
+        ER_CHECK(parse_type(pc, &vi.type, v, &is_tensor));
+        if (!is_tensor)
+          return er__error(ER_STATUS_UNSUPPORTED,
+                           "graph input '%s' is not a tensor (sequence, map and optional inputs "
+                           "are not supported)",
+                           vi.name);
+      }
+    }
+    g->inputs[g->n_inputs++] = id;
+  }
+  return ER_STATUS_OK;
+}
+
 static er_status parse_graph(parse_ctx *pc, const uint8_t *p, size_t len, er_graph *parent,
                              int depth, er_graph **out) {
   er_pb pb = er__pb_init(p, len);
@@ -559,43 +615,7 @@ static er_status parse_graph(parse_ctx *pc, const uint8_t *p, size_t len, er_gra
     ER_CHECK(add_constant_value(pc, g, t, name));
   }
 
-  /* Graph inputs: new INPUT values, or declarations of initializers. */
-  pb = er__pb_init(p, len);
-  for (;;) {
-    ER_CHECK(er__pb_next(&pb, &f, &done));
-    if (done) break;
-    if (f.number != GRAPH_INPUT) continue;
-    ER_CHECK(expect_wire(&f, ER_PB_LEN, "GraphProto.input"));
-    vi_fields vi;
-    ER_CHECK(parse_value_info(pc, &f, &vi));
-    if (!vi.name[0]) return er__error(ER_STATUS_INVALID_GRAPH, "graph '%s' has an input without a name", gname);
-    int32_t id = er__graph_find(g, vi.name);
-    if (id >= 0 && g->values[id].is_graph_input)
-      return er__error(ER_STATUS_INVALID_GRAPH, "graph input '%s' is listed twice", vi.name);
-    if (id < 0) {
-      ER_CHECK(er__graph_add_value(g, vi.name, &id));
-      g->values[id].kind = ER_VALUE_INPUT;
-      er__tensor_set(&g->values[id].info, ER_DTYPE_UNDEFINED, -1, NULL);
-    }
-    er_value *v = &g->values[id];
-    v->is_graph_input = true;
-    if (vi.has_type) {
-      bool is_tensor;
-      if (v->kind == ER_VALUE_CONSTANT) {
-        /* The initializer's own type and shape are authoritative. */
-        er_value tmp = *v;
-        ER_CHECK(parse_type(pc, &vi.type, &tmp, &is_tensor));
-      } else {
-        ER_CHECK(parse_type(pc, &vi.type, v, &is_tensor));
-        if (!is_tensor)
-          return er__error(ER_STATUS_UNSUPPORTED,
-                           "graph input '%s' is not a tensor (sequence, map and optional inputs "
-                           "are not supported)",
-                           vi.name);
-      }
-    }
-    g->inputs[g->n_inputs++] = id;
-  }
+  ER_CHECK(parse_graph_inputs(pc, p, len, g, gname));
 
   /* Nodes, pass A: outputs become values. */
   pb = er__pb_init(p, len);

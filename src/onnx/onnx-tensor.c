@@ -105,22 +105,15 @@ static void unpack_4bit(const uint8_t *src, int8_t *dst, int64_t count, bool is_
   }
 }
 
-/* Parses a TensorProto at [p, p+len) into `t`. Data is zero-copy when it is
- * raw, aligned and the model holds the bytes; else it is copied into memory
- * the model owns (pc->model may be NULL for standalone files: then the
- * tensor owns its data). */
-er_status er__onnx_tensor_from_proto(parse_ctx *pc, const uint8_t *p, size_t len, er_tensor *t,
-                                     const char **name_out) {
-  char sbuf[160];
+/* Pass 1 over a TensorProto: its scalar facts, where its data is, and
+ * its dims into dims[*rank]. */
+static er_status scan_tensor(parse_ctx *pc, const uint8_t *p, size_t len, tensor_fields *tfp, int64_t *dims,
+                             int *rank_out) {
   tensor_fields tf = {0};
   er_pb pb = er__pb_init(p, len);
   er_pb_field f;
   bool done;
   int rank = 0;
-  int64_t dims[ER_MAX_RANK];
-  uint64_t max_tensor = pc->model ? pc->model->limits.max_tensor_bytes : ER_DEFAULT_MAX_TENSOR_BYTES;
-
-  /* Pass 1: scalar facts, positions, and bounds. */
   for (;;) {
     ER_CHECK(er__pb_next(&pb, &f, &done));
     if (done) break;
@@ -169,110 +162,94 @@ er_status er__onnx_tensor_from_proto(parse_ctx *pc, const uint8_t *p, size_t len
       default: break;
     }
   }
-  const char *tname = tf.name ? tf.name : "";
-  if (name_out) *name_out = tf.name;
-  static const char *const newer_types[] = {"FLOAT8E8M0", "UINT2", "INT2", "FLOAT6E2M3", "FLOAT6E3M2"};
-  if (tf.has_data_type && tf.data_type >= 24 && tf.data_type <= 28)
-    return er__error(ER_STATUS_UNSUPPORTED, "tensor '%s': data type %lld (%s) is not supported", tname,
-                     (long long)tf.data_type, newer_types[tf.data_type - 24]);
-  if (!tf.has_data_type || !dtype_known(tf.data_type))
-    return er__error(ER_STATUS_INVALID_TENSOR,
-                     "tensor '%s': data type %lld is %s (ONNX defines types 1 to 23)", tname,
-                     (long long)tf.data_type, tf.has_data_type ? "unknown" : "missing");
-  er_dtype dt = (er_dtype)tf.data_type;
-  if (!er__dtype_is_numeric(dt))
-    return er__error(ER_STATUS_UNSUPPORTED, "tensor '%s': data type %s is not supported", tname,
-                     er_dtype_name(dt));
-  if (tf.has_segment)
-    return er__error(ER_STATUS_UNSUPPORTED, "tensor '%s': segmented tensors are not supported",
+  *tfp = tf;
+  *rank_out = rank;
+  return ER_STATUS_OK;
+}
+
+/* The data of tensor t (dtype and dims set) from external data. */
+static er_status load_external(parse_ctx *pc, er_tensor *t, const tensor_fields *tfp, int64_t count, uint64_t bytes,
+                               uint64_t packed_bytes, const char *tname) {
+  const tensor_fields tf = *tfp;
+  er_dtype dt = t->dtype;
+  if (!tf.has_location)
+    return er__error(ER_STATUS_EXTERNAL_DATA, "tensor '%s': external data without a location",
                      tname);
-
-  int64_t count;
-  if (!er__shape_count(rank, dims, &count))
-    return er__error(ER_STATUS_INVALID_SHAPE, "tensor '%s': dims %s overflow 64 bits", tname,
-                     er__dims_str(rank, dims, sbuf, sizeof sbuf));
-  size_t esize = er_dtype_size(dt);
-  uint64_t bytes;
-  if (!er__mul_u64((uint64_t)count, esize, &bytes) || bytes > max_tensor)
-    return er__error(ER_STATUS_LIMIT,
-                     "tensor '%s' of dims %s and type %s exceeds max_tensor_bytes (%llu)", tname,
-                     er__dims_str(rank, dims, sbuf, sizeof sbuf), er_dtype_name(dt),
-                     (unsigned long long)max_tensor);
-  if (pc->model) {
-    uint64_t total;
-    if (!er__add_u64(pc->model->total_bytes, bytes, &total) ||
-        total > pc->model->limits.max_total_bytes)
-      return er__error(ER_STATUS_LIMIT,
-                       "tensor '%s': initializers together exceed max_total_bytes (%llu)", tname,
-                       (unsigned long long)pc->model->limits.max_total_bytes);
-    pc->model->total_bytes = total;
-  }
-
-  er__tensor_set(t, dt, rank, dims);
-  /* Bytes the stored form takes: 4-bit types pack two per byte. */
-  uint64_t packed_bytes = dtype_is_4bit(dt) ? ((uint64_t)count + 1) / 2 : bytes;
-
-  if (tf.external || tf.has_location) {
-    if (!tf.has_location)
-      return er__error(ER_STATUS_EXTERNAL_DATA, "tensor '%s': external data without a location",
-                       tname);
-    if (!pc->model)
-      return er__error(ER_STATUS_EXTERNAL_DATA,
-                       "tensor '%s': external data is not allowed in a standalone tensor file",
-                       tname);
-    if (tf.has_length && tf.ext_length != packed_bytes)
-      return er__error(ER_STATUS_EXTERNAL_DATA,
-                       "tensor '%s': external data length %llu does not match the %llu bytes "
-                       "its dims and type need",
-                       tname, (unsigned long long)tf.ext_length,
-                       (unsigned long long)packed_bytes);
-    void *data;
-    uint64_t got;
-    ER_CHECK(er__extdata_read(pc->model, tf.ext_location, tf.ext_location_len, tf.ext_offset,
-                              packed_bytes, &data, &got));
-    if (dtype_is_4bit(dt)) {
-      void *un = er__aligned_alloc((size_t)bytes);
-      if (!un) {
-        er__aligned_free(data);
-        return ER_STATUS_OUT_OF_MEMORY;
-      }
-      unpack_4bit(data, un, count, dt == ER_DTYPE_INT4);
+  if (!pc->model)
+    return er__error(ER_STATUS_EXTERNAL_DATA,
+                     "tensor '%s': external data is not allowed in a standalone tensor file",
+                     tname);
+  if (tf.has_length && tf.ext_length != packed_bytes)
+    return er__error(ER_STATUS_EXTERNAL_DATA,
+                     "tensor '%s': external data length %llu does not match the %llu bytes "
+                     "its dims and type need",
+                     tname, (unsigned long long)tf.ext_length,
+                     (unsigned long long)packed_bytes);
+  void *data;
+  uint64_t got;
+  ER_CHECK(er__extdata_read(pc->model, tf.ext_location, tf.ext_location_len, tf.ext_offset,
+                            packed_bytes, &data, &got));
+  if (dtype_is_4bit(dt)) {
+    void *un = er__aligned_alloc((size_t)bytes);
+    if (!un) {
       er__aligned_free(data);
-      data = un;
+      return ER_STATUS_OUT_OF_MEMORY;
     }
-    t->data = data;
+    unpack_4bit(data, un, count, dt == ER_DTYPE_INT4);
+    er__aligned_free(data);
+    data = un;
+  }
+  t->data = data;
+  t->nbytes = (size_t)bytes;
+  t->flags = ER_TENSOR_OWNS_DATA;
+  return ER_STATUS_OK;
+}
+
+/* The data of tensor t from raw_data: in place when the model maps the
+ * bytes and they are aligned, else an aligned copy. */
+static er_status load_raw(parse_ctx *pc, er_tensor *t, const tensor_fields *tfp, int64_t count, uint64_t bytes,
+                          uint64_t packed_bytes, const char *tname) {
+  const tensor_fields tf = *tfp;
+  er_dtype dt = t->dtype;
+  size_t esize = er_dtype_size(dt);
+  char sbuf[160];
+  int rank = t->rank;
+  const int64_t *dims = t->dims;
+  if (tf.raw_len != packed_bytes)
+    return er__error(ER_STATUS_INVALID_TENSOR,
+                     "tensor '%s': raw_data holds %zu bytes but dims %s of type %s need %llu",
+                     tname, tf.raw_len, er__dims_str(rank, dims, sbuf, sizeof sbuf),
+                     er_dtype_name(dt), (unsigned long long)packed_bytes);
+  bool aligned = ((uintptr_t)tf.raw % (esize < 8 ? esize : 8)) == 0;
+  if (pc->model && aligned && !dtype_is_4bit(dt)) {
+    /* Zero-copy: the mapping lives as long as the model. */
+    t->data = (void *)(uintptr_t)tf.raw;
     t->nbytes = (size_t)bytes;
-    t->flags = ER_TENSOR_OWNS_DATA;
+    t->flags = 0;
     return ER_STATUS_OK;
   }
+  ER_CHECK(er__tensor_alloc(t, 0));
+  if (dtype_is_4bit(dt))
+    unpack_4bit(tf.raw, t->data, count, dt == ER_DTYPE_INT4);
+  else if (bytes)
+    memcpy(t->data, tf.raw, (size_t)bytes);
+  /* The file's copy of these bytes is not read again: its pages need
+   * not stay resident next to the aligned copy until the session has
+   * compiled (ddddocr's recognizer, 38 of its 54 MB unaligned, peaked
+   * at 156 MB against onnxruntime's 132). */
+  if (pc->model) er__model_release_pages(pc->model, tf.raw, tf.raw_len);
+  return ER_STATUS_OK;
+}
 
-  if (tf.has_raw) {
-    if (tf.raw_len != packed_bytes)
-      return er__error(ER_STATUS_INVALID_TENSOR,
-                       "tensor '%s': raw_data holds %zu bytes but dims %s of type %s need %llu",
-                       tname, tf.raw_len, er__dims_str(rank, dims, sbuf, sizeof sbuf),
-                       er_dtype_name(dt), (unsigned long long)packed_bytes);
-    bool aligned = ((uintptr_t)tf.raw % (esize < 8 ? esize : 8)) == 0;
-    if (pc->model && aligned && !dtype_is_4bit(dt)) {
-      /* Zero-copy: the mapping lives as long as the model. */
-      t->data = (void *)(uintptr_t)tf.raw;
-      t->nbytes = (size_t)bytes;
-      t->flags = 0;
-      return ER_STATUS_OK;
-    }
-    ER_CHECK(er__tensor_alloc(t, 0));
-    if (dtype_is_4bit(dt))
-      unpack_4bit(tf.raw, t->data, count, dt == ER_DTYPE_INT4);
-    else if (bytes)
-      memcpy(t->data, tf.raw, (size_t)bytes);
-    /* The file's copy of these bytes is not read again: its pages need
-     * not stay resident next to the aligned copy until the session has
-     * compiled (ddddocr's recognizer, 38 of its 54 MB unaligned, peaked
-     * at 156 MB against onnxruntime's 132). */
-    if (pc->model) er__model_release_pages(pc->model, tf.raw, tf.raw_len);
-    return ER_STATUS_OK;
-  }
-
+/* The data of tensor t from the typed repeated field of its type. */
+static er_status load_typed(const uint8_t *p, size_t len, er_tensor *t, int64_t count, const char *tname) {
+  er_dtype dt = t->dtype;
+  er_pb pb;
+  er_pb_field f;
+  bool done;
+  char sbuf[160];
+  int rank = t->rank;
+  const int64_t *dims = t->dims;
   /* Typed repeated fields. */
   uint32_t field = typed_field_for(dt);
   er_pb_scalar kind = field == TENSOR_FLOAT_DATA    ? ER_PB_S_FIXED32
@@ -348,6 +325,66 @@ er_status er__onnx_tensor_from_proto(parse_ctx *pc, const uint8_t *p, size_t len
   }
   free(raw);
   return ER_STATUS_OK;
+}
+
+/* Parses a TensorProto at [p, p+len) into `t`. Data is zero-copy when it is
+ * raw, aligned and the model holds the bytes; else it is copied into memory
+ * the model owns (pc->model may be NULL for standalone files: then the
+ * tensor owns its data). */
+er_status er__onnx_tensor_from_proto(parse_ctx *pc, const uint8_t *p, size_t len, er_tensor *t,
+                                     const char **name_out) {
+  char sbuf[160];
+  tensor_fields tf = {0};
+  int rank = 0;
+  int64_t dims[ER_MAX_RANK];
+  uint64_t max_tensor = pc->model ? pc->model->limits.max_tensor_bytes : ER_DEFAULT_MAX_TENSOR_BYTES;
+  ER_CHECK(scan_tensor(pc, p, len, &tf, dims, &rank));
+  const char *tname = tf.name ? tf.name : "";
+  if (name_out) *name_out = tf.name;
+  static const char *const newer_types[] = {"FLOAT8E8M0", "UINT2", "INT2", "FLOAT6E2M3", "FLOAT6E3M2"};
+  if (tf.has_data_type && tf.data_type >= 24 && tf.data_type <= 28)
+    return er__error(ER_STATUS_UNSUPPORTED, "tensor '%s': data type %lld (%s) is not supported", tname,
+                     (long long)tf.data_type, newer_types[tf.data_type - 24]);
+  if (!tf.has_data_type || !dtype_known(tf.data_type))
+    return er__error(ER_STATUS_INVALID_TENSOR,
+                     "tensor '%s': data type %lld is %s (ONNX defines types 1 to 23)", tname,
+                     (long long)tf.data_type, tf.has_data_type ? "unknown" : "missing");
+  er_dtype dt = (er_dtype)tf.data_type;
+  if (!er__dtype_is_numeric(dt))
+    return er__error(ER_STATUS_UNSUPPORTED, "tensor '%s': data type %s is not supported", tname,
+                     er_dtype_name(dt));
+  if (tf.has_segment)
+    return er__error(ER_STATUS_UNSUPPORTED, "tensor '%s': segmented tensors are not supported",
+                     tname);
+
+  int64_t count;
+  if (!er__shape_count(rank, dims, &count))
+    return er__error(ER_STATUS_INVALID_SHAPE, "tensor '%s': dims %s overflow 64 bits", tname,
+                     er__dims_str(rank, dims, sbuf, sizeof sbuf));
+  size_t esize = er_dtype_size(dt);
+  uint64_t bytes;
+  if (!er__mul_u64((uint64_t)count, esize, &bytes) || bytes > max_tensor)
+    return er__error(ER_STATUS_LIMIT,
+                     "tensor '%s' of dims %s and type %s exceeds max_tensor_bytes (%llu)", tname,
+                     er__dims_str(rank, dims, sbuf, sizeof sbuf), er_dtype_name(dt),
+                     (unsigned long long)max_tensor);
+  if (pc->model) {
+    uint64_t total;
+    if (!er__add_u64(pc->model->total_bytes, bytes, &total) ||
+        total > pc->model->limits.max_total_bytes)
+      return er__error(ER_STATUS_LIMIT,
+                       "tensor '%s': initializers together exceed max_total_bytes (%llu)", tname,
+                       (unsigned long long)pc->model->limits.max_total_bytes);
+    pc->model->total_bytes = total;
+  }
+
+  er__tensor_set(t, dt, rank, dims);
+  /* Bytes the stored form takes: 4-bit types pack two per byte. */
+  uint64_t packed_bytes = dtype_is_4bit(dt) ? ((uint64_t)count + 1) / 2 : bytes;
+
+  if (tf.external || tf.has_location) return load_external(pc, t, &tf, count, bytes, packed_bytes, tname);
+  if (tf.has_raw) return load_raw(pc, t, &tf, count, bytes, packed_bytes, tname);
+  return load_typed(p, len, t, count, tname);
 }
 
 er_status er__ox_tensor_attr(parse_ctx *pc, const er_pb_field *f, er_tensor **out) {
