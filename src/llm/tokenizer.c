@@ -445,6 +445,72 @@ static size_t make_piece(const er_tokenizer *t, const er_tok_str s, uint8_t type
   return n;
 }
 
+/* Every token of cfg: length cap, UTF-8, type, score; *pool_out: the
+ * bytes of the text pool they need. The caps bound the pool before
+ * anything is allocated by it. */
+static er_status check_tokens(const er_tok_config *cfg, uint64_t *pool_out) {
+  uint64_t pool_bytes = 0;
+  for (size_t i = 0; i < cfg->n_tokens; i++) {
+    er_tok_str s = cfg->tokens[i];
+    if (!s.p && s.len) return er__error(ER_STATUS_INVALID_ARGUMENT, "tokenizer: token %zu has a NULL text", i);
+    if (s.len > ER_TOK_MAX_TOKEN_BYTES)
+      return er__error(ER_STATUS_LIMIT, "tokenizer: token %zu is %zu bytes, over %d (ER_TOK_MAX_TOKEN_BYTES)", i,
+                       s.len, ER_TOK_MAX_TOKEN_BYTES);
+    size_t bad = er__utf8_check(s.p, s.len);
+    if (bad != s.len)
+      return er__error(ER_STATUS_INVALID_MODEL, "tokenizer: token %zu is not valid UTF-8 (byte %zu of %zu)", i, bad,
+                       s.len);
+    if (cfg->types && (cfg->types[i] < ER_TOK_TYPE_UNDEFINED || cfg->types[i] > ER_TOK_TYPE_BYTE))
+      return er__error(ER_STATUS_INVALID_MODEL, "tokenizer: token %zu '%.*s' has type %d, not 0..6", i, TOKQ(s),
+                       (int)cfg->types[i]);
+    if (cfg->scores && !isfinite(cfg->scores[i]))
+      return er__error(ER_STATUS_INVALID_MODEL, "tokenizer: token %zu '%.*s' has a score that is not finite", i,
+                       TOKQ(s));
+    pool_bytes += 2 * (uint64_t)s.len + 1;
+  }
+
+  *pool_out = pool_bytes;
+  return ER_STATUS_OK;
+}
+
+/* Texts into the pool and the text -> id table (a repeated text is an
+ * error because a text must name one token), then each token's piece. */
+static er_status fill_texts(er_tokenizer *t, const er_tok_config *cfg) {
+  char *w = t->pool;
+  for (size_t i = 0; i < t->n; i++) {
+    er_tok_str s = cfg->tokens[i];
+    if (s.len) memcpy(w, s.p, s.len);
+    w[s.len] = 0;
+    t->text[i].p = w;
+    t->text[i].len = s.len;
+    w += s.len + 1;
+    t->type[i] = (uint8_t)(cfg->types ? cfg->types[i] : ER_TOK_TYPE_NORMAL);
+    if (s.len == 0) continue;  /* an empty token can never be produced or looked up */
+    size_t h = (size_t)hash_bytes(t->text[i].p, s.len) & t->tab_mask;
+    for (;;) {
+      int32_t v = t->tab[h];
+      if (v == 0) {
+        t->tab[h] = (int32_t)i + 1;
+        break;
+      }
+      const er_tok_str *e = &t->text[v - 1];
+      if (e->len == s.len && memcmp(e->p, t->text[i].p, s.len) == 0) {
+        return er__error(ER_STATUS_INVALID_MODEL, "tokenizer: token %zu '%.*s' repeats the text of token %d", i,
+                         TOKQ(s), v - 1);
+      }
+      h = (h + 1) & t->tab_mask;
+    }
+  }
+  for (size_t i = 0; i < t->n; i++) {
+    size_t len = make_piece(t, t->text[i], t->type[i], w);
+    t->piece[i].p = w;
+    t->piece[i].len = len;
+    w += len;
+  }
+
+  return ER_STATUS_OK;
+}
+
 er_status er__tok_create(const er_tok_config *cfg, er_tokenizer **out) {
   if (!out) return er__error(ER_STATUS_INVALID_ARGUMENT, "er__tok_create: out is NULL");
   *out = NULL;
@@ -479,27 +545,8 @@ er_status er__tok_create(const er_tok_config *cfg, er_tokenizer **out) {
   if (cfg->add_eos && cfg->eos < 0)
     return er__error(ER_STATUS_INVALID_MODEL, "tokenizer: add_eos is set but the vocabulary has no EOS token");
 
-  /* Every token: length cap, UTF-8, type, score; then the pool size. The
-   * caps bound the pool before anything is allocated by it. */
   uint64_t pool_bytes = 0;
-  for (size_t i = 0; i < cfg->n_tokens; i++) {
-    er_tok_str s = cfg->tokens[i];
-    if (!s.p && s.len) return er__error(ER_STATUS_INVALID_ARGUMENT, "tokenizer: token %zu has a NULL text", i);
-    if (s.len > ER_TOK_MAX_TOKEN_BYTES)
-      return er__error(ER_STATUS_LIMIT, "tokenizer: token %zu is %zu bytes, over %d (ER_TOK_MAX_TOKEN_BYTES)", i,
-                       s.len, ER_TOK_MAX_TOKEN_BYTES);
-    size_t bad = er__utf8_check(s.p, s.len);
-    if (bad != s.len)
-      return er__error(ER_STATUS_INVALID_MODEL, "tokenizer: token %zu is not valid UTF-8 (byte %zu of %zu)", i, bad,
-                       s.len);
-    if (cfg->types && (cfg->types[i] < ER_TOK_TYPE_UNDEFINED || cfg->types[i] > ER_TOK_TYPE_BYTE))
-      return er__error(ER_STATUS_INVALID_MODEL, "tokenizer: token %zu '%.*s' has type %d, not 0..6", i, TOKQ(s),
-                       (int)cfg->types[i]);
-    if (cfg->scores && !isfinite(cfg->scores[i]))
-      return er__error(ER_STATUS_INVALID_MODEL, "tokenizer: token %zu '%.*s' has a score that is not finite", i,
-                       TOKQ(s));
-    pool_bytes += 2 * (uint64_t)s.len + 1;
-  }
+  ER_CHECK(check_tokens(cfg, &pool_bytes));
 
   er_status st = ER_STATUS_OK;
   er_tokenizer *t = er__calloc(1, sizeof *t, "tokenizer");
@@ -522,40 +569,8 @@ er_status er__tok_create(const er_tok_config *cfg, er_tokenizer **out) {
     goto fail;
   }
 
-  /* Texts and the text -> id table; a repeated text is an error because a
-   * text must name one token. */
-  char *w = t->pool;
-  for (size_t i = 0; i < t->n; i++) {
-    er_tok_str s = cfg->tokens[i];
-    if (s.len) memcpy(w, s.p, s.len);
-    w[s.len] = 0;
-    t->text[i].p = w;
-    t->text[i].len = s.len;
-    w += s.len + 1;
-    t->type[i] = (uint8_t)(cfg->types ? cfg->types[i] : ER_TOK_TYPE_NORMAL);
-    if (s.len == 0) continue;  /* an empty token can never be produced or looked up */
-    size_t h = (size_t)hash_bytes(t->text[i].p, s.len) & t->tab_mask;
-    for (;;) {
-      int32_t v = t->tab[h];
-      if (v == 0) {
-        t->tab[h] = (int32_t)i + 1;
-        break;
-      }
-      const er_tok_str *e = &t->text[v - 1];
-      if (e->len == s.len && memcmp(e->p, t->text[i].p, s.len) == 0) {
-        st = er__error(ER_STATUS_INVALID_MODEL, "tokenizer: token %zu '%.*s' repeats the text of token %d", i, TOKQ(s),
-                       v - 1);
-        goto fail;
-      }
-      h = (h + 1) & t->tab_mask;
-    }
-  }
-  for (size_t i = 0; i < t->n; i++) {
-    size_t len = make_piece(t, t->text[i], t->type[i], w);
-    t->piece[i].p = w;
-    t->piece[i].len = len;
-    w += len;
-  }
+  st = fill_texts(t, cfg);
+  if (st != ER_STATUS_OK) goto fail;
 
   /* Byte tokens. */
   for (int b = 0; b < 256; b++) {

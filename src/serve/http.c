@@ -864,6 +864,146 @@ static enum MHD_Result answer_tokenize(req_ctx *rc, bool detok) {
 
 /* ---- the access handler ------------------------------------------------- */
 
+/* The first call for a request: its context, the checks that need only
+ * the headers (Host, API key, method, route, encoding, size) and the
+ * body buffer. */
+static enum MHD_Result first_call(er__server *srv, struct MHD_Connection *conn, const char *url, const char *method,
+                                  void **con_cls) {
+  char err[ER_SERVE_ERR];
+  req_ctx *rc;
+  rc = calloc(1, sizeof *rc);
+  if (!rc) return MHD_NO;
+  rc->srv = srv;
+  rc->conn = conn;
+  rc->t_start = er__now_us();
+  atomic_init(&rc->state, S_NEW);
+  *con_cls = rc;
+  track_phase(conn, PH_BODY);
+  rc->is_post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+  rc->oai_errors = strncmp(url, "/v1/", 4) == 0 || strcmp(url, "/tokenize") == 0 ||
+                   strcmp(url, "/detokenize") == 0;
+  bool known = rc->is_post || strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+               strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+  if (!host_ok(srv, conn))
+    return send_error(rc, 403, "Host header names another site; a loopback server answers "
+                               "only localhost, 127.0.0.0/8 and [::1]");
+  int st = route(rc, url, err, sizeof err);
+  if (rc->route != R_LIVE && !key_ok(srv, conn))
+    return send_error(rc, 401, "missing or wrong API key; send 'Authorization: Bearer <key>'");
+  if (!known) return send_error(rc, 405, "method not allowed");
+  if (st) return send_error(rc, st, err);
+  if (rc->route == R_INFER) {   /* tells batching workers a request is coming */
+    rc->arriving = true;
+    atomic_fetch_add(&rc->model->arriving, 1);
+  }
+  const char *enc = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                MHD_HTTP_HEADER_CONTENT_ENCODING);
+  if (enc && strcasecmp(enc, "identity") != 0)
+    return send_error(rc, 415, "Content-Encoding is not accepted: send the body uncompressed");
+  const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                               MHD_HTTP_HEADER_CONTENT_LENGTH);
+  if (cl) {
+    unsigned long long declared = strtoull(cl, NULL, 10);
+    /* Over the cap. A client that waits for 100 Continue, or whose body
+     * is past what is worth reading, gets its 413 now and the connection
+     * closes unread. Any other client writes its whole body before it
+     * reads (urllib, requests, tritonclient): answered now, it would see
+     * a reset and no status, so the body is read and dropped (within
+     * FLOOD_FACTOR x the cap and DRAIN_US) and the 413 follows it. */
+    const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+    bool waits = expect && strcasecmp(expect, "100-continue") == 0;
+    if (declared > srv->opt.max_body_bytes &&
+        (waits || declared > FLOOD_FACTOR * (unsigned long long)srv->opt.max_body_bytes)) {
+      snprintf(err, sizeof err, "request body of %llu bytes is over the cap of %llu bytes "
+                                "(--max-body-bytes)", declared,
+               (unsigned long long)srv->opt.max_body_bytes);
+      return send_error(rc, 413, err);
+    }
+    if (declared > srv->opt.max_body_bytes) {
+      rc->too_big = true;
+      rc->drain_start = er__now_us();
+      return MHD_YES;
+    }
+    if (declared && rc->route == R_INFER) {
+      rc->body = malloc((size_t)declared);
+      if (!rc->body) return send_error(rc, 503, "out of memory for the request body");
+      rc->body_cap = (size_t)declared;
+    }
+  }
+  /* Answer in a later call: libmicrohttpd 0.9.75 closes the connection
+   * after any response queued in this first call (it cannot tell whether
+   * a body follows), which would end keep-alive for every GET. The early
+   * rejections above close on purpose: their bodies are never read. */
+  return MHD_YES;
+}
+
+/* A piece of the body: kept while it fits its cap (the whole body for
+ * infer, the JSON cap for the small repository bodies), counted always. */
+static enum MHD_Result receive_body(req_ctx *rc, const char *upload, size_t *upload_size) {
+  er__server *srv = rc->srv;
+  size_t n = *upload_size;
+  uint64_t cap = rc->route == R_INFER ? srv->opt.max_body_bytes : srv->opt.max_json_bytes;
+  *upload_size = 0;
+  rc->body_seen += n;
+  /* Past the cap the body is read and dropped so the client still gets
+   * its 413 (libmicrohttpd cannot answer before the body ends); a flood
+   * past FLOOD_FACTOR times the cap is not worth reading: hang up. */
+  if (rc->body_seen > FLOOD_FACTOR * cap) return MHD_NO;
+  if (rc->too_big) return rc->drain_start && er__now_us() - rc->drain_start > DRAIN_US ? MHD_NO : MHD_YES;
+  if (rc->body_len + n > cap) {
+    rc->too_big = true;
+    rc->drain_start = er__now_us();
+    free(rc->body);
+    rc->body = NULL;
+    rc->body_len = rc->body_cap = 0;
+    return MHD_YES;
+  }
+  if (rc->body_len + n > rc->body_cap) {
+    size_t want = rc->body_cap ? rc->body_cap * 2 : 4096;
+    while (want < rc->body_len + n) want *= 2;
+    if (want > cap) want = (size_t)cap;
+    char *p = realloc(rc->body, want);
+    if (!p) return MHD_NO;
+    rc->body = p;
+    rc->body_cap = want;
+  }
+  memcpy(rc->body + rc->body_len, upload, n);
+  rc->body_len += n;
+  return MHD_YES;
+}
+
+/* POST .../load: the body's parameters may pin a version, as Triton's
+ * API allows parameters; {"parameters": {"version": "2"}}. */
+static enum MHD_Result answer_load(req_ctx *rc) {
+  er__server *srv = rc->srv;
+  struct MHD_Connection *conn = rc->conn;
+  int64_t pin = 0;
+  if (rc->body_seen) {
+    json_error_t je;
+    json_t *root = rc->body ? json_loadb(rc->body, rc->body_len, 0, &je) : NULL;
+    json_t *p = root ? json_object_get(root, "parameters") : NULL;
+    json_t *v = p ? json_object_get(p, "version") : NULL;
+    bool ok = root && json_is_object(root);
+    if (v && json_is_string(v)) ok = ok && parse_version_seg(json_string_value(v), &pin);
+    else if (v && json_is_integer(v)) ok = ok && (pin = json_integer_value(v)) > 0 &&
+                                      pin <= 999999999;
+    else if (v) ok = false;
+    json_decref(root);
+    if (!ok)
+      return send_error(rc, 400, "load body must be {} or {\"parameters\": {\"version\": "
+                                 "\"N\"}}");
+  }
+  if (atomic_load(&srv->draining)) return send_error(rc, 503, "the server is shutting down");
+  rc->task.model = rc->model;
+  rc->task.version = pin;
+  rc->task.done = task_done;
+  rc->task.arg = rc;
+  atomic_store(&rc->state, S_WAITING);
+  MHD_suspend_connection(conn);
+  er__loader_post(srv, &rc->task);
+  return MHD_YES;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **con_cls) {
@@ -871,106 +1011,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
   req_ctx *rc = *con_cls;
   char err[ER_SERVE_ERR];
   (void)version;
-  if (!rc) {
-    rc = calloc(1, sizeof *rc);
-    if (!rc) return MHD_NO;
-    rc->srv = srv;
-    rc->conn = conn;
-    rc->t_start = er__now_us();
-    atomic_init(&rc->state, S_NEW);
-    *con_cls = rc;
-    track_phase(conn, PH_BODY);
-    rc->is_post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
-    rc->oai_errors = strncmp(url, "/v1/", 4) == 0 || strcmp(url, "/tokenize") == 0 ||
-                     strcmp(url, "/detokenize") == 0;
-    bool known = rc->is_post || strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
-                 strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
-    if (!host_ok(srv, conn))
-      return send_error(rc, 403, "Host header names another site; a loopback server answers "
-                                 "only localhost, 127.0.0.0/8 and [::1]");
-    int st = route(rc, url, err, sizeof err);
-    if (rc->route != R_LIVE && !key_ok(srv, conn))
-      return send_error(rc, 401, "missing or wrong API key; send 'Authorization: Bearer <key>'");
-    if (!known) return send_error(rc, 405, "method not allowed");
-    if (st) return send_error(rc, st, err);
-    if (rc->route == R_INFER) {   /* tells batching workers a request is coming */
-      rc->arriving = true;
-      atomic_fetch_add(&rc->model->arriving, 1);
-    }
-    const char *enc = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                  MHD_HTTP_HEADER_CONTENT_ENCODING);
-    if (enc && strcasecmp(enc, "identity") != 0)
-      return send_error(rc, 415, "Content-Encoding is not accepted: send the body uncompressed");
-    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl) {
-      unsigned long long declared = strtoull(cl, NULL, 10);
-      /* Over the cap. A client that waits for 100 Continue, or whose body
-       * is past what is worth reading, gets its 413 now and the connection
-       * closes unread. Any other client writes its whole body before it
-       * reads (urllib, requests, tritonclient): answered now, it would see
-       * a reset and no status, so the body is read and dropped (within
-       * FLOOD_FACTOR x the cap and DRAIN_US) and the 413 follows it. */
-      const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
-      bool waits = expect && strcasecmp(expect, "100-continue") == 0;
-      if (declared > srv->opt.max_body_bytes &&
-          (waits || declared > FLOOD_FACTOR * (unsigned long long)srv->opt.max_body_bytes)) {
-        snprintf(err, sizeof err, "request body of %llu bytes is over the cap of %llu bytes "
-                                  "(--max-body-bytes)", declared,
-                 (unsigned long long)srv->opt.max_body_bytes);
-        return send_error(rc, 413, err);
-      }
-      if (declared > srv->opt.max_body_bytes) {
-        rc->too_big = true;
-        rc->drain_start = er__now_us();
-        return MHD_YES;
-      }
-      if (declared && rc->route == R_INFER) {
-        rc->body = malloc((size_t)declared);
-        if (!rc->body) return send_error(rc, 503, "out of memory for the request body");
-        rc->body_cap = (size_t)declared;
-      }
-    }
-    /* Answer in a later call: libmicrohttpd 0.9.75 closes the connection
-     * after any response queued in this first call (it cannot tell whether
-     * a body follows), which would end keep-alive for every GET. The early
-     * rejections above close on purpose: their bodies are never read. */
-    return MHD_YES;
-  }
+  if (!rc) return first_call(srv, conn, url, method, con_cls);
 
-  if (*upload_size) {
-    /* Receiving the body: keep it while it fits its cap (the whole body for
-     * infer, the JSON cap for the small repository bodies), count it always. */
-    size_t n = *upload_size;
-    uint64_t cap = rc->route == R_INFER ? srv->opt.max_body_bytes : srv->opt.max_json_bytes;
-    *upload_size = 0;
-    rc->body_seen += n;
-    /* Past the cap the body is read and dropped so the client still gets
-     * its 413 (libmicrohttpd cannot answer before the body ends); a flood
-     * past FLOOD_FACTOR times the cap is not worth reading: hang up. */
-    if (rc->body_seen > FLOOD_FACTOR * cap) return MHD_NO;
-    if (rc->too_big) return rc->drain_start && er__now_us() - rc->drain_start > DRAIN_US ? MHD_NO : MHD_YES;
-    if (rc->body_len + n > cap) {
-      rc->too_big = true;
-      rc->drain_start = er__now_us();
-      free(rc->body);
-      rc->body = NULL;
-      rc->body_len = rc->body_cap = 0;
-      return MHD_YES;
-    }
-    if (rc->body_len + n > rc->body_cap) {
-      size_t want = rc->body_cap ? rc->body_cap * 2 : 4096;
-      while (want < rc->body_len + n) want *= 2;
-      if (want > cap) want = (size_t)cap;
-      char *p = realloc(rc->body, want);
-      if (!p) return MHD_NO;
-      rc->body = p;
-      rc->body_cap = want;
-    }
-    memcpy(rc->body + rc->body_len, upload, n);
-    rc->body_len += n;
-    return MHD_YES;
-  }
+  if (*upload_size) return receive_body(rc, upload, upload_size);
 
   int state = atomic_load(&rc->state);
   if (state == S_WAITING) return MHD_YES;   /* spurious call while suspended */
@@ -1008,35 +1051,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     case R_REPO_UNLOAD:
       er__repo_unload(srv, rc->model);
       return send_buf(rc, 200, "application/json", strdup("{}"), 2, NULL, -1);
-    case R_REPO_LOAD: {
-      /* The body's parameters may pin a version, as Triton's API allows
-       * parameters; {"parameters": {"version": "2"}}. */
-      int64_t pin = 0;
-      if (rc->body_seen) {
-        json_error_t je;
-        json_t *root = rc->body ? json_loadb(rc->body, rc->body_len, 0, &je) : NULL;
-        json_t *p = root ? json_object_get(root, "parameters") : NULL;
-        json_t *v = p ? json_object_get(p, "version") : NULL;
-        bool ok = root && json_is_object(root);
-        if (v && json_is_string(v)) ok = ok && parse_version_seg(json_string_value(v), &pin);
-        else if (v && json_is_integer(v)) ok = ok && (pin = json_integer_value(v)) > 0 &&
-                                          pin <= 999999999;
-        else if (v) ok = false;
-        json_decref(root);
-        if (!ok)
-          return send_error(rc, 400, "load body must be {} or {\"parameters\": {\"version\": "
-                                     "\"N\"}}");
-      }
-      if (atomic_load(&srv->draining)) return send_error(rc, 503, "the server is shutting down");
-      rc->task.model = rc->model;
-      rc->task.version = pin;
-      rc->task.done = task_done;
-      rc->task.arg = rc;
-      atomic_store(&rc->state, S_WAITING);
-      MHD_suspend_connection(conn);
-      er__loader_post(srv, &rc->task);
-      return MHD_YES;
-    }
+    case R_REPO_LOAD:
+      return answer_load(rc);
     default:
       return send_error(rc, 404, "no such endpoint");
   }

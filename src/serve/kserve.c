@@ -203,11 +203,68 @@ static void preprocess(const er__model_config *cfg, er_tensor *t) {
   }
 }
 
+/* The configured preprocessing of an input, pixels given as bytes
+ * widened to float first (*t replaced). False when out of memory. */
+static bool preprocess_input(const er__model_config *cfg, er_dtype got, int rank, const int64_t *dims, int64_t count,
+                             er_tensor **t) {
+  if (got == ER_DTYPE_UINT8) {
+    er_tensor *f;
+    if (er_tensor_create(ER_DTYPE_FLOAT, rank, dims, &f) != ER_STATUS_OK) return false;
+    const uint8_t *src = er_tensor_cdata(*t);
+    float *dst = er_tensor_data(f);
+    for (int64_t e = 0; e < count; e++) dst[e] = (float)src[e];
+    er_tensor_free(*t);
+    *t = f;
+  }
+  preprocess(cfg, *t);
+  return true;
+}
+
 #define FAIL(...)                              \
   do {                                         \
     snprintf(err, errsz, __VA_ARGS__);         \
     goto fail;                                 \
   } while (0)
+
+/* The outputs the request asks for ("outputs", else all), each with
+ * whether it goes back as binary data. 0, or 400 with the message in err. */
+static int decode_outputs(const er__version *ver, json_t *root, er__job *job, er__infer_req *req, char *err,
+                          size_t errsz) {
+  size_t i;
+  json_t *outputs = json_object_get(root, "outputs");
+  job->n_out = 0;
+  if (outputs) {
+    if (!json_is_array(outputs) || json_array_size(outputs) > ver->n_out)
+      FAIL("\"outputs\" must be an array of at most %zu entries", ver->n_out);
+    json_t *o;
+    json_array_foreach(outputs, i, o) {
+      json_t *on = json_is_object(o) ? json_object_get(o, "name") : NULL;
+      if (!json_is_string(on)) FAIL("outputs[%zu] needs a \"name\"", i);
+      size_t k = 0;
+      while (k < ver->n_out && strcmp(ver->out[k].name, json_string_value(on)) != 0) k++;
+      if (k == ver->n_out) {
+        char shown[64];
+        er__sanitize(json_string_value(on), shown, sizeof shown);
+        FAIL("model '%s' has no output named '%s'", ver->owner->name, shown);
+      }
+      for (size_t q = 0; q < job->n_out; q++)
+        if (job->out_idx[q] == (int)k) FAIL("output '%s' is requested twice",
+                                            json_string_value(on));
+      json_t *op = json_object_get(o, "parameters");
+      json_t *bd = op && json_is_object(op) ? json_object_get(op, "binary_data") : NULL;
+      req->out_binary[job->n_out] = bd ? json_is_true(bd) : req->binary_all;
+      job->out_idx[job->n_out++] = (int)k;
+    }
+  } else {
+    for (size_t k = 0; k < ver->n_out; k++) {
+      req->out_binary[k] = req->binary_all;
+      job->out_idx[job->n_out++] = (int)k;
+    }
+  }
+  return 0;
+fail:
+  return 400;
+}
 
 int er__kserve_decode(const er__version *ver, const er__model_config *cfg, const char *body,
                       size_t len, int64_t hdr_len, uint64_t max_json, er__job *job,
@@ -331,19 +388,8 @@ int er__kserve_decode(const er__version *ver, const er__model_config *cfg, const
       fill_ctx c = {got, er_tensor_data(scratch), 0, name, err, errsz};
       if (!fill(&c, data)) goto fail;
     }
-    if (pre) {
-      if (got == ER_DTYPE_UINT8) {   /* pixels as bytes: widen to float */
-        er_tensor *f;
-        if (er_tensor_create(ER_DTYPE_FLOAT, rank, dims, &f) != ER_STATUS_OK)
-          FAIL("input '%s': %s", name, er_last_error());
-        const uint8_t *src = er_tensor_cdata(scratch);
-        float *dst = er_tensor_data(f);
-        for (int64_t e = 0; e < count; e++) dst[e] = (float)src[e];
-        er_tensor_free(scratch);
-        scratch = f;
-      }
-      preprocess(cfg, scratch);
-    }
+    if (pre && !preprocess_input(cfg, got, rank, dims, count, &scratch))
+      FAIL("input '%s': %s", name, er_last_error());
     job->in[k] = scratch;
     scratch = NULL;
   }
@@ -358,36 +404,7 @@ int er__kserve_decode(const er__version *ver, const er__model_config *cfg, const
       if (er_tensor_dims(job->in[k])[0] != job->rows) job->rows = -1;
     if (job->rows <= 0) job->rows = -1;
   }
-  json_t *outputs = json_object_get(root, "outputs");
-  job->n_out = 0;
-  if (outputs) {
-    if (!json_is_array(outputs) || json_array_size(outputs) > ver->n_out)
-      FAIL("\"outputs\" must be an array of at most %zu entries", ver->n_out);
-    json_t *o;
-    json_array_foreach(outputs, i, o) {
-      json_t *on = json_is_object(o) ? json_object_get(o, "name") : NULL;
-      if (!json_is_string(on)) FAIL("outputs[%zu] needs a \"name\"", i);
-      size_t k = 0;
-      while (k < ver->n_out && strcmp(ver->out[k].name, json_string_value(on)) != 0) k++;
-      if (k == ver->n_out) {
-        char shown[64];
-        er__sanitize(json_string_value(on), shown, sizeof shown);
-        FAIL("model '%s' has no output named '%s'", ver->owner->name, shown);
-      }
-      for (size_t q = 0; q < job->n_out; q++)
-        if (job->out_idx[q] == (int)k) FAIL("output '%s' is requested twice",
-                                            json_string_value(on));
-      json_t *op = json_object_get(o, "parameters");
-      json_t *bd = op && json_is_object(op) ? json_object_get(op, "binary_data") : NULL;
-      req->out_binary[job->n_out] = bd ? json_is_true(bd) : req->binary_all;
-      job->out_idx[job->n_out++] = (int)k;
-    }
-  } else {
-    for (size_t k = 0; k < ver->n_out; k++) {
-      req->out_binary[k] = req->binary_all;
-      job->out_idx[job->n_out++] = (int)k;
-    }
-  }
+  if (decode_outputs(ver, root, job, req, err, errsz)) goto fail;
   json_decref(root);
   return 0;
 fail:

@@ -779,6 +779,50 @@ static void test_load_delay(void) {
 /* Brings one model's live versions in line with its policy. Loads happen
  * without the model's lock held, so requests keep being served by the old
  * versions meanwhile. */
+/* The chosen set becomes live. Every chosen[] entry holds one
+ * reference, which passes to the live table; the old table's references
+ * are dropped, so a version leaving it is freed once its queued and
+ * running requests are done. */
+static void swap_live(er__model *m, er__version **chosen, int n_chosen, int n_avail) {
+  er__version *old[2 * ER_SERVE_MAX_VERSIONS];
+  int n_old = 0;
+  pthread_mutex_lock(&m->lock);
+  m->loading = false;
+  if (m->admin_unloaded) {   /* unloaded while we were loading: keep it so */
+    for (int i = 0; i < n_chosen; i++) old[n_old++] = chosen[i];
+    n_chosen = 0;
+  }
+  if (n_chosen > 0 || n_avail == 0 || m->admin_unloaded) {
+    for (int i = 0; i < m->n_live; i++) old[n_old++] = m->live[i];
+    /* Highest version first, as er__model_acquire expects. */
+    for (int a = 0; a < n_chosen; a++)
+      for (int b = a + 1; b < n_chosen; b++)
+        if (chosen[b]->number > chosen[a]->number) {
+          er__version *t = chosen[a];
+          chosen[a] = chosen[b];
+          chosen[b] = t;
+        }
+    for (int i = 0; i < n_chosen; i++) m->live[i] = chosen[i];
+    m->n_live = n_chosen;
+  } else {
+    /* Nothing loadable: keep serving what we had (a corrupt new version
+     * never takes the old one down). */
+    for (int i = 0; i < n_chosen; i++) old[n_old++] = chosen[i];
+  }
+  for (int i = 0; i < m->n_seen; i++) {
+    er__seen_version *s = &m->seen[i];
+    if (is_live(m, s->number)) {
+      s->state = ER__VS_READY;
+      s->reason[0] = '\0';
+    } else if (s->state == ER__VS_READY) {
+      s->state = ER__VS_UNAVAILABLE;
+      snprintf(s->reason, sizeof s->reason, "unloaded");
+    }
+  }
+  pthread_mutex_unlock(&m->lock);
+  for (int i = 0; i < n_old; i++) er__version_unref(old[i]);
+}
+
 static void sync_model(er__server *srv, er__model *m) {
   const er__serve_options *opt = &srv->opt;
   er__model_config cfg;
@@ -900,47 +944,7 @@ static void sync_model(er__server *srv, er__model *m) {
               (long long)num, m->name, err);
   }
 
-  /* Swap: the chosen set becomes live. Every chosen[] entry holds one
-   * reference, which passes to the live table; the old table's references
-   * are dropped, so a version leaving it is freed once its queued and
-   * running requests are done. */
-  er__version *old[2 * ER_SERVE_MAX_VERSIONS];
-  int n_old = 0;
-  pthread_mutex_lock(&m->lock);
-  m->loading = false;
-  if (m->admin_unloaded) {   /* unloaded while we were loading: keep it so */
-    for (int i = 0; i < n_chosen; i++) old[n_old++] = chosen[i];
-    n_chosen = 0;
-  }
-  if (n_chosen > 0 || n_avail == 0 || m->admin_unloaded) {
-    for (int i = 0; i < m->n_live; i++) old[n_old++] = m->live[i];
-    /* Highest version first, as er__model_acquire expects. */
-    for (int a = 0; a < n_chosen; a++)
-      for (int b = a + 1; b < n_chosen; b++)
-        if (chosen[b]->number > chosen[a]->number) {
-          er__version *t = chosen[a];
-          chosen[a] = chosen[b];
-          chosen[b] = t;
-        }
-    for (int i = 0; i < n_chosen; i++) m->live[i] = chosen[i];
-    m->n_live = n_chosen;
-  } else {
-    /* Nothing loadable: keep serving what we had (a corrupt new version
-     * never takes the old one down). */
-    for (int i = 0; i < n_chosen; i++) old[n_old++] = chosen[i];
-  }
-  for (int i = 0; i < m->n_seen; i++) {
-    er__seen_version *s = &m->seen[i];
-    if (is_live(m, s->number)) {
-      s->state = ER__VS_READY;
-      s->reason[0] = '\0';
-    } else if (s->state == ER__VS_READY) {
-      s->state = ER__VS_UNAVAILABLE;
-      snprintf(s->reason, sizeof s->reason, "unloaded");
-    }
-  }
-  pthread_mutex_unlock(&m->lock);
-  for (int i = 0; i < n_old; i++) er__version_unref(old[i]);
+  swap_live(m, chosen, n_chosen, n_avail);
 }
 
 void er__repo_scan(er__server *srv) {
