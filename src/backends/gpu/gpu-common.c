@@ -763,6 +763,62 @@ static int64_t prod(const int64_t *d, int from, int to) {
 
 static int q_signed(er_dtype t) { return t == ER_DTYPE_INT8; }
 
+/* QConv / QLinearConv on the device. */
+static er_status run_qconv(run *r, const onode *o, dval *x, dval *y, int64_t n) {
+  const er_node *node = o->node;
+  const er_graph *g = r->c->g;
+  dval *w = &r->v[node->inputs[3]];
+  dval *b = node->n_inputs > 8 && node->inputs[8] >= 0 ? &r->v[node->inputs[8]] : NULL;
+  const er_tensor *xz = in_const(g, node, 2), *yz = in_const(g, node, 7);
+  er_gpu_qconv p;
+  memset(&p, 0, sizeof p);
+  p.x = mem(x);
+  p.w = mem(w);
+  p.bias = b ? mem(b) : o->aux0;
+  p.y = mem(y);
+  p.wscale = o->aux0;
+  p.wzp = o->aux1;
+  p.xscale = const_f32(in_const(g, node, 1), 0, 1);
+  p.yscale = const_f32(in_const(g, node, 6), 0, 1);
+  p.n = n;
+  conv_params(node, &x->t, &w->t, &y->t, p.p);
+  p.q[0] = q_signed(x->t.dtype);
+  p.q[1] = q_signed(w->t.dtype);
+  p.q[2] = q_signed(y->t.dtype);
+  p.q[3] = er__tensor_count(in_const(g, node, 4)) > 1;
+  p.q[4] = xz ? (int)er__load_i64(xz->data, xz->dtype, 0) : 0;
+  p.q[5] = yz ? (int)er__load_i64(yz->data, yz->dtype, 0) : 0;
+  p.q[6] = b != NULL;
+  return n ? r->gpu->api->qconv(r->gpu->ctx, &p) : ER_STATUS_OK;
+}
+
+/* QMatMul / QLinearMatMul on the device. */
+static er_status run_qmatmul(run *r, const onode *o, dval *x, dval *y) {
+  const er_node *node = o->node;
+  const er_graph *g = r->c->g;
+  dval *b = &r->v[node->inputs[3]];
+  const er_tensor *az = in_const(g, node, 2), *yz = in_const(g, node, 7);
+  er_gpu_qmatmul p;
+  memset(&p, 0, sizeof p);
+  p.a = mem(x);
+  p.b = mem(b);
+  p.y = mem(y);
+  p.bscale = o->aux0;
+  p.bzp = o->aux1;
+  p.ascale = const_f32(in_const(g, node, 1), 0, 1);
+  p.yscale = const_f32(in_const(g, node, 6), 0, 1);
+  p.M = (int)x->t.dims[0];
+  p.K = (int)x->t.dims[1];
+  p.N = (int)b->t.dims[1];
+  p.q[0] = q_signed(x->t.dtype);
+  p.q[1] = q_signed(b->t.dtype);
+  p.q[2] = q_signed(y->t.dtype);
+  p.q[3] = er__tensor_count(in_const(g, node, 4)) > 1;
+  p.q[4] = az ? (int)er__load_i64(az->data, az->dtype, 0) : 0;
+  p.q[5] = yz ? (int)er__load_i64(yz->data, yz->dtype, 0) : 0;
+  return p.M && p.N ? r->gpu->api->qmatmul(r->gpu->ctx, &p) : ER_STATUS_OK;
+}
+
 static er_status run_node(run *r, const onode *o) {
   const er_node *node = o->node;
   const er_graph *g = r->c->g;
@@ -882,54 +938,10 @@ static er_status run_node(run *r, const onode *o) {
       if (!n) return ER_STATUS_OK;
       return q ? api->quantize(ctx, &p) : api->dequantize(ctx, &p);
     }
-    case OP_QCONV: {
-      dval *w = &r->v[node->inputs[3]];
-      dval *b = node->n_inputs > 8 && node->inputs[8] >= 0 ? &r->v[node->inputs[8]] : NULL;
-      const er_tensor *xz = in_const(g, node, 2), *yz = in_const(g, node, 7);
-      er_gpu_qconv p;
-      memset(&p, 0, sizeof p);
-      p.x = mem(x);
-      p.w = mem(w);
-      p.bias = b ? mem(b) : o->aux0;
-      p.y = mem(y);
-      p.wscale = o->aux0;
-      p.wzp = o->aux1;
-      p.xscale = const_f32(in_const(g, node, 1), 0, 1);
-      p.yscale = const_f32(in_const(g, node, 6), 0, 1);
-      p.n = n;
-      conv_params(node, &x->t, &w->t, &y->t, p.p);
-      p.q[0] = q_signed(x->t.dtype);
-      p.q[1] = q_signed(w->t.dtype);
-      p.q[2] = q_signed(y->t.dtype);
-      p.q[3] = er__tensor_count(in_const(g, node, 4)) > 1;
-      p.q[4] = xz ? (int)er__load_i64(xz->data, xz->dtype, 0) : 0;
-      p.q[5] = yz ? (int)er__load_i64(yz->data, yz->dtype, 0) : 0;
-      p.q[6] = b != NULL;
-      return n ? api->qconv(ctx, &p) : ER_STATUS_OK;
-    }
-    case OP_QMATMUL: {
-      dval *b = &r->v[node->inputs[3]];
-      const er_tensor *az = in_const(g, node, 2), *yz = in_const(g, node, 7);
-      er_gpu_qmatmul p;
-      memset(&p, 0, sizeof p);
-      p.a = mem(x);
-      p.b = mem(b);
-      p.y = mem(y);
-      p.bscale = o->aux0;
-      p.bzp = o->aux1;
-      p.ascale = const_f32(in_const(g, node, 1), 0, 1);
-      p.yscale = const_f32(in_const(g, node, 6), 0, 1);
-      p.M = (int)x->t.dims[0];
-      p.K = (int)x->t.dims[1];
-      p.N = (int)b->t.dims[1];
-      p.q[0] = q_signed(x->t.dtype);
-      p.q[1] = q_signed(b->t.dtype);
-      p.q[2] = q_signed(y->t.dtype);
-      p.q[3] = er__tensor_count(in_const(g, node, 4)) > 1;
-      p.q[4] = az ? (int)er__load_i64(az->data, az->dtype, 0) : 0;
-      p.q[5] = yz ? (int)er__load_i64(yz->data, yz->dtype, 0) : 0;
-      return p.M && p.N ? api->qmatmul(ctx, &p) : ER_STATUS_OK;
-    }
+    case OP_QCONV:
+      return run_qconv(r, o, x, y, n);
+    case OP_QMATMUL:
+      return run_qmatmul(r, o, x, y);
     case OP_FILL: {
       /* The attribute's one element, repeated. */
       const er_attr *v = er__node_attr(node, "value");
