@@ -464,6 +464,101 @@ static er_status split_lines(er_chat_rt *r, const er_cv_str *s, bool keepends, e
   return st;
 }
 
+/* str.join(iterable). */
+static er_status str_join(er_chat_rt *r, er_cv_str *s, const char *m, cargs *a, er_cv *out) {
+  static const char *const no_kw[] = {NULL};
+  ER_CHECK(er__cev_check_args(r, a, m, 1, no_kw));
+  er_cv *it = er__cev_argp(a, 0, NULL);
+  if (!it) return er__cev_rerr(r, "join() takes exactly one argument");
+  er_cv items;
+  ER_CHECK(er__cev_to_items(r, *it, &items));
+  er_cv_list *l = ER_CV_LIST_OF(items);
+  er_cv_buf b = {0};
+  er_status st = ER_STATUS_OK;
+  for (size_t k = 0; k < l->n && !st; k++) {
+    if (l->items[k].type != ER_CV_STR) {
+      st = er__cev_rerr(r, "sequence item %zu: expected str instance, %s found", k, tname(l->items[k]));
+      break;
+    }
+    if (k) st = er__cv_buf_put(r, &b, s->data, s->len);
+    if (!st) st = er__cv_buf_put(r, &b, ER_CV_STR_OF(l->items[k])->data, ER_CV_STR_OF(l->items[k])->len);
+  }
+  er__cv_unref(r, items);
+  if (st) {
+    er__cv_buf_free(r, &b);
+    return st;
+  }
+  return er__cv_str_from_buf(r, &b, out);
+}
+
+/* str.center, ljust, rjust and zfill. */
+static er_status str_pad(er_chat_rt *r, er_cv_str *s, const char *m, cargs *a, er_cv *out) {
+  static const char *const no_kw[] = {NULL};
+  ER_CHECK(er__cev_check_args(r, a, m, m[0] == 'z' ? 1 : 2, no_kw));
+  er_cv *w = er__cev_argp(a, 0, NULL), *fill = er__cev_argp(a, 1, NULL);
+  if (!w || !is_int(*w)) return er__cev_rerr(r, "%s() needs an integer width", m);
+  const char *fc = " ";
+  size_t fl = 1;
+  if (fill) {
+    if (fill->type != ER_CV_STR || ER_CV_STR_OF(*fill)->nchars != 1)
+      return er__cev_rerr(r, "%s(): the fill character must be exactly one character long", m);
+    fc = ER_CV_STR_OF(*fill)->data;
+    fl = ER_CV_STR_OF(*fill)->len;
+  }
+  int64_t width = int_of(*w), n = (int64_t)s->nchars;
+  if (width > 1 << 20) return er__cev_rerr(r, "%s(): width %lld is larger than %d", m, (long long)width, 1 << 20);
+  int64_t pad = width > n ? width - n : 0, left = 0;
+  if (m[0] == 'r') left = pad;
+  else if (m[0] == 'c') left = pad / 2 + (pad & width & 1); /* CPython's centering */
+  size_t skip = 0;
+  er_cv_buf b = {0};
+  er_status st = ER_STATUS_OK;
+  if (m[0] == 'z') {
+    left = pad;
+    fc = "0";
+    if (s->len && (s->data[0] == '+' || s->data[0] == '-')) {
+      st = er__cv_buf_putc(r, &b, s->data[0]);
+      skip = 1;
+    }
+  }
+  for (int64_t k = 0; k < left && !st; k++) st = er__cv_buf_put(r, &b, fc, fl);
+  if (!st) st = er__cv_buf_put(r, &b, s->data + skip, s->len - skip);
+  for (int64_t k = left; k < pad && !st; k++) st = er__cv_buf_put(r, &b, fc, fl);
+  if (st) {
+    er__cv_buf_free(r, &b);
+    return st;
+  }
+  return er__cv_str_from_buf(r, &b, out);
+}
+
+/* str.partition and rpartition. */
+static er_status str_partition(er_chat_rt *r, er_cv_str *s, const char *m, cargs *a, er_cv *out) {
+  static const char *const no_kw[] = {NULL};
+  ER_CHECK(er__cev_check_args(r, a, m, 1, no_kw));
+  er_cv *x = er__cev_argp(a, 0, NULL);
+  if (!x) return er__cev_rerr(r, "%s() takes exactly one argument", m);
+  ER_CHECK(need_str(r, *x, m));
+  er_cv_str *sep = ER_CV_STR_OF(*x);
+  if (!sep->len) return er__cev_rerr(r, "empty separator");
+  size_t k = m[0] == 'r' ? rfind_bytes(s->data, s->len, sep->data, sep->len)
+                         : er__cev_find_bytes(s->data, s->len, sep->data, sep->len, 0);
+  ER_CHECK(er__cv_list_new(r, 3, out));
+  ER_CV_LIST_OF(*out)->tuple = true;
+  er_status st;
+  if (k == SIZE_MAX) {
+    bool right = m[0] == 'r';
+    st = push_str(r, *out, right ? "" : s->data, right ? 0 : s->len);
+    if (!st) st = push_str(r, *out, "", 0);
+    if (!st) st = push_str(r, *out, right ? s->data : "", right ? s->len : 0);
+  } else {
+    st = push_str(r, *out, s->data, k);
+    if (!st) st = push_str(r, *out, sep->data, sep->len);
+    if (!st) st = push_str(r, *out, s->data + k + sep->len, s->len - k - sep->len);
+  }
+  if (st) er__cv_unref(r, *out);
+  return st;
+}
+
 static NOINLINE er_status str_method(er_chat_rt *r, er_cv self, const char *m, cargs *a, er_cv *out) {
   er_cv_str *s = ER_CV_STR_OF(self);
   static const char *const no_kw[] = {NULL};
@@ -517,30 +612,7 @@ static NOINLINE er_status str_method(er_chat_rt *r, er_cv self, const char *m, c
     return er__cev_str_replace(r, s, ER_CV_STR_OF(*o), ER_CV_STR_OF(*n), c ? int_of(*c) : -1, out);
   }
   if (!strcmp(m, "format")) return str_format(r, s, a, out);
-  if (!strcmp(m, "join")) {
-    ER_CHECK(er__cev_check_args(r, a, m, 1, no_kw));
-    er_cv *it = er__cev_argp(a, 0, NULL);
-    if (!it) return er__cev_rerr(r, "join() takes exactly one argument");
-    er_cv items;
-    ER_CHECK(er__cev_to_items(r, *it, &items));
-    er_cv_list *l = ER_CV_LIST_OF(items);
-    er_cv_buf b = {0};
-    er_status st = ER_STATUS_OK;
-    for (size_t k = 0; k < l->n && !st; k++) {
-      if (l->items[k].type != ER_CV_STR) {
-        st = er__cev_rerr(r, "sequence item %zu: expected str instance, %s found", k, tname(l->items[k]));
-        break;
-      }
-      if (k) st = er__cv_buf_put(r, &b, s->data, s->len);
-      if (!st) st = er__cv_buf_put(r, &b, ER_CV_STR_OF(l->items[k])->data, ER_CV_STR_OF(l->items[k])->len);
-    }
-    er__cv_unref(r, items);
-    if (st) {
-      er__cv_buf_free(r, &b);
-      return st;
-    }
-    return er__cv_str_from_buf(r, &b, out);
-  }
+  if (!strcmp(m, "join")) return str_join(r, s, m, a, out);
   if (!strcmp(m, "count") || !strcmp(m, "find") || !strcmp(m, "rfind") || !strcmp(m, "index") ||
       !strcmp(m, "rindex")) {
     ER_CHECK(er__cev_check_args(r, a, m, 1, no_kw));
@@ -590,68 +662,9 @@ static NOINLINE er_status str_method(er_chat_rt *r, er_cv self, const char *m, c
     *out = self;
     return ER_STATUS_OK;
   }
-  if (!strcmp(m, "center") || !strcmp(m, "ljust") || !strcmp(m, "rjust") || !strcmp(m, "zfill")) {
-    ER_CHECK(er__cev_check_args(r, a, m, m[0] == 'z' ? 1 : 2, no_kw));
-    er_cv *w = er__cev_argp(a, 0, NULL), *fill = er__cev_argp(a, 1, NULL);
-    if (!w || !is_int(*w)) return er__cev_rerr(r, "%s() needs an integer width", m);
-    const char *fc = " ";
-    size_t fl = 1;
-    if (fill) {
-      if (fill->type != ER_CV_STR || ER_CV_STR_OF(*fill)->nchars != 1)
-        return er__cev_rerr(r, "%s(): the fill character must be exactly one character long", m);
-      fc = ER_CV_STR_OF(*fill)->data;
-      fl = ER_CV_STR_OF(*fill)->len;
-    }
-    int64_t width = int_of(*w), n = (int64_t)s->nchars;
-    if (width > 1 << 20) return er__cev_rerr(r, "%s(): width %lld is larger than %d", m, (long long)width, 1 << 20);
-    int64_t pad = width > n ? width - n : 0, left = 0;
-    if (m[0] == 'r') left = pad;
-    else if (m[0] == 'c') left = pad / 2 + (pad & width & 1); /* CPython's centering */
-    size_t skip = 0;
-    er_cv_buf b = {0};
-    er_status st = ER_STATUS_OK;
-    if (m[0] == 'z') {
-      left = pad;
-      fc = "0";
-      if (s->len && (s->data[0] == '+' || s->data[0] == '-')) {
-        st = er__cv_buf_putc(r, &b, s->data[0]);
-        skip = 1;
-      }
-    }
-    for (int64_t k = 0; k < left && !st; k++) st = er__cv_buf_put(r, &b, fc, fl);
-    if (!st) st = er__cv_buf_put(r, &b, s->data + skip, s->len - skip);
-    for (int64_t k = left; k < pad && !st; k++) st = er__cv_buf_put(r, &b, fc, fl);
-    if (st) {
-      er__cv_buf_free(r, &b);
-      return st;
-    }
-    return er__cv_str_from_buf(r, &b, out);
-  }
-  if (!strcmp(m, "partition") || !strcmp(m, "rpartition")) {
-    ER_CHECK(er__cev_check_args(r, a, m, 1, no_kw));
-    er_cv *x = er__cev_argp(a, 0, NULL);
-    if (!x) return er__cev_rerr(r, "%s() takes exactly one argument", m);
-    ER_CHECK(need_str(r, *x, m));
-    er_cv_str *sep = ER_CV_STR_OF(*x);
-    if (!sep->len) return er__cev_rerr(r, "empty separator");
-    size_t k = m[0] == 'r' ? rfind_bytes(s->data, s->len, sep->data, sep->len)
-                           : er__cev_find_bytes(s->data, s->len, sep->data, sep->len, 0);
-    ER_CHECK(er__cv_list_new(r, 3, out));
-    ER_CV_LIST_OF(*out)->tuple = true;
-    er_status st;
-    if (k == SIZE_MAX) {
-      bool right = m[0] == 'r';
-      st = push_str(r, *out, right ? "" : s->data, right ? 0 : s->len);
-      if (!st) st = push_str(r, *out, "", 0);
-      if (!st) st = push_str(r, *out, right ? s->data : "", right ? s->len : 0);
-    } else {
-      st = push_str(r, *out, s->data, k);
-      if (!st) st = push_str(r, *out, sep->data, sep->len);
-      if (!st) st = push_str(r, *out, s->data + k + sep->len, s->len - k - sep->len);
-    }
-    if (st) er__cv_unref(r, *out);
-    return st;
-  }
+  if (!strcmp(m, "center") || !strcmp(m, "ljust") || !strcmp(m, "rjust") || !strcmp(m, "zfill"))
+    return str_pad(r, s, m, a, out);
+  if (!strcmp(m, "partition") || !strcmp(m, "rpartition")) return str_partition(r, s, m, a, out);
   if (!strcmp(m, "isascii")) {
     ER_CHECK(er__cev_check_args(r, a, m, 0, no_kw));
     *out = er__cv_bool(s->nchars == s->len);
