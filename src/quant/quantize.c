@@ -382,6 +382,202 @@ static double now_seconds(void) {
 /* The pipeline                                                              */
 /* ======================================================================== */
 
+/* The report's words for the method, the weights and the activations,
+ * and the activations' type. */
+static void describe_options(er_qreport *rep, qplan *p) {
+  snprintf(rep->method, sizeof rep->method, "%s", er__calib_method_name(p->o.method));
+  if (p->o.method == ER_CALIB_PERCENTILE)
+    snprintf(rep->method, sizeof rep->method, "percentile %.4g", p->o.percentile);
+  snprintf(rep->weights, sizeof rep->weights, "%s",
+           p->o.weights == ER_QW_INT4 ? "int4 block-wise (MatMul/Gemm), int8 others"
+           : p->o.per_channel         ? "int8 per-channel symmetric"
+                                     : "int8 per-tensor symmetric");
+  if (p->o.reduce_range && p->o.weights == ER_QW_INT8)
+    snprintf(rep->weights + strlen(rep->weights), sizeof rep->weights - strlen(rep->weights),
+             ", 7-bit range [-64, 64]");
+  p->act_dtype = p->o.activations == ER_QA_FLOAT ? ER_DTYPE_UNDEFINED
+                : p->o.activations == ER_QA_INT8 ? ER_DTYPE_INT8 : ER_DTYPE_UINT8;
+  snprintf(rep->activations, sizeof rep->activations, "%s",
+           p->o.activations == ER_QA_FLOAT ? "float (weight-only)"
+           : p->o.activations == ER_QA_INT8 ? (p->o.symmetric ? "int8 symmetric" : "int8 asymmetric")
+                                           : (p->o.symmetric ? "uint8 symmetric" : "uint8 asymmetric"));
+}
+
+/* Names given to --keep-float / --exclude-node must exist: a typo would
+ * otherwise quantize what the user meant to protect. */
+static er_status check_node_names(const qplan *p, const struct er_model *fm, bool auto_keep) {
+  const char *lists[2] = {auto_keep ? NULL : p->o.keep_float, p->o.exclude_nodes};
+  for (int l = 0; l < 2; l++)
+    for (const char *s = lists[l]; s && *s;) {
+      const char *e = strchr(s, ',');
+      size_t len = e ? (size_t)(e - s) : strlen(s);
+      bool found = false;
+      for (int32_t i = 0; i < fm->graph->n_nodes && !found; i++)
+        found = strlen(fm->graph->nodes[i].name) == len && strncmp(fm->graph->nodes[i].name, s, len) == 0;
+      for (int32_t i = 0; i < p->mf->graph->n_nodes && !found; i++)
+        found = strlen(p->mf->graph->nodes[i].name) == len && strncmp(p->mf->graph->nodes[i].name, s, len) == 0;
+      if (!found) {
+        return er__error(ER_STATUS_NOT_FOUND, "%s names node '%.*s', which the model does not have",
+                         l == 0 ? "--keep-float" : "--exclude-node", (int)len, s);
+      }
+      s = e ? e + 1 : s + len;
+    }
+  return ER_STATUS_OK;
+}
+
+/* --outputs quantized or float: every quantized graph output the same
+ * way, listed in the report. */
+static er_status fixed_outputs(qplan *p, er_qreport *rep) {
+  const er_graph *g = p->mf->graph;
+  for (int32_t v = 0; v < g->n_values; v++) {
+    if (!g->values[v].is_graph_output || p->t_of[v] < 0) continue;
+    p->out_qdq[v] = p->o.outputs == ER_QOUT_QUANTIZED;
+    er_qreport_output *o = realloc(rep->outputs, (rep->n_outputs + 1) * sizeof *o);
+    if (!o) {
+      return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for the report");
+    }
+    rep->outputs = o;
+    rep->outputs[rep->n_outputs++] = (er_qreport_output){strdup(g->values[v].name), p->out_qdq[v], NAN, NAN};
+  }
+  return ER_STATUS_OK;
+}
+
+/* Per-layer output error: the layer's output tensor in the final model. */
+static void layer_errors(const qplan *p, er_qreport *rep) {
+  for (size_t i = 0; i < p->n_c; i++) {
+    const er_node *n = &p->mf->graph->nodes[p->c[i].node];
+    if (n->n_outputs < 1 || n->outputs[0] < 0) continue;
+    const char *oname = p->mf->graph->values[n->outputs[0]].name;
+    for (size_t k = 0; k < rep->cmp->n_tensors; k++) {
+      const er_qcmp_tensor *t = &rep->cmp->tensors[k];
+      if (strcmp(t->name, oname) != 0) continue;
+      rep->layers[i].out_sqnr = er__qmetric_sqnr(&t->m);
+      rep->layers[i].out_cosine = er__qmetric_cosine(&t->m);
+      rep->layers[i].out_max_abs = t->m.max_abs;
+    }
+  }
+}
+
+/* Step 3: the calibration samples and the samples measurements use (the
+ * evaluation set, or the last calibration samples held out for
+ * keep-float auto; labels then describe the calibration set, so
+ * *label_offset skips its part). */
+static er_status open_data(const qplan *p, const char *calib_path, bool auto_keep, er_qdata **calib, er_qdata **eval,
+                           int64_t **labels, int64_t *n_labels, int64_t *label_offset) {
+  er_status st = ER_STATUS_OK;
+  er_qdata_options dopt = p->o.data;
+  st = er__qdata_open(calib_path, p->mf, &dopt, calib);
+  if (st != ER_STATUS_OK) return st;
+  int64_t total = er__qdata_samples(*calib);
+  *label_offset = 0;
+  if (p->o.labels_path) {
+    st = er__qdata_read_labels(p->o.labels_path, labels, n_labels);
+    if (st != ER_STATUS_OK) return st;
+  }
+  if (p->o.eval_path) {
+    er_qdata_options eo = p->o.data;
+    eo.skip = eo.limit = 0;
+    st = er__qdata_open(p->o.eval_path, p->mf, &eo, eval);
+  } else if (auto_keep && total >= 2) {
+    /* Hold out the last samples for the sensitivity search, so layers are
+     * judged on data the ranges were not fitted to. */
+    int64_t h = p->o.holdout > 0 ? p->o.holdout : total / 5;
+    if (h < 1) h = 1;
+    if (h > ER_QUANT_MAX_HOLDOUT && p->o.holdout <= 0) h = ER_QUANT_MAX_HOLDOUT;
+    if (h >= total) h = total - 1;
+    er_qdata_options co = dopt, eo = dopt;
+    co.limit = total - h;
+    eo.skip = dopt.skip + (total - h);
+    eo.limit = h;
+    er__qdata_free(*calib);
+    *calib = NULL;
+    st = er__qdata_open(calib_path, p->mf, &co, calib);
+    if (st == ER_STATUS_OK) st = er__qdata_open(calib_path, p->mf, &eo, eval);
+    *label_offset = total - h;  /* labels then describe the calibration set */
+  }
+  return st;
+}
+
+/* Step 1: the model folded, its opset raised as the quantization needs,
+ * written (p->prep) and loaded again (p->mf); *fm the model as the user
+ * gave it, the float reference for measurements. */
+static er_status prepare_model(qplan *p, const char *model_path, er_qreport *rep, er_pbw *prep,
+                               struct er_model **fm) {
+  struct er_model *m0 = NULL;
+  er_status st;
+  er_load_options lo;
+  er_load_options_init(&lo);
+  lo.optimize = -1;
+  struct stat sb;
+  if (stat(model_path, &sb) == 0) rep->float_file_bytes = (uint64_t)sb.st_size;
+  st = er_model_load_file(model_path, &lo, &m0);
+  if (st != ER_STATUS_OK) return st;
+  rep->opset_from = m0->default_opset;
+  st = er__qprep_fold_constants(m0, &rep->prepared_folds);
+  if (st == ER_STATUS_OK && p->o.fold) st = er__qprep_fold_affine(m0, &rep->affine_folds);
+  int64_t need = p->o.weights == ER_QW_INT4 ? 21 : p->o.per_channel ? 13 : 10;
+  bool raised;
+  if (st == ER_STATUS_OK) st = er__qprep_raise_opset(m0, need, &raised);
+  rep->opset_to = m0->default_opset;
+  if (st == ER_STATUS_OK) st = er__onnx_write_model(m0, prep);
+  if (st != ER_STATUS_OK) {
+    er_model_free(m0);
+    return st;
+  }
+  p->prep = prep->buf;
+  p->prep_len = prep->len;
+  /* The prepared bytes hold everything now; the folded weights of m0 are
+   * a copy too many for large models. */
+  er_model_free(m0);
+  st = load_bytes(prep, &p->mf);
+  if (st != ER_STATUS_OK) {
+    er__error_prefix("the prepared model does not load");
+    return st;
+  }
+  /* The float reference for measurements: the model as the user gave it. */
+  return er_model_load_file(model_path, &lo, fm);
+}
+
+/* The arguments checked and the report started: paths, options, the
+ * words for them, and whether keep-float is auto (rep->auto_keep). */
+static er_status start_report(qplan *p, const char *model_path, const char *calib_path, const char *out_path,
+                              er_qreport *rep) {
+  er_status st;
+  if (!model_path || !calib_path || !out_path) {
+    st = er__error(ER_STATUS_INVALID_ARGUMENT, "model, calibration data and output path are required");
+    return st;
+  }
+  if (same_file(model_path, out_path)) {
+    st = er__error(ER_STATUS_INVALID_ARGUMENT, "output '%s' is the input model; write the quantized model to a "
+                   "new file", out_path);
+    return st;
+  }
+  if (p->o.weights == ER_QW_INT4 && p->o.block_size != 32 && p->o.block_size != 64 && p->o.block_size != 128) {
+    st = er__error(ER_STATUS_INVALID_ARGUMENT, "int4 block size %d is not 32, 64 or 128", p->o.block_size);
+    return st;
+  }
+  rep->model_path = strdup(model_path);
+  rep->out_path = strdup(out_path);
+  rep->calib_path = strdup(calib_path);
+  rep->eval_path = dup_or_null(p->o.eval_path);
+  rep->opts = p->o;
+  rep->opts.exclude_ops = rep->opts.exclude_nodes = rep->opts.keep_float = rep->opts.channel_axis = NULL;
+  rep->opts.eval_path = rep->opts.labels_path = NULL;
+  describe_options(rep, p);
+  bool percent = false;
+  bool auto_keep = er__quant_parse_budget(p->o.keep_float, &rep->budget, &rep->budget_kind, &percent);
+  if (auto_keep) {
+    if (p->o.labels_path && rep->budget_kind == ER_QBUDGET_REL_ERROR) rep->budget_kind = ER_QBUDGET_ACC_POINTS;
+    else if (percent) rep->budget /= 100.0;
+  } else if (p->o.keep_float && strncmp(p->o.keep_float, "auto", 4) == 0) {
+    st = er__error(ER_STATUS_INVALID_ARGUMENT, "--keep-float '%s' is not auto:BUDGET (e.g. auto:0.01, auto:1%%, "
+                   "auto:40dB)", p->o.keep_float);
+    return st;
+  }
+  rep->auto_keep = auto_keep;
+  return ER_STATUS_OK;
+}
+
 er_status er__quantize(const char *model_path, const char *calib_path, const char *out_path,
                        const er_quant_options *opts, er_qreport **report_out) {
   double t0 = now_seconds();
@@ -392,90 +588,18 @@ er_status er__quantize(const char *model_path, const char *calib_path, const cha
   if (opts) p.o = *opts;
   if (p.o.threads < 1) p.o.threads = 1;
   er_qreport *rep = calloc(1, sizeof *rep);
-  struct er_model *m0 = NULL, *fm = NULL, *qm = NULL;
+  struct er_model *fm = NULL, *qm = NULL;
   er_qdata *calib = NULL, *eval = NULL;
   int64_t *labels = NULL, n_labels = 0;
   bool *quant = NULL;
   er_pbw prep = {0}, outw = {0};
   if (!rep) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory");
-  if (!model_path || !calib_path || !out_path) {
-    st = er__error(ER_STATUS_INVALID_ARGUMENT, "model, calibration data and output path are required");
-    goto done;
-  }
-  if (same_file(model_path, out_path)) {
-    st = er__error(ER_STATUS_INVALID_ARGUMENT, "output '%s' is the input model; write the quantized model to a "
-                   "new file", out_path);
-    goto done;
-  }
-  if (p.o.weights == ER_QW_INT4 && p.o.block_size != 32 && p.o.block_size != 64 && p.o.block_size != 128) {
-    st = er__error(ER_STATUS_INVALID_ARGUMENT, "int4 block size %d is not 32, 64 or 128", p.o.block_size);
-    goto done;
-  }
-  rep->model_path = strdup(model_path);
-  rep->out_path = strdup(out_path);
-  rep->calib_path = strdup(calib_path);
-  rep->eval_path = dup_or_null(p.o.eval_path);
-  rep->opts = p.o;
-  rep->opts.exclude_ops = rep->opts.exclude_nodes = rep->opts.keep_float = rep->opts.channel_axis = NULL;
-  rep->opts.eval_path = rep->opts.labels_path = NULL;
-  snprintf(rep->method, sizeof rep->method, "%s", er__calib_method_name(p.o.method));
-  if (p.o.method == ER_CALIB_PERCENTILE)
-    snprintf(rep->method, sizeof rep->method, "percentile %.4g", p.o.percentile);
-  snprintf(rep->weights, sizeof rep->weights, "%s",
-           p.o.weights == ER_QW_INT4 ? "int4 block-wise (MatMul/Gemm), int8 others"
-           : p.o.per_channel         ? "int8 per-channel symmetric"
-                                     : "int8 per-tensor symmetric");
-  if (p.o.reduce_range && p.o.weights == ER_QW_INT8)
-    snprintf(rep->weights + strlen(rep->weights), sizeof rep->weights - strlen(rep->weights),
-             ", 7-bit range [-64, 64]");
-  p.act_dtype = p.o.activations == ER_QA_FLOAT ? ER_DTYPE_UNDEFINED
-                : p.o.activations == ER_QA_INT8 ? ER_DTYPE_INT8 : ER_DTYPE_UINT8;
-  snprintf(rep->activations, sizeof rep->activations, "%s",
-           p.o.activations == ER_QA_FLOAT ? "float (weight-only)"
-           : p.o.activations == ER_QA_INT8 ? (p.o.symmetric ? "int8 symmetric" : "int8 asymmetric")
-                                           : (p.o.symmetric ? "uint8 symmetric" : "uint8 asymmetric"));
-  bool percent = false;
-  bool auto_keep = er__quant_parse_budget(p.o.keep_float, &rep->budget, &rep->budget_kind, &percent);
-  if (auto_keep) {
-    if (p.o.labels_path && rep->budget_kind == ER_QBUDGET_REL_ERROR) rep->budget_kind = ER_QBUDGET_ACC_POINTS;
-    else if (percent) rep->budget /= 100.0;
-  } else if (p.o.keep_float && strncmp(p.o.keep_float, "auto", 4) == 0) {
-    st = er__error(ER_STATUS_INVALID_ARGUMENT, "--keep-float '%s' is not auto:BUDGET (e.g. auto:0.01, auto:1%%, "
-                   "auto:40dB)", p.o.keep_float);
-    goto done;
-  }
-  rep->auto_keep = auto_keep;
+  st = start_report(&p, model_path, calib_path, out_path, rep);
+  if (st != ER_STATUS_OK) goto done;
+  bool auto_keep = rep->auto_keep;
 
   /* 1. Load and prepare. */
-  er_load_options lo;
-  er_load_options_init(&lo);
-  lo.optimize = -1;
-  struct stat sb;
-  if (stat(model_path, &sb) == 0) rep->float_file_bytes = (uint64_t)sb.st_size;
-  st = er_model_load_file(model_path, &lo, &m0);
-  if (st != ER_STATUS_OK) goto done;
-  rep->opset_from = m0->default_opset;
-  st = er__qprep_fold_constants(m0, &rep->prepared_folds);
-  if (st == ER_STATUS_OK && p.o.fold) st = er__qprep_fold_affine(m0, &rep->affine_folds);
-  int64_t need = p.o.weights == ER_QW_INT4 ? 21 : p.o.per_channel ? 13 : 10;
-  bool raised;
-  if (st == ER_STATUS_OK) st = er__qprep_raise_opset(m0, need, &raised);
-  rep->opset_to = m0->default_opset;
-  if (st == ER_STATUS_OK) st = er__onnx_write_model(m0, &prep);
-  if (st != ER_STATUS_OK) goto done;
-  p.prep = prep.buf;
-  p.prep_len = prep.len;
-  /* The prepared bytes hold everything now; the folded weights of m0 are
-   * a copy too many for large models. */
-  er_model_free(m0);
-  m0 = NULL;
-  st = load_bytes(&prep, &p.mf);
-  if (st != ER_STATUS_OK) {
-    er__error_prefix("the prepared model does not load");
-    goto done;
-  }
-  /* The float reference for measurements: the model as the user gave it. */
-  st = er_model_load_file(model_path, &lo, &fm);
+  st = prepare_model(&p, model_path, rep, &prep, &fm);
   if (st != ER_STATUS_OK) goto done;
 
   /* 2. Plan. */
@@ -495,56 +619,12 @@ er_status er__quantize(const char *model_path, const char *calib_path, const cha
       rep->layers[i].why_float = strdup("kept float by --keep-float");
     }
   }
-  /* Names given to --keep-float / --exclude-node must exist: a typo would
-   * otherwise quantize what the user meant to protect. */
-  const char *lists[2] = {auto_keep ? NULL : p.o.keep_float, p.o.exclude_nodes};
-  for (int l = 0; l < 2; l++)
-    for (const char *s = lists[l]; s && *s;) {
-      const char *e = strchr(s, ',');
-      size_t len = e ? (size_t)(e - s) : strlen(s);
-      bool found = false;
-      for (int32_t i = 0; i < fm->graph->n_nodes && !found; i++)
-        found = strlen(fm->graph->nodes[i].name) == len && strncmp(fm->graph->nodes[i].name, s, len) == 0;
-      for (int32_t i = 0; i < p.mf->graph->n_nodes && !found; i++)
-        found = strlen(p.mf->graph->nodes[i].name) == len && strncmp(p.mf->graph->nodes[i].name, s, len) == 0;
-      if (!found) {
-        st = er__error(ER_STATUS_NOT_FOUND, "%s names node '%.*s', which the model does not have",
-                       l == 0 ? "--keep-float" : "--exclude-node", (int)len, s);
-        goto done;
-      }
-      s = e ? e + 1 : s + len;
-    }
+  st = check_node_names(&p, fm, auto_keep);
+  if (st != ER_STATUS_OK) goto done;
 
   /* 3. Data: calibration samples, held-out / evaluation samples. */
-  er_qdata_options dopt = p.o.data;
-  st = er__qdata_open(calib_path, p.mf, &dopt, &calib);
-  if (st != ER_STATUS_OK) goto done;
-  int64_t total = er__qdata_samples(calib), label_offset = 0;
-  if (p.o.labels_path) {
-    st = er__qdata_read_labels(p.o.labels_path, &labels, &n_labels);
-    if (st != ER_STATUS_OK) goto done;
-  }
-  if (p.o.eval_path) {
-    er_qdata_options eo = p.o.data;
-    eo.skip = eo.limit = 0;
-    st = er__qdata_open(p.o.eval_path, p.mf, &eo, &eval);
-  } else if (auto_keep && total >= 2) {
-    /* Hold out the last samples for the sensitivity search, so layers are
-     * judged on data the ranges were not fitted to. */
-    int64_t h = p.o.holdout > 0 ? p.o.holdout : total / 5;
-    if (h < 1) h = 1;
-    if (h > ER_QUANT_MAX_HOLDOUT && p.o.holdout <= 0) h = ER_QUANT_MAX_HOLDOUT;
-    if (h >= total) h = total - 1;
-    er_qdata_options co = dopt, eo = dopt;
-    co.limit = total - h;
-    eo.skip = dopt.skip + (total - h);
-    eo.limit = h;
-    er__qdata_free(calib);
-    calib = NULL;
-    st = er__qdata_open(calib_path, p.mf, &co, &calib);
-    if (st == ER_STATUS_OK) st = er__qdata_open(calib_path, p.mf, &eo, &eval);
-    label_offset = total - h;  /* labels then describe the calibration set */
-  }
+  int64_t label_offset = 0;
+  st = open_data(&p, calib_path, auto_keep, &calib, &eval, &labels, &n_labels, &label_offset);
   if (st != ER_STATUS_OK) goto done;
 
   /* 4. Calibrate and set the ranges. */
@@ -587,18 +667,8 @@ er_status er__quantize(const char *model_path, const char *calib_path, const cha
       st = er__qz_choose_outputs(&ec, quant, rep, auto_keep);
       if (st != ER_STATUS_OK) goto done;
     } else {
-      const er_graph *g = p.mf->graph;
-      for (int32_t v = 0; v < g->n_values && st == ER_STATUS_OK; v++) {
-        if (!g->values[v].is_graph_output || p.t_of[v] < 0) continue;
-        p.out_qdq[v] = p.o.outputs == ER_QOUT_QUANTIZED;
-        er_qreport_output *o = realloc(rep->outputs, (rep->n_outputs + 1) * sizeof *o);
-        if (!o) {
-          st = er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory for the report");
-          goto done;
-        }
-        rep->outputs = o;
-        rep->outputs[rep->n_outputs++] = (er_qreport_output){strdup(g->values[v].name), p.out_qdq[v], NAN, NAN};
-      }
+      st = fixed_outputs(&p, rep);
+      if (st != ER_STATUS_OK) goto done;
     }
   }
 
@@ -620,19 +690,7 @@ er_status er__quantize(const char *model_path, const char *calib_path, const cha
   if (st != ER_STATUS_OK) goto done;
   rep->eval_samples = rep->cmp->samples;
   er__qcompare_attribute(rep->cmp, fm->graph);
-  /* Per-layer output error: the layer's output tensor in the final model. */
-  for (size_t i = 0; i < p.n_c; i++) {
-    const er_node *n = &p.mf->graph->nodes[p.c[i].node];
-    if (n->n_outputs < 1 || n->outputs[0] < 0) continue;
-    const char *oname = p.mf->graph->values[n->outputs[0]].name;
-    for (size_t k = 0; k < rep->cmp->n_tensors; k++) {
-      const er_qcmp_tensor *t = &rep->cmp->tensors[k];
-      if (strcmp(t->name, oname) != 0) continue;
-      rep->layers[i].out_sqnr = er__qmetric_sqnr(&t->m);
-      rep->layers[i].out_cosine = er__qmetric_cosine(&t->m);
-      rep->layers[i].out_max_abs = t->m.max_abs;
-    }
-  }
+  layer_errors(&p, rep);
 done:
   rep->seconds = now_seconds() - t0;
   if (p.t)
@@ -649,7 +707,6 @@ done:
   er__qdata_free(calib);
   er__qdata_free(eval);
   er_model_free(p.mf);
-  er_model_free(m0);
   er_model_free(fm);
   er_model_free(qm);
   er__pbw_free(&prep);
