@@ -203,6 +203,198 @@ static er_status mm_run(const er_kernel_run *kr) {
 /* prepare                                                                   */
 /* ======================================================================== */
 
+/* A convolution's weights packed as the GEMM's rows panels (in place:
+ * reordered to [m][channel group][tap][KG] first), their sums per channel
+ * into wsum, the 3x3 planes' edge corrections and the transposed tile's
+ * columns panels where they will run. */
+static er_status pack_conv_weights(const er_kernel_info *ki, qg_state *s, const er_tensor *x, const er_tensor *w,
+                                   const er_tensor *yz, bool any_wz, int32_t xz_u, int32_t *wsum) {
+  const er_qgemm_isa *isa = s->isa;
+  const qg_op op = s->op;
+  const int64_t C = s->channels, K = s->k, group = s->group;
+  er_kctx ctx = er__ki_ctx(ki);
+  int64_t mg = C / group, cg = w->dims[1], khw = K / cg;
+  /* In place for windows larger than one pixel, where it saves
+   * rereading each input byte kh * kw times; a 1x1 window packs each
+   * byte once either way, and packed panels read sequentially. Weight
+   * zero points need the activation sums, which the planes give too
+   * (er__q8_grouped_asum). */
+  /* 1x1 layers too on AVX2's 7-bit tiles (6 x 16, KG 4), whose grouped
+   * planes are built in whole vectors: they beat packed panels there
+   * (1 thread, Zen 3: 384 -> 64 at 14x14 0.091 -> 0.082 ms, 64 -> 128
+   * stride 2 at 56x56 0.171 -> 0.151 ms, none slower), and the
+   * transposed tile reads them where it runs (small maps: er__q8_px_wins). */
+  er_window g;
+  const er_tensor *y = ki->out[0];
+  const bool px_ok = (isa->px_tile || isa->px_row_tile) && op == QG_QCONV && yz && !any_wz &&
+                     er__tensor_shape_known(x) && er__tensor_shape_known(y) && er__q8_conv_geom(&ctx, s, x, y, &g);
+  s->cq = (cg + isa->kg - 1) / isa->kg;
+  s->inplace = isa->tile_ind && (khw > 1 || isa->px_tile || isa->px_row_tile || (px_ok && er__q8_px_wins(s, &g)));
+  /* In place: weights reordered to [m][channel group][tap][KG], zero
+   * for the channels past Cg. */
+  int64_t kp = s->inplace ? s->cq * khw * isa->kg : K;
+  uint8_t *reordered = NULL;
+  if (s->inplace) {
+    reordered = calloc((size_t)(C * kp), 1);
+    if (!reordered) return oom(ki);
+    const uint8_t *wv = w->data;
+    for (int64_t m = 0; m < C; m++)
+      for (int64_t c = 0; c < cg; c++)
+        for (int64_t t = 0; t < khw; t++)
+          reordered[m * kp + ((c / isa->kg) * khw + t) * isa->kg + c % isa->kg] =
+              (uint8_t)(wv[(m * cg + c) * khw + t] ^ s->w_flip);
+  }
+  s->gstride = (size_t)((mg + isa->mr - 1) / isa->mr) * er__qgemm_row_panel_bytes(isa, kp);
+  s->packed = er__aligned_alloc(s->gstride * (size_t)group);
+  if (!s->packed) {
+    free(reordered);
+    return oom(ki);
+  }
+  for (int64_t gi = 0; gi < group; gi++) {
+    er_qsrc src = {(const uint8_t *)w->data + gi * mg * K, K, 1, s->w_flip, true};
+    if (reordered) src = (er_qsrc){reordered + gi * mg * kp, kp, 1, 0, true};
+    for (int64_t r = 0; r < mg; r += isa->mr) {
+      int rows = (int)min64(isa->mr, mg - r);
+      er__qgemm_pack_rows(isa, &src, r, rows, kp, (uint8_t *)s->packed + gi * s->gstride +
+                          (size_t)(r / isa->mr) * er__qgemm_row_panel_bytes(isa, kp), wsum + gi * mg + r);
+    }
+  }
+  /* For planes without padding columns (w3_mode): the zero point times
+   * each channel's weights over the window's left column, then its right
+   * one (without, the padded planes). */
+  if (s->inplace && isa->tile_q8_w3 && op == QG_QCONV && yz && !any_wz && w->rank == 4 && w->dims[2] == 3 &&
+      w->dims[3] == 3 && (s->w3_corr = malloc(2 * (size_t)C * sizeof *s->w3_corr))) {
+    const uint8_t *wv = w->data;
+    for (int side = 0; side < 2; side++)
+      for (int64_t m = 0; m < C; m++) {
+        uint32_t sum = 0;
+        for (int64_t c = 0; c < cg; c++)
+          for (int64_t ky = 0; ky < 3; ky++)
+            sum += (uint32_t)(int32_t)(int8_t)(uint8_t)(wv[((m * cg + c) * 3 + ky) * 3 + side * 2] ^ s->w_flip);
+        s->w3_corr[side * C + m] = (int32_t)(sum * (uint32_t)xz_u);
+      }
+  }
+  /* The transposed tile's weights, where it will run: 8-bit outputs
+   * (QConv with an output zero point), no weight zero points, and a
+   * known shape on which it wins. */
+  if (reordered && px_ok && er__q8_px_wins(s, &g)) {
+    size_t cpb = er__qgemm_col_panel_bytes(isa, kp);
+    int64_t panels = (mg + isa->nr - 1) / isa->nr;
+    s->px_gstride = cpb * (size_t)panels;
+    s->pxw = er__aligned_alloc(s->px_gstride * (size_t)group);
+    for (int64_t gi = 0; s->pxw && gi < group; gi++) {
+      er_qsrc src = {reordered + gi * mg * kp, 1, kp, 0, true};
+      for (int64_t q = 0; q < panels; q++)
+        er__qgemm_pack_cols(isa, &src, q * isa->nr, (int)min64(isa->nr, mg - q * isa->nr), kp,
+                            s->pxw + (size_t)gi * s->px_gstride + (size_t)q * cpb, NULL);
+    }
+    /* Without it, the usual tiles. */
+  }
+  free(reordered);
+  return ER_STATUS_OK;
+}
+
+/* The requantization epilogue of the node's op: scales and offsets per
+ * channel, the output type's range and clamps. */
+static er_status set_epilogue(const er_kernel_info *ki, qg_state *s, const er_tensor *yz) {
+  const qg_layout *L = &layouts[s->op];
+  const qg_op op = s->op;
+  const int64_t C = s->channels;
+  er_kctx ctx = er__ki_ctx(ki);
+  er_qepi *e = &s->epi;
+  e->channel_rows = s->conv;
+  e->corr = s->corr;
+  e->wzp = s->wzp;
+  er_dtype out_t = yz ? yz->dtype : ER_DTYPE_UNDEFINED;
+  e->out_signed = out_t == ER_DTYPE_INT8;
+  if (yz) e->zp = (int32_t)pval(yz, 0);
+  er__q_range(out_t, &e->lo, &e->hi);
+  if (op == QG_QCONV || op == QG_QMATMUL) {
+    const er_tensor *mt = in_at(ki, L->mult), *ot = in_at(ki, L->off);
+    s->mult = malloc((size_t)C * sizeof *s->mult);
+    s->off = malloc((size_t)C * sizeof *s->off);
+    if (!s->mult || !s->off) {
+      return oom(ki);
+    }
+    for (int64_t c = 0; c < C; c++) {
+      s->mult[c] = (float)pval(mt, c);
+      s->off[c] = (float)pval(ot, c);
+    }
+    e->mult = s->mult;
+    e->off = s->off;
+    if (yz) {
+      e->kind = ER_QEPI_Q8;
+      if (er__q_clamp_attrs(&ctx, out_t, &e->lo, &e->hi) != ER_STATUS_OK) {
+        return ER_STATUS_INVALID_ATTRIBUTE;
+      }
+    } else {
+      e->kind = ER_QEPI_F32;
+      er__attr_float(&ctx, "clip_min", -INFINITY, &e->clip_lo);
+      er__attr_float(&ctx, "clip_max", INFINITY, &e->clip_hi);
+    }
+  } else if (op == QG_QLINEARCONV || op == QG_QLINEARMATMUL) {
+    const er_tensor *xs = in_at(ki, L->x_scale), *ws = in_at(ki, L->w_scale), *ys = in_at(ki, L->y_scale);
+    s->mult_d = malloc((size_t)C * sizeof *s->mult_d);
+    if (!s->mult_d) {
+      return oom(ki);
+    }
+    for (int64_t c = 0; c < C; c++) s->mult_d[c] = qlinear_mult(xs, ws, ys, c);
+    e->kind = ER_QEPI_QLINEAR;
+    e->mult_d = s->mult_d;
+  } else {
+    e->kind = ER_QEPI_I32;
+  }
+  return ER_STATUS_OK;
+}
+
+/* The depthwise kernel's weights with channels in lanes, and the
+ * scratch a run needs when the shapes are known (0 otherwise). */
+static er_status prepare_scratch(const er_kernel_info *ki, qg_state *s, const er_tensor *x, size_t *scratch_out) {
+  const er_qgemm_isa *isa = s->isa;
+  const er_qelt_ops *dw = s->dw;
+  const int64_t C = s->channels, K = s->k;
+  er_kctx ctx = er__ki_ctx(ki);
+  *scratch_out = 0;
+  const er_tensor *y = ki->out[0];
+  if (dw && s->epi.kind == ER_QEPI_Q8 && dw->dw_block && C >= dw->dwc_lanes / 2) {
+    /* Channels in lanes: at least half a vector of channels (fewer run a
+     * plane at a time). */
+    const int64_t lanes = dw->dwc_lanes, blocks = (C + lanes - 1) / lanes;
+    s->dwc_w = er__aligned_alloc((size_t)(blocks * K * lanes) * sizeof *s->dwc_w);
+    if (!s->dwc_w) return oom(ki);
+    const float *wf = s->packed;
+    for (int64_t b = 0; b < blocks; b++)
+      for (int64_t t = 0; t < K; t++)
+        for (int64_t l = 0; l < lanes; l++) {
+          int64_t c = b * lanes + l;
+          s->dwc_w[(b * K + t) * lanes + l] = c < C ? wf[c * K + t] : 0.0f;
+        }
+  }
+  if (dw) {
+    er_window g;
+    if (er__tensor_shape_known(x) && er__tensor_shape_known(y) && er__q8_conv_geom(&ctx, s, x, y, &g))
+      *scratch_out = er__q8_dw_slot_bytes(s, &g) * (size_t)s->slots;
+  } else if (s->conv) {
+    er_window g;
+    if (er__tensor_shape_known(x) && er__tensor_shape_known(y) && er__q8_conv_geom(&ctx, s, x, y, &g)) {
+      er_qgemm_problem p;
+      conv_pack_ctx cc;
+      er__q8_conv_problem(s, &g, 0, &cc, NULL, NULL, NULL, 0, &p);
+      *scratch_out = conv_scratch_fixed(s, &g) + er__qgemm_scratch_bytes(&p) * (size_t)s->slots;
+    }
+  } else if (er__tensor_shape_known(x)) {
+    er_qgemm_problem p;
+    memset(&p, 0, sizeof p);
+    p.isa = isa;
+    p.m = er__tensor_count(x) / (K ? K : 1);
+    p.n = C;
+    p.k = K;
+    p.cols_packed = s->packed;
+    *scratch_out = er__qgemm_scratch_bytes(&p) * (size_t)s->slots;
+  }
+  return ER_STATUS_OK;
+}
+
 static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_isa *isa, const er_qelt_ops *dw,
                             void **state_out, size_t *scratch_out) {
   const qg_layout *L = &layouts[op];
@@ -282,92 +474,13 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
     }
     xz_u = 0;
   } else if (s->conv) {
-    int64_t mg = C / group, cg = w->dims[1], khw = K / cg;
-    /* In place for windows larger than one pixel, where it saves
-     * rereading each input byte kh * kw times; a 1x1 window packs each
-     * byte once either way, and packed panels read sequentially. Weight
-     * zero points need the activation sums, which the planes give too
-     * (er__q8_grouped_asum). */
-    /* 1x1 layers too on AVX2's 7-bit tiles (6 x 16, KG 4), whose grouped
-     * planes are built in whole vectors: they beat packed panels there
-     * (1 thread, Zen 3: 384 -> 64 at 14x14 0.091 -> 0.082 ms, 64 -> 128
-     * stride 2 at 56x56 0.171 -> 0.151 ms, none slower), and the
-     * transposed tile reads them where it runs (small maps: er__q8_px_wins). */
-    er_window g;
-    const er_tensor *y = ki->out[0];
-    const bool px_ok = (isa->px_tile || isa->px_row_tile) && op == QG_QCONV && yz && !any_wz &&
-                       er__tensor_shape_known(x) && er__tensor_shape_known(y) && er__q8_conv_geom(&ctx, s, x, y, &g);
-    s->cq = (cg + isa->kg - 1) / isa->kg;
-    s->inplace = isa->tile_ind && (khw > 1 || isa->px_tile || isa->px_row_tile || (px_ok && er__q8_px_wins(s, &g)));
-    /* In place: weights reordered to [m][channel group][tap][KG], zero
-     * for the channels past Cg. */
-    int64_t kp = s->inplace ? s->cq * khw * isa->kg : K;
-    uint8_t *reordered = NULL;
-    if (s->inplace) {
-      reordered = calloc((size_t)(C * kp), 1);
-      if (!reordered) {
-        free(wsum);
-        if (!any_wz) free(wz_s);
-        qg_release(s);
-        return oom(ki);
-      }
-      const uint8_t *wv = w->data;
-      for (int64_t m = 0; m < C; m++)
-        for (int64_t c = 0; c < cg; c++)
-          for (int64_t t = 0; t < khw; t++)
-            reordered[m * kp + ((c / isa->kg) * khw + t) * isa->kg + c % isa->kg] =
-                (uint8_t)(wv[(m * cg + c) * khw + t] ^ s->w_flip);
-    }
-    s->gstride = (size_t)((mg + isa->mr - 1) / isa->mr) * er__qgemm_row_panel_bytes(isa, kp);
-    s->packed = er__aligned_alloc(s->gstride * (size_t)group);
-    if (!s->packed) {
-      free(reordered);
+    er_status st = pack_conv_weights(ki, s, x, w, yz, any_wz, xz_u, wsum);
+    if (st != ER_STATUS_OK) {
       free(wsum);
       if (!any_wz) free(wz_s);
       qg_release(s);
-      return oom(ki);
+      return st;
     }
-    for (int64_t gi = 0; gi < group; gi++) {
-      er_qsrc src = {(const uint8_t *)w->data + gi * mg * K, K, 1, s->w_flip, true};
-      if (reordered) src = (er_qsrc){reordered + gi * mg * kp, kp, 1, 0, true};
-      for (int64_t r = 0; r < mg; r += isa->mr) {
-        int rows = (int)min64(isa->mr, mg - r);
-        er__qgemm_pack_rows(isa, &src, r, rows, kp, (uint8_t *)s->packed + gi * s->gstride +
-                            (size_t)(r / isa->mr) * er__qgemm_row_panel_bytes(isa, kp), wsum + gi * mg + r);
-      }
-    }
-    /* For planes without padding columns (w3_mode): the zero point times
-     * each channel's weights over the window's left column, then its right
-     * one (without, the padded planes). */
-    if (s->inplace && isa->tile_q8_w3 && op == QG_QCONV && yz && !any_wz && w->rank == 4 && w->dims[2] == 3 &&
-        w->dims[3] == 3 && (s->w3_corr = malloc(2 * (size_t)C * sizeof *s->w3_corr))) {
-      const uint8_t *wv = w->data;
-      for (int side = 0; side < 2; side++)
-        for (int64_t m = 0; m < C; m++) {
-          uint32_t sum = 0;
-          for (int64_t c = 0; c < cg; c++)
-            for (int64_t ky = 0; ky < 3; ky++)
-              sum += (uint32_t)(int32_t)(int8_t)(uint8_t)(wv[((m * cg + c) * 3 + ky) * 3 + side * 2] ^ s->w_flip);
-          s->w3_corr[side * C + m] = (int32_t)(sum * (uint32_t)xz_u);
-        }
-    }
-    /* The transposed tile's weights, where it will run: 8-bit outputs
-     * (QConv with an output zero point), no weight zero points, and a
-     * known shape on which it wins. */
-    if (reordered && px_ok && er__q8_px_wins(s, &g)) {
-      size_t cpb = er__qgemm_col_panel_bytes(isa, kp);
-      int64_t panels = (mg + isa->nr - 1) / isa->nr;
-      s->px_gstride = cpb * (size_t)panels;
-      s->pxw = er__aligned_alloc(s->px_gstride * (size_t)group);
-      for (int64_t gi = 0; s->pxw && gi < group; gi++) {
-        er_qsrc src = {reordered + gi * mg * kp, 1, kp, 0, true};
-        for (int64_t q = 0; q < panels; q++)
-          er__qgemm_pack_cols(isa, &src, q * isa->nr, (int)min64(isa->nr, mg - q * isa->nr), kp,
-                              s->pxw + (size_t)gi * s->px_gstride + (size_t)q * cpb, NULL);
-      }
-      /* Without it, the usual tiles. */
-    }
-    free(reordered);
   } else {
     size_t cpb = er__qgemm_col_panel_bytes(isa, K);
     int64_t panels = (C + isa->nr - 1) / isa->nr;
@@ -408,93 +521,16 @@ static er_status qg_prepare(const er_kernel_info *ki, qg_op op, const er_qgemm_i
   if (!any_wz) free(wz_s);
   free(wsum);
   /* The epilogue. */
-  er_qepi *e = &s->epi;
-  e->channel_rows = s->conv;
-  e->corr = s->corr;
-  e->wzp = s->wzp;
-  er_dtype out_t = yz ? yz->dtype : ER_DTYPE_UNDEFINED;
-  e->out_signed = out_t == ER_DTYPE_INT8;
-  if (yz) e->zp = (int32_t)pval(yz, 0);
-  er__q_range(out_t, &e->lo, &e->hi);
-  if (op == QG_QCONV || op == QG_QMATMUL) {
-    const er_tensor *mt = in_at(ki, L->mult), *ot = in_at(ki, L->off);
-    s->mult = malloc((size_t)C * sizeof *s->mult);
-    s->off = malloc((size_t)C * sizeof *s->off);
-    if (!s->mult || !s->off) {
-      qg_release(s);
-      return oom(ki);
-    }
-    for (int64_t c = 0; c < C; c++) {
-      s->mult[c] = (float)pval(mt, c);
-      s->off[c] = (float)pval(ot, c);
-    }
-    e->mult = s->mult;
-    e->off = s->off;
-    if (yz) {
-      e->kind = ER_QEPI_Q8;
-      if (er__q_clamp_attrs(&ctx, out_t, &e->lo, &e->hi) != ER_STATUS_OK) {
-        qg_release(s);
-        return ER_STATUS_INVALID_ATTRIBUTE;
-      }
-    } else {
-      e->kind = ER_QEPI_F32;
-      er__attr_float(&ctx, "clip_min", -INFINITY, &e->clip_lo);
-      er__attr_float(&ctx, "clip_max", INFINITY, &e->clip_hi);
-    }
-  } else if (op == QG_QLINEARCONV || op == QG_QLINEARMATMUL) {
-    const er_tensor *xs = in_at(ki, L->x_scale), *ws = in_at(ki, L->w_scale), *ys = in_at(ki, L->y_scale);
-    s->mult_d = malloc((size_t)C * sizeof *s->mult_d);
-    if (!s->mult_d) {
-      qg_release(s);
-      return oom(ki);
-    }
-    for (int64_t c = 0; c < C; c++) s->mult_d[c] = qlinear_mult(xs, ws, ys, c);
-    e->kind = ER_QEPI_QLINEAR;
-    e->mult_d = s->mult_d;
-  } else {
-    e->kind = ER_QEPI_I32;
+  er_status st = set_epilogue(ki, s, yz);
+  if (st != ER_STATUS_OK) {
+    qg_release(s);
+    return st;
   }
   /* Scratch, when the shapes are known. */
-  *scratch_out = 0;
-  const er_tensor *y = ki->out[0];
-  if (dw && e->kind == ER_QEPI_Q8 && dw->dw_block && C >= dw->dwc_lanes / 2) {
-    /* Channels in lanes: at least half a vector of channels (fewer run a
-     * plane at a time). */
-    const int64_t lanes = dw->dwc_lanes, blocks = (C + lanes - 1) / lanes;
-    s->dwc_w = er__aligned_alloc((size_t)(blocks * K * lanes) * sizeof *s->dwc_w);
-    if (!s->dwc_w) {
-      qg_release(s);
-      return oom(ki);
-    }
-    const float *wf = s->packed;
-    for (int64_t b = 0; b < blocks; b++)
-      for (int64_t t = 0; t < K; t++)
-        for (int64_t l = 0; l < lanes; l++) {
-          int64_t c = b * lanes + l;
-          s->dwc_w[(b * K + t) * lanes + l] = c < C ? wf[c * K + t] : 0.0f;
-        }
-  }
-  if (dw) {
-    er_window g;
-    if (er__tensor_shape_known(x) && er__tensor_shape_known(y) && er__q8_conv_geom(&ctx, s, x, y, &g))
-      *scratch_out = er__q8_dw_slot_bytes(s, &g) * (size_t)s->slots;
-  } else if (s->conv) {
-    er_window g;
-    if (er__tensor_shape_known(x) && er__tensor_shape_known(y) && er__q8_conv_geom(&ctx, s, x, y, &g)) {
-      er_qgemm_problem p;
-      conv_pack_ctx cc;
-      er__q8_conv_problem(s, &g, 0, &cc, NULL, NULL, NULL, 0, &p);
-      *scratch_out = conv_scratch_fixed(s, &g) + er__qgemm_scratch_bytes(&p) * (size_t)s->slots;
-    }
-  } else if (er__tensor_shape_known(x)) {
-    er_qgemm_problem p;
-    memset(&p, 0, sizeof p);
-    p.isa = isa;
-    p.m = er__tensor_count(x) / (K ? K : 1);
-    p.n = C;
-    p.k = K;
-    p.cols_packed = s->packed;
-    *scratch_out = er__qgemm_scratch_bytes(&p) * (size_t)s->slots;
+  st = prepare_scratch(ki, s, x, scratch_out);
+  if (st != ER_STATUS_OK) {
+    qg_release(s);
+    return st;
   }
   *state_out = s;
   return ER_STATUS_OK;
