@@ -108,7 +108,8 @@ static int64_t out_extent(const conv_spec *s, int axis) {
   return (in + pb + pe - (k - 1) * d - 1) / st + 1;
 }
 
-static void gen_conv_family(case_fn fn, void *arg, bool fused) {
+/* The spec table in three variants each, and a symbolic batch. */
+static void gen_conv_specs(case_fn fn, void *arg, bool fused) {
   const char *op = fused ? "FusedConv" : "Conv", *domain = fused ? "com.edgerun" : "";
   int version = fused ? 1 : 11;
   kcase c;
@@ -162,6 +163,13 @@ static void gen_conv_family(case_fn fn, void *arg, bool fused) {
     c.dynamic_batch = true;
     fn(&c, arg);
   }
+}
+
+/* 1-D convolutions, X of unknown rank, pixel-major layers. */
+static void gen_conv_shapes(case_fn fn, void *arg, bool fused) {
+  const char *op = fused ? "FusedConv" : "Conv", *domain = fused ? "com.edgerun" : "";
+  int version = fused ? 1 : 11;
+  kcase c;
   /* 1-D convolutions. */
   static const conv_spec specs1[] = {
       {1, 4, 1, 50, 6, 1, 3, 1, 1, 1, 1, {0, 1, 0, 1}, 1, NULL},
@@ -227,6 +235,15 @@ static void gen_conv_family(case_fn fn, void *arg, bool fused) {
       fn(&c, arg);
     }
   }
+}
+
+/* Winograd-sized layers, sizes unknown at compile time, and a residual
+ * with every activation. */
+static void gen_conv_wino(case_fn fn, void *arg, bool fused) {
+  const char *op = fused ? "FusedConv" : "Conv", *domain = fused ? "com.edgerun" : "";
+  int version = fused ? 1 : 11;
+  kcase c;
+  char act[32];
   /* Winograd-sized 3x3 stride-1 layers: odd output sizes (partial
    * tiles), asymmetric and automatic pads, a batch, and an image large
    * enough for several tile chunks with a chunk ending mid-row. */
@@ -314,6 +331,12 @@ static void gen_conv_family(case_fn fn, void *arg, bool fused) {
       }
     }
   }
+}
+
+static void gen_conv_family(case_fn fn, void *arg, bool fused) {
+  gen_conv_specs(fn, arg, fused);
+  gen_conv_shapes(fn, arg, fused);
+  gen_conv_wino(fn, arg, fused);
 }
 
 /* Full-size layers of ResNet-50 and MobileNet, for --time. */
