@@ -1,7 +1,8 @@
 """Load and fault cases 1-5 and 8 of TESTING.md, shortened to run in about a
 minute while still proving each property (bench/serve_soak.sh runs the same
 tests for longer: EDGERUN_SOAK_SECONDS). Sizes adapt to the machine: the
-capacity is measured first, then the service is driven at twice it."""
+capacity is measured first, then the service is driven at four times the
+measured figure (at least twice the real one on a host whose speed varies)."""
 import concurrent.futures as cf
 import http.client
 import json
@@ -93,7 +94,7 @@ def assert_flat(testcase, samples, what, srv):
 
 
 class Saturation(unittest.TestCase):
-    """Case 1: twice the capacity. Only 429/503 rejections, each with
+    """Case 1: at least twice the capacity. Only 429/503 rejections, each with
     Retry-After and faster than an accepted request; every accepted request
     within its timeout; RSS flat. Case 8 (shortened): a steady run at
     capacity keeps RSS flat."""
@@ -158,7 +159,12 @@ class Saturation(unittest.TestCase):
             stop, rss = threading.Event(), []
             w = threading.Thread(target=rss_watch, args=(srv, stop, rss))
             w.start()
-            results = drive(2 * capacity, SOAK)
+            # Four times the measured capacity, so the offered load is at
+            # least twice the real one even when the host was twice as slow
+            # while measuring (seen in CI under ctest -j2: 51 req/s
+            # measured, all of 102/s then served once the host sped up).
+            offered = 4 * capacity
+            results = drive(offered, SOAK)
             stop.set()
             w.join()
             codes = {}
@@ -167,7 +173,7 @@ class Saturation(unittest.TestCase):
             self.assertTrue(set(codes) <= {200, 429, 503}, f"codes {codes}")
             self.assertGreater(codes.get(200, 0), 0, codes)
             self.assertGreater(codes.get(429, 0) + codes.get(503, 0), 0,
-                               f"2x capacity ({2 * capacity:.0f}/s) caused no rejection: {codes}")
+                               f"4x the measured capacity ({offered:.0f}/s) caused no rejection: {codes}")
             ok = sorted(t for st, t, *_ in results if st == 200)
             rej = sorted(t for st, t, *_ in results if st != 200)
             self.assertLessEqual(ok[-1], timeout_ms / 1000.0,
@@ -183,7 +189,7 @@ class Saturation(unittest.TestCase):
             self.assertEqual(srv.sample(m, "edgerun_requests_total", model="slow", code="429") or 0,
                              codes.get(429, 0))
             print(f"\nsaturation: capacity {capacity:.0f} req/s x {rows} rows; offered "
-                  f"{2 * capacity:.0f}/s for {SOAK:.0f} s: {codes}; accepted p50 "
+                  f"{offered:.0f}/s for {SOAK:.0f} s: {codes}; accepted p50 "
                   f"{ok[len(ok) // 2] * 1000:.1f} ms max {ok[-1] * 1000:.1f} ms; rejected p50 "
                   f"{rej[len(rej) // 2] * 1000:.2f} ms; RSS {rss[len(rss) // 3]} -> {rss[-1]} KiB",
                   file=sys.stderr)
