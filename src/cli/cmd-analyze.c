@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "cli/cli-llm.h"
-#include "quant/quantize.h"
+#include "edgerun-quant.h"
 
 void er_cmd_analyze_help(FILE *out) {
   fprintf(out,
@@ -25,13 +25,13 @@ void er_cmd_analyze_help(FILE *out) {
 }
 
 /* The comparison as JSON on stdout, through a temporary file written by
- * the same writer the report uses. */
-static er_status print_json(const er_qcompare *c, const char *fpath, const char *qpath) {
+ * the same writer the report uses. 0, or the exit status. */
+static int print_json(const er_qcompare *c, const char *fpath, const char *qpath) {
   char tmp[] = "/tmp/edgerun-analyze-XXXXXX";
   int fd = mkstemp(tmp);
-  if (fd < 0) return er__error(ER_STATUS_IO, "cannot create a temporary file in /tmp");
+  if (fd < 0) return er_cli_fail("analyze", "cannot create a temporary file in /tmp");
   close(fd);
-  er_status st = er__qcompare_write_json(c, fpath, qpath, tmp);
+  er_status st = er_qcompare_write_json(c, fpath, qpath, tmp);
   FILE *f = st == ER_STATUS_OK ? fopen(tmp, "r") : NULL;
   if (f) {
     char buf[8192];
@@ -40,7 +40,7 @@ static er_status print_json(const er_qcompare *c, const char *fpath, const char 
     fclose(f);
   }
   unlink(tmp);
-  return st;
+  return st == ER_STATUS_OK ? 0 : er_cli_fail_status("analyze", st, "writing JSON");
 }
 
 /* The outputs' figures, agreement and accuracy, then the `top` tensors
@@ -50,7 +50,7 @@ static void print_ranking(const er_qcompare *c, int top, const char *html) {
   for (size_t i = 0; i < c->n_tensors; i++)
     if (c->tensors[i].is_output)
       printf("output %-20s SQNR %8.2f dB  cosine %.6f  max abs %.4g\n", c->tensors[i].name,
-             er__qmetric_sqnr(&c->tensors[i].m), er__qmetric_cosine(&c->tensors[i].m), c->tensors[i].m.max_abs);
+             er_qmetric_sqnr(&c->tensors[i].m), er_qmetric_cosine(&c->tensors[i].m), c->tensors[i].m.max_abs);
   if (c->rows) printf("top-1 agreement: %.2f%% of %lld rows\n", 100.0 * c->agree / c->rows, (long long)c->rows);
   if (c->labelled)
     printf("top-1 accuracy: float %.2f%%, quantized %.2f%%\n", 100.0 * c->f_top1 / c->labelled,
@@ -69,7 +69,7 @@ static void print_ranking(const er_qcompare *c, int top, const char *html) {
     for (size_t r = 0; r < c->n_tensors && (int)r < top; r++) {
       const er_qcmp_tensor *t = &c->tensors[idx[r]];
       printf("%-4zu %-36.36s %-14.14s %10.2f %10.2f %10.6f %12.4g\n", r + 1, t->name, t->op_type, t->local_sqnr,
-             er__qmetric_sqnr(&t->m), er__qmetric_cosine(&t->m), t->m.max_abs);
+             er_qmetric_sqnr(&t->m), er_qmetric_cosine(&t->m), t->m.max_abs);
     }
     free(idx);
   }
@@ -83,7 +83,7 @@ int er_cmd_analyze(int argc, char **argv) {
   bool json = false;
   int threads = 1, top = 15;
   er_qdata_options dopt;
-  er__qdata_options_init(&dopt);
+  er_qdata_options_init(&dopt);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -122,7 +122,7 @@ int er_cmd_analyze(int argc, char **argv) {
   if (!fpath || !qpath) return er_cli_fail("analyze", "FLOAT and QUANT models are required (see --help)");
   if (!data_path) return er_cli_fail("analyze", "--data DATA is required");
   if (prep) {
-    er_status st = er__image_prep_parse(&dopt.image, prep);
+    er_status st = er_image_prep_parse(&dopt.image, prep);
     if (st != ER_STATUS_OK) return er_cli_fail_status("analyze", st, "--preprocess");
   }
   int rc = 1;
@@ -144,39 +144,35 @@ int er_cmd_analyze(int argc, char **argv) {
     rc = er_cli_fail_status("analyze", st, qpath);
     goto done;
   }
-  if (labels_path && (st = er__qdata_read_labels(labels_path, &labels, &n_labels)) != ER_STATUS_OK) {
+  if (labels_path && (st = er_qdata_read_labels(labels_path, &labels, &n_labels)) != ER_STATUS_OK) {
     rc = er_cli_fail_status("analyze", st, labels_path);
     goto done;
   }
-  st = er__qdata_open(data_path, qm, &dopt, &data);
+  st = er_qdata_open(data_path, qm, &dopt, &data);
   if (st != ER_STATUS_OK) {
     rc = er_cli_fail_status("analyze", st, data_path);
     goto done;
   }
   er_qcompare_options co = {true, labels, n_labels, threads, !json, "analyzing"};
-  st = er__qcompare_run(fm, qm, data, &co, &c);
+  st = er_qcompare_run(fm, qm, data, &co, &c);
   if (st != ER_STATUS_OK) {
     rc = er_cli_fail_status("analyze", st, "comparing the models");
     goto done;
   }
-  er__qcompare_attribute(c, fm->graph);
-  if (html && (st = er__qcompare_write_html(c, fpath, qpath, html)) != ER_STATUS_OK) {
+  er_qcompare_attribute(c, fm);
+  if (html && (st = er_qcompare_write_html(c, fpath, qpath, html)) != ER_STATUS_OK) {
     rc = er_cli_fail_status("analyze", st, html);
     goto done;
   }
   if (json) {
-    st = print_json(c, fpath, qpath);
-    if (st != ER_STATUS_OK) {
-      rc = er_cli_fail_status("analyze", st, "writing JSON");
-      goto done;
-    }
+    if ((rc = print_json(c, fpath, qpath)) != 0) goto done;
   } else {
     print_ranking(c, top, html);
   }
   rc = 0;
 done:
-  er__qcompare_free(c);
-  er__qdata_free(data);
+  er_qcompare_free(c);
+  er_qdata_free(data);
   free(labels);
   er_model_free(fm);
   er_model_free(qm);

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli/cli-llm.h"
-#include "quant/quantize.h"
+#include "edgerun-quant.h"
 
 void er_cmd_eval_help(FILE *out) {
   fprintf(out,
@@ -29,7 +29,7 @@ int er_cmd_eval(int argc, char **argv) {
   double max_drop = 0;
   int threads = 1;
   er_qdata_options dopt;
-  er__qdata_options_init(&dopt);
+  er_qdata_options_init(&dopt);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -67,7 +67,7 @@ int er_cmd_eval(int argc, char **argv) {
   if (!data_path) return er_cli_fail("eval", "--data DATA is required");
   if (gate && !base) return er_cli_fail("eval", "--max-drop needs --baseline (the drop is measured from it)");
   if (prep) {
-    er_status st = er__image_prep_parse(&dopt.image, prep);
+    er_status st = er_image_prep_parse(&dopt.image, prep);
     if (st != ER_STATUS_OK) return er_cli_fail_status("eval", st, "--preprocess");
   }
   int rc = 1;
@@ -84,21 +84,21 @@ int er_cmd_eval(int argc, char **argv) {
     rc = er_cli_fail_status("eval", st, base);
     goto done;
   }
-  if (labels_path && (st = er__qdata_read_labels(labels_path, &labels, &n_labels)) != ER_STATUS_OK) {
+  if (labels_path && (st = er_qdata_read_labels(labels_path, &labels, &n_labels)) != ER_STATUS_OK) {
     rc = er_cli_fail_status("eval", st, labels_path);
     goto done;
   }
-  if ((st = er__qdata_open(data_path, m, &dopt, &data)) != ER_STATUS_OK) {
+  if ((st = er_qdata_open(data_path, m, &dopt, &data)) != ER_STATUS_OK) {
     rc = er_cli_fail_status("eval", st, data_path);
     goto done;
   }
-  if (labels && n_labels < er__qdata_samples(data)) {
+  if (labels && n_labels < er_qdata_samples(data)) {
     rc = er_cli_fail("eval", "'%s' holds %lld labels for %lld samples", labels_path, (long long)n_labels,
-                     (long long)er__qdata_samples(data));
+                     (long long)er_qdata_samples(data));
     goto done;
   }
   er_qcompare_options co = {false, labels, n_labels, threads, !json, "evaluating"};
-  if ((st = er__qcompare_run(b, m, data, &co, &c)) != ER_STATUS_OK) {
+  if ((st = er_qcompare_run(b, m, data, &co, &c)) != ER_STATUS_OK) {
     rc = er_cli_fail_status("eval", st, "evaluating");
     goto done;
   }
@@ -124,13 +124,13 @@ int er_cmd_eval(int argc, char **argv) {
       else printf("null");
       printf(", \"outputs\": [");
       for (size_t i = 0; i < c->n_tensors; i++) {
-        double db = er__qmetric_sqnr(&c->tensors[i].m);
+        double db = er_qmetric_sqnr(&c->tensors[i].m);
         printf("%s{\"name\": ", i ? ", " : "");
         er_cli_json_string(stdout, c->tensors[i].name);
         printf(", \"sqnr_db\": ");
         if (isfinite(db)) printf("%.4f", db);
         else printf("null");
-        printf(", \"cosine\": %.8f}", er__qmetric_cosine(&c->tensors[i].m));
+        printf(", \"cosine\": %.8f}", er_qmetric_cosine(&c->tensors[i].m));
       }
       printf("]");
     }
@@ -151,15 +151,15 @@ int er_cmd_eval(int argc, char **argv) {
     if (b) {
       if (c->rows) printf("top-1 agreement with the baseline: %.2f%%\n", 100.0 * c->agree / c->rows);
       for (size_t i = 0; i < c->n_tensors; i++)
-        printf("output %s: SQNR %.2f dB, cosine %.6f\n", c->tensors[i].name, er__qmetric_sqnr(&c->tensors[i].m),
-               er__qmetric_cosine(&c->tensors[i].m));
+        printf("output %s: SQNR %.2f dB, cosine %.6f\n", c->tensors[i].name, er_qmetric_sqnr(&c->tensors[i].m),
+               er_qmetric_cosine(&c->tensors[i].m));
     }
     if (gate) printf("drop %.3f points, max %.3f: %s\n", drop, max_drop, failed ? "FAIL" : "pass");
   }
   rc = failed ? 3 : 0;
 done:
-  er__qcompare_free(c);
-  er__qdata_free(data);
+  er_qcompare_free(c);
+  er_qdata_free(data);
   free(labels);
   er_model_free(m);
   er_model_free(b);

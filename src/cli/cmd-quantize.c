@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli-llm.h"
-#include "quant/quantize.h"
+#include "edgerun-quant.h"
 
 void er_cmd_quantize_help(FILE *out) {
   fprintf(out,
@@ -231,9 +231,9 @@ static void print_summary(const er_qreport *r, const char *out, const char *jpat
   if (c) {
     for (size_t i = 0; i < c->n_tensors; i++) {
       if (!c->tensors[i].is_output) continue;
-      double db = er__qmetric_sqnr(&c->tensors[i].m);
+      double db = er_qmetric_sqnr(&c->tensors[i].m);
       printf("output %s: SQNR %s%.2f dB, cosine %.6f (%lld %s samples)\n", c->tensors[i].name,
-             isinf(db) ? "inf " : "", isinf(db) ? 0.0 : db, er__qmetric_cosine(&c->tensors[i].m),
+             isinf(db) ? "inf " : "", isinf(db) ? 0.0 : db, er_qmetric_cosine(&c->tensors[i].m),
              (long long)c->samples, r->eval_path ? "evaluation" : r->eval_on_calib ? "calibration" : "held-out");
     }
     if (c->rows) printf("top-1 agreement with the float model: %.2f%%\n", 100.0 * c->agree / c->rows);
@@ -257,7 +257,7 @@ int er_cmd_quantize(int argc, char **argv) {
   const char *model = NULL, *calib = NULL, *out = NULL, *report = NULL, *prep = NULL;
   bool quiet = false;
   er_quant_options o;
-  er__quant_options_init(&o);
+  er_quant_options_init(&o);
   o.progress = true;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -368,7 +368,7 @@ int er_cmd_quantize(int argc, char **argv) {
   if (!calib) return er_cli_fail("quantize", "--calib DATA is required");
   if (!out) return er_cli_fail("quantize", "-o OUT is required");
   if (prep) {
-    er_status st = er__image_prep_parse(&o.data.image, prep);
+    er_status st = er_image_prep_parse(&o.data.image, prep);
     if (st != ER_STATUS_OK) return er_cli_fail_status("quantize", st, "--preprocess");
   }
   if (quiet) o.progress = false;
@@ -376,25 +376,25 @@ int er_cmd_quantize(int argc, char **argv) {
   char prefix[4096];
   report_prefix(out, report, prefix, sizeof prefix);
   er_qreport *r = NULL;
-  er_status st = er__quantize(model, calib, out, &o, &r);
+  er_status st = er_quantize(model, calib, out, &o, &r);
   if (st != ER_STATUS_OK) {
     int rc = er_cli_fail_status("quantize", st, model);
-    er__qreport_free(r);
+    er_qreport_free(r);
     return rc;
   }
   char jpath[4200], hpath[4200];
   snprintf(jpath, sizeof jpath, "%s.json", prefix);
   snprintf(hpath, sizeof hpath, "%s.html", prefix);
-  st = er__qreport_write_json(r, jpath);
-  if (st == ER_STATUS_OK) st = er__qreport_write_html(r, hpath);
+  st = er_qreport_write_json(r, jpath);
+  if (st == ER_STATUS_OK) st = er_qreport_write_html(r, hpath);
   if (st != ER_STATUS_OK) {
     int rc = er_cli_fail_status("quantize", st, "writing the report");
-    er__qreport_free(r);
+    er_qreport_free(r);
     return rc;
   }
   if (!quiet) print_summary(r, out, jpath, hpath);
   int rc = r->auto_keep && !r->budget_met ? 3 : 0;
   if (rc) fprintf(stderr, "edgerun quantize: the keep-float budget was not met even with every layer float\n");
-  er__qreport_free(r);
+  er_qreport_free(r);
   return rc;
 }

@@ -9,19 +9,14 @@
 #ifndef ER_QUANT_CALIB_H
 #define ER_QUANT_CALIB_H
 
+#include "edgerun-quant.h"
+
 #include "core/core.h"
 
 /* Histogram resolution: bins over [-R, R]. 4096 gives 2048 bins to each
  * sign, finer than the 128 to 2048 bins ONNX Runtime's calibrators use, at
  * 32 KiB per tensor. */
 #define ER_QHIST_BINS 4096
-
-typedef enum er_calib_method {
-  ER_CALIB_MINMAX = 0,   /* the observed minimum and maximum */
-  ER_CALIB_PERCENTILE,   /* cut the tails beyond a percentile */
-  ER_CALIB_ENTROPY,      /* threshold minimizing KL divergence (TensorRT) */
-  ER_CALIB_MSE,          /* clipping range minimizing the quantization MSE */
-} er_calib_method;
 
 typedef struct er_qstat {
   double min, max;           /* over every element seen */

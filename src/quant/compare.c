@@ -31,13 +31,13 @@ void er__qmetric_add(er_qmetric *m, const float *f, const float *q, int64_t n) {
   m->n += (uint64_t)n;
 }
 
-double er__qmetric_sqnr(const er_qmetric *m) {
+double er_qmetric_sqnr(const er_qmetric *m) {
   if (m->se2 == 0) return INFINITY;
   if (m->sf2 == 0) return -INFINITY;
   return 10.0 * log10(m->sf2 / m->se2);
 }
 
-double er__qmetric_cosine(const er_qmetric *m) {
+double er_qmetric_cosine(const er_qmetric *m) {
   if (m->sf2 == 0 && m->sq2 == 0) return 1.0;
   if (m->sf2 == 0 || m->sq2 == 0) return 0.0;
   return m->sfq / sqrt(m->sf2 * m->sq2);
@@ -109,7 +109,7 @@ static void record(er_qcmp_tensor *t, const er_tensor *f, const er_tensor *q, in
     if (s >= ER_QCMP_MAX_SAMPLES) break;
     er_qmetric one = {0};
     er__qmetric_add(&one, (const float *)f->data + b * per, (const float *)q->data + b * per, per);
-    double v = er__qmetric_sqnr(&one);
+    double v = er_qmetric_sqnr(&one);
     t->sample_sqnr[s] = (float)(isinf(v) ? (v > 0 ? 200.0 : -200.0) : v);
   }
 }
@@ -195,6 +195,10 @@ static er_status add_tensor(er_qcompare *c, size_t *cap, const er_graph *fg, int
   return ER_STATUS_OK;
 }
 
+void er_qcompare_attribute(er_qcompare *c, const er_model *float_model) {
+  if (c && float_model) er__qcompare_attribute(c, float_model->graph);
+}
+
 void er__qcompare_attribute(er_qcompare *c, const er_graph *fg) {
   for (size_t i = 0; i < c->n_tensors; i++) {
     er_qcmp_tensor *t = &c->tensors[i];
@@ -204,16 +208,16 @@ void er__qcompare_attribute(er_qcompare *c, const er_graph *fg) {
       const er_node *n = &fg->nodes[prod];
       for (int k = 0; k < n->n_inputs; k++)
         for (size_t j = 0; j < c->n_tensors; j++)
-          if (n->inputs[k] >= 0 && c->tensors[j].fid == n->inputs[k]) in = fmin(in, er__qmetric_sqnr(&c->tensors[j].m));
+          if (n->inputs[k] >= 0 && c->tensors[j].fid == n->inputs[k]) in = fmin(in, er_qmetric_sqnr(&c->tensors[j].m));
     }
-    double own = er__qmetric_sqnr(&t->m);
+    double own = er_qmetric_sqnr(&t->m);
     t->input_sqnr = in;
     double added = pow(10.0, -own / 10.0) - (isinf(in) ? 0.0 : pow(10.0, -in / 10.0));
     t->local_sqnr = added > 0 ? -10.0 * log10(added) : INFINITY;
   }
 }
 
-void er__qcompare_free(er_qcompare *c) {
+void er_qcompare_free(er_qcompare *c) {
   if (!c) return;
   for (size_t i = 0; i < c->n_tensors; i++) {
     free(c->tensors[i].name);
@@ -224,7 +228,7 @@ void er__qcompare_free(er_qcompare *c) {
   free(c);
 }
 
-er_status er__qcompare_run(const er_model *fm, const er_model *qm, er_qdata *data, const er_qcompare_options *o,
+er_status er_qcompare_run(const er_model *fm, const er_model *qm, er_qdata *data, const er_qcompare_options *o,
                            er_qcompare **out) {
   er_status st = ER_STATUS_OK;
   er_qcompare *c = calloc(1, sizeof *c);
@@ -294,7 +298,7 @@ er_status er__qcompare_run(const er_model *fm, const er_model *qm, er_qdata *dat
   if (fm && (st = er_session_create(fm, &so, &fs)) != ER_STATUS_OK) goto done;
   if ((st = er_session_create(qm, &so, &qs)) != ER_STATUS_OK) goto done;
   er__qdata_rewind(data);
-  int64_t total = er__qdata_samples(data);
+  int64_t total = er_qdata_samples(data);
   for (;;) {
     er_named_tensor in[ER_QDATA_MAX_INPUTS];
     int64_t nb;
@@ -368,7 +372,7 @@ done:
   er_session_free(fs);
   er_session_free(qs);
   if (st != ER_STATUS_OK) {
-    er__qcompare_free(c);
+    er_qcompare_free(c);
     return st;
   }
   *out = c;

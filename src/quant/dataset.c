@@ -72,16 +72,16 @@ struct er_qdata {
 /* Options                                                                   */
 /* ======================================================================== */
 
-void er__image_prep_init(er_image_prep *p) {
+void er_image_prep_init(er_image_prep *p) {
   memset(p, 0, sizeof *p);
   p->scale = 1.0f / 255.0f;
   for (int i = 0; i < 3; i++) p->std[i] = 1.0f;
 }
 
-void er__qdata_options_init(er_qdata_options *o) {
+void er_qdata_options_init(er_qdata_options *o) {
   memset(o, 0, sizeof *o);
   o->batch = 1;
-  er__image_prep_init(&o->image);
+  er_image_prep_init(&o->image);
 }
 
 static bool parse_floats3(const char *s, float *out) {
@@ -101,7 +101,7 @@ static bool parse_floats3(const char *s, float *out) {
   return n == 1 || n == 3;
 }
 
-er_status er__image_prep_parse(er_image_prep *p, const char *text) {
+er_status er_image_prep_parse(er_image_prep *p, const char *text) {
   char buf[512];
   if (strlen(text) >= sizeof buf)
     return er__error(ER_STATUS_INVALID_ARGUMENT, "preprocessing text is longer than %zu bytes",
@@ -586,12 +586,12 @@ static er_status settle(er_qdata *d) {
   return ER_STATUS_OK;
 }
 
-er_status er__qdata_open(const char *path, const er_model *model, const er_qdata_options *opts,
+er_status er_qdata_open(const char *path, const er_model *model, const er_qdata_options *opts,
                          er_qdata **out) {
   er_qdata *d = calloc(1, sizeof *d);
   if (!d) return er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory");
   d->model = model;
-  er__qdata_options_init(&d->opts);
+  er_qdata_options_init(&d->opts);
   if (opts) d->opts = *opts;
   if (d->opts.batch < 1) d->opts.batch = 1;
   d->open_chunk = SIZE_MAX;
@@ -630,7 +630,7 @@ er_status er__qdata_open(const char *path, const er_model *model, const er_qdata
   *out = d;
   return ER_STATUS_OK;
 fail:
-  er__qdata_free(d);
+  er_qdata_free(d);
   return st;
 }
 
@@ -647,7 +647,7 @@ static void close_chunk(er_qdata *d) {
   d->open_chunk = SIZE_MAX;
 }
 
-void er__qdata_free(er_qdata *d) {
+void er_qdata_free(er_qdata *d) {
   if (!d) return;
   close_chunk(d);
   for (size_t k = 0; k < ER_QDATA_MAX_INPUTS; k++) er__tensor_release(&d->batch[k]);
@@ -657,7 +657,7 @@ void er__qdata_free(er_qdata *d) {
   free(d);
 }
 
-int64_t er__qdata_samples(const er_qdata *d) { return d->total; }
+int64_t er_qdata_samples(const er_qdata *d) { return d->total; }
 size_t er__qdata_input_count(const er_qdata *d) { return d->n_inputs; }
 
 void er__qdata_rewind(er_qdata *d) {
@@ -853,7 +853,7 @@ er_status er__qdata_next(er_qdata *d, er_named_tensor *inputs, int64_t *n_sample
 /* Labels                                                                    */
 /* ======================================================================== */
 
-er_status er__qdata_read_labels(const char *path, int64_t **labels_out, int64_t *n_out) {
+er_status er_qdata_read_labels(const char *path, int64_t **labels_out, int64_t *n_out) {
   if (has_suffix(path, ".npy") || has_suffix(path, ".pb")) {
     er_tensor *t;
     ER_CHECK(er_tensor_read_file(path, &t, NULL));

@@ -21,6 +21,8 @@
 #ifndef ER_QUANT_DATASET_H
 #define ER_QUANT_DATASET_H
 
+#include "edgerun-quant.h"
+
 #include "core/tensor.h"
 #include "ir/ir.h"
 
@@ -29,41 +31,6 @@
 /* The most files or sample folders one data folder may list. */
 #define ER_QDATA_MAX_FILES 1000000
 
-/* How images become input tensors. */
-typedef struct er_image_prep {
-  int height, width;        /* resize target; 0 = the input's declared H, W */
-  bool nhwc;                /* layout: false = NCHW (default), true = NHWC */
-  int channels;             /* 1 (gray), 3; 0 = the input's declared C */
-  bool bgr;                 /* channel order BGR instead of RGB */
-  float scale;              /* pixel (0..255) multiplier, default 1/255 */
-  float mean[3], std[3];    /* per channel, after scale: (x - mean) / std */
-} er_image_prep;
-
-void er__image_prep_init(er_image_prep *p);
-/* Parses a "--preprocess" text: comma-separated key=value items among
- * size=HxW, layout=nchw|nhwc, channels=rgb|bgr|gray, scale=F,
- * mean=F[:F:F], std=F[:F:F]. INVALID_ARGUMENT names a bad item. */
-er_status er__image_prep_parse(er_image_prep *p, const char *text);
-
-typedef struct er_qdata_options {
-  int batch;                /* samples per run where the batch is free; 0 = 1 */
-  int64_t limit;            /* stop after this many samples; 0 = all */
-  int64_t skip;             /* skip this many samples first */
-  er_image_prep image;
-} er_qdata_options;
-
-void er__qdata_options_init(er_qdata_options *o);
-
-typedef struct er_qdata er_qdata;
-
-/* Opens DATA for `model`'s inputs. `path`, `model` and `opts` are borrowed
- * (the model must outlive the data set). */
-er_status er__qdata_open(const char *path, const er_model *model, const er_qdata_options *opts,
-                         er_qdata **out);
-void er__qdata_free(er_qdata *d);
-
-/* Samples in the set (after skip and limit). */
-int64_t er__qdata_samples(const er_qdata *d);
 size_t er__qdata_input_count(const er_qdata *d);
 
 /* The next batch: inputs[i] for every model input, tensors owned by the
@@ -72,10 +39,6 @@ size_t er__qdata_input_count(const er_qdata *d);
 er_status er__qdata_next(er_qdata *d, er_named_tensor *inputs, int64_t *n_samples);
 /* Starts again from the first sample. */
 void er__qdata_rewind(er_qdata *d);
-
-/* Reads labels: a .npy of integers (any shape; flattened) or a text file
- * with one integer per line. *labels_out is owned by the caller (free()). */
-er_status er__qdata_read_labels(const char *path, int64_t **labels_out, int64_t *n_out);
 
 /* ---- images (image.c) ------------------------------------------------- */
 

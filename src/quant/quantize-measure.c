@@ -42,7 +42,7 @@ er_status er__qz_calibrate(qplan *p, er_qdata *data, int64_t *samples_out) {
   er_tensor **outs = calloc(n_out + 1, sizeof *outs);
   calib_state cs = {p};
   er_status st = outs ? ER_STATUS_OK : er__error(ER_STATUS_OUT_OF_MEMORY, "out of memory calibrating");
-  int64_t done = 0, total = er__qdata_samples(data);
+  int64_t done = 0, total = er_qdata_samples(data);
   er__qdata_rewind(data);
   while (st == ER_STATUS_OK) {
     er_named_tensor in[ER_QDATA_MAX_INPUTS];
@@ -115,7 +115,7 @@ static double budget_metric(const er_qcompare *c, er_qbudget kind) {
       all.sf2 += c->tensors[i].m.sf2;
       all.se2 += c->tensors[i].m.se2;
     }
-  if (kind == ER_QBUDGET_SQNR_DB) return er__qmetric_sqnr(&all);
+  if (kind == ER_QBUDGET_SQNR_DB) return er_qmetric_sqnr(&all);
   if (kind == ER_QBUDGET_ACC_POINTS)
     return c->labelled ? 100.0 * (double)(c->f_top1 - c->q_top1) / (double)c->labelled : NAN;
   return er__qmetric_rel_error(&all);
@@ -134,26 +134,26 @@ er_status er__qz_measure(evalctx *ec, const bool *quant, er_qbudget kind, double
   er_status st = er__qz_build(ec->p, quant, &w, NULL);
   if (st == ER_STATUS_OK) st = load_bytes(&w, &qm);
   er_qcompare_options co = {false, ec->labels, ec->n_labels, ec->p->o.threads, false, NULL};
-  if (st == ER_STATUS_OK) st = er__qcompare_run(ec->fm, qm, ec->data, &co, &c);
+  if (st == ER_STATUS_OK) st = er_qcompare_run(ec->fm, qm, ec->data, &co, &c);
   if (st == ER_STATUS_OK) {
     *metric = budget_metric(c, kind);
     *sqnr = budget_metric(c, ER_QBUDGET_SQNR_DB);
   }
-  er__qcompare_free(c);
+  er_qcompare_free(c);
   er_model_free(qm);
   er__pbw_free(&w);
   return st;
 }
 
 /* Builds the model for `quant` and compares it with the float model; the
- * comparison is the caller's (er__qcompare_free). */
+ * comparison is the caller's (er_qcompare_free). */
 static er_status measure_cmp(evalctx *ec, const bool *quant, er_qcompare **out) {
   er_pbw w = {0};
   struct er_model *qm = NULL;
   er_status st = er__qz_build(ec->p, quant, &w, NULL);
   if (st == ER_STATUS_OK) st = load_bytes(&w, &qm);
   er_qcompare_options co = {false, ec->labels, ec->n_labels, ec->p->o.threads, false, NULL};
-  if (st == ER_STATUS_OK) st = er__qcompare_run(ec->fm, qm, ec->data, &co, out);
+  if (st == ER_STATUS_OK) st = er_qcompare_run(ec->fm, qm, ec->data, &co, out);
   er_model_free(qm);
   er__pbw_free(&w);
   return st;
@@ -162,7 +162,7 @@ static er_status measure_cmp(evalctx *ec, const bool *quant, er_qcompare **out) 
 /* Output SQNR (dB) of graph output `name` in a comparison; NaN if absent. */
 static double output_sqnr(const er_qcompare *c, const char *name) {
   for (size_t i = 0; i < c->n_tensors; i++)
-    if (c->tensors[i].is_output && strcmp(c->tensors[i].name, name) == 0) return er__qmetric_sqnr(&c->tensors[i].m);
+    if (c->tensors[i].is_output && strcmp(c->tensors[i].name, name) == 0) return er_qmetric_sqnr(&c->tensors[i].m);
   return NAN;
 }
 
@@ -201,8 +201,8 @@ er_status er__qz_choose_outputs(evalctx *ec, const bool *quant, er_qreport *rep,
       for (size_t i = 0; i < rep->n_outputs; i++) rep->outputs[i].quantized = false;
     }
   }
-  er__qcompare_free(off);
-  er__qcompare_free(on);
+  er_qcompare_free(off);
+  er_qcompare_free(on);
   return st;
 }
 

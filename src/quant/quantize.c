@@ -30,7 +30,7 @@
 /* Options                                                                   */
 /* ======================================================================== */
 
-void er__quant_options_init(er_quant_options *o) {
+void er_quant_options_init(er_quant_options *o) {
   memset(o, 0, sizeof *o);
   o->weights = ER_QW_INT8;
   o->per_channel = true;
@@ -41,7 +41,7 @@ void er__quant_options_init(er_quant_options *o) {
   o->fold = true;
   o->bias_correction = true;
   o->threads = 1;
-  er__qdata_options_init(&o->data);
+  er_qdata_options_init(&o->data);
 }
 
 bool er__quant_parse_budget(const char *text, double *budget, er_qbudget *kind, bool *percent) {
@@ -319,7 +319,7 @@ uint64_t er__model_weight_bytes(const er_model *m) {
   return total;
 }
 
-void er__qreport_free(er_qreport *r) {
+void er_qreport_free(er_qreport *r) {
   if (!r) return;
   free(r->model_path);
   free(r->out_path);
@@ -340,7 +340,7 @@ void er__qreport_free(er_qreport *r) {
   free(r->kept);
   for (size_t i = 0; i < r->n_outputs; i++) free(r->outputs[i].name);
   free(r->outputs);
-  er__qcompare_free(r->cmp);
+  er_qcompare_free(r->cmp);
   free(r);
 }
 
@@ -451,8 +451,8 @@ static void layer_errors(const qplan *p, er_qreport *rep) {
     for (size_t k = 0; k < rep->cmp->n_tensors; k++) {
       const er_qcmp_tensor *t = &rep->cmp->tensors[k];
       if (strcmp(t->name, oname) != 0) continue;
-      rep->layers[i].out_sqnr = er__qmetric_sqnr(&t->m);
-      rep->layers[i].out_cosine = er__qmetric_cosine(&t->m);
+      rep->layers[i].out_sqnr = er_qmetric_sqnr(&t->m);
+      rep->layers[i].out_cosine = er_qmetric_cosine(&t->m);
       rep->layers[i].out_max_abs = t->m.max_abs;
     }
   }
@@ -466,18 +466,18 @@ static er_status open_data(const qplan *p, const char *calib_path, bool auto_kee
                            int64_t **labels, int64_t *n_labels, int64_t *label_offset) {
   er_status st = ER_STATUS_OK;
   er_qdata_options dopt = p->o.data;
-  st = er__qdata_open(calib_path, p->mf, &dopt, calib);
+  st = er_qdata_open(calib_path, p->mf, &dopt, calib);
   if (st != ER_STATUS_OK) return st;
-  int64_t total = er__qdata_samples(*calib);
+  int64_t total = er_qdata_samples(*calib);
   *label_offset = 0;
   if (p->o.labels_path) {
-    st = er__qdata_read_labels(p->o.labels_path, labels, n_labels);
+    st = er_qdata_read_labels(p->o.labels_path, labels, n_labels);
     if (st != ER_STATUS_OK) return st;
   }
   if (p->o.eval_path) {
     er_qdata_options eo = p->o.data;
     eo.skip = eo.limit = 0;
-    st = er__qdata_open(p->o.eval_path, p->mf, &eo, eval);
+    st = er_qdata_open(p->o.eval_path, p->mf, &eo, eval);
   } else if (auto_keep && total >= 2) {
     /* Hold out the last samples for the sensitivity search, so layers are
      * judged on data the ranges were not fitted to. */
@@ -489,10 +489,10 @@ static er_status open_data(const qplan *p, const char *calib_path, bool auto_kee
     co.limit = total - h;
     eo.skip = dopt.skip + (total - h);
     eo.limit = h;
-    er__qdata_free(*calib);
+    er_qdata_free(*calib);
     *calib = NULL;
-    st = er__qdata_open(calib_path, p->mf, &co, calib);
-    if (st == ER_STATUS_OK) st = er__qdata_open(calib_path, p->mf, &eo, eval);
+    st = er_qdata_open(calib_path, p->mf, &co, calib);
+    if (st == ER_STATUS_OK) st = er_qdata_open(calib_path, p->mf, &eo, eval);
     *label_offset = total - h;  /* labels then describe the calibration set */
   }
   return st;
@@ -578,13 +578,13 @@ static er_status start_report(qplan *p, const char *model_path, const char *cali
   return ER_STATUS_OK;
 }
 
-er_status er__quantize(const char *model_path, const char *calib_path, const char *out_path,
+er_status er_quantize(const char *model_path, const char *calib_path, const char *out_path,
                        const er_quant_options *opts, er_qreport **report_out) {
   double t0 = now_seconds();
   er_status st = ER_STATUS_OK;
   qplan p;
   memset(&p, 0, sizeof p);
-  er__quant_options_init(&p.o);
+  er_quant_options_init(&p.o);
   if (opts) p.o = *opts;
   if (p.o.threads < 1) p.o.threads = 1;
   er_qreport *rep = calloc(1, sizeof *rep);
@@ -686,7 +686,7 @@ er_status er__quantize(const char *model_path, const char *calib_path, const cha
   if (st != ER_STATUS_OK) goto done;
   rep->quant_file_bytes = outw.len;
   er_qcompare_options co = {true, elabels, n_elabels, p.o.threads, p.o.progress, "measuring"};
-  st = er__qcompare_run(fm, qm, evald, &co, &rep->cmp);
+  st = er_qcompare_run(fm, qm, evald, &co, &rep->cmp);
   if (st != ER_STATUS_OK) goto done;
   rep->eval_samples = rep->cmp->samples;
   er__qcompare_attribute(rep->cmp, fm->graph);
@@ -704,14 +704,14 @@ done:
   free(p.c);
   free(quant);
   free(labels);
-  er__qdata_free(calib);
-  er__qdata_free(eval);
+  er_qdata_free(calib);
+  er_qdata_free(eval);
   er_model_free(p.mf);
   er_model_free(fm);
   er_model_free(qm);
   er__pbw_free(&prep);
   er__pbw_free(&outw);
   if (report_out) *report_out = rep;
-  else er__qreport_free(rep);
+  else er_qreport_free(rep);
   return st;
 }

@@ -96,9 +96,9 @@ static er_status sb_save(sb *s, const char *path) {
 
 static void json_metric(sb *s, const er_qmetric *m) {
   sb_printf(s, "\"sqnr_db\": ");
-  sb_num(s, er__qmetric_sqnr(m));
+  sb_num(s, er_qmetric_sqnr(m));
   sb_printf(s, ", \"cosine\": ");
-  sb_num(s, er__qmetric_cosine(m));
+  sb_num(s, er_qmetric_cosine(m));
   sb_printf(s, ", \"max_abs_error\": ");
   sb_num(s, m->max_abs);
   sb_printf(s, ", \"relative_error\": ");
@@ -222,7 +222,7 @@ static void html_heatmap(sb *s, const er_qcompare *c) {
     sb_html(s, name);
     sb_printf(s, "</text>\n");
     for (int k = 0; k <= cols; k++) {
-      double v = k < cols ? t->sample_sqnr[k] : er__qmetric_sqnr(&t->m);
+      double v = k < cols ? t->sample_sqnr[k] : er_qmetric_sqnr(&t->m);
       char col[16];
       heat_colour(isinf(v) ? 200 : v, col, sizeof col);
       int x = label + (k < cols ? k : cols + 1) * cw;
@@ -246,8 +246,8 @@ static void html_compare_tables(sb *s, const er_qcompare *c) {
     sb_printf(s, "<tr><td class='l'>");
     sb_html(s, t->name);
     sb_printf(s, "</td><td>");
-    sb_db(s, er__qmetric_sqnr(&t->m));
-    sb_printf(s, "</td><td>%.6f</td><td>%.4g</td></tr>\n", er__qmetric_cosine(&t->m), t->m.max_abs);
+    sb_db(s, er_qmetric_sqnr(&t->m));
+    sb_printf(s, "</td><td>%.6f</td><td>%.4g</td></tr>\n", er_qmetric_cosine(&t->m), t->m.max_abs);
   }
   sb_printf(s, "</table>\n<table class='kv'>");
   sb_printf(s, "<tr><td>samples compared</td><td>%lld</td></tr>", (long long)c->samples);
@@ -282,8 +282,8 @@ static void html_compare_tables(sb *s, const er_qcompare *c) {
       sb_printf(s, "</td><td>");
       sb_db(s, t->local_sqnr);
       sb_printf(s, "</td><td>");
-      sb_db(s, er__qmetric_sqnr(&t->m));
-      sb_printf(s, "</td><td>%.6f</td><td>%.4g</td><td class='l'>%s</td></tr>\n", er__qmetric_cosine(&t->m),
+      sb_db(s, er_qmetric_sqnr(&t->m));
+      sb_printf(s, "</td><td>%.6f</td><td>%.4g</td><td class='l'>%s</td></tr>\n", er_qmetric_cosine(&t->m),
                 t->m.max_abs, t->quantized ? "yes" : "");
     }
     sb_printf(s, "</table>\n");
@@ -296,7 +296,7 @@ static void html_compare_tables(sb *s, const er_qcompare *c) {
             "<th></th></tr>\n");
   for (size_t i = 0; i < c->n_tensors; i++) {
     const er_qcmp_tensor *t = &c->tensors[i];
-    double v = er__qmetric_sqnr(&t->m);
+    double v = er_qmetric_sqnr(&t->m);
     int bar = isinf(v) ? 120 : v < 0 ? 0 : v > 60 ? 120 : (int)(v * 2);
     sb_printf(s, "<tr><td class='l'>");
     sb_html(s, t->name);
@@ -309,7 +309,7 @@ static void html_compare_tables(sb *s, const er_qcompare *c) {
     sb_printf(s, "</td><td>");
     sb_db(s, t->local_sqnr);
     sb_printf(s, "</td><td>%.6f</td><td>%.4g</td><td class='l'><span class='bar' style='width:%dpx'></span></td>"
-              "</tr>\n", er__qmetric_cosine(&t->m), t->m.max_abs, bar);
+              "</tr>\n", er_qmetric_cosine(&t->m), t->m.max_abs, bar);
   }
   sb_printf(s, "</table>\n");
 }
@@ -323,7 +323,7 @@ static const char *budget_name(er_qbudget k) {
                                                                                  : "relative_output_error";
 }
 
-er_status er__qreport_write_json(const er_qreport *r, const char *path) {
+er_status er_qreport_write_json(const er_qreport *r, const char *path) {
   sb s = {0};
   sb_printf(&s, "{\n  \"model\": ");
   sb_json_str(&s, r->model_path);
@@ -456,7 +456,7 @@ static void html_size(sb *s, const char *what, uint64_t a, uint64_t b) {
             100 * ratio);
 }
 
-er_status er__qreport_write_html(const er_qreport *r, const char *path) {
+er_status er_qreport_write_html(const er_qreport *r, const char *path) {
   sb s = {0};
   sb_printf(&s, "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>edgerun quantization report"
             "</title><style>%s</style></head><body>\n<h1>Quantization report</h1>\n<table class='kv'>", css);
@@ -561,7 +561,7 @@ er_status er__qreport_write_html(const er_qreport *r, const char *path) {
 /* Analysis report                                                           */
 /* ======================================================================== */
 
-er_status er__qcompare_write_json(const er_qcompare *c, const char *float_path, const char *quant_path,
+er_status er_qcompare_write_json(const er_qcompare *c, const char *float_path, const char *quant_path,
                                   const char *path) {
   sb s = {0};
   sb_printf(&s, "{\n  \"float\": ");
@@ -583,7 +583,7 @@ er_status er__qcompare_write_json(const er_qcompare *c, const char *float_path, 
   return sb_save(&s, path);
 }
 
-er_status er__qcompare_write_html(const er_qcompare *c, const char *float_path, const char *quant_path,
+er_status er_qcompare_write_html(const er_qcompare *c, const char *float_path, const char *quant_path,
                                   const char *path) {
   sb s = {0};
   sb_printf(&s, "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>edgerun analysis</title>"

@@ -121,11 +121,11 @@ static er_status quantize(const char *model, const char *calib, const char *out,
   path_in(cp, sizeof cp, calib);
   path_in(op, sizeof op, out);
   er_quant_options o;
-  er__quant_options_init(&o);
+  er_quant_options_init(&o);
   o.channel_axis = channel_axis;
   er_qreport *r = NULL;
-  er_status st = er__quantize(mp, cp, op, &o, &r);
-  er__qreport_free(r);
+  er_status st = er_quantize(mp, cp, op, &o, &r);
+  er_qreport_free(r);
   return st;
 }
 
@@ -246,14 +246,14 @@ static void test_case16_output_is_input(void) {
   char other[600];
   snprintf(other, sizeof other, "%s/./self.onnx", g_dir);
   er_quant_options o;
-  er__quant_options_init(&o);
+  er_quant_options_init(&o);
   char cp[512];
   path_in(cp, sizeof cp, "ramp.npy");
-  CHECK_STATUS(er__quantize(p, cp, other, &o, NULL), ER_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(er_quantize(p, cp, other, &o, NULL), ER_STATUS_INVALID_ARGUMENT);
   /* An output folder that does not exist: an error, nothing written. */
   char nowhere[600];
   snprintf(nowhere, sizeof nowhere, "%s/no-such-dir/q.onnx", g_dir);
-  CHECK_STATUS(er__quantize(p, cp, nowhere, &o, NULL), ER_STATUS_IO);
+  CHECK_STATUS(er_quantize(p, cp, nowhere, &o, NULL), ER_STATUS_IO);
   CHECK(temp_files() == 0);
 }
 
@@ -385,12 +385,12 @@ static void test_dataset_named_files(void) {
   snprintf(p, sizeof p, "%s/y.npy", dir);
   write_rows(p, 5, 100, ER_DTYPE_DOUBLE);  /* float64 is converted */
   er_qdata_options o;
-  er__qdata_options_init(&o);
+  er_qdata_options_init(&o);
   o.batch = 2;
   er_qdata *d = NULL;
-  CHECK_STATUS(er__qdata_open(dir, m, &o, &d), ER_STATUS_OK);
+  CHECK_STATUS(er_qdata_open(dir, m, &o, &d), ER_STATUS_OK);
   if (d) {
-    CHECK(er__qdata_samples(d) == 5);
+    CHECK(er_qdata_samples(d) == 5);
     er_named_tensor in[2];
     int64_t n, total = 0, batches = 0;
     float first_y = -1;
@@ -403,18 +403,18 @@ static void test_dataset_named_files(void) {
     }
     CHECK(total == 5 && batches == 3 && first_y == 100.0f);
   }
-  er__qdata_free(d);
+  er_qdata_free(d);
   /* A mismatched sample count is refused, naming the file. */
   snprintf(p, sizeof p, "%s/y.npy", dir);
   write_rows(p, 4, 100, ER_DTYPE_FLOAT);
-  CHECK_STATUS(er__qdata_open(dir, m, &o, &d), ER_STATUS_INVALID_SHAPE);
+  CHECK_STATUS(er_qdata_open(dir, m, &o, &d), ER_STATUS_INVALID_SHAPE);
   CHECK_MSG("holds 4 samples");
   /* A file that matches no input by name. */
   snprintf(p, sizeof p, "%s/y.npy", dir);
   unlink(p);
   snprintf(p, sizeof p, "%s/w.npy", dir);
   write_rows(p, 5, 0, ER_DTYPE_FLOAT);
-  CHECK_STATUS(er__qdata_open(dir, m, &o, &d), ER_STATUS_NOT_FOUND);
+  CHECK_STATUS(er_qdata_open(dir, m, &o, &d), ER_STATUS_NOT_FOUND);
   CHECK_MSG("matches none");
   er_model_free(m);
 }
@@ -435,13 +435,13 @@ static void test_dataset_limit_skip(void) {
     }
   }
   er_qdata_options o;
-  er__qdata_options_init(&o);
+  er_qdata_options_init(&o);
   o.skip = 1;
   o.limit = 1;
   er_qdata *d = NULL;
-  CHECK_STATUS(er__qdata_open(dir, m, &o, &d), ER_STATUS_OK);
+  CHECK_STATUS(er_qdata_open(dir, m, &o, &d), ER_STATUS_OK);
   if (d) {
-    CHECK(er__qdata_samples(d) == 1);
+    CHECK(er_qdata_samples(d) == 1);
     er_named_tensor in[2];
     int64_t n;
     CHECK_STATUS(er__qdata_next(d, in, &n), ER_STATUS_OK);
@@ -449,7 +449,7 @@ static void test_dataset_limit_skip(void) {
     CHECK_STATUS(er__qdata_next(d, in, &n), ER_STATUS_OK);
     CHECK(n == 0);
   }
-  er__qdata_free(d);
+  er_qdata_free(d);
   er_model_free(m);
 }
 
@@ -460,13 +460,13 @@ static void test_labels(void) {
   fprintf(f, "3\n 7 \n\n0\n");
   fclose(f);
   int64_t *l = NULL, n = 0;
-  CHECK_STATUS(er__qdata_read_labels(p, &l, &n), ER_STATUS_OK);
+  CHECK_STATUS(er_qdata_read_labels(p, &l, &n), ER_STATUS_OK);
   CHECK(n == 3 && l && l[0] == 3 && l[1] == 7 && l[2] == 0);
   free(l);
   f = fopen(p, "w");
   fprintf(f, "3\nseven\n");
   fclose(f);
-  CHECK_STATUS(er__qdata_read_labels(p, &l, &n), ER_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(er_qdata_read_labels(p, &l, &n), ER_STATUS_INVALID_ARGUMENT);
   CHECK_MSG("line 2");
 }
 
@@ -502,19 +502,19 @@ static void test_png_roundtrip(void) {
   CHECK(h == 4 && w == 6 && c == 3 && out && memcmp(out, px, 72) == 0);
   /* Same size, NCHW, BGR, mean/std: exact arithmetic. */
   er_image_prep prep;
-  er__image_prep_init(&prep);
-  CHECK_STATUS(er__image_prep_parse(&prep, "size=4x6,channels=bgr,scale=1,mean=1:2:3,std=2"), ER_STATUS_OK);
+  er_image_prep_init(&prep);
+  CHECK_STATUS(er_image_prep_parse(&prep, "size=4x6,channels=bgr,scale=1,mean=1:2:3,std=2"), ER_STATUS_OK);
   float t[72];
   er__image_prepare(out, h, w, c, &prep, t);
   /* Channel 0 is blue: (200 - 1) / 2; channel 2 is red at x=5: (200 - 3)/2. */
   CHECK(t[0] == 99.5f && t[2 * 24 + 5] == 98.5f && t[1 * 24 + 6] == (60.0f - 2.0f) / 2.0f);
   /* Downscale to 2x3 NHWC gray. */
-  CHECK_STATUS(er__image_prep_parse(&prep, "size=2x3,layout=nhwc,channels=gray,scale=1,mean=0,std=1"), ER_STATUS_OK);
+  CHECK_STATUS(er_image_prep_parse(&prep, "size=2x3,layout=nhwc,channels=gray,scale=1,mean=0,std=1"), ER_STATUS_OK);
   er__image_prepare(out, h, w, c, &prep, t);
   CHECK(t[0] > 0 && t[5] > t[0]);
   free(out);
-  CHECK_STATUS(er__image_prep_parse(&prep, "size=0x3"), ER_STATUS_INVALID_ARGUMENT);
-  CHECK_STATUS(er__image_prep_parse(&prep, "colour=red"), ER_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(er_image_prep_parse(&prep, "size=0x3"), ER_STATUS_INVALID_ARGUMENT);
+  CHECK_STATUS(er_image_prep_parse(&prep, "colour=red"), ER_STATUS_INVALID_ARGUMENT);
   CHECK_MSG("unknown preprocessing key");
 }
 
