@@ -44,7 +44,7 @@ static const struct {
 
 enum { CASE_UPPER, CASE_LOWER, CASE_TITLE, CASE_CAPITALIZE, CASE_JTITLE, CASE_SWAP };
 
-er_status er__cev_rerr(er_chat_rt *r, const char *fmt, ...);
+er_status er__cev_rerr(er_chat_rt *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Binds name to v in s, taking v's reference. */
 er_status er__cev_scope_set(er_chat_rt *r, er_chat_scope *s, const char *name, er_cv v);

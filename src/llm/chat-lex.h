@@ -74,7 +74,8 @@ typedef struct parser {
   size_t n_unk, cap_unk;
 } parser;
 
-er_status er__clex_perr(parser *p, uint32_t line, uint32_t col, const char *fmt, ...);
+er_status er__clex_perr(parser *p, uint32_t line, uint32_t col, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Makes sure q[k] exists (an EOF token once the source, or a lexer error,
  * ends the stream). */
