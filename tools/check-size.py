@@ -35,6 +35,13 @@ EXTS = (".c", ".h", ".cu", ".cl", ".py", ".inc")
 SIG_START = re.compile(r"^[A-Za-z_][\w \t\*]*\b(\w+)\s*\(")
 
 
+def code_of(line):
+    """The line without a trailing /* ... */ or // comment, right-stripped."""
+    line = re.sub(r"/\*.*?\*/\s*$", "", line)
+    line = re.sub(r"//.*$", "", line)
+    return line.rstrip()
+
+
 def functions(lines):
     """(name, first line, line count) of each function definition."""
     i = 0
@@ -47,9 +54,9 @@ def functions(lines):
         # The signature may span lines; it ends with "{" (a definition)
         # or ";" (a declaration).
         k = i
-        while k < len(lines) and not lines[k].rstrip().endswith(("{", ";", "}")):
+        while k < len(lines) and not code_of(lines[k]).endswith(("{", ";", "}")):
             k += 1
-        if k >= len(lines) or not lines[k].rstrip().endswith("{"):
+        if k >= len(lines) or not code_of(lines[k]).endswith("{"):
             i = k + 1
             continue
         j = k + 1
@@ -92,9 +99,13 @@ def self_test():
             f.write("static int f(int x) {\n" + body + "\n  return x;\n}\n")
         with open(os.path.join(d, "src", "short.c"), "w") as f:
             f.write("static int g(int x,\n             int y) {\n  return x + y;\n}\n")
+        with open(os.path.join(d, "src", "proto.h"), "w") as f:
+            # A prototype with a trailing comment, then a long struct: not a function.
+            f.write("double h(int x);  /* dB */\n\ntypedef struct s {\n" + "  int a;\n" * (MAX_FUNCTION_LINES + 5) +
+                    "} s;\n")
         with open(os.path.join(d, "src", "big.py"), "w") as f:
             f.write("x = 1\n" * (MAX_FILE_LINES + 1))
-        bad = check(d, ["src/long.c", "src/short.c", "src/big.py"])
+        bad = check(d, ["src/long.c", "src/short.c", "src/proto.h", "src/big.py"])
         want = ["src/long.c:1: function f", "src/big.py: "]
         ok = len(bad) == 2 and all(any(b.startswith(w) for b in bad) for w in want)
         print("check-size self-test:", "ok" if ok else "FAILED: " + "; ".join(bad))
